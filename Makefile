@@ -1,0 +1,61 @@
+# The two commands a newcomer needs:  make demo  (the whole course on this machine)  and  make test.
+# Both create the virtual environment .venv from the pins in pyproject.toml / constraints.txt when missing.
+
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+# Each BLAS call on one core: a CPU "device" in this course is one core (see docs/benchmarks.md).
+export OMP_NUM_THREADS ?= 1
+export OPENBLAS_NUM_THREADS ?= 1
+export MKL_NUM_THREADS ?= 1
+
+.PHONY: demo test test-fast bench venv gpu release lock clean
+
+demo: $(VENV)/.installed
+	$(PY) -m course demo
+
+test: $(VENV)/.installed
+	$(PY) -m pytest
+
+# Everything except the slow end-to-end tests (notebooks, grading, Slurm).
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -m "not slow"
+
+bench: $(VENV)/.installed
+	$(PY) -m course bench
+
+venv: $(VENV)/.installed
+
+# Chainer 7.8.1 is a source distribution that needs setuptools<70 at build time, so the build tools
+# are installed first and Chainer (with the kit) is built without build isolation.
+$(VENV)/.installed: pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null || { \
+	  echo "make: Python 3.11 is needed (Chainer 7.8.1 does not import on 3.12). Install it, or point"; \
+	  echo "      PYTHON at it:  make PYTHON=/path/to/python3.11 $(MAKECMDGOALS)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -c constraints.txt $$($(PYTHON) course/pins.py bootstrap)
+	$(PIP) install -c constraints.txt --no-build-isolation -e ".[mpi,dev]"
+	touch $@
+
+# The CUDA 12 stack, for a GPU node.
+gpu: $(VENV)/.installed
+	$(PIP) install -c constraints.txt --no-build-isolation -e ".[mpi,dev,gpu]"
+	$(PY) -m course doctor
+
+# Regenerate the student release notebooks/ from solutions/ with nbgrader.
+release: $(VENV)/.installed
+	$(PY) -m course release
+
+# Re-resolve the full lock (every transitive version) from the pins in pyproject.toml.
+lock:
+	rm -rf build/lock && $(PYTHON) -m venv build/lock
+	build/lock/bin/pip install -q $$($(PYTHON) course/pins.py bootstrap)
+	build/lock/bin/pip install -q --dry-run --ignore-installed --no-build-isolation \
+	  --report build/lock/report.json ".[mpi,dev,gpu]"
+	$(PYTHON) course/pins.py lock build/lock/report.json > constraints.txt
+	$(PYTHON) course/pins.py conda > environment.yml
+
+clean:
+	rm -rf build $(VENV) .pytest_cache

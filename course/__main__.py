@@ -1,0 +1,4 @@
+"""python -m course ..."""
+from course.cli import main
+
+raise SystemExit(main())

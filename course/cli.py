@@ -1,0 +1,107 @@
+"""The `course` command (also `python -m course`). Each subcommand lives in its own module."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from course.errors import CourseError
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from course import doctor
+
+    return doctor.main()
+
+
+def _env(args: argparse.Namespace) -> int:
+    from course import gpu
+
+    line = gpu.library_path_export()
+    if line:
+        print(line)
+    return 0
+
+
+def _data(args: argparse.Namespace) -> int:
+    from course import data
+
+    if args.action == "list":
+        names = data.available()
+        if not names:
+            print(f"no data sets in {data.data_dir()}; make one with:  python -m course data synthetic")
+        for name in names:
+            try:
+                print(data.info(name).describe())
+            except CourseError as e:
+                print(f"{name}: BROKEN: {e}")
+        return 0
+    if args.action == "synthetic":
+        info = data.prepare_synthetic(args.train, args.test, seed=args.seed, name=args.name)
+    elif args.action == "cifar10":
+        info = data.prepare_real(args.source)
+    else:
+        info = data.prepare_variant(args.base, percent=args.percent, size=args.size, seed=args.seed,
+                                    name=args.name)
+    print(f"ready: {info.describe()}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="course", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("doctor", help="what works on this machine, and how to fix the rest").set_defaults(run=_doctor)
+    sub.add_parser("env", help="shell lines that make the gpu extra's CUDA libraries findable "
+                               '(eval "$(python -m course env)")').set_defaults(run=_env)
+
+    # Dispatched in main() before parsing: their flags belong to their own parsers.
+    sub.add_parser("train", help="the kit's reference CIFAR-10 training (flags: python -m course train -h)")
+    sub.add_parser("bench", help="measure the kit: loop overhead and 1 vs 2 MPI ranks (python -m course bench -h)")
+
+    p = sub.add_parser("data", help="prepare CIFAR-10, the synthetic set, or a variant")
+    p.set_defaults(run=_data)
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("list", help="the prepared data sets")
+    a = actions.add_parser("synthetic", help="generate the learnable synthetic set (no download)")
+    a.add_argument("--train", type=int, default=4000)
+    a.add_argument("--test", type=int, default=1000)
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--name", default="synthetic")
+    a = actions.add_parser("cifar10", help="convert the official cifar-10-python.tar.gz")
+    a.add_argument("--from", dest="source", type=Path, default=None,
+                   help="the archive (default: the one in Chainer's data folder or download cache)")
+    a = actions.add_parser("variant", help="a class-balanced subset, resized (e.g. 5%% at 256 px)")
+    a.add_argument("--base", default="cifar10", help="the data set to derive from")
+    a.add_argument("--percent", type=float, default=5.0)
+    a.add_argument("--size", type=int, default=256)
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--name", default=None, help="default: <base>_<size>px_<percent>p")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["train"]:
+        from course import reference
+
+        return _guarded("train", lambda: reference.main(argv[1:]))
+    if argv[:1] == ["bench"]:
+        from course import bench
+
+        return _guarded("bench", lambda: bench.main(argv[1:]))
+    args = build_parser().parse_args(argv)
+    return _guarded(args.command, lambda: args.run(args))
+
+
+def _guarded(command: str, action) -> int:
+    """Run a command, printing a CourseError as its message and fix instead of a traceback."""
+    try:
+        return action()
+    except CourseError as e:
+        print(f"course {command}: {e.message}", file=sys.stderr)
+        if e.hint:
+            print(f"  -> {e.hint}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,156 @@
+"""`python -m course doctor`: one screen that says what works on this machine and how to fix the rest."""
+from __future__ import annotations
+
+import platform
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from course import data, gpu, paths
+
+OK, NOT_HERE, PROBLEM = "ok", "--", "!!"
+
+
+@dataclass
+class Check:
+    status: str  # OK, NOT_HERE (fine on this machine) or PROBLEM
+    what: str
+    detail: str
+    fix: str = ""
+
+
+def _python() -> Check:
+    version = platform.python_version()
+    if sys.version_info[:2] == (3, 11):
+        return Check(OK, "Python", version)
+    return Check(PROBLEM, "Python", version, "the kit needs Python 3.11 (Chainer 7.8.1 does not import on 3.12)")
+
+
+def _chainer() -> Check:
+    import chainer
+    import numpy
+
+    return Check(OK, "Chainer", f"{chainer.__version__} (NumPy {numpy.__version__}, ChainerMN bundled)")
+
+
+def _cupy() -> Check:
+    if not gpu.cupy_installed():
+        return Check(NOT_HERE, "CuPy", "not installed: training runs on CPU",
+                     'on a GPU node:  pip install -e ".[gpu]"   (or: make gpu)')
+    import cupy
+
+    return Check(OK, "CuPy", cupy.__version__)
+
+
+def _gpus() -> Check:
+    found = gpu.visible_gpus()
+    if found.count:
+        names = ", ".join(sorted(set(found.names)))
+        driver = f", driver {found.driver}" if found.driver else ""
+        return Check(OK, "GPUs", f"{found.count} visible ({names}{driver})")
+    if gpu.cupy_installed():
+        return Check(NOT_HERE, "GPUs", "none visible here",
+                     "GPU jobs run on compute nodes; run doctor inside a job to check them")
+    return Check(NOT_HERE, "GPUs", "none (CPU only)")
+
+
+def _cudnn() -> Check:
+    if not gpu.cupy_installed():
+        return Check(NOT_HERE, "cuDNN", "needs CuPy")
+    import chainer
+
+    cuda = chainer.backends.cuda
+    if cuda.cudnn_enabled:
+        return Check(OK, "cuDNN", f"{cuda.libcudnn.getVersion()} (Chainer uses it)")
+    return Check(PROBLEM, "cuDNN", "not found: Chainer falls back to slower convolutions",
+                 'pip install -e ".[gpu]"; in a shell:  eval "$(python -m course env)"')
+
+
+def _nccl() -> Check:
+    if not gpu.cupy_installed():
+        return Check(NOT_HERE, "NCCL", "needs CuPy (stage 2 and pure_nccl need it)")
+    from cupy.cuda import nccl
+
+    if nccl.available:
+        return Check(OK, "NCCL", f"{nccl.get_version()} (stage 2 and pure_nccl can run)")
+    return Check(PROBLEM, "NCCL", "CuPy cannot load NCCL: stage 2 and pure_nccl cannot run",
+                 'pip install -e ".[gpu]"   (installs nvidia-nccl-cu12)')
+
+
+def _mpi() -> Check:
+    launcher = paths.find_program("mpiexec")
+    import mpi4py
+
+    mpi4py.rc.initialize = False  # only the library's name is needed here
+    from mpi4py import MPI
+
+    library = MPI.Get_library_version().splitlines()[0].split(",")[0].strip()
+    if not launcher:
+        return Check(PROBLEM, "MPI", f"mpi4py {mpi4py.__version__} ({library}) but no mpiexec on PATH",
+                     'load the site\'s MPI module, or:  pip install -e ".[mpi]"')
+    return Check(OK, "MPI", f"mpiexec {launcher}; mpi4py {mpi4py.__version__} uses {library}")
+
+
+def _scheduler() -> Check:
+    qsub = paths.find_program("qsub")
+    if qsub:
+        return Check(OK, "scheduler", f"qsub {qsub}")
+    return Check(NOT_HERE, "scheduler", "no qsub: jobs run on this machine",
+                 "python -m course submit jobs/<script>  runs a job script as the scheduler would")
+
+
+def _site() -> Check:
+    env_file = paths.site_env_file()
+    if env_file is None:
+        return Check(NOT_HERE, "site profile", "not in a kit checkout or assignment folder")
+    profile = paths.applied_site(env_file)
+    return Check(OK, "site profile", f"{profile or 'unknown'} ({env_file})",
+                 "" if profile else "python -m course site apply <profile>")
+
+
+def _dataset() -> Check:
+    names = data.available()
+    if not names:
+        return Check(PROBLEM, "data", f"no data set in {data.data_dir()}",
+                     "python -m course data synthetic   (real CIFAR-10: see datasets/README.md)")
+    described = []
+    for name in names:
+        try:
+            info = data.info(name)
+            described.append(f"{name} ({info.n_train}+{info.n_test}, {info.image_size} px)")
+        except data.DatasetError as e:
+            return Check(PROBLEM, "data", e.message, e.hint)
+    return Check(OK, "data", f"{', '.join(described)} in {data.data_dir()}")
+
+
+CHECKS: list[Callable[[], Check]] = [_python, _chainer, _cupy, _gpus, _cudnn, _nccl, _mpi, _scheduler,
+                                     _site, _dataset]
+
+
+def run_checks() -> list[Check]:
+    results = []
+    for check in CHECKS:
+        try:
+            results.append(check())
+        except Exception as e:  # a broken piece is itself the finding
+            name = check.__name__.strip("_")
+            results.append(Check(PROBLEM, name, f"check failed: {type(e).__name__}: {e}",
+                                 "reinstall the environment: make clean venv"))
+    return results
+
+
+def render(checks: list[Check]) -> str:
+    width = max(len(c.what) for c in checks)
+    lines = ["course doctor: what works on this machine", ""]
+    for c in checks:
+        lines.append(f"  [{c.status}] {c.what:<{width}}  {c.detail}")
+        if c.fix and c.status != OK:
+            lines.append(f"       {'':<{width}}  -> {c.fix}")
+    lines += ["", "[ok] works   [--] not available here (fine on this machine)   [!!] needs fixing"]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    checks = run_checks()
+    print(render(checks))
+    return 1 if any(c.status == PROBLEM for c in checks) else 0

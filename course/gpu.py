@@ -1,0 +1,142 @@
+"""What GPU support this machine has, and making the CUDA libraries of the `gpu` extra findable.
+
+Nothing here initialises CUDA in the calling process: MultiprocessParallelUpdater refuses to
+fork its workers from a process that did, so GPUs are counted with `nvidia-smi` or a child Python.
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Sonames that CuPy 13 and cuDNN 8 link to, each after the libraries it needs, with the
+# folder of the nvidia-*-cu12 wheel that holds it (site-packages/nvidia/<folder>/lib).
+_WHEEL_LIBRARIES = (
+    ("cuda_nvrtc", "libnvrtc.so.12"),
+    ("nvjitlink", "libnvJitLink.so.12"),
+    ("cublas", "libcublasLt.so.12"),
+    ("cublas", "libcublas.so.12"),
+    ("curand", "libcurand.so.10"),
+    ("cufft", "libcufft.so.11"),
+    ("cusparse", "libcusparse.so.12"),
+    ("cudnn", "libcudnn_ops_infer.so.8"),
+    ("cudnn", "libcudnn_ops_train.so.8"),
+    ("cudnn", "libcudnn_cnn_infer.so.8"),
+    ("cudnn", "libcudnn_cnn_train.so.8"),
+    ("cudnn", "libcudnn_adv_infer.so.8"),
+    ("cudnn", "libcudnn_adv_train.so.8"),
+    ("cudnn", "libcudnn.so.8"),
+    ("nccl", "libnccl.so.2"),
+)
+
+_preloaded: dict[str, str] = {}
+
+
+def nvidia_library_dirs() -> list[Path]:
+    """The lib folders of the installed nvidia-* wheels (none without the gpu extra)."""
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return sorted(lib for root in spec.submodule_search_locations for lib in Path(root).glob("*/lib"))
+
+
+def preload_cuda_libraries() -> dict[str, str]:
+    """Load the CUDA, cuDNN and NCCL libraries of the nvidia-* wheels into this process.
+
+    CuPy 13 links to cuDNN as `libcudnn.so.8` but looks for it only in ~/.cupy and on the
+    library path; once a library with that soname is loaded, the dynamic linker reuses it.
+    So this must run before CuPy's cuDNN module is imported (``import chainer`` imports it).
+    Jobs set LD_LIBRARY_PATH instead (`python -m course env`), which works whatever the import order.
+    Returns {soname: path} of everything loaded so far.
+    """
+    dirs = {d.parent.name: d for d in nvidia_library_dirs()}
+    for folder, soname in _WHEEL_LIBRARIES:
+        path = dirs.get(folder, Path("/nonexistent")) / soname
+        if soname in _preloaded or not path.exists():
+            continue
+        try:
+            ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            continue  # a library it needs is missing; `course doctor` says which
+        _preloaded[soname] = str(path)
+    return dict(_preloaded)
+
+
+def library_path_export() -> str:
+    """A shell line that puts the nvidia-* wheel libraries on LD_LIBRARY_PATH (empty without them)."""
+    dirs = [str(d) for d in nvidia_library_dirs()]
+    if not dirs:
+        return ""
+    return f'export LD_LIBRARY_PATH="{":".join(dirs)}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"'
+
+
+def cupy_installed() -> bool:
+    return importlib.util.find_spec("cupy") is not None
+
+
+@dataclass
+class VisibleGpus:
+    """GPUs this process may use (CUDA_VISIBLE_DEVICES applied)."""
+
+    names: list[str] = field(default_factory=list)
+    driver: str = ""
+    how: str = "none"  # what found them: nvidia-smi, cupy, or none
+
+    @property
+    def count(self) -> int:
+        return len(self.names)
+
+
+def _apply_visible_devices(gpus: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """Keep the (index, uuid, name) rows that CUDA_VISIBLE_DEVICES allows."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return gpus
+    kept = []
+    for token in (t.strip() for t in visible.split(",")):
+        match = [g for g in gpus if token and (g[0] == token or g[1].startswith(token))]
+        if not match:
+            break  # CUDA stops at the first entry it cannot use
+        kept.append(match[0])
+    return kept
+
+
+def visible_gpus(timeout: float = 20.0) -> VisibleGpus:
+    """Count the GPUs without initialising CUDA here: nvidia-smi, else CuPy in a child process."""
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run(
+                [smi, "--query-gpu=index,uuid,name,driver_version", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=timeout, check=True,
+            ).stdout
+        except (subprocess.SubprocessError, OSError):
+            out = ""
+        rows = [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.count(",") >= 3]
+        if rows:
+            gpus = _apply_visible_devices([(r[0], r[1], r[2]) for r in rows])
+            return VisibleGpus([g[2] for g in gpus], rows[0][3], "nvidia-smi")
+    if cupy_installed():
+        probe = (
+            "import cupy; r = cupy.cuda.runtime; n = r.getDeviceCount(); "
+            "print('\\n'.join(r.getDeviceProperties(i)['name'].decode() for i in range(n)))"
+        )
+        try:
+            out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                                 timeout=timeout, check=True).stdout
+        except (subprocess.SubprocessError, OSError):
+            return VisibleGpus()
+        return VisibleGpus([n for n in out.splitlines() if n.strip()], "", "cupy")
+    return VisibleGpus()
+
+
+def resolve_device(spec: str) -> str:
+    """Turn 'auto' into '@cupy:0' where CuPy and a GPU exist, else '@numpy'; pass others through."""
+    if spec != "auto":
+        return spec
+    return "@cupy:0" if cupy_installed() and visible_gpus().count > 0 else "@numpy"

@@ -1,0 +1,98 @@
+"""Where a job runs: its scheduler, id, submit folder and the hosts and slots it was given.
+
+PBS Pro (and the kit's local runner, which sets PBS's variables) lists one line per MPI slot
+in $PBS_NODEFILE; Slurm gives a compressed node list and a tasks-per-node pattern.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course.errors import JobError
+
+
+@dataclass(frozen=True)
+class JobEnvironment:
+    scheduler: str  # pbs, slurm, local (the kit's runner) or none
+    job_id: str | None
+    job_name: str | None
+    submit_dir: Path
+    hosts: list[tuple[str, int]] = field(default_factory=list)  # (host, slots), in order
+
+    @property
+    def nprocs(self) -> int:
+        return sum(slots for _, slots in self.hosts)
+
+    @property
+    def nodes(self) -> int:
+        return len(self.hosts)
+
+    @property
+    def per_node(self) -> int:
+        return max((slots for _, slots in self.hosts), default=1)
+
+    def describe(self) -> str:
+        where = ", ".join(f"{h} x{n}" for h, n in self.hosts)
+        job = f"job {self.job_id} ({self.scheduler})" if self.job_id else "no scheduler"
+        return f"{job}; {self.nprocs} slot(s) on {self.nodes} node(s): {where}"
+
+
+def expand_hostlist(expression: str) -> list[str]:
+    """Slurm's compressed node list, e.g. 'gpu[01-03,07],login1' -> gpu01 gpu02 gpu03 gpu07 login1."""
+    hosts = []
+    for name, ranges in re.findall(r"([^,\[]+)(?:\[([^\]]*)\])?,?", expression.strip()):
+        if not ranges:
+            hosts.append(name)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            if not lo.isdigit() or (hi and not hi.isdigit()):
+                raise JobError(f"cannot read the Slurm node list {expression!r}", "report this to your instructor")
+            width = len(lo)
+            for number in range(int(lo), int(hi or lo) + 1):
+                hosts.append(f"{name}{number:0{width}d}")
+    return hosts
+
+
+def expand_tasks_per_node(expression: str) -> list[int]:
+    """Slurm's SLURM_TASKS_PER_NODE, e.g. '2(x3),1' -> [2, 2, 2, 1]."""
+    counts = []
+    for count, repeat in re.findall(r"(\d+)(?:\(x(\d+)\))?", expression):
+        counts += [int(count)] * int(repeat or 1)
+    return counts
+
+
+def read_nodefile(path: Path) -> list[tuple[str, int]]:
+    """PBS's node file (one line per slot) as (host, slots) in first-seen order."""
+    try:
+        lines = [line.strip() for line in Path(path).read_text().splitlines() if line.strip()]
+    except OSError as e:
+        raise JobError(f"cannot read the node file {path}: {e}", "is this running inside the job?") from None
+    if not lines:
+        raise JobError(f"the node file {path} is empty", "ask the scheduler for at least one node")
+    counts: dict[str, int] = {}
+    for host in lines:
+        counts[host] = counts.get(host, 0) + 1
+    return list(counts.items())
+
+
+def detect(environ: Mapping[str, str] | None = None) -> JobEnvironment:
+    """The job this process runs in, read from the scheduler's variables."""
+    env = os.environ if environ is None else environ
+    if env.get("PBS_JOBID"):
+        hosts = read_nodefile(Path(env["PBS_NODEFILE"])) if env.get("PBS_NODEFILE") else [(socket.gethostname(), 1)]
+        scheduler = "local" if env.get("COURSE_SCHEDULER") == "local" else "pbs"
+        return JobEnvironment(scheduler, env["PBS_JOBID"], env.get("PBS_JOBNAME"),
+                              Path(env.get("PBS_O_WORKDIR") or os.getcwd()), hosts)
+    if env.get("SLURM_JOB_ID"):
+        nodes = expand_hostlist(env.get("SLURM_JOB_NODELIST") or socket.gethostname())
+        tasks = expand_tasks_per_node(env.get("SLURM_TASKS_PER_NODE", ""))
+        if len(tasks) != len(nodes):
+            tasks = [1] * len(nodes)
+        return JobEnvironment("slurm", env["SLURM_JOB_ID"], env.get("SLURM_JOB_NAME"),
+                              Path(env.get("SLURM_SUBMIT_DIR") or os.getcwd()), list(zip(nodes, tasks)))
+    return JobEnvironment("none", None, None, Path(os.getcwd()), [(socket.gethostname(), 1)])

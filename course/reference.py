@@ -1,0 +1,84 @@
+"""The kit's own CIFAR-10 training: one device, or one ChainerMN rank per device under mpiexec.
+
+    python -m course train --device @numpy --width 16 --epoch 2
+    mpiexec -n 2 python -m course train --communicator naive --width 16
+
+The benchmark measures the kit with it and the GPU tests run it; students write their own
+versions of these pieces in the notebooks.
+"""
+from __future__ import annotations
+
+import chainer
+import chainer.links as L
+from chainer import training
+from chainer.training import extensions
+
+from course import gpu, models
+from course import training as course_training
+from course.throughput import Throughput
+
+REPORT = ["epoch", "main/loss", "validation/main/loss", "main/accuracy", "validation/main/accuracy",
+          "throughput", "elapsed_time"]
+
+
+def build_trainer(args, train, test, device, comm=None) -> training.Trainer:
+    model = L.Classifier(models.build(args.model, width=args.width))
+    model.to_device(device)
+    optimizer = chainer.optimizers.MomentumSGD(args.lr)
+    if comm is not None:
+        optimizer = chainermn().create_multi_node_optimizer(optimizer, comm)
+    optimizer.setup(model)
+    optimizer.add_hook(chainer.optimizer_hooks.WeightDecay(5e-4))
+    train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
+    updater = training.updaters.StandardUpdater(train_iter, optimizer, device=device)
+    stop = (args.iterations, "iteration") if args.iterations else (args.epoch, "epoch")
+    trainer = training.Trainer(updater, stop, out=args.out)
+    if args.evaluate:
+        test_iter = chainer.iterators.SerialIterator(test, args.batchsize, repeat=False, shuffle=False)
+        evaluator = extensions.Evaluator(test_iter, model, device=device)
+        if comm is not None:
+            evaluator = chainermn().create_multi_node_evaluator(evaluator, comm)
+        trainer.extend(evaluator)
+    trainer.extend(Throughput(args.batchsize, comm=comm, warmup=args.warmup))
+    if comm is None or comm.rank == 0:
+        trainer.extend(extensions.LogReport())
+        trainer.extend(extensions.PrintReport(REPORT))
+    return trainer
+
+
+def chainermn():
+    import chainermn as mn  # imports mpi4py, which starts MPI: only where ranks are wanted
+
+    return mn
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--communicator", default=None)
+    own.add_argument("--iterations", type=int, default=0, help="stop after this many steps (not epochs)")
+    own.add_argument("--no-eval", dest="evaluate", action="store_false", help="skip the test-set evaluation")
+    known, rest = own.parse_known_args(argv)
+    stage = "multi_node" if known.communicator else "single_gpu"
+    if known.communicator:
+        rest += ["--communicator", known.communicator]
+    args = course_training.parse_args(stage, rest)
+    args.iterations, args.evaluate = known.iterations, known.evaluate
+    comm = None
+    if stage == "multi_node":
+        name = args.communicator
+        use_gpu = args.gpu if args.gpu is not None else gpu.resolve_device("auto") != "@numpy"
+        if name == "auto":
+            name = "pure_nccl" if use_gpu else "naive"
+        comm = chainermn().create_communicator(name)
+        device = chainer.get_device(f"@cupy:{comm.intra_rank}" if use_gpu else "@numpy")
+        train, test = course_training.load_data(args) if comm.rank == 0 else (None, None)
+        train = chainermn().scatter_dataset(train, comm, shuffle=True)
+        test = chainermn().scatter_dataset(test, comm)
+    else:
+        device = chainer.get_device(gpu.resolve_device(args.device))
+        train, test = course_training.load_data(args)
+    device.use()
+    course_training.run(build_trainer(args, train, test, device, comm), args, comm=comm)
+    return 0

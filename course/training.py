@@ -1,0 +1,238 @@
+"""What every stage's training script shares: its command-line flags and the run itself.
+
+A stage script builds its Trainer (that is the exercise) and hands it to `run`, which adds
+the reporting the course needs, runs it, prints the summary lines the grader checks against
+the job log, and writes the results file (course.results).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import socket
+import sys
+import time
+from pathlib import Path
+
+import chainer
+from chainer.training import extensions
+
+from course import __version__, data, jobenv, results
+from course.errors import CourseError
+from course.fileio import sha256_file
+from course.throughput import Throughput
+
+COMMUNICATOR_NAMES = {
+    "NaiveCommunicator": "naive",
+    "FlatCommunicator": "flat",
+    "NonCudaAwareCommunicator": "non_cuda_aware",
+    "PureNcclCommunicator": "pure_nccl",
+    "DummyCommunicator": "dummy",
+}
+
+
+def _run_tag() -> str:
+    tag = os.environ.get("COURSE_RUN_TAG") or jobenv.detect().job_id
+    if not tag:
+        tag = time.strftime("%Y%m%d-%H%M%S")
+    return re.sub(r"[^A-Za-z0-9._-]", "_", tag)
+
+
+def parse_args(stage: str, argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags of a stage script. Defaults suit a GPU; the job scripts pass the site's choices."""
+    if stage not in results.STAGES:
+        raise ValueError(f"unknown stage {stage!r}; one of {', '.join(results.STAGES)}")
+    parser = argparse.ArgumentParser(description=f"CIFAR-10 training, course stage {stage}")
+    parser.add_argument("--dataset", default=os.environ.get("COURSE_DATASET", "auto"),
+                        help="data set name (python -m course data list); auto: real CIFAR-10 if prepared")
+    parser.add_argument("--model", default="vgg", help="vgg or resnet")
+    parser.add_argument("--width", type=int, default=64, help="channels of the first block (16 for CPU)")
+    parser.add_argument("--batchsize", "-b", type=int, default=64, help="images per step on ONE worker")
+    parser.add_argument("--epoch", "-e", type=int, default=4, help="epochs to train")
+    parser.add_argument("--lr", type=float, default=0.05, help="learning rate for --batchsize on one worker")
+    parser.add_argument("--warmup", type=int, default=5, help="iterations left out of images/sec")
+    parser.add_argument("--out", default=None, help="run folder (default runs/<stage>-<job id>)")
+    if stage == "single_gpu":
+        parser.add_argument("--device", default="auto", help="@cupy:0, @numpy, or auto")
+    elif stage == "multi_gpu":
+        parser.add_argument("--gpus", type=int, default=None, help="GPUs to use (default: all visible)")
+    else:
+        parser.add_argument("--communicator", default="auto",
+                            help="ChainerMN communicator; auto: pure_nccl on GPUs, naive on CPUs")
+        parser.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None,
+                            help="one GPU per rank (default: when the node has GPUs)")
+    args = parser.parse_args(argv)
+    if stage == "multi_node":
+        # Without this an exception on one rank leaves the others waiting in MPI until the walltime ends.
+        from chainermn import global_except_hook
+
+        global_except_hook.add_hook()
+    args.stage = stage
+    args.out = args.out or str(Path(results.RUNS_DIR) / f"{stage}-{_run_tag()}")
+    return args
+
+
+def load_data(args: argparse.Namespace):
+    """(train, test) of --dataset, recording the resolved name on `args`."""
+    args.dataset = data.resolve(args.dataset)
+    return data.load(args.dataset)
+
+
+def _versions(comm) -> dict:
+    found = {"python": platform.python_version(), "chainer": chainer.__version__,
+             "numpy": sys.modules["numpy"].__version__, "course": __version__}
+    cuda = chainer.backends.cuda
+    if cuda.available:
+        found["cupy"] = cuda.cupy.__version__
+        found["cudnn"] = cuda.libcudnn.getVersion() if cuda.cudnn_enabled else None
+        try:
+            found["nccl"] = cuda.cupy.cuda.nccl.get_version()
+        except Exception:  # NCCL is optional; any failure here means "not usable"
+            found["nccl"] = None
+    if comm is not None:
+        from mpi4py import MPI
+
+        import mpi4py
+        found["mpi4py"] = mpi4py.__version__
+        found["mpi"] = MPI.Get_library_version().splitlines()[0].split(",")[0].strip()
+    return found
+
+
+def _device_of(model) -> tuple[str, str | None]:
+    """(device name, GPU model or None) of a model's parameters."""
+    device = model.device
+    if isinstance(device, chainer.backend.GpuDevice):
+        props = chainer.backends.cuda.cupy.cuda.runtime.getDeviceProperties(device.device.id)
+        name = props["name"]
+        return str(device), name.decode() if isinstance(name, bytes) else name
+    return str(device), None
+
+
+class _ResultsWriter(chainer.training.Extension):
+    """Writes the results file at every epoch end, so a killed job leaves what it had."""
+
+    trigger = 1, "epoch"
+    priority = chainer.training.PRIORITY_READER - 50  # after LogReport
+
+    def __init__(self, run: _Run) -> None:
+        self._run = run
+
+    def __call__(self, trainer) -> None:
+        self._run.write(trainer, complete=False)
+
+
+class _Run:
+    """One training run's record, kept by the reporting worker."""
+
+    def __init__(self, trainer, args, stage: str, comm, devices) -> None:
+        self.args, self.stage, self.comm = args, stage, comm
+        self.job = jobenv.detect()
+        self.started = datetime.datetime.now().astimezone()
+        self.path = Path(trainer.out) / results.FILENAME
+        optimizer = trainer.updater.get_optimizer("main")
+        self.model = model = optimizer.target
+        device, gpu_model = _device_of(model)
+        gather = comm.mpi_comm.allgather if comm is not None else (lambda x: [x])
+        self.hosts = gather(socket.gethostname())
+        self.devices = gather(device) if devices is None else [str(d) for d in devices]
+        self.workers = comm.size if comm is not None else len(self.devices)
+        updater = type(trainer.updater).__name__
+        lr = getattr(optimizer, "lr", None)
+        # MultiprocessParallelUpdater divides lr by the GPU count because it sums their gradients.
+        effective_lr = lr * self.workers if lr is not None and updater == "MultiprocessParallelUpdater" else lr
+        script = Path(sys.argv[0])
+        self.record = {
+            "stage": stage,
+            "script": {"name": script.name, "sha256": sha256_file(script) if script.is_file() else None},
+            "job": {"id": self.job.job_id, "scheduler": self.job.scheduler, "name": self.job.job_name},
+            "hosts": self.hosts,
+            "workers": self.workers,
+            "devices": self.devices,
+            "device_kind": "gpu" if gpu_model else "cpu",
+            "gpu_model": gpu_model,
+            "updater": updater,
+            "communicator": COMMUNICATOR_NAMES.get(type(comm).__name__, type(comm).__name__) if comm else None,
+            "allreduce": os.environ.get("COURSE_ALLREDUCE") if comm else None,
+            "batch_size": {"per_worker": args.batchsize, "total": args.batchsize * self.workers},
+            "learning_rate": effective_lr,
+            "optimizer": {"name": type(optimizer).__name__, "lr": lr},
+            "model": {"name": args.model, "width": args.width},
+            "dataset": {"name": args.dataset,
+                        "train_per_worker": len(trainer.updater.get_iterator("main").dataset)},
+            "epochs_planned": args.epoch,
+            "versions": _versions(comm),
+            "started_at": self.started.isoformat(timespec="seconds"),
+        }
+
+    def header(self) -> str:
+        where = ", ".join(sorted(set(self.hosts)))
+        job = f"job {self.job.job_id} ({self.job.scheduler})" if self.job.job_id else "no job"
+        comm = f" | communicator {self.record['communicator']}" if self.comm is not None else ""
+        if self.record["allreduce"]:
+            comm += f" ({self.record['allreduce']} allreduce)"
+        return (f"course: run {self.stage} | {job} | {self.workers} worker(s) on {where}: "
+                f"{', '.join(self.devices)} | batch {self.args.batchsize} per worker, "
+                f"{self.args.batchsize * self.workers} total | lr {self.record['learning_rate']:g}{comm}")
+
+    def write(self, trainer, complete: bool, error: str | None = None) -> str:
+        throughput = trainer.get_extension("Throughput").stats()
+        log = trainer.get_extension("LogReport").log
+        finished = datetime.datetime.now().astimezone()
+        # Counted here: layers with lazily sized inputs have no parameters before the first step.
+        model = {**self.record["model"], "parameters": sum(p.size for p in self.model.params() if p.array is not None)}
+        record = {**self.record, "model": model, "complete": complete, "error": error,
+                  "throughput": throughput.as_dict() if throughput else None,
+                  "log": [dict(entry) for entry in log],
+                  "finished_at": finished.isoformat(timespec="seconds"),
+                  "wall_seconds": round((finished - self.started).total_seconds(), 3)}
+        return results.write(self.path, record)
+
+
+def _require_throughput(trainer) -> None:
+    try:
+        trainer.get_extension("Throughput")
+    except ValueError:
+        raise CourseError("the trainer has no course.Throughput extension, so images/sec cannot be measured",
+                          "add  trainer.extend(course.Throughput(batch_size, ...))  when you build the trainer"
+                          ) from None
+
+
+def run(trainer, args: argparse.Namespace, *, comm=None, devices=None):
+    """Run `trainer`; on the reporting worker print the summary and write the results file.
+
+    comm: the ChainerMN communicator (stage 3); every rank must call run().
+    devices: the devices of MultiprocessParallelUpdater (stage 2).
+    Returns the ThroughputStats (None when too few iterations were counted).
+    """
+    _require_throughput(trainer)
+    reporting = comm is None or comm.rank == 0
+    if comm is not None:  # every rank writes (LogReport, snapshots) under rank 0's folder
+        trainer.out = comm.mpi_comm.bcast(trainer.out, root=0)
+    record = _Run(trainer, args, args.stage, comm, devices)
+    if reporting:
+        try:
+            trainer.get_extension("LogReport")
+        except ValueError:
+            trainer.extend(extensions.LogReport())
+        trainer.extend(_ResultsWriter(record), name="course_results")
+        print(record.header(), flush=True)
+    try:
+        trainer.run()
+    except BaseException as e:
+        if reporting:
+            record.write(trainer, complete=False, error=f"{type(e).__name__}: {e}")
+        raise
+    stats = trainer.get_extension("Throughput").stats()
+    if reporting:
+        digest = record.write(trainer, complete=True)
+        if stats is None:
+            print("Throughput: not measured: too few steady iterations "
+                  f"(warm-up {args.warmup}); train longer or lower --warmup", flush=True)
+        else:
+            print(f"Throughput: {stats.images_per_sec:.2f} [images/sec.] over {stats.counted_iterations} "
+                  f"steady iterations (warm-up {stats.warmup_iterations}, {stats.excluded_iterations} "
+                  "left out after epoch ends)", flush=True)
+        print(f"course: results {record.path} sha256={digest}", flush=True)
+    return stats
