@@ -203,8 +203,9 @@ def prepare_synthetic(n_train: int = SYNTHETIC_TRAIN, n_test: int = SYNTHETIC_TE
 class _CifarUnpickler(pickle.Unpickler):
     """Reads the pickled batches of the official archive, refusing anything but plain data."""
 
-    _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy", "ndarray"), ("numpy", "dtype"),
-                ("numpy._core.multiarray", "_reconstruct")}
+    _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+                ("numpy", "ndarray"), ("numpy", "dtype"),
+                ("_codecs", "encode")}  # how Python 3 writes bytes into protocol-2 pickles
 
     def find_class(self, module: str, name: str):
         if (module, name) not in self._ALLOWED:

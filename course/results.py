@@ -21,7 +21,8 @@ STAGES = ("single_gpu", "multi_gpu", "multi_node")
 
 
 def compute_seal(data: dict) -> str:
-    body = {k: v for k, v in data.items() if k != "seal"}
+    """SHA-256 of the record, leaving out the seal and what the loader adds (keys starting with _)."""
+    body = {k: v for k, v in data.items() if k != "seal" and not k.startswith("_")}
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -1,0 +1,24 @@
+"""The benchmark's pieces run and measure something; the figures themselves belong to `make bench`."""
+from __future__ import annotations
+
+import pytest
+
+from course import bench, data
+
+pytestmark = pytest.mark.slow
+
+
+def test_loop_overhead_measures_both_loops(tmp_path, data_root):
+    data.prepare_synthetic(640, 20, name="bench")
+    result = bench.loop_overhead(width=4, batch=32, steps=12, warmup=2, out=tmp_path)
+    assert result["steps"] == 9
+    assert result["kit_images_per_sec"] > 0 and result["bare_images_per_sec"] > 0
+    assert 0.3 < result["ratio"] < 3 and 0.3 < result["reported_over_wall"] < 3
+
+
+def test_interleaved_ranks_splits_the_efficiency(data_root):
+    data.prepare_synthetic(640, 20, name="bench")
+    result = bench.interleaved_ranks(width=4, batch=32, segments=1, steps=3)
+    assert result["steps"] == 3
+    assert result["efficiency"] == pytest.approx(
+        result["hardware_ceiling"] * result["synchronisation"] * result["allreduce"])

@@ -1,0 +1,233 @@
+"""CIFAR-10 data: the official archive's format, the synthetic set, variants and broken files."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import subprocess
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from course import data, synthetic
+from course.errors import DatasetError
+from tests.conftest import PYTHON
+
+
+def _batch(n: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    return {b"batch_label": b"fixture", b"labels": [int(v) for v in rng.integers(0, 10, n)],
+            b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+            b"filenames": [f"img{i}.png".encode() for i in range(n)]}
+
+
+def _add(archive: tarfile.TarFile, name: str, payload: bytes) -> None:
+    info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
+    info.size = len(payload)
+    archive.addfile(info, io.BytesIO(payload))
+
+
+def write_cifar_archive(path: Path, per_batch: int = 20) -> dict:
+    """An archive laid out like the official cifar-10-python.tar.gz (protocol-2 pickles of dicts)."""
+    batches = {f"data_batch_{i}": _batch(per_batch, i) for i in range(1, 6)}
+    batches["test_batch"] = _batch(per_batch, 99)
+    with tarfile.open(path, "w:gz") as archive:
+        for name, batch in batches.items():
+            _add(archive, name, pickle.dumps(batch, protocol=2))
+        _add(archive, "batches.meta", pickle.dumps({b"label_names": [b"airplane"] * 10}, protocol=2))
+    return batches
+
+
+def leftovers(root: Path) -> list[str]:
+    return [p.name for p in root.rglob("*.partial")]
+
+
+def test_real_archive_converts_to_chainers_own_file(tmp_path, data_root):
+    batches = write_cifar_archive(tmp_path / "cifar-10-python.tar.gz")
+    info = data.prepare_real(tmp_path / "cifar-10-python.tar.gz")
+    assert (info.n_train, info.n_test, info.image_size) == (100, 20, 32)
+    assert info.path == data_root / "pfnet/chainer/cifar/cifar-10.npz"
+    assert info.meta["official_archive"] is False  # the fixture is not the real download
+
+    # Chainer's own loader reads the converted file (it reads CHAINER_DATASET_ROOT at import).
+    probe = ("import chainer, json; tr, te = chainer.datasets.get_cifar10(); "
+             "print(json.dumps([len(tr), len(te), list(tr[0][0].shape), int(tr[0][1]), float(tr[0][0].max())]))")
+    out = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, check=True,
+                         env={**os.environ, "CHAINER_DATASET_ROOT": str(data_root)}).stdout
+    n_train, n_test, shape, label, top = json.loads(out)
+    assert (n_train, n_test, shape) == (100, 20, [3, 32, 32])
+    assert label == batches["data_batch_1"][b"labels"][0]
+    assert top == pytest.approx(batches["data_batch_1"][b"data"][0].max() / 255.0)
+
+    train, test = data.load("cifar10")
+    assert np.array_equal(np.round(train[0][0].ravel() * 255).astype(np.uint8), batches["data_batch_1"][b"data"][0])
+
+
+def test_real_archive_is_found_in_chainers_folder(tmp_path, data_root):
+    folder = data.data_dir()
+    folder.mkdir(parents=True)
+    write_cifar_archive(folder / data.CIFAR_ARCHIVE)
+    assert data.prepare_real().n_train == 100
+    assert data.resolve("auto") == data.REAL
+
+
+def test_missing_real_archive_says_where_to_get_it(data_root):
+    with pytest.raises(DatasetError) as caught:
+        data.prepare_real()
+    assert data.CIFAR_URL in caught.value.hint and "course data synthetic" in caught.value.hint
+    with pytest.raises(DatasetError, match="does not exist"):
+        data.prepare_real(Path("/nonexistent/cifar.tgz"))
+
+
+def test_truncated_archive_fails_cleanly_and_leaves_nothing(tmp_path, data_root):
+    good = tmp_path / "good.tar.gz"
+    write_cifar_archive(good)
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(DatasetError, match="truncated or not the CIFAR-10 python archive"):
+        data.prepare_real(cut)
+    assert not data.path_for(data.REAL).exists()
+    assert leftovers(data_root) == []
+
+
+def test_archive_with_code_in_a_pickle_is_refused(tmp_path, data_root):
+    marker = tmp_path / "pwned"
+
+    class Exploit:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    with tarfile.open(tmp_path / "evil.tar.gz", "w:gz") as archive:
+        for i in range(1, 6):
+            _add(archive, f"data_batch_{i}", pickle.dumps(Exploit(), protocol=2))
+    with pytest.raises(DatasetError, match="unexpected object"):
+        data.prepare_real(tmp_path / "evil.tar.gz")
+    assert not marker.exists()
+
+
+def test_archive_of_another_shape_is_refused(tmp_path, data_root):
+    with tarfile.open(tmp_path / "odd.tar.gz", "w:gz") as archive:
+        for i in range(1, 6):
+            batch = _batch(4, i)
+            batch[b"data"] = batch[b"data"][:, :100]
+            _add(archive, f"data_batch_{i}", pickle.dumps(batch, protocol=2))
+    with pytest.raises(DatasetError, match="3072-byte rows"):
+        data.prepare_real(tmp_path / "odd.tar.gz")
+
+
+def test_synthetic_set_is_deterministic_and_balanced():
+    x1, y1 = synthetic.generate(300, seed=7)
+    x2, y2 = synthetic.generate(300, seed=7)
+    x3, _ = synthetic.generate(300, seed=8)
+    assert x1.dtype == np.uint8 and x1.shape == (300, 3, 32, 32)
+    assert np.array_equal(x1, x2) and np.array_equal(y1, y2)
+    assert not np.array_equal(x1, x3)
+    assert set(np.unique(y1)) == set(range(10))
+    assert np.bincount(y1).min() > 10  # every class is there in a fair share
+
+
+def test_synthetic_file_uses_the_real_format(data_root):
+    info = data.prepare_synthetic(200, 50, seed=3)
+    with np.load(info.path) as npz:
+        assert {"train_x", "train_y", "test_x", "test_y"} <= set(npz.files)
+        assert npz["train_x"].shape == (200, 3072) and npz["train_x"].dtype == np.uint8
+    train, test = data.load("synthetic")
+    assert len(train) == 200 and len(test) == 50
+    x, y = train[0]
+    assert x.shape == (3, 32, 32) and x.dtype == np.float32 and 0.0 <= x.min() and x.max() <= 1.0
+    assert y.dtype == np.int32
+    # Test images come from another seed than training images.
+    assert not np.array_equal(test[0][0], train[0][0])
+
+
+def test_auto_prefers_real_data_and_says_what_to_run_without_any(tmp_path, data_root):
+    with pytest.raises(DatasetError, match="no data set is prepared") as caught:
+        data.resolve("auto")
+    assert "course data synthetic" in caught.value.hint
+    data.prepare_synthetic(20, 20)
+    assert data.resolve("auto") == data.SYNTHETIC
+    write_cifar_archive(tmp_path / "c.tar.gz")
+    data.prepare_real(tmp_path / "c.tar.gz")
+    assert data.resolve("auto") == data.REAL
+    assert data.available() == ["cifar10", "synthetic"]
+
+
+def test_variant_subset_and_upscale(data_root):
+    data.prepare_synthetic(1000, 200)
+    info = data.prepare_variant("synthetic", percent=5, size=64)
+    assert info.name == "synthetic_64px_5p"
+    assert info.image_size == 64
+    assert info.n_train == pytest.approx(50, abs=5) and info.n_test == pytest.approx(10, abs=5)
+    arrays = data.read_arrays(info.name)
+    assert set(np.unique(arrays.train_y)) == set(range(10))  # class-balanced
+    train, _ = data.load(info.name)
+    assert train[0][0].shape == (3, 64, 64)
+
+
+def test_upscaling_keeps_the_picture():
+    small = synthetic.generate(4, seed=1)[0]
+    big = data._resize(small, 96)
+    back = big[:, :, 1::3, 1::3]  # the centre pixel of each 3x3 block
+    assert np.abs(back.astype(int) - small.astype(int)).mean() < 2
+    assert data.variant_name("cifar10", 256, 5) == "cifar10_256px_5p"
+
+
+def test_variant_needs_its_base_and_sane_arguments(data_root):
+    with pytest.raises(DatasetError) as caught:
+        data.prepare_variant("cifar10", percent=5, size=256)
+    assert "course data cifar10" in caught.value.hint
+    data.prepare_synthetic(50, 20)
+    with pytest.raises(DatasetError, match="percent"):
+        data.prepare_variant("synthetic", percent=0)
+    with pytest.raises(DatasetError, match="out of range"):
+        data.prepare_variant("synthetic", size=4)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "not-npz", "missing-keys"])
+def test_damaged_data_set_gives_the_command_to_rebuild_it(data_root, damage):
+    info = data.prepare_synthetic(100, 20)
+    raw = info.path.read_bytes()
+    if damage == "truncate":
+        info.path.write_bytes(raw[: len(raw) * 2 // 3])
+    elif damage == "flip":  # one byte deep inside a compressed member: the CRC check fails
+        middle = len(raw) // 2
+        info.path.write_bytes(raw[:middle] + bytes([raw[middle] ^ 0xFF]) + raw[middle + 1:])
+    elif damage == "not-npz":
+        info.path.write_text("hello")
+    else:
+        with open(info.path, "wb") as f:
+            np.savez(f, train_x=np.zeros((2, 3072), np.uint8))
+    with pytest.raises(DatasetError) as caught:
+        data.load("synthetic")
+    assert "python -m course data synthetic" in caught.value.hint
+
+
+def test_a_failed_write_keeps_the_old_file(data_root, monkeypatch):
+    info = data.prepare_synthetic(30, 20, seed=1)
+    before = info.path.read_bytes()
+
+    def explode(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(np, "savez_compressed", explode)
+    with pytest.raises(OSError, match="disk full"):
+        data.prepare_synthetic(30, 20, seed=2)
+    assert info.path.read_bytes() == before
+    assert leftovers(data_root) == []
+
+
+def test_data_files_get_the_umasks_mode_not_mkstemps(data_root):
+    mask = os.umask(0o022)
+    try:
+        info = data.prepare_synthetic(20, 20)
+    finally:
+        os.umask(mask)
+    assert info.path.stat().st_mode & 0o777 == 0o644  # readable by the other users of a shared folder
+
+
+def test_unsafe_names_are_refused(data_root):
+    with pytest.raises(DatasetError, match="not a data set name"):
+        data.path_for("../../etc/passwd")
