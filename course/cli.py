@@ -47,6 +47,18 @@ def _data(args: argparse.Namespace) -> int:
     return 0
 
 
+def _submit(args: argparse.Namespace) -> int:
+    from course import jobs
+
+    options = [x for r in args.resources for x in ("-l", r)] + (["-v", args.variables] if args.variables else [])
+    job = jobs.submit(args.script, scheduler=args.scheduler, options=options)
+    if not args.wait:
+        print(f"follow it with: tail -f {job.find_log() or f'<script>.o{job.number}'}")
+        return 0
+    status = job.wait()
+    return 1 if status is None else min(status, 255)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="course", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -58,6 +70,20 @@ def build_parser() -> argparse.ArgumentParser:
     # Dispatched in main() before parsing: their flags belong to their own parsers.
     sub.add_parser("train", help="the kit's reference CIFAR-10 training (flags: python -m course train -h)")
     sub.add_parser("bench", help="measure the kit: loop overhead and 1 vs 2 MPI ranks (python -m course bench -h)")
+    sub.add_parser("launch", help="inside a job: start a command as one MPI rank per slot (-- COMMAND)")
+
+    p = sub.add_parser("submit", help="submit a job script: to qsub, or run it here as PBS would (local profile)")
+    p.set_defaults(run=_submit)
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--local", dest="scheduler", action="store_const", const="local",
+                       help="run it on this machine, whatever the site profile says")
+    where.add_argument("--qsub", dest="scheduler", action="store_const", const="qsub", help="hand it to qsub")
+    p.set_defaults(scheduler="auto")
+    p.add_argument("-l", dest="resources", action="append", default=[], metavar="RESOURCE",
+                   help="as qsub -l, e.g. -l select=1:mpiprocs=2")
+    p.add_argument("-v", dest="variables", default="", metavar="VAR=VALUE,...", help="as qsub -v")
+    p.add_argument("--no-wait", dest="wait", action="store_false", help="return after submitting")
+    p.add_argument("script", type=Path)
 
     p = sub.add_parser("data", help="prepare CIFAR-10, the synthetic set, or a variant")
     p.set_defaults(run=_data)
@@ -90,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
         from course import bench
 
         return _guarded("bench", lambda: bench.main(argv[1:]))
+    if argv[:1] == ["launch"]:
+        from course import launch
+
+        return _guarded("launch", lambda: launch.main(argv[1:]))
     args = build_parser().parse_args(argv)
     return _guarded(args.command, lambda: args.run(args))
 

@@ -68,7 +68,8 @@ def parse_args(stage: str, argv: list[str] | None = None) -> argparse.Namespace:
         # Without this an exception on one rank leaves the others waiting in MPI until the walltime ends.
         from chainermn import global_except_hook
 
-        global_except_hook.add_hook()
+        if sys.excepthook is not global_except_hook._global_except_hook:  # the job may have set it already
+            global_except_hook.add_hook()
     args.stage = stage
     args.out = args.out or str(Path(results.RUNS_DIR) / f"{stage}-{_run_tag()}")
     return args

@@ -1,0 +1,199 @@
+"""Submitting the course's job scripts: to the site's `qsub`, or to the embedded local scheduler.
+
+    job = course.jobs.submit("jobs/run_single_gpu_training.sh")   # qsub -j oe jobs/...
+    job.wait()
+
+Which one comes from jobs/site_env.sh (the applied site profile): the `local` profile runs jobs
+on this machine (course.localjob); the others hand them to `qsub -j oe`. While nbgrader runs a
+notebook (autograde or validate) nothing is submitted: the grader reads the job outputs that
+came with the submission.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course import localjob, paths, sites
+from course.errors import JobError
+
+STUB = "# PUT YOUR CODE HERE"
+_END_LINE = re.compile(r"^course: job (\S+) ended with exit status (\d+)$", re.MULTILINE)
+
+
+class StubsLeft(NotImplementedError):
+    """The training script still has PUT YOUR CODE HERE stubs, so the job would fail."""
+
+
+def grading() -> bool:
+    """True while nbgrader executes the notebook (it sets NBGRADER_EXECUTION)."""
+    return bool(os.environ.get("NBGRADER_EXECUTION"))
+
+
+def site_settings(workdir: Path) -> dict[str, str]:
+    env_file = Path(workdir) / paths.JOBS_DIR / paths.SITE_ENV
+    if not env_file.is_file():
+        raise JobError(f"{env_file} does not exist",
+                       "work in the assignment folder (the one with the notebooks and jobs/)")
+    return sites.read_site_env(env_file)
+
+
+def check_training_scripts(script: Path, workdir: Path) -> None:
+    """Refuse a job whose training script is missing or still has stubs, before it queues."""
+    for name in sorted(set(re.findall(r"\b(train_\w+\.py)\b", script.read_text()))):
+        target = Path(workdir) / name
+        if not target.is_file():
+            raise JobError(f"the job runs {name}, which does not exist yet",
+                           "run the notebook cell that writes it (course.notebook.write_script) first")
+        stubs = [m.group(1) for m in re.finditer(rf"^def (\w+)\(.*?(?=^def |\Z)", target.read_text(),
+                                                 re.MULTILINE | re.DOTALL) if STUB in m.group(0)]
+        if stubs:
+            raise StubsLeft(f"{name} still has PUT YOUR CODE HERE stubs in {', '.join(stubs)}: "
+                            "fill them in, run their self-checks, then write the script again")
+
+
+@dataclass
+class Job:
+    """A submitted job: its id, the folder it was submitted from, and how to follow it."""
+
+    id: str
+    workdir: Path
+    scheduler: str  # local or qsub
+    log: Path | None = None
+    _local: localjob.LocalJob | None = field(default=None, repr=False)
+
+    @property
+    def number(self) -> str:
+        return self.id.split(".")[0]
+
+    def find_log(self) -> Path | None:
+        """The joined stdout/stderr file, <name>.o<number> in the submit folder."""
+        if self.log is not None and self.log.exists():
+            return self.log
+        matches = sorted(self.workdir.glob(f"*.o{self.number}"))
+        self.log = matches[0] if matches else None
+        return self.log
+
+    def exit_status(self) -> int | None:
+        """From the log's last line (written by jobs/site_env.sh), or the local scheduler's record."""
+        if self._local is not None and self._local.exit_status() is not None:
+            return self._local.exit_status()
+        log = self.find_log()
+        if log is None:
+            return None
+        found = _END_LINE.findall(log.read_text(errors="replace"))
+        return int(found[-1][1]) if found else None
+
+    def wait(self, timeout: float | None = None, echo: Callable[[str], None] | None = print,
+             poll: float = 5.0) -> int | None:
+        """Wait for the job to end; print its log as it grows; return its exit status."""
+        if self._local is not None:
+            status = self._local.wait(timeout, echo, poll=min(poll, 0.5))
+        else:
+            status = self._wait_qsub(timeout, echo, poll)
+        if echo and status is not None:
+            echo(f"[job {self.id} ended with exit status {status}; log: {self.find_log()}]")
+        return status
+
+    def _wait_qsub(self, timeout: float | None, echo, poll: float) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        shown = 0
+        while True:
+            queued = _qstat_knows(self.id)
+            log = self.find_log()
+            if echo and log is not None:
+                lines = log.read_text(errors="replace").splitlines()
+                for line in lines[shown:len(lines) if not queued else max(shown, len(lines) - 1)]:
+                    echo(line)
+                shown = len(lines) if not queued else max(shown, len(lines) - 1)
+            if not queued and log is not None:
+                status = self.exit_status()
+                return status if status is not None else -1
+            if deadline is not None and time.monotonic() > deadline:
+                return None
+            time.sleep(poll)
+
+
+def _qstat_knows(job_id: str) -> bool:
+    """Whether the scheduler still lists the job as queued or running."""
+    qstat = paths.find_program("qstat")
+    if qstat is None:
+        return False
+    run = subprocess.run([qstat, job_id], capture_output=True, text=True)
+    if run.returncode != 0:
+        return False
+    # PBS Pro and Slurm's wrapper mark finished jobs F, C or E (exiting) while they still list them.
+    states = re.findall(rf"^{re.escape(job_id.split('.')[0])}\S*\s+\S+\s+\S+\s+\S+\s+([A-Z])\b", run.stdout, re.M)
+    return not states or states[-1] not in ("F", "C")
+
+
+def qsub_options(settings: dict[str, str], nodes: int | None, per_node: int | None,
+                 env: dict[str, str] | None) -> list[str]:
+    options = []
+    if nodes is not None or per_node is not None:
+        template = settings.get("COURSE_SELECT", "{nodes}:mpiprocs={ranks_per_node}")
+        options += ["-l", "select=" + template.format(nodes=nodes or 1, ranks_per_node=per_node or 1)]
+    if env:
+        for key, value in env.items():
+            if "," in str(value):
+                raise JobError(f"-v {key}={value}: qsub cannot pass a comma in a value", "use another separator")
+        options += ["-v", ",".join(f"{k}={v}" for k, v in env.items())]
+    return options
+
+
+def submit(script: str | Path, *, nodes: int | None = None, per_node: int | None = None,
+           env: dict[str, str] | None = None, options: list[str] = (), scheduler: str = "auto",
+           workdir: str | Path | None = None, echo: Callable[[str], None] | None = print) -> Job | None:
+    """Submit a job script as `qsub -j oe` would; None while nbgrader runs the notebook.
+
+    nodes, per_node: override the script's `select` (N nodes, M MPI ranks on each).
+    env: variables for the job (qsub -v), e.g. {"COMMUNICATOR": "naive"}.
+    options: further qsub options, e.g. ["-l", "walltime=00:05:00"].
+    scheduler: auto (from the site profile), local or qsub.
+    """
+    __tracebackhide__ = True
+    if grading():
+        if echo:
+            echo(f"nbgrader is running this notebook: {script} is not submitted; the grader reads the job "
+                 "outputs that came with your submission.")
+        return None
+    workdir = Path(workdir or os.getcwd()).resolve()
+    script = Path(script)
+    if not (workdir / script).is_file():
+        raise JobError(f"no job script {workdir / script}",
+                       "work in the assignment folder (the one with the notebooks and jobs/)")
+    settings = site_settings(workdir)
+    check_training_scripts(workdir / script, workdir)
+    options = qsub_options(settings, nodes, per_node, env) + list(options)
+    if scheduler == "auto":
+        scheduler = "local" if settings.get("COURSE_SCHEDULER") == "local" else "qsub"
+    if scheduler == "local":
+        local = localjob.start(workdir / script, options, workdir)
+        job = Job(local.id, workdir, "local", local.log, local)
+    elif scheduler == "qsub":
+        job = _qsub(script, options, workdir, settings)
+    else:
+        raise JobError(f"unknown scheduler {scheduler!r}", "auto, local or qsub")
+    if echo:
+        echo(f"submitted {script} as job {job.id} ({job.scheduler})")
+    return job
+
+
+def _qsub(script: Path, options: list[str], workdir: Path, settings: dict[str, str]) -> Job:
+    qsub = paths.find_program("qsub")
+    if qsub is None:
+        raise JobError(f"no qsub here, and the jobs are set up for the `{settings.get('COURSE_SITE')}` site "
+                       f"({settings.get('COURSE_SCHEDULER')})",
+                       "submit on the cluster's login node, or run here: python -m course submit --local ...")
+    run = subprocess.run([qsub, "-j", "oe", *options, str(script)], cwd=workdir, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise JobError(f"qsub refused {script}: {(run.stderr or run.stdout).strip()}",
+                       "check the queue, group and resources in the site profile (python -m course site show)")
+    match = re.search(r"(\d+[\w.\-]*)\s*$", run.stdout.strip())
+    if not match:
+        raise JobError(f"qsub said {run.stdout.strip()!r}, not a job id", "check the job with qstat")
+    return Job(match.group(1), workdir, "qsub")

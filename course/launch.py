@@ -1,0 +1,85 @@
+"""`python -m course launch -- COMMAND`: start COMMAND as one MPI rank per slot of the job.
+
+Reads the job's hosts and slots (PBS_NODEFILE, Slurm's variables, or this machine alone),
+writes a host file, fills the site's launcher template ($COURSE_MPIEXEC, from the site profile)
+and runs it, printing the command first so that the job log shows exactly what ran.
+Template fields: {nprocs} {ranks_per_node} {nodes} {hostfile} {export} ({export} becomes
+Open MPI's `-x NAME` for the variables the ranks need on other nodes).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from course import jobenv, paths
+from course.errors import JobError
+
+DEFAULT_TEMPLATE = "mpiexec -n {nprocs} --hostfile {hostfile}"
+# Open MPI's names for the allreduce algorithms of its `tuned` component (see docs/seeds.md for
+# how they map onto the algorithms of the seed paper: nonoverlapping ~ BRB, recursive doubling
+# ~ BRD, Rabenseifner ~ VHD).
+ALLREDUCE = {"basic_linear": 1, "nonoverlapping": 2, "recursive_doubling": 3, "ring": 4, "segmented_ring": 5,
+             "rabenseifner": 6}
+FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "CHAINER_DATASET_ROOT",
+             "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "CHAINERMN_FORCE_ABORT_ON_EXCEPTION")
+
+
+def build(job: jobenv.JobEnvironment, command: list[str], template: str, hostfile: Path,
+          allreduce: str = "") -> tuple[list[str], dict[str, str]]:
+    """The launcher's argv and the extra environment of the ranks."""
+    if not command:
+        raise JobError("nothing to launch", "python -m course launch -- python train.py ...")
+    extra = {"COURSE_RUN_TAG": job.job_id or "", "OMPI_MCA_mpi_warn_on_fork": "0"}
+    if os.geteuid() == 0:  # containers and CI run as root; Open MPI refuses that unless told
+        extra.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if allreduce:
+        if allreduce not in ALLREDUCE:
+            raise JobError(f"unknown allreduce algorithm {allreduce!r}", f"one of {', '.join(ALLREDUCE)}")
+        extra.update(COURSE_ALLREDUCE=allreduce, OMPI_MCA_coll_tuned_use_dynamic_rules="1",
+                     OMPI_MCA_coll_tuned_allreduce_algorithm=str(ALLREDUCE[allreduce]))
+    names = sorted({*FORWARDED, *extra, *(k for k in os.environ if k.startswith("COURSE_"))})
+    export = " ".join(f"-x {name}" for name in names if name in os.environ or name in extra)
+    try:
+        filled = template.format(nprocs=job.nprocs, ranks_per_node=job.per_node, nodes=job.nodes,
+                                 hostfile=shlex.quote(str(hostfile)), export=export)
+    except (KeyError, IndexError) as e:
+        raise JobError(f"the site's launcher template has an unknown field {e}: {template!r}",
+                       "fields: {nprocs} {ranks_per_node} {nodes} {hostfile} {export}") from None
+    argv = shlex.split(filled)
+    launcher = paths.find_program(argv[0])
+    if launcher is None:
+        raise JobError(f"{argv[0]} is not found", "load the site's MPI module in the site profile's setup, "
+                       "or install the kit's mpi extra (pip install -e \".[mpi]\")")
+    return [launcher, *argv[1:], *command], extra
+
+
+def write_hostfile(job: jobenv.JobEnvironment, folder: Path) -> Path:
+    """Open MPI's host file (`host slots=N`), one line per node."""
+    path = Path(folder) / "hostfile"
+    path.write_text("".join(f"{host} slots={slots}\n" for host, slots in job.hosts))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="course launch", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--allreduce", default="", help=f"Open MPI allreduce algorithm: {', '.join(ALLREDUCE)}")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command of one rank")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    job = jobenv.detect()
+    template = os.environ.get("COURSE_MPIEXEC") or DEFAULT_TEMPLATE
+    with tempfile.TemporaryDirectory(prefix="course-launch-") as tmp:
+        argv_, extra = build(job, command, template, write_hostfile(job, Path(tmp)), args.allreduce)
+        print(f"course launch: {job.describe()}", flush=True)
+        print(f"course launch: {shlex.join(argv_)}", flush=True)
+        return subprocess.run(argv_, env={**os.environ, **extra}).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

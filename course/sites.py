@@ -1,0 +1,241 @@
+"""Site profiles: everything that differs between clusters, in one TOML file per site (sites/).
+
+`python -m course site apply <profile>` writes the profile into the job scripts: the directive
+block of each jobs/*.sh (between the `site directives` markers) and jobs/site_env.sh, which
+every job sources (modules, Python environment, data, training defaults, MPI launcher).
+Inside jobs/site_env.sh a few `COURSE_*` variables also tell `python -m course submit` and the
+notebooks how this site is run (scheduler, how to ask for nodes, which runs to compare).
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import string
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from course import paths, pbs
+from course.errors import SiteError
+
+BEGIN = "# >>> site directives: written by `python -m course site apply` >>>"
+END = "# <<< site directives <<<"
+SCHEDULERS = ("local", "pbs", "slurm")
+_UNSAFE = re.compile(r"[\"'`$\\{}]")  # values pasted into quoted shell strings
+
+
+@dataclass(frozen=True)
+class JobResources:
+    nodes: int
+    ranks_per_node: int
+    gpus: int  # per node
+    walltime: str
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    scheduler: str
+    directives: list[str]
+    queue: str
+    group: str
+    gpus_per_node: int
+    setup: list[str]
+    dataset: str
+    dataset_root: str
+    train_args: str
+    threads_per_rank: int
+    mpiexec: str
+    jobs: dict[str, JobResources]
+    scaling_runs: list[tuple[int, int]]  # (nodes, ranks per node) for the stage-3 comparison
+    communication: list[str]  # communicator[/MPI allreduce algorithm] settings to compare
+
+    def directive_block(self, job: str) -> list[str]:
+        """The directive lines of one job script, lines whose values are empty or 0 left out."""
+        resources = self.jobs[job]
+        values = {"queue": self.queue, "group": self.group, "nodes": resources.nodes,
+                  "ranks_per_node": resources.ranks_per_node, "gpus": resources.gpus,
+                  "walltime": resources.walltime}
+        lines = []
+        for template in self.directives:
+            used = [field for _, field, _, _ in string.Formatter().parse(template) if field]
+            if all(values.get(field) not in ("", 0, None) for field in used):
+                lines.append(template.format(**values))
+        return lines
+
+    def select(self, nodes: int, ranks_per_node: int, gpus: int) -> str:
+        """The `-l select=` value for a run of this shape (for `qsub -l` on the command line)."""
+        template = next((d for d in self.directives if "select=" in d), "#PBS -l select={nodes}:mpiprocs={ranks_per_node}")
+        rendered = template.format(queue=self.queue, group=self.group, nodes=nodes, ranks_per_node=ranks_per_node,
+                                   gpus=gpus, walltime="")
+        return rendered.split("select=", 1)[1].split()[0]
+
+
+def _require(table: dict, key: str, kind, where: str):
+    if key not in table:
+        raise SiteError(f"{where}: `{key}` is missing", "see sites/local.toml for a complete profile")
+    value = table[key]
+    if not isinstance(value, kind):
+        raise SiteError(f"{where}: `{key}` should be {kind.__name__}, not {value!r}", "fix the profile")
+    return value
+
+
+def _safe(value: str, key: str, where: str, allow: str = "") -> str:
+    if _UNSAFE.search(value.translate({ord(c): None for c in allow})):
+        raise SiteError(f"{where}: `{key}` may not contain quotes, braces, $, ` or \\ ({value!r})",
+                        "it is pasted into a shell string in jobs/site_env.sh")
+    return value
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """A profile by name (sites/<name>.toml of the kit) or by path."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = paths.kit_root() / "sites" / f"{name_or_path}.toml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in (paths.KIT_ROOT / "sites").glob("*.toml")))
+        raise SiteError(f"no site profile {name_or_path!r}", f"the kit has: {known}; or give a path to a .toml file")
+    where = str(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise SiteError(f"{where} is not valid TOML: {e}", "fix the line it names") from None
+    scheduler = _require(data, "scheduler", str, where)
+    if scheduler not in SCHEDULERS:
+        raise SiteError(f"{where}: scheduler {scheduler!r} is not one of {', '.join(SCHEDULERS)}", "fix the profile")
+    env = _require(data, "environment", dict, where)
+    jobs = {}
+    for job, table in _require(data, "jobs", dict, where).items():
+        jobs[job] = JobResources(_require(table, "nodes", int, f"{where} [jobs.{job}]"),
+                                 _require(table, "ranks_per_node", int, f"{where} [jobs.{job}]"),
+                                 table.get("gpus", 0), _require(table, "walltime", str, f"{where} [jobs.{job}]"))
+        pbs.parse_walltime(jobs[job].walltime)
+    scaling = _require(data, "scaling", dict, where)
+    runs = []
+    for run in _require(scaling, "runs", list, f"{where} [scaling]"):
+        match = re.fullmatch(r"(\d+)x(\d+)", str(run))
+        if not match:
+            raise SiteError(f"{where} [scaling]: run {run!r} is not NODESxRANKS", 'e.g. runs = ["1x1", "1x2"]')
+        runs.append((int(match.group(1)), int(match.group(2))))
+    return Profile(
+        name=path.stem, description=data.get("description", ""), scheduler=scheduler,
+        directives=_require(data, "directives", list, where), queue=data.get("queue", ""),
+        group=data.get("group", ""), gpus_per_node=data.get("gpus_per_node", 0),
+        setup=_require(env, "setup", list, f"{where} [environment]"),
+        dataset=_safe(_require(env, "dataset", str, f"{where} [environment]"), "dataset", where),
+        dataset_root=_safe(env.get("dataset_root", ""), "dataset_root", where),
+        train_args=_safe(_require(env, "train_args", str, f"{where} [environment]"), "train_args", where),
+        threads_per_rank=env.get("threads_per_rank", 1),
+        mpiexec=_safe(_require(env, "mpiexec", str, f"{where} [environment]"), "mpiexec", where, allow="{}"),
+        jobs=jobs, scaling_runs=runs,
+        communication=[_safe(c, "communication", where) for c in _require(scaling, "communication", list, where)],
+    )
+
+
+def render_site_env(profile: Profile) -> str:
+    setup = "\n".join(profile.setup) if profile.setup else ": # nothing to load: jobs inherit the submitting environment"
+    root = (f'export CHAINER_DATASET_ROOT="${{CHAINER_DATASET_ROOT:-{profile.dataset_root}}}"\n'
+            if profile.dataset_root else "")
+    threads = profile.threads_per_rank
+    select = profile.select("{nodes}", "{ranks_per_node}", profile.gpus_per_node or 0)
+    return f"""\
+# Site settings shared by the job scripts: the `{profile.name}` profile (sites/{profile.name}.toml).
+# Written by `python -m course site apply {profile.name}`; change the profile and apply it again.
+export COURSE_SITE={profile.name}
+export COURSE_SCHEDULER={profile.scheduler}
+
+# Software: modules and the kit's Python environment.
+{setup}
+
+# Data and training defaults, the same at every stage so that the stages compare.
+{root}export COURSE_DATASET="${{COURSE_DATASET:-{profile.dataset}}}"
+export COURSE_TRAIN_ARGS="${{COURSE_TRAIN_ARGS:-{profile.train_args}}}"
+
+# MPI: `python -m course launch` fills in the ranks and hosts of the job.
+export COURSE_MPIEXEC='{profile.mpiexec}'
+export OMP_NUM_THREADS={threads}
+export OPENBLAS_NUM_THREADS={threads}
+export MKL_NUM_THREADS={threads}
+export CHAINERMN_FORCE_ABORT_ON_EXCEPTION=1  # one rank's exception ends the job, not a hang
+
+# How this site is run, for `python -m course submit` and the notebooks.
+export COURSE_SELECT='{select}'
+export COURSE_GPUS_PER_NODE={profile.gpus_per_node}
+export COURSE_SCALING_RUNS='{" ".join(f"{n}x{r}" for n, r in profile.scaling_runs)}'
+export COURSE_COMMUNICATION='{" ".join(profile.communication)}'
+
+# The CUDA libraries of the kit's gpu extra (prints nothing without them).
+eval "$(python -m course env)"
+
+# The last line of the joined log says how the job ended.
+trap 'echo "course: job ${{PBS_JOBID:-${{SLURM_JOB_ID:-?}}}} ended with exit status $?"' EXIT
+"""
+
+
+def read_site_env(path: Path) -> dict[str, str]:
+    """The `export NAME=value` settings of a site_env.sh, defaults of `${NAME:-default}` resolved."""
+    settings = {}
+    for name, value in re.findall(r"^export (\w+)=(.*)$", Path(path).read_text(), re.MULTILINE):
+        value = value.split("  #")[0].strip()
+        if value[:1] in "'\"" and value[-1:] == value[:1]:
+            value = value[1:-1]
+        default = re.fullmatch(r"\$\{\w+:-(.*)\}", value)
+        settings[name] = default.group(1) if default else value
+    return settings
+
+
+def rewrite_directives(script: str, lines: list[str], where: str) -> str:
+    if BEGIN not in script or END not in script:
+        raise SiteError(f"{where} has no site directive markers", f"put the #PBS lines between\n{BEGIN}\n{END}")
+    head, rest = script.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return head + BEGIN + "\n" + "".join(f"{line}\n" for line in lines) + END + tail
+
+
+def job_scripts(jobs_dir: Path) -> list[Path]:
+    return sorted(p for p in Path(jobs_dir).glob("*.sh") if p.name != paths.SITE_ENV)
+
+
+def apply(profile: Profile, jobs_dir: Path) -> list[Path]:
+    """Write `profile` into the job scripts and site_env.sh of `jobs_dir`; return what was written."""
+    scripts = job_scripts(jobs_dir)
+    missing = [s.stem for s in scripts if s.stem not in profile.jobs]
+    if missing:
+        raise SiteError(f"profile {profile.name} has no [jobs.{missing[0]}] for jobs/{missing[0]}.sh",
+                        "give every job script its nodes, ranks_per_node, gpus and walltime")
+    written = []
+    for script in scripts:
+        updated = rewrite_directives(script.read_text(), profile.directive_block(script.stem), str(script))
+        if updated != script.read_text():
+            script.write_text(updated)
+        written.append(script)
+    env_file = Path(jobs_dir) / paths.SITE_ENV
+    env_file.write_text(render_site_env(profile))
+    written.append(env_file)
+    return written
+
+
+def check(profile: Profile, jobs_dir: Path) -> list[str]:
+    """What in `jobs_dir` differs from `profile` (empty when the profile is applied as it is)."""
+    problems = []
+    for script in job_scripts(jobs_dir):
+        if script.stem not in profile.jobs:
+            problems.append(f"{script.name}: no [jobs.{script.stem}] in the profile")
+            continue
+        expected = rewrite_directives(script.read_text(), profile.directive_block(script.stem), str(script))
+        if expected != script.read_text():
+            problems.append(f"{script.name}: its directives differ from the profile's")
+    env_file = Path(jobs_dir) / paths.SITE_ENV
+    if not env_file.is_file() or env_file.read_text() != render_site_env(profile):
+        problems.append(f"{paths.SITE_ENV}: differs from the profile's")
+    return problems
+
+
+def copy_jobs(jobs_dir: Path, destination: Path) -> None:
+    """Mirror the job scripts into an assignment folder (the student release carries them)."""
+    destination.mkdir(parents=True, exist_ok=True)
+    for old in destination.glob("*.sh"):
+        old.unlink()
+    for script in [*job_scripts(jobs_dir), Path(jobs_dir) / paths.SITE_ENV]:
+        shutil.copy2(script, destination / script.name)
