@@ -59,6 +59,12 @@ def _submit(args: argparse.Namespace) -> int:
     return 1 if status is None else min(status, 255)
 
 
+def _release(args: argparse.Namespace) -> int:
+    from course import release
+
+    return release.main()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="course", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -84,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", dest="variables", default="", metavar="VAR=VALUE,...", help="as qsub -v")
     p.add_argument("--no-wait", dest="wait", action="store_false", help="return after submitting")
     p.add_argument("script", type=Path)
+
+    sub.add_parser("release", help="make the student release notebooks/ from solutions/ (nbgrader)"
+                   ).set_defaults(run=_release)
 
     p = sub.add_parser("data", help="prepare CIFAR-10, the synthetic set, or a variant")
     p.set_defaults(run=_data)

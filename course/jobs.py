@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course import localjob, paths, sites
-from course.errors import JobError
+from course.errors import CourseError, JobError
 
 STUB = "# PUT YOUR CODE HERE"
+_ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Chainer's PrintReport writes ESC[J for terminals
 _END_LINE = re.compile(r"^course: job (\S+) ended with exit status (\d+)$", re.MULTILINE)
 
 
@@ -91,6 +92,12 @@ class Job:
     def wait(self, timeout: float | None = None, echo: Callable[[str], None] | None = print,
              poll: float = 5.0) -> int | None:
         """Wait for the job to end; print its log as it grows; return its exit status."""
+        if echo is not None:
+            show_line = echo
+
+            def echo(line: str) -> None:
+                show_line(_ESCAPES.sub("", line))
+
         if self._local is not None:
             status = self._local.wait(timeout, echo, poll=min(poll, 0.5))
         else:
@@ -156,6 +163,15 @@ def submit(script: str | Path, *, nodes: int | None = None, per_node: int | None
     scheduler: auto (from the site profile), local or qsub.
     """
     __tracebackhide__ = True
+    try:
+        return _submit(script, nodes, per_node, env, options, scheduler, workdir, echo)
+    except StubsLeft as e:
+        raise StubsLeft(str(e)) from None  # shown from here: the student's cell, then the message
+    except CourseError as e:
+        raise type(e)(e.message, e.hint) from None
+
+
+def _submit(script, nodes, per_node, env, options, scheduler, workdir, echo) -> Job | None:
     if grading():
         if echo:
             echo(f"nbgrader is running this notebook: {script} is not submitted; the grader reads the job "
@@ -197,3 +213,35 @@ def _qsub(script: Path, options: list[str], workdir: Path, settings: dict[str, s
     if not match:
         raise JobError(f"qsub said {run.stdout.strip()!r}, not a job id", "check the job with qstat")
     return Job(match.group(1), workdir, "qsub")
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of the stage-3 comparison."""
+
+    nodes: int
+    per_node: int
+    communicator: str
+    allreduce: str = ""
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"COMMUNICATOR": self.communicator, **({"ALLREDUCE": self.allreduce} if self.allreduce else {})}
+
+    def describe(self, select: str = "{nodes}:mpiprocs={ranks_per_node}") -> str:
+        variables = ",".join(f"{k}={v}" for k, v in self.env.items())
+        request = select.format(nodes=self.nodes, ranks_per_node=self.per_node)
+        return (f"{self.nodes} node(s) x {self.per_node} rank(s), {self.communicator}"
+                f"{' with ' + self.allreduce + ' allreduce' if self.allreduce else ''}:  "
+                f"qsub -j oe -l select={request} -v {variables} jobs/run_multi_node_training.sh")
+
+
+def comparison_plan(workdir: str | Path = ".") -> list[PlannedRun]:
+    """The site profile's stage-3 comparison: each rank count with the first communication setting,
+    then every other setting on the most ranks."""
+    settings = site_settings(Path(workdir))
+    shapes = [tuple(int(x) for x in run.split("x")) for run in settings.get("COURSE_SCALING_RUNS", "1x2").split()]
+    communication = [c.partition("/")[::2] for c in settings.get("COURSE_COMMUNICATION", "naive").split()]
+    plan = [PlannedRun(nodes, per_node, *communication[0]) for nodes, per_node in shapes]
+    nodes, per_node = max(shapes, key=lambda shape: shape[0] * shape[1])
+    return plan + [PlannedRun(nodes, per_node, *setting) for setting in communication[1:]]

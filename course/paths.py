@@ -45,3 +45,8 @@ def find_program(name: str) -> str | None:
         return found
     beside = Path(sys.executable).parent / name
     return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
+def tool_environment() -> dict[str, str]:
+    """os.environ with this Python's folder first on PATH: nbgrader runs `alembic` from there."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}

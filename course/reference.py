@@ -67,12 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     args.iterations, args.evaluate = known.iterations, known.evaluate
     comm = None
     if stage == "multi_node":
-        name = args.communicator
-        use_gpu = args.gpu if args.gpu is not None else gpu.resolve_device("auto") != "@numpy"
-        if name == "auto":
-            name = "pure_nccl" if use_gpu else "naive"
-        comm = chainermn().create_communicator(name)
-        device = chainer.get_device(f"@cupy:{comm.intra_rank}" if use_gpu else "@numpy")
+        on_gpu = course_training.use_gpu(args.gpu)
+        comm = chainermn().create_communicator(course_training.communicator_name(args.communicator, on_gpu))
+        device = chainer.get_device(f"@cupy:{comm.intra_rank}" if on_gpu else "@numpy")
         train, test = course_training.load_data(args) if comm.rank == 0 else (None, None)
         train = chainermn().scatter_dataset(train, comm, shuffle=True)
         test = chainermn().scatter_dataset(test, comm)

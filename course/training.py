@@ -75,6 +75,40 @@ def parse_args(stage: str, argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def use_gpu(flag: bool | None) -> bool:
+    """--gpu/--no-gpu, or (None) whether this node has a GPU that CuPy can use."""
+    if flag is not None:
+        return flag
+    from course import gpu
+
+    return gpu.resolve_device("auto") != "@numpy"
+
+
+def communicator_name(name: str, on_gpu: bool) -> str:
+    """'auto' is pure_nccl on GPUs (NCCL does the allreduce) and naive on CPUs (the only one there)."""
+    if name != "auto":
+        return name
+    return "pure_nccl" if on_gpu else "naive"
+
+
+def gpus_for_multiprocess(requested: int | None) -> list[int]:
+    """GPU ids for MultiprocessParallelUpdater, checked without initialising CUDA in this process."""
+    from course import gpu
+
+    found = gpu.visible_gpus().count
+    wanted = requested or found
+    if found < 2 or wanted < 2 or wanted > found:
+        raise CourseError(f"stage 2 needs at least 2 GPUs on this node; it has {found}"
+                          + (f" and --gpus {requested} was asked" if requested else ""),
+                          "submit it to a GPU node: qsub -j oe jobs/run_multi_gpu_training.sh")
+    from cupy.cuda import nccl
+
+    if not nccl.available:
+        raise CourseError("CuPy cannot load NCCL, which MultiprocessParallelUpdater needs",
+                          'pip install -e ".[gpu]"  (installs nvidia-nccl-cu12); then: python -m course doctor')
+    return list(range(wanted))
+
+
 def load_data(args: argparse.Namespace):
     """(train, test) of --dataset, recording the resolved name on `args`."""
     args.dataset = data.resolve(args.dataset)

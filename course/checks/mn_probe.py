@@ -1,0 +1,119 @@
+"""Runs under `mpiexec -n 2`: exercises a stage-3 module's functions on two real ranks.
+
+    mpiexec -n 2 python -m course.checks.mn_probe MODULE.py
+
+Each part runs on every rank and is recorded separately (an error in one part does not hide
+the others); later parts use the kit's own communicator, data and optimizer, so that each
+part is judged on its own. Rank 0 prints the facts as JSON on its last line; the notebook's
+checks (course.checks.multi_node) decide what they mean.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import chainer
+import chainer.links as L
+import chainermn
+import numpy as np
+from chainer.training import extensions
+
+from course import models
+from course.checks import example_ids, labelled_dataset, small_args
+from course.throughput import Throughput
+
+
+def _error(e: BaseException, module_path: str) -> str:
+    own = [frame for frame in traceback.extract_tb(e.__traceback__) if frame.filename == module_path]
+    where = f" (line {own[-1].lineno} in {own[-1].name}: {own[-1].line})" if own else ""
+    return f"{type(e).__name__}: {e}{where}"
+
+
+def _run_parts(module, comm, path: str) -> dict:
+    """comm is the kit's own communicator: every part but the first uses it."""
+    facts: dict = {"errors": {}}
+
+    def part(name, action):
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                facts[name] = action()
+        except Exception as e:  # the student's code may raise anything; it becomes a finding
+            facts["errors"][name] = _error(e, path)
+
+    def communicator():
+        own = module.make_communicator("naive")
+        return {"class": type(own).__name__, "size": getattr(own, "size", None), "rank": getattr(own, "rank", None),
+                "intra_rank": getattr(own, "intra_rank", None)}
+
+    def devices():
+        return {"gpu": str(module.device_for_rank(comm, True)), "cpu": str(module.device_for_rank(comm, False)),
+                "intra_rank": comm.intra_rank}
+
+    def shards():
+        train = labelled_dataset(64) if comm.rank == 0 else None
+        test = labelled_dataset(32, seed=1) if comm.rank == 0 else None
+        got = module.shard_datasets(train, test, comm)
+        return {"train": example_ids(got[0]), "test": example_ids(got[1])}
+
+    def optimizer():
+        model = L.Classifier(L.Linear(None, 10))
+        args = small_args(lr=0.1)
+        built = module.make_optimizer(args, comm, model)
+        batch = [labelled_dataset(8, seed=10 + comm.rank)[i] for i in range(8)]  # other data on each rank
+        x, t = chainer.dataset.concat_examples(batch)
+        built.update(model, x, t)
+        return {"class": type(built).__name__, "lr": getattr(built, "lr", None),
+                "target_is_model": getattr(built, "target", None) is model,
+                "weights": float(np.abs(model.predictor.W.array).sum())}
+
+    def trainer():
+        args = small_args(epoch=1, batchsize=8, warmup=1, stage="multi_node")
+        model = L.Classifier(models.build("vgg", width=2))
+        optimizer = chainermn.create_multi_node_optimizer(chainer.optimizers.MomentumSGD(0.05), comm)
+        optimizer.setup(model)
+        train = chainermn.scatter_dataset(labelled_dataset(32) if comm.rank == 0 else None, comm, shuffle=True)
+        test = chainermn.scatter_dataset(labelled_dataset(16, seed=1) if comm.rank == 0 else None, comm)
+        built = module.build_trainer(args, comm, train, test, model, optimizer, chainer.get_device("@numpy"))
+        found = {name: entry.extension for name, entry in built._extensions.items()}
+        for ext in found.values():
+            if isinstance(ext, extensions.PrintReport):
+                ext._out = io.StringIO()
+        built.run()
+        evaluators = [ext for ext in found.values() if isinstance(ext, extensions.Evaluator)]
+        evaluation = None
+        if evaluators:
+            with built.reporter.scope({}):  # evaluate() reports into the active reporter
+                evaluation = {k: float(v) for k, v in evaluators[0].evaluate().items()}
+        meters = [ext for ext in found.values() if isinstance(ext, Throughput)]
+        return {"extensions": sorted(type(ext).__name__ for ext in found.values()),
+                "evaluators": len(evaluators), "evaluation": evaluation,
+                "throughput_images": meters[0].images_per_iteration if meters else None,
+                "updater": type(built.updater).__name__, "out": built.out == args.out}
+
+    for name, action in (("communicator", communicator), ("devices", devices), ("shards", shards),
+                         ("optimizer", optimizer), ("trainer", trainer)):
+        part(name, action)
+    return facts
+
+
+def main(path: str) -> None:
+    comm = chainermn.create_communicator("naive")
+    spec = importlib.util.spec_from_file_location("student_stage3", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+        facts = _run_parts(module, comm, path)
+    except Exception as e:
+        facts = {"errors": {"module": _error(e, path)}}
+    gathered = comm.mpi_comm.gather(facts, root=0)
+    if comm.rank == 0:
+        print(json.dumps({"size": comm.size, "ranks": gathered}))
+
+
+if __name__ == "__main__":
+    main(str(Path(sys.argv[1]).resolve()))

@@ -1,0 +1,159 @@
+"""Checks of stage 3 (ChainerMN), on two real MPI ranks of this machine.
+
+Each check finds all five stage-3 functions through the notebook (the namespace of the function
+it is given; ones not written yet act as stubs), runs them once under `mpiexec -n 2` with
+course.checks.mn_probe, and caches those facts until a function's source changes: the other
+checks of the notebook then cost nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from course import notebook, paths
+from course.checks import expect, fail, passed
+
+TIMEOUT = 120  # seconds for the two-rank run; a rank stuck in a collective is the usual cause
+_facts: dict[str, dict] = {}
+
+
+def probe(function) -> dict:
+    """The two-rank facts for the stage-3 functions of `function`'s notebook (cached)."""
+    __tracebackhide__ = True
+    namespace = function.__globals__
+    text = notebook.assemble_script("multi_node", {name: namespace.get(name)
+                                                  for name in notebook.FUNCTIONS["multi_node"]})
+    key = hashlib.sha256(text.encode()).hexdigest()
+    if key in _facts:
+        return _facts[key]
+    mpiexec = paths.find_program("mpiexec")
+    expect(mpiexec is not None, "mpiexec is not found, so the two-rank check cannot run",
+           "load your site's MPI module, or install the kit's mpi extra")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1",
+           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "CHAINERMN_FORCE_ABORT_ON_EXCEPTION": ""}
+    with tempfile.TemporaryDirectory(prefix="course-probe-") as tmp:
+        module = Path(tmp) / "stage3_functions.py"
+        module.write_text(text)
+        try:
+            run = subprocess.run([mpiexec, "-n", "2", "--oversubscribe", sys.executable, "-m",
+                                  "course.checks.mn_probe", str(module)], capture_output=True, text=True,
+                                 timeout=TIMEOUT, env=env, cwd=tmp)
+        except subprocess.TimeoutExpired:
+            fail(f"the two-rank run of your functions did not finish in {TIMEOUT} s",
+                 "a rank is probably waiting in a collective call (scatter, allreduce, bcast) that the other rank "
+                 "never makes: every rank must call scatter_dataset, the optimizer and the evaluator")
+    lines = run.stdout.strip().splitlines()
+    try:
+        facts = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        fail(f"the two-rank run failed (exit status {run.returncode}): {run.stderr.strip()[-800:]}",
+             "run the cells above again; if it persists, run python -m course doctor")
+    _facts[key] = facts
+    return facts
+
+
+def _part(function, name: str) -> list[dict]:
+    """One part's facts from both ranks; CheckFailed with the student's error if it raised."""
+    __tracebackhide__ = True
+    facts = probe(function)
+    for rank, found in enumerate(facts["ranks"]):
+        errors = found["errors"]
+        if "module" in errors:
+            fail(f"the functions could not be loaded: {errors['module']}")
+        if name in errors:
+            stub = "NotImplementedError" in errors[name]
+            fail(f"on rank {rank}: {errors[name]}",
+                 "write the function (its PUT YOUR CODE HERE stub is still there)" if stub else
+                 "the line named above raised it while two ranks ran your functions")
+    return [found[name] for found in facts["ranks"]]
+
+
+def communicator(make_communicator) -> None:
+    __tracebackhide__ = True
+    ranks = _part(make_communicator, "communicator")
+    expect(all(r["class"] and r["class"].endswith("Communicator") for r in ranks),
+           f"make_communicator returned {ranks[0]['class']}, not a ChainerMN communicator",
+           "chainermn.create_communicator(name)")
+    expect([r["size"] for r in ranks] == [2, 2] and sorted(r["rank"] for r in ranks) == [0, 1],
+           f"on two ranks the communicator says size {ranks[0]['size']}, ranks {[r['rank'] for r in ranks]}",
+           "create it over all ranks: chainermn.create_communicator(name)")
+    expect(ranks[0]["class"] == "NaiveCommunicator", f"make_communicator('naive') made a {ranks[0]['class']}",
+           "pass the name on: chainermn.create_communicator(name)")
+    passed("make_communicator: a ChainerMN communicator over both ranks (size 2, ranks 0 and 1)")
+
+
+def device_binding(device_for_rank) -> None:
+    __tracebackhide__ = True
+    ranks = _part(device_for_rank, "devices")
+    gpu = [r["gpu"] for r in ranks]
+    expect(gpu == [f"@cupy:{r['intra_rank']}" for r in ranks],
+           f"with GPUs the two ranks of one node would use {gpu}",
+           "each rank drives the GPU of its number within the node: '@cupy:%d' % comm.intra_rank "
+           "(comm.rank counts across all nodes and would point past the node's GPUs)")
+    expect([r["cpu"] for r in ranks] == ["@numpy", "@numpy"], f"without GPUs the ranks would use {[r['cpu'] for r in ranks]}",
+           "on CPUs every rank uses '@numpy'")
+    passed(f"device_for_rank: one GPU per rank of a node ({', '.join(gpu)}), '@numpy' on CPUs")
+
+
+def scatter(shard_datasets) -> None:
+    __tracebackhide__ = True
+    ranks = _part(shard_datasets, "shards")
+    for split, total in (("train", 64), ("test", 32)):
+        parts = [r[split] for r in ranks]
+        together = [i for p in parts for i in p]
+        expect(len(together) == len(set(together)), f"both ranks got some of the same {split} examples "
+               f"({len(set(parts[0]) & set(parts[1]))} shared)",
+               "only rank 0 has the data: chainermn.scatter_dataset(data, comm) sends each rank its own part")
+        expect(sorted(together) == list(range(total)),
+               f"the ranks' {split} parts hold {len(set(together))} of the {total} examples",
+               f"scatter the whole {split} set: chainermn.scatter_dataset({split}, comm"
+               f"{', shuffle=True' if split == 'train' else ''})")
+    passed(f"shard_datasets: each rank gets its own half (train {len(ranks[0]['train'])} + "
+           f"{len(ranks[1]['train'])}, test {len(ranks[0]['test'])} + {len(ranks[1]['test'])}), together all of it")
+
+
+def optimizer(make_optimizer) -> None:
+    __tracebackhide__ = True
+    ranks = _part(make_optimizer, "optimizer")
+    expect(all(r["class"] == "_MultiNodeOptimizer" for r in ranks),
+           f"make_optimizer returned a {ranks[0]['class']}, which does not exchange gradients between ranks",
+           "wrap it: chainermn.create_multi_node_optimizer(optimizer, comm)")
+    expect(all(r["target_is_model"] for r in ranks), "the optimizer is not set up on the model",
+           "call optimizer.setup(model) on what create_multi_node_optimizer returns")
+    expect(all(r["lr"] is not None and abs(r["lr"] - 0.2) < 1e-9 for r in ranks),
+           f"with args.lr = 0.1 on 2 ranks the learning rate is {ranks[0]['lr']}",
+           "the total batch is comm.size times larger: scale the learning rate by comm.size (linear scaling rule)")
+    weights = [r["weights"] for r in ranks]
+    expect(abs(weights[0] - weights[1]) <= 1e-5 * max(1.0, abs(weights[0])),
+           "after one update on different data the ranks' weights differ", "the allreduce must average the gradients")
+    passed("make_optimizer: a multi-node optimizer at lr 0.1 x 2 ranks; after an update on different data both "
+           "ranks hold the same weights")
+
+
+def trainer(build_trainer) -> None:
+    __tracebackhide__ = True
+    ranks = _part(build_trainer, "trainer")
+    expect(all(r["updater"] == "StandardUpdater" for r in ranks), f"the updater is a {ranks[0]['updater']}",
+           "ChainerMN uses the usual StandardUpdater: the multi-node optimizer does the communication")
+    expect(all(r["evaluators"] == 1 for r in ranks), "every rank needs one Evaluator",
+           "extensions.Evaluator(test_iter, model, device=device), wrapped for ChainerMN")
+    a, b = (r["evaluation"] for r in ranks)
+    expect(a.keys() == b.keys() and all(abs(a[k] - b[k]) <= 1e-6 * max(1.0, abs(a[k])) for k in a),
+           "the ranks evaluate only their own test part and report different results",
+           "chainermn.create_multi_node_evaluator(evaluator, comm) averages them over the ranks")
+    expect(all(r["throughput_images"] == 16 for r in ranks),
+           f"Throughput counts {ranks[0]['throughput_images']} images per step; 2 ranks x 8 move 16",
+           "course.Throughput(args.batchsize, comm=comm)")
+    reports = [{"LogReport", "PrintReport"} & set(r["extensions"]) for r in ranks]
+    expect(reports[0] == {"LogReport", "PrintReport"}, "rank 0 has no LogReport and PrintReport",
+           "add them on rank 0: the log should hold one table")
+    expect(not reports[1], f"rank 1 also reports ({', '.join(sorted(reports[1]))}), so every line would be "
+           "printed once per rank", "add LogReport and PrintReport only when comm.rank == 0")
+    expect(all(r["out"] for r in ranks), "the trainer writes to another folder than args.out", "out=args.out")
+    passed("build_trainer: StandardUpdater, a multi-node Evaluator (same result on both ranks), Throughput over "
+           "both ranks, LogReport and PrintReport on rank 0 only")

@@ -1,0 +1,30 @@
+# Site settings shared by the job scripts: the `local` profile (sites/local.toml).
+# Written by `python -m course site apply local`; change the profile and apply it again.
+export COURSE_SITE=local
+export COURSE_SCHEDULER=local
+
+# Software: modules and the kit's Python environment.
+: # nothing to load: jobs inherit the submitting environment
+
+# Data and training defaults, the same at every stage so that the stages compare.
+export COURSE_DATASET="${COURSE_DATASET:-synthetic}"
+export COURSE_TRAIN_ARGS="${COURSE_TRAIN_ARGS:---model vgg --width 16 --batchsize 64 --epoch 2}"
+
+# MPI: `python -m course launch` fills in the ranks and hosts of the job.
+export COURSE_MPIEXEC='mpiexec -n {nprocs} --hostfile {hostfile} --bind-to core'
+export OMP_NUM_THREADS=1
+export OPENBLAS_NUM_THREADS=1
+export MKL_NUM_THREADS=1
+export CHAINERMN_FORCE_ABORT_ON_EXCEPTION=1  # one rank's exception ends the job, not a hang
+
+# How this site is run, for `python -m course submit` and the notebooks.
+export COURSE_SELECT='{nodes}:mpiprocs={ranks_per_node}'
+export COURSE_GPUS_PER_NODE=0
+export COURSE_SCALING_RUNS='1x1 1x2'
+export COURSE_COMMUNICATION='naive naive/ring'
+
+# The CUDA libraries of the kit's gpu extra (prints nothing without them).
+eval "$(python -m course env)"
+
+# The last line of the joined log says how the job ended.
+trap 'echo "course: job ${PBS_JOBID:-${SLURM_JOB_ID:-?}} ended with exit status $?"' EXIT
