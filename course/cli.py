@@ -76,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     # Dispatched in main() before parsing: their flags belong to their own parsers.
     sub.add_parser("train", help="the kit's reference CIFAR-10 training (flags: python -m course train -h)")
     sub.add_parser("bench", help="measure the kit: loop overhead and 1 vs 2 MPI ranks (python -m course bench -h)")
+    sub.add_parser("demo", help="the whole course on this machine: release, a student, the jobs, grading")
+    sub.add_parser("grade", help="autograde submissions with nbgrader, feedback and a CSV gradebook (-h)")
     sub.add_parser("launch", help="inside a job: start a command as one MPI rank per slot (-- COMMAND)")
 
     p = sub.add_parser("submit", help="submit a job script: to qsub, or run it here as PBS would (local profile)")
@@ -125,6 +127,14 @@ def main(argv: list[str] | None = None) -> int:
         from course import bench
 
         return _guarded("bench", lambda: bench.main(argv[1:]))
+    if argv[:1] == ["demo"]:
+        from course import demo
+
+        return _guarded("demo", lambda: demo.main(argv[1:]))
+    if argv[:1] == ["grade"]:
+        from course import grade
+
+        return _guarded("grade", lambda: grade.main(argv[1:]))
     if argv[:1] == ["launch"]:
         from course import launch
 

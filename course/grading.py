@@ -187,23 +187,39 @@ def grade_run(stage: str, points: float, folder: Path = Path(".")) -> float:
     return points
 
 
-def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> float:
-    """Points by the weak-scaling efficiency of the best traced `stage` run with the most workers."""
-    __tracebackhide__ = True
+def _limits(stage: str, kind: str) -> tuple[list, float]:
+    """(tiers best first, suspicious_above) for `stage` on `kind` (gpu or cpu) from grading.toml."""
     settings = config().get("efficiency", {})
-    tiers = sorted(settings.get(stage, {}).get("tiers", []), reverse=True)
-    ceiling = settings.get("suspicious_above", 1.05)
+    for_stage = settings.get(stage, {})
+    for_kind = for_stage.get(kind, {})
+    tiers = for_kind.get("tiers", for_stage.get("tiers", []))
+    ceiling = for_kind.get("suspicious_above", for_stage.get("suspicious_above", settings.get("suspicious_above", 1.05)))
+    return sorted(tiers, reverse=True), ceiling
+
+
+def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> float:
+    """Points by weak-scaling efficiency: the best traced `stage` run on the most workers that
+    stays below the sanity ceiling, against the student's own stage-1 run."""
+    __tracebackhide__ = True
     base = baseline(folder)
     if base is None:
         _fail("no traced stage-1 run to compare with", "stage 1's results and job log must come with the submission")
-    candidates = [run for run in runs(stage, folder) if run.traced and run.workers > 1 and not comparable(run, base)]
+    found = runs(stage, folder)
+    if not found:
+        _fail(f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}",
+              "submit the stage's job where it can run (stage 2 needs a node with 2 or more GPUs) and hand in "
+              "runs/ with the job log")
+    candidates = [run for run in found if run.traced and run.workers > 1 and not comparable(run, base)]
     if not candidates:
-        untraced = [run for run in runs(stage, folder) if run.workers > 1]
+        untraced = [run for run in found if run.workers > 1]
         why = "; ".join(run.problems[0] if run.problems else comparable(run, base)[0] for run in untraced[-3:])
         _fail(f"no traced {stage} run on 2 or more workers compares with stage 1 ({why or 'none found'})",
               "run every stage with the same site settings (model, width, batch per worker, data set)")
+    tiers, ceiling = _limits(stage, base.record.get("device_kind", "gpu"))
     most = max(run.workers for run in candidates)
-    best = max((run for run in candidates if run.workers == most), key=lambda run: efficiency(run, base))
+    ranked = sorted((run for run in candidates if run.workers == most), key=lambda run: efficiency(run, base))
+    plausible = [run for run in ranked if efficiency(run, base) <= ceiling]
+    best = plausible[-1] if plausible else ranked[0]
     value = efficiency(best, base)
     measured = (f"{best.describe()}: {best.images_per_sec:.1f} img/s on {best.workers} workers against "
                 f"{base.images_per_sec:.1f} img/s on 1 in {base.describe()}: efficiency {value:.3f}")

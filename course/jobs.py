@@ -26,10 +26,6 @@ _ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Chainer's PrintReport writes 
 _END_LINE = re.compile(r"^course: job (\S+) ended with exit status (\d+)$", re.MULTILINE)
 
 
-class StubsLeft(NotImplementedError):
-    """The training script still has PUT YOUR CODE HERE stubs, so the job would fail."""
-
-
 def grading() -> bool:
     """True while nbgrader executes the notebook (it sets NBGRADER_EXECUTION)."""
     return bool(os.environ.get("NBGRADER_EXECUTION"))
@@ -44,7 +40,7 @@ def site_settings(workdir: Path) -> dict[str, str]:
 
 
 def check_training_scripts(script: Path, workdir: Path) -> None:
-    """Refuse a job whose training script is missing or still has stubs, before it queues."""
+    """Refuse a job whose training script is missing (JobError) or still has stubs (NotImplementedError)."""
     for name in sorted(set(re.findall(r"\b(train_\w+\.py)\b", script.read_text()))):
         target = Path(workdir) / name
         if not target.is_file():
@@ -53,7 +49,7 @@ def check_training_scripts(script: Path, workdir: Path) -> None:
         stubs = [m.group(1) for m in re.finditer(rf"^def (\w+)\(.*?(?=^def |\Z)", target.read_text(),
                                                  re.MULTILINE | re.DOTALL) if STUB in m.group(0)]
         if stubs:
-            raise StubsLeft(f"{name} still has PUT YOUR CODE HERE stubs in {', '.join(stubs)}: "
+            raise NotImplementedError(f"{name} still has PUT YOUR CODE HERE stubs in {', '.join(stubs)}: "
                             "fill them in, run their self-checks, then write the script again")
 
 
@@ -165,8 +161,8 @@ def submit(script: str | Path, *, nodes: int | None = None, per_node: int | None
     __tracebackhide__ = True
     try:
         return _submit(script, nodes, per_node, env, options, scheduler, workdir, echo)
-    except StubsLeft as e:
-        raise StubsLeft(str(e)) from None  # shown from here: the student's cell, then the message
+    except NotImplementedError as e:  # the training script still has stubs
+        raise NotImplementedError(str(e)) from None  # shown from here: the student's cell, then the message
     except CourseError as e:
         raise type(e)(e.message, e.hint) from None
 

@@ -66,10 +66,10 @@ def _part(function, name: str) -> list[dict]:
         if "module" in errors:
             fail(f"the functions could not be loaded: {errors['module']}")
         if name in errors:
-            stub = "NotImplementedError" in errors[name]
-            fail(f"on rank {rank}: {errors[name]}",
-                 "write the function (its PUT YOUR CODE HERE stub is still there)" if stub else
-                 "the line named above raised it while two ranks ran your functions")
+            if errors[name].startswith("NotImplementedError"):
+                raise NotImplementedError(f"{errors[name]}: write the function (its PUT YOUR CODE HERE stub "
+                                          "is still there), then run this check again")
+            fail(f"on rank {rank}: {errors[name]}", "the line named above raised it while two ranks ran your functions")
     return [found[name] for found in facts["ranks"]]
 
 

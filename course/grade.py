@@ -1,0 +1,225 @@
+"""`python -m course grade`: autograde every submission with nbgrader, make feedback, export a gradebook.
+
+    python -m course grade                      # the course folder's submitted/<student>/distributed_training
+    python -m course grade path/to/submitted    # another folder in nbgrader's submitted/ layout
+    python -m course grade --exchange /srv/nbgrader/exchange   # collect from an exchange first
+
+It drives nbgrader's own apps (generate_assignment into the gradebook, collect, autograde,
+generate_feedback, export), one autograde process per student, so that a broken submission is
+named in the summary and never stops the others. Exit status: 0 when every submission was graded
+(a score of 0 is a grade), 1 when some could not be, 2 when grading could not start at all.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course import paths
+from course.errors import GradingError
+
+ASSIGNMENT = paths.ASSIGNMENT
+
+
+@dataclass
+class Part:
+    notebook: str
+    test: str
+    score: float
+    max_score: float
+    message: str = ""
+
+
+@dataclass
+class Outcome:
+    student: str
+    graded: bool
+    seconds: float
+    score: float = 0.0
+    max_score: float = 0.0
+    parts: list[Part] = field(default_factory=list)
+    failure: str = ""
+
+
+def _nbgrader(args: list[str], root: Path, extra: list[str] = (), timeout: float | None = None
+              ) -> subprocess.CompletedProcess:
+    env = paths.tool_environment()
+    env["COURSE_GRADING_CONFIG"] = str(root / "grading.toml")
+    command = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={root}", *extra]
+    return subprocess.run(command, cwd=root, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def _last_error(output: str) -> str:
+    lines = [line for line in output.splitlines() if "ERROR" in line or "Error" in line]
+    return (lines[-1] if lines else output.strip().splitlines()[-1] if output.strip() else "no output")[:300]
+
+
+def _messages(notebook: Path) -> dict[str, str]:
+    """grade_id -> the first line of the error a graded test cell shows in an autograded notebook."""
+    try:
+        cells = json.loads(notebook.read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    found = {}
+    for cell in cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not meta.get("grade") or cell.get("cell_type") != "code":
+            continue
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                found[meta["grade_id"]] = f"{output.get('ename')}: " + "; ".join(
+                    line.strip() for line in (output.get("evalue") or "").splitlines()[:2])
+                break
+    return found
+
+
+def course_id(root: Path) -> str:
+    """The course id that nbgrader_config.py sets (the gradebook is keyed by it)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    return config.CourseDirectory.course_id or "default_course"
+
+
+def _read_gradebook(root: Path, db_url: str, outcome: Outcome) -> None:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(db_url, course_id(root)) as gradebook:
+        submission = gradebook.find_submission(ASSIGNMENT, outcome.student)
+        outcome.score, outcome.max_score = submission.score, submission.max_score
+        for notebook in submission.notebooks:
+            messages = _messages(root / "autograded" / outcome.student / ASSIGNMENT / f"{notebook.name}.ipynb")
+            for grade in sorted(notebook.grades, key=lambda g: g.name):
+                if grade.max_score:
+                    outcome.parts.append(Part(notebook.name, grade.name, grade.score or 0.0, grade.max_score,
+                                              messages.get(grade.name, "") if (grade.score or 0) < grade.max_score else ""))
+
+
+def prepare(root: Path) -> str:
+    """Put the assignment's notebooks and test cells into the course's gradebook; return its URL."""
+    for needed in ("nbgrader_config.py", "grading.toml", f"solutions/{ASSIGNMENT}"):
+        if not (root / needed).exists():
+            raise GradingError(f"{root} is not a course folder: it has no {needed}",
+                               "grade in a clone of the kit (or copy nbgrader_config.py, grading.toml and solutions/)")
+    db_url = f"sqlite:///{root / 'gradebook.db'}"
+    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
+        run = _nbgrader(["generate_assignment", ASSIGNMENT, "--force"], root,
+                        [f"--CourseDirectory.release_directory={tmp}", f"--CourseDirectory.db_url={db_url}"])
+    if run.returncode != 0:
+        raise GradingError(f"nbgrader generate_assignment failed: {_last_error(run.stdout + run.stderr)}",
+                           "python -m course release shows the whole error")
+    return db_url
+
+
+def grade_student(root: Path, submitted: Path, student: str, db_url: str, feedback: bool) -> Outcome:
+    started = time.monotonic()
+    common = [f"--CourseDirectory.submitted_directory={submitted}", f"--CourseDirectory.db_url={db_url}",
+              f"--CourseDirectory.student_id={student}"]
+    try:
+        run = _nbgrader(["autograde", ASSIGNMENT, "--create", "--force"], root, common, timeout=1800)
+        output = run.stdout + run.stderr
+        graded = run.returncode == 0 and "There was an error" not in output
+    except subprocess.TimeoutExpired:
+        graded, output = False, "autograde took more than 30 minutes"
+    outcome = Outcome(student, graded, time.monotonic() - started)
+    if not graded:
+        outcome.failure = _last_error(output)
+        return outcome
+    _read_gradebook(root, db_url, outcome)
+    if feedback:
+        run = _nbgrader(["generate_feedback", ASSIGNMENT, "--force"], root, common)
+        if run.returncode != 0:
+            outcome.failure = "feedback: " + _last_error(run.stdout + run.stderr)
+    return outcome
+
+
+def write_details(outcomes: list[Outcome], path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", "notebook", "test", "score", "max_score", "message"])
+        for outcome in outcomes:
+            if not outcome.graded:
+                writer.writerow([outcome.student, "", "", "", "", f"NOT GRADED: {outcome.failure}"])
+            for part in outcome.parts:
+                writer.writerow([outcome.student, part.notebook, part.test, part.score, part.max_score, part.message])
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    lines = []
+    for outcome in outcomes:
+        if not outcome.graded:
+            lines.append(f"{outcome.student}: NOT GRADED ({outcome.failure})")
+            continue
+        by_notebook: dict[str, list[Part]] = {}
+        for part in outcome.parts:
+            by_notebook.setdefault(part.notebook, []).append(part)
+        per_notebook = ", ".join(f"{name} {sum(p.score for p in parts):g}/{sum(p.max_score for p in parts):g}"
+                                 for name, parts in sorted(by_notebook.items()))
+        lines.append(f"{outcome.student}: {outcome.score:g}/{outcome.max_score:g} ({per_notebook}); "
+                     f"autograded in {outcome.seconds:.1f} s")
+        for part in outcome.parts:
+            if part.score < part.max_score:
+                lines.append(f"    {part.notebook} {part.test}: {part.score:g}/{part.max_score:g}  {part.message}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="course grade", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("submitted", nargs="?", type=Path, default=None,
+                        help="submissions as <folder>/<student>/distributed_training (default: <course>/submitted)")
+    parser.add_argument("--course-dir", type=Path, default=None, help="the course folder (default: the kit)")
+    parser.add_argument("--exchange", type=Path, default=None, help="nbgrader collect from this exchange first")
+    parser.add_argument("--out", type=Path, default=None, help="the gradebook CSV (default: <course>/grades.csv)")
+    parser.add_argument("--no-feedback", dest="feedback", action="store_false")
+    args = parser.parse_args(argv)
+    root = (args.course_dir or paths.kit_root()).resolve()
+    submitted = (args.submitted or root / "submitted").resolve()
+    db_url = prepare(root)
+    if args.exchange:
+        run = _nbgrader(["collect", ASSIGNMENT], root, [f"--Exchange.root={args.exchange.resolve()}",
+                                                        f"--CourseDirectory.submitted_directory={submitted}"])
+        if run.returncode != 0:
+            raise GradingError(f"nbgrader collect failed: {_last_error(run.stdout + run.stderr)}",
+                               "check --exchange and the course id in nbgrader_config.py")
+    students = sorted(p.parent.name for p in submitted.glob(f"*/{ASSIGNMENT}") if p.is_dir())
+    if not students:
+        raise GradingError(f"no submissions in {submitted} (expected <student>/{ASSIGNMENT}/)",
+                           "give the folder that holds the students' folders")
+    print(f"grading {len(students)} submission(s) of {ASSIGNMENT} from {submitted}", flush=True)
+    outcomes = []
+    for student in students:
+        outcome = grade_student(root, submitted, student, db_url, args.feedback)
+        print(f"  {student}: " + (f"{outcome.score:g}/{outcome.max_score:g} in {outcome.seconds:.1f} s"
+                                  if outcome.graded else f"NOT GRADED: {outcome.failure}"), flush=True)
+        outcomes.append(outcome)
+    out = (args.out or root / "grades.csv").resolve()
+    run = _nbgrader(["export", f"--to={out}", f"--CourseDirectory.db_url={db_url}"], root)
+    if run.returncode != 0:
+        raise GradingError(f"nbgrader export failed: {_last_error(run.stdout + run.stderr)}", "see nbgrader's log")
+    details = out.with_name(out.stem + "-details.csv")
+    write_details(outcomes, details)
+    print("\n" + summary(outcomes))
+    graded = [o for o in outcomes if o.graded]
+    if graded:
+        per_notebook = sum(o.seconds for o in graded) / sum(len({p.notebook for p in o.parts}) or 1 for o in graded)
+        print(f"\nautograde: {sum(o.seconds for o in graded) / len(graded):.1f} s per student, "
+              f"{per_notebook:.1f} s per notebook")
+    print(f"gradebook: {out} (nbgrader export), per test: {details}"
+          + (f"; feedback: {root / 'feedback'}" if args.feedback else ""))
+    failed = [o.student for o in outcomes if not o.graded]
+    if failed:
+        print(f"NOT GRADED: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
