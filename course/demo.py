@@ -47,14 +47,18 @@ def student_copy(release_folder: Path, solutions_folder: Path, destination: Path
     return destination
 
 
-def run_notebook(path: Path, timeout: int = 1800) -> list[str]:
-    """Execute a notebook in its folder as JupyterLab would, keep its outputs; return its errors."""
+def run_notebook(path: Path, timeout: int = 1800, env: dict[str, str] | None = None) -> list[str]:
+    """Execute a notebook in its folder as JupyterLab would, keep its outputs; return its errors.
+
+    env: the kernel's environment (default: this process's).
+    """
     import nbformat
     from nbclient import NotebookClient
 
     notebook = nbformat.read(path, as_version=4)
-    NotebookClient(notebook, timeout=timeout, allow_errors=True, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    client = NotebookClient(notebook, timeout=timeout, allow_errors=True, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
+    client.execute(**({"env": env} if env is not None else {}))
     nbformat.write(notebook, path)
     errors = []
     for cell in notebook.cells:
@@ -74,7 +78,7 @@ def course_folder(root: Path, destination: Path) -> Path:
     return destination
 
 
-def play_student(root: Path, workdir: Path, echo=print) -> Path:
+def play_student(root: Path, workdir: Path, echo=print, env: dict[str, str] | None = None) -> Path:
     """Release, then a student who solves and runs every notebook; returns the student's folder."""
     released = Path(workdir) / "release"
     release.generate(root, released)
@@ -82,7 +86,7 @@ def play_student(root: Path, workdir: Path, echo=print) -> Path:
                            Path(workdir) / "student" / paths.ASSIGNMENT)
     for name in NOTEBOOKS:
         started = time.monotonic()
-        errors = run_notebook(student / name)
+        errors = run_notebook(student / name, env=env)
         echo(f"  {name}: ran in {time.monotonic() - started:.0f} s"
              + ("" if not errors else "; stopped with: " + "; ".join(errors)))
     return student

@@ -5,15 +5,17 @@
     python -m course grade --exchange /srv/nbgrader/exchange   # collect from an exchange first
 
 It drives nbgrader's own apps (generate_assignment into the gradebook, collect, autograde,
-generate_feedback, export), one autograde process per student, so that a broken submission is
-named in the summary and never stops the others. Exit status: 0 when every submission was graded
-(a score of 0 is a grade), 1 when some could not be, 2 when grading could not start at all.
+generate_feedback, export). nbgrader's autograde carries on past a submission it cannot grade and
+names it in its log; this command reads that log, so a broken submission is named in the summary
+and never stops the others. Exit status: 0 when every submission was graded (a score of 0 is a
+grade), 1 when some could not be, 2 when grading could not start at all.
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -40,7 +42,7 @@ class Part:
 class Outcome:
     student: str
     graded: bool
-    seconds: float
+    seconds: float  # autograde time per submission (all notebooks)
     score: float = 0.0
     max_score: float = 0.0
     parts: list[Part] = field(default_factory=list)
@@ -117,26 +119,52 @@ def prepare(root: Path) -> str:
     return db_url
 
 
-def grade_student(root: Path, submitted: Path, student: str, db_url: str, feedback: bool) -> Outcome:
+def _failures(log: str, students: list[str]) -> dict[str, str]:
+    """{student: what went wrong} for the submissions nbgrader's autograde log says it could not process."""
+    failures = {}
+    marker = re.compile(r"^\[\w+App \| ERROR\] There was an error processing assignment: (.*)$", re.M)
+    for match in marker.finditer(log):
+        student = Path(match.group(1).strip()).parent.name
+        before = log[:match.start()]
+        after = log[match.end():]
+        section = after[:next_marker.start()] if (next_marker := marker.search(after)) else after
+        errors = re.findall(r"^\s*([\w.]+(?:Error|Exception)\b.*)$", section, re.M)
+        converting = re.findall(r"Converting notebook (\S+\.ipynb)", before)
+        where = f"{Path(converting[-1]).name}: " if converting else ""
+        failures[student] = (where + (errors[-1].strip() if errors else "nbgrader could not process it"))[:300]
+    for student in students:
+        if f"for student '{student}'" in log and student not in failures:
+            failures[student] = "nbgrader could not process it (see its log)"
+    return failures
+
+
+def autograde(root: Path, submitted: Path, students: list[str], db_url: str) -> list[Outcome]:
+    """nbgrader autograde over every submission, in one process; outcomes read from the gradebook."""
     started = time.monotonic()
-    common = [f"--CourseDirectory.submitted_directory={submitted}", f"--CourseDirectory.db_url={db_url}",
-              f"--CourseDirectory.student_id={student}"]
+    common = [f"--CourseDirectory.submitted_directory={submitted}", f"--CourseDirectory.db_url={db_url}"]
     try:
-        run = _nbgrader(["autograde", ASSIGNMENT, "--create", "--force"], root, common, timeout=1800)
-        output = run.stdout + run.stderr
-        graded = run.returncode == 0 and "There was an error" not in output
+        run = _nbgrader(["autograde", ASSIGNMENT, "--create", "--force"], root, common, timeout=6 * 3600)
+        log = run.stdout + run.stderr
     except subprocess.TimeoutExpired:
-        graded, output = False, "autograde took more than 30 minutes"
-    outcome = Outcome(student, graded, time.monotonic() - started)
-    if not graded:
-        outcome.failure = _last_error(output)
-        return outcome
-    _read_gradebook(root, db_url, outcome)
-    if feedback:
-        run = _nbgrader(["generate_feedback", ASSIGNMENT, "--force"], root, common)
-        if run.returncode != 0:
-            outcome.failure = "feedback: " + _last_error(run.stdout + run.stderr)
-    return outcome
+        raise GradingError("nbgrader autograde ran for more than 6 hours", "grade fewer submissions at a time") from None
+    seconds = (time.monotonic() - started) / max(1, len(students))
+    failures = _failures(log, students)
+    if run.returncode != 0 and not failures:
+        raise GradingError(f"nbgrader autograde failed: {_last_error(log)}", "see nbgrader's log above")
+    outcomes = []
+    for student in students:
+        outcome = Outcome(student, student not in failures, seconds, failure=failures.get(student, ""))
+        if outcome.graded:
+            _read_gradebook(root, db_url, outcome)
+        outcomes.append(outcome)
+    return outcomes
+
+
+def feedback(root: Path, submitted: Path, db_url: str) -> None:
+    run = _nbgrader(["generate_feedback", ASSIGNMENT, "--force"], root,
+                    [f"--CourseDirectory.submitted_directory={submitted}", f"--CourseDirectory.db_url={db_url}"])
+    if run.returncode != 0:
+        print(f"feedback: nbgrader generate_feedback reported: {_last_error(run.stdout + run.stderr)}", file=sys.stderr)
 
 
 def write_details(outcomes: list[Outcome], path: Path) -> None:
@@ -161,8 +189,7 @@ def summary(outcomes: list[Outcome]) -> str:
             by_notebook.setdefault(part.notebook, []).append(part)
         per_notebook = ", ".join(f"{name} {sum(p.score for p in parts):g}/{sum(p.max_score for p in parts):g}"
                                  for name, parts in sorted(by_notebook.items()))
-        lines.append(f"{outcome.student}: {outcome.score:g}/{outcome.max_score:g} ({per_notebook}); "
-                     f"autograded in {outcome.seconds:.1f} s")
+        lines.append(f"{outcome.student}: {outcome.score:g}/{outcome.max_score:g} ({per_notebook})")
         for part in outcome.parts:
             if part.score < part.max_score:
                 lines.append(f"    {part.notebook} {part.test}: {part.score:g}/{part.max_score:g}  {part.message}")
@@ -193,12 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         raise GradingError(f"no submissions in {submitted} (expected <student>/{ASSIGNMENT}/)",
                            "give the folder that holds the students' folders")
     print(f"grading {len(students)} submission(s) of {ASSIGNMENT} from {submitted}", flush=True)
-    outcomes = []
-    for student in students:
-        outcome = grade_student(root, submitted, student, db_url, args.feedback)
-        print(f"  {student}: " + (f"{outcome.score:g}/{outcome.max_score:g} in {outcome.seconds:.1f} s"
-                                  if outcome.graded else f"NOT GRADED: {outcome.failure}"), flush=True)
-        outcomes.append(outcome)
+    outcomes = autograde(root, submitted, students, db_url)
+    if args.feedback:
+        feedback(root, submitted, db_url)
     out = (args.out or root / "grades.csv").resolve()
     run = _nbgrader(["export", f"--to={out}", f"--CourseDirectory.db_url={db_url}"], root)
     if run.returncode != 0:
@@ -206,11 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     details = out.with_name(out.stem + "-details.csv")
     write_details(outcomes, details)
     print("\n" + summary(outcomes))
-    graded = [o for o in outcomes if o.graded]
-    if graded:
-        per_notebook = sum(o.seconds for o in graded) / sum(len({p.notebook for p in o.parts}) or 1 for o in graded)
-        print(f"\nautograde: {sum(o.seconds for o in graded) / len(graded):.1f} s per student, "
-              f"{per_notebook:.1f} s per notebook")
+    notebooks = len(list((root / "solutions" / ASSIGNMENT).glob("*.ipynb")))
+    per_student = outcomes[0].seconds
+    print(f"\nautograde: {per_student:.1f} s per student ({per_student / max(1, notebooks):.1f} s per notebook, "
+          f"nbgrader's start-up shared)")
     print(f"gradebook: {out} (nbgrader export), per test: {details}"
           + (f"; feedback: {root / 'feedback'}" if args.feedback else ""))
     failed = [o.student for o in outcomes if not o.graded]

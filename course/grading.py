@@ -168,7 +168,7 @@ def _latest_traced(stage: str, folder: Path) -> Run:
     __tracebackhide__ = True
     found = runs(stage, folder)
     if not found:
-        _fail(f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}",
+        _fail(f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}/",
               "submit the stage's job and hand in runs/ with its log (<job script>.o<number>)")
     traced = [run for run in found if run.traced]
     if not traced:
@@ -206,7 +206,7 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
         _fail("no traced stage-1 run to compare with", "stage 1's results and job log must come with the submission")
     found = runs(stage, folder)
     if not found:
-        _fail(f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}",
+        _fail(f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}/",
               "submit the stage's job where it can run (stage 2 needs a node with 2 or more GPUs) and hand in "
               "runs/ with the job log")
     candidates = [run for run in found if run.traced and run.workers > 1 and not comparable(run, base)]
@@ -239,11 +239,13 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
 def grade_comparisons(points: float, folder: Path = Path(".")) -> float:
     """Stage 3: traced runs with at least two rank counts and two communication settings."""
     __tracebackhide__ = True
-    traced = [run for run in runs("multi_node", folder) if run.traced]
+    found = runs("multi_node", folder)
+    traced = [run for run in found if run.traced]
     counts = sorted({run.workers for run in traced})
     settings = sorted({run.setting for run in traced})
     if len(counts) < 2 or len(settings) < 2:
-        _fail(f"traced stage-3 runs cover rank counts {counts} and communication settings {settings}",
+        left_out = "".join(f"; {run.describe()} does not count: {run.problems[0]}" for run in found if not run.traced)
+        _fail(f"traced stage-3 runs cover rank counts {counts} and communication settings {settings}{left_out}",
               "the comparison needs at least two of each: run the notebook's comparison cell")
     passed(f"stage-3 runs compare rank counts {counts} and communication settings {settings}")
     return points
@@ -260,7 +262,7 @@ def show(stage: str, folder: Path = Path(".")) -> list[Run]:
     """Print whether the job outputs of `stage` will count (the visible self-check; never raises)."""
     found = runs(stage, folder)
     if not found:
-        print(f"No {stage} run yet in {Path(folder, results.RUNS_DIR)}: submit the job above.")
+        print(f"No {stage} run yet in {Path(folder, results.RUNS_DIR)}/: submit the job above.")
     for run in found:
         status = "traced to " + run.log.name if run.traced else "WILL NOT COUNT: " + "; ".join(run.problems)
         print(f"{run.describe()}: {run.images_per_sec:.1f} img/s, {run.workers} worker(s) [{status}]")

@@ -40,3 +40,24 @@ def data_root(tmp_path, monkeypatch) -> Path:
 def mpi_env() -> dict[str, str]:
     """The environment for running mpiexec from the tests (also as root, as CI does)."""
     return {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+@pytest.fixture(scope="session")
+def quick_env(tmp_path_factory) -> dict[str, str]:
+    """Settings for short course runs, for kernels and jobs (this process's environment is left alone)."""
+    root = tmp_path_factory.mktemp("quick")
+    env = {**os.environ, "CHAINER_DATASET_ROOT": str(root / "data"), "XDG_STATE_HOME": str(root / "state"),
+           "COURSE_DATASET": "small", "COURSE_TRAIN_ARGS": "--model vgg --width 8 --batchsize 32 --epoch 2 --warmup 2"}
+    import subprocess
+
+    subprocess.run([PYTHON, "-m", "course", "data", "synthetic", "--train", "1024", "--test", "256",
+                    "--name", "small"], env=env, check=True, capture_output=True)
+    return env
+
+
+@pytest.fixture(scope="session")
+def student_run(quick_env, tmp_path_factory) -> Path:
+    """A student who solved every notebook and ran each top to bottom, real jobs included."""
+    from course import demo
+
+    return demo.play_student(ROOT, tmp_path_factory.mktemp("student-run"), echo=lambda line: None, env=quick_env)

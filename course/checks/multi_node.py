@@ -67,8 +67,9 @@ def _part(function, name: str) -> list[dict]:
             fail(f"the functions could not be loaded: {errors['module']}")
         if name in errors:
             if errors[name].startswith("NotImplementedError"):
-                raise NotImplementedError(f"{errors[name]}: write the function (its PUT YOUR CODE HERE stub "
-                                          "is still there), then run this check again")
+                where = errors[name].split("(line", 1)[-1].rstrip(")")
+                raise NotImplementedError(f"the PUT YOUR CODE HERE stub is still there (line{where}): write the "
+                                          "function, then run this check again")
             fail(f"on rank {rank}: {errors[name]}", "the line named above raised it while two ranks ran your functions")
     return [found[name] for found in facts["ranks"]]
 

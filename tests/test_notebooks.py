@@ -1,0 +1,116 @@
+"""The notebooks, executed for real: solved (with their jobs) and as released (with stubs)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import nbformat
+import pytest
+
+from course import demo, grading, paths, results
+from tests.conftest import PYTHON, ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def outputs(path, grade_id):
+    notebook = nbformat.read(path, as_version=4)
+    [cell] = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    return cell.outputs
+
+
+def errors(path) -> dict[str, str]:
+    notebook = nbformat.read(path, as_version=4)
+    return {cell.metadata["nbgrader"]["grade_id"]: output.ename
+            for cell in notebook.cells if cell.cell_type == "code"
+            for output in cell.outputs if output.output_type == "error"}
+
+
+def test_solved_notebooks_run_top_to_bottom_on_cpu(student_run):
+    assert errors(student_run / "01_single_gpu.ipynb") == {}
+    assert errors(student_run / "03_multi_node.ipynb") == {}
+    # Stage 2 runs every cell but its job's, which needs two GPUs and says so.
+    assert errors(student_run / "02_multi_gpu.ipynb") == {"submit": "JobError"}
+    [error] = [o for o in outputs(student_run / "02_multi_gpu.ipynb", "submit") if o.output_type == "error"]
+    assert "asks for 2 GPU(s) per node, and this machine has none" in error.evalue
+    shown = "\n".join(error.traceback)
+    assert "localjob.py" not in shown and "gpu.py" not in shown, "no frames of the kit's internals"
+    assert len(error.traceback) <= 5, "the student's cell, the submit line, the message"
+
+
+def test_every_check_says_what_it_verified(student_run):
+    for name, check in (("01_single_gpu.ipynb", "check_trainer"), ("02_multi_gpu.ipynb", "check_devices"),
+                        ("03_multi_node.ipynb", "check_scatter")):
+        text = "".join(o.get("text", "") for o in outputs(student_run / name, check))
+        assert text.startswith("OK: "), (name, check, text)
+
+
+def test_jobs_left_traced_results_and_the_notebooks_show_them(student_run):
+    single = grading.runs("single_gpu", student_run)
+    multi = grading.runs("multi_node", student_run)
+    assert [run.traced for run in single] == [True]
+    assert sorted((run.workers, run.setting) for run in multi) == [(1, "naive"), (2, "naive"), (2, "naive/ring")]
+    assert all(run.traced for run in multi), [run.problems for run in multi]
+    for run in single + multi:
+        assert run.record["complete"] and run.log.name.startswith(("run_single_gpu", "run_multi_node"))
+    for name in ("01_single_gpu.ipynb", "03_multi_node.ipynb"):
+        kinds = {key for o in outputs(student_run / name, "report") for key in o.get("data", {})}
+        assert {"text/html", "image/png"} <= kinds, f"{name} shows its table and plot"
+
+
+def test_the_job_ran_exactly_the_script_the_notebook_wrote(student_run):
+    [run] = grading.runs("single_gpu", student_run)
+    script = student_run / "train_cifar_single.py"
+    assert run.notes == [] and run.record["script"]["name"] == script.name
+    text = script.read_text()
+    for function in ("def make_iterators", "def make_model_and_optimizer", "def build_trainer", "def main"):
+        assert function in text
+    assert "BEGIN SOLUTION" not in text
+
+
+def test_job_scripts_run_from_the_command_line_without_a_scheduler(student_run, quick_env, tmp_path):
+    folder = tmp_path / paths.ASSIGNMENT
+    shutil.copytree(student_run, folder, ignore=shutil.ignore_patterns("runs", "*.o*"))
+    run = subprocess.run([PYTHON, "-m", "course", "submit", "jobs/run_single_gpu_training.sh"], cwd=folder,
+                         env=quick_env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    [log] = folder.glob("run_single_gpu_training.sh.o*")
+    assert "ended with exit status 0" in log.read_text()
+    [path] = results.find(folder, "single_gpu")
+    assert grading.trace(path, folder).traced
+    run = subprocess.run([PYTHON, "-m", "course", "submit", "jobs/run_multi_gpu_training.sh"], cwd=folder,
+                         env=quick_env, capture_output=True, text=True)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "asks for 2 GPU(s) per node" in run.stderr
+
+
+def test_released_notebooks_fail_only_at_their_stubs(quick_env, tmp_path):
+    folder = tmp_path / paths.ASSIGNMENT
+    shutil.copytree(ROOT / "notebooks" / paths.ASSIGNMENT, folder)
+    expected = {
+        "01_single_gpu.ipynb": {"check_iterators", "check_model_and_optimizer", "check_trainer", "submit"},
+        "02_multi_gpu.ipynb": {"check_train_iterators", "check_devices", "check_learning_rate", "check_trainer",
+                               "submit"},
+        "03_multi_node.ipynb": {"check_communicator", "check_device_binding", "check_scatter", "check_optimizer",
+                                "check_trainer", "submit"},
+    }
+    for name, cells in expected.items():
+        demo.run_notebook(folder / name, env=quick_env)
+        found = errors(folder / name)
+        assert set(found) == cells, name
+        assert set(found.values()) == {"NotImplementedError"}, (name, found)
+    assert not (folder / "runs").exists(), "no job ran"
+
+
+def test_submit_does_nothing_while_nbgrader_runs_the_notebook(student_run, quick_env, tmp_path):
+    folder = tmp_path / paths.ASSIGNMENT
+    shutil.copytree(student_run, folder)
+    before = sorted(p.name for p in folder.iterdir())
+    probe = ("import course; job = course.jobs.submit('jobs/run_single_gpu_training.sh'); "
+             "print(json.dumps(job is None))")
+    out = subprocess.run([PYTHON, "-c", "import json; " + probe], cwd=folder, capture_output=True, text=True,
+                         env={**quick_env, "NBGRADER_EXECUTION": "autograde"}, check=True).stdout
+    assert json.loads(out.splitlines()[-1]) is True
+    assert "is not submitted" in out
+    assert sorted(p.name for p in folder.iterdir()) == before
