@@ -76,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Dispatched in main() before parsing: their flags belong to their own parsers.
     sub.add_parser("train", help="the kit's reference CIFAR-10 training (flags: python -m course train -h)")
     sub.add_parser("bench", help="measure the kit: loop overhead and 1 vs 2 MPI ranks (python -m course bench -h)")
+    sub.add_parser("site", help="site profiles: list, show (what jobs/ has), apply PROFILE")
     sub.add_parser("demo", help="the whole course on this machine: release, a student, the jobs, grading")
     sub.add_parser("grade", help="autograde submissions with nbgrader, feedback and a CSV gradebook (-h)")
     sub.add_parser("launch", help="inside a job: start a command as one MPI rank per slot (-- COMMAND)")
@@ -127,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         from course import bench
 
         return _guarded("bench", lambda: bench.main(argv[1:]))
+    if argv[:1] == ["site"]:
+        from course import sites
+
+        return _guarded("site", lambda: sites.main(argv[1:]))
     if argv[:1] == ["demo"]:
         from course import demo
 

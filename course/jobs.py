@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course import localjob, paths, sites
+from course import localjob, paths, pbs, sites
 from course.errors import CourseError, JobError
 
 STUB = "# PUT YOUR CODE HERE"
@@ -100,7 +100,20 @@ class Job:
             status = self._wait_qsub(timeout, echo, poll)
         if echo and status is not None:
             echo(f"[job {self.id} ended with exit status {status}; log: {self.find_log()}]")
+            if status != 0:
+                echo(f"[what went wrong: {self.diagnosis()}]")
         return status
+
+    def diagnosis(self) -> str:
+        """The likeliest cause of a failed job, from its log."""
+        log = self.find_log()
+        text = log.read_text(errors="replace") if log else ""
+        if "job killed: walltime" in text or "DUE TO TIME LIMIT" in text:
+            return "the walltime ran out: train fewer epochs, or ask for more time (-l walltime=HH:MM:SS)"
+        errors = re.findall(r"^\s*([\w.]*(?:Error|Exception|Interrupt)\b:?.*)$", text, re.MULTILINE)
+        if errors:
+            return f"{errors[-1].strip()[:200]} (the traceback above it in the log shows where)"
+        return "no error message in the log; the scheduler may have stopped the job (see qstat -x / sacct)"
 
     def _wait_qsub(self, timeout: float | None, echo, poll: float) -> int | None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -195,7 +208,22 @@ def _submit(script, nodes, per_node, env, options, scheduler, workdir, echo) -> 
     return job
 
 
+def check_site_request(script: Path, options: list[str], settings: dict[str, str]) -> None:
+    """Refuse, before queueing, what the applied site profile says its nodes cannot give."""
+    request = pbs.read_request(script.read_text(), options)
+    queues = settings.get("COURSE_QUEUES", "").split()
+    if request.queue and queues and request.queue not in queues:
+        raise JobError(f"queue {request.queue!r} is not one of this site's ({', '.join(queues)})",
+                       "use -q with one of those, or ask your instructor")
+    gpus = int(settings.get("COURSE_GPUS_PER_NODE") or 0)
+    asked = max(request.ngpus, request.mpiprocs)
+    if gpus and asked > gpus:  # every course job runs one rank per GPU at most
+        raise JobError(f"the job asks for {asked} GPUs or ranks per node, and this site's nodes have {gpus} GPUs",
+                       f"one rank per GPU: at most -l select=N:mpiprocs={gpus}")
+
+
 def _qsub(script: Path, options: list[str], workdir: Path, settings: dict[str, str]) -> Job:
+    check_site_request(workdir / script, options, settings)
     qsub = paths.find_program("qsub")
     if qsub is None:
         raise JobError(f"no qsub here, and the jobs are set up for the `{settings.get('COURSE_SITE')}` site "

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course import jobenv, paths
+from course import gpu, jobenv, paths
 from course.errors import JobError
 
 DEFAULT_TEMPLATE = "mpiexec -n {nprocs} --hostfile {hostfile}"
@@ -77,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="course-launch-") as tmp:
         argv_, extra = build(job, command, template, write_hostfile(job, Path(tmp)), args.allreduce)
         print(f"course launch: {job.describe()}", flush=True)
+        found = gpu.visible_gpus()
+        if found.count and job.per_node > found.count:
+            print(f"course launch: warning: {job.per_node} ranks per node but this node has {found.count} GPU(s); "
+                  "ranks past the last GPU cannot bind one", flush=True)
         print(f"course launch: {shlex.join(argv_)}", flush=True)
         return subprocess.run(argv_, env={**os.environ, **extra}).returncode
 

@@ -39,6 +39,7 @@ class Profile:
     scheduler: str
     directives: list[str]
     queue: str
+    queues: list[str]  # every queue a job may name (-q); the profile's own queue first
     group: str
     gpus_per_node: int
     setup: list[str]
@@ -121,6 +122,7 @@ def load_profile(name_or_path: str) -> Profile:
     return Profile(
         name=path.stem, description=data.get("description", ""), scheduler=scheduler,
         directives=_require(data, "directives", list, where), queue=data.get("queue", ""),
+        queues=[q for q in [data.get("queue", ""), *data.get("other_queues", [])] if q],
         group=data.get("group", ""), gpus_per_node=data.get("gpus_per_node", 0),
         setup=_require(env, "setup", list, f"{where} [environment]"),
         dataset=_safe(_require(env, "dataset", str, f"{where} [environment]"), "dataset", where),
@@ -161,6 +163,7 @@ export CHAINERMN_FORCE_ABORT_ON_EXCEPTION=1  # one rank's exception ends the job
 
 # How this site is run, for `python -m course submit` and the notebooks.
 export COURSE_SELECT='{select}'
+export COURSE_QUEUES='{" ".join(profile.queues)}'
 export COURSE_GPUS_PER_NODE={profile.gpus_per_node}
 export COURSE_SCALING_RUNS='{" ".join(f"{n}x{r}" for n, r in profile.scaling_runs)}'
 export COURSE_COMMUNICATION='{" ".join(profile.communication)}'
@@ -239,3 +242,43 @@ def copy_jobs(jobs_dir: Path, destination: Path) -> None:
         old.unlink()
     for script in [*job_scripts(jobs_dir), Path(jobs_dir) / paths.SITE_ENV]:
         shutil.copy2(script, destination / script.name)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m course site list | show | apply PROFILE`."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="course site", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    actions = parser.add_subparsers(dest="action", required=True)
+    actions.add_parser("list", help="the profiles in sites/")
+    actions.add_parser("show", help="the applied profile, and whether jobs/ still matches it")
+    apply_parser = actions.add_parser("apply", help="write a profile into jobs/ (and the release's copy)")
+    apply_parser.add_argument("profile", help="a name from sites/ or a path to a .toml file")
+    args = parser.parse_args(argv)
+    root = paths.kit_root()
+    jobs_dir = root / paths.JOBS_DIR
+    if args.action == "list":
+        for path in sorted((root / "sites").glob("*.toml")):
+            print(f"{path.stem:<12} {load_profile(str(path)).description}")
+        return 0
+    if args.action == "show":
+        name = paths.applied_site(jobs_dir / paths.SITE_ENV)
+        profile = load_profile(name)
+        print(f"applied: {name} ({profile.description}); scheduler {profile.scheduler}")
+        for job in job_scripts(jobs_dir):
+            print(f"  {job.name}: " + " | ".join(profile.directive_block(job.stem)))
+        problems = check(profile, jobs_dir)
+        for problem in problems:
+            print(f"  differs: {problem}")
+        if problems:
+            print(f"  -> python -m course site apply {name}")
+        return 1 if problems else 0
+    profile = load_profile(args.profile)
+    written = apply(profile, jobs_dir)
+    released = root / "notebooks" / paths.ASSIGNMENT / paths.JOBS_DIR
+    if released.parent.is_dir():
+        copy_jobs(jobs_dir, released)
+        written.append(released)
+    print(f"applied {profile.name}: " + ", ".join(str(p.relative_to(root)) for p in written))
+    return 0

@@ -19,6 +19,7 @@ export CHAINERMN_FORCE_ABORT_ON_EXCEPTION=1  # one rank's exception ends the job
 
 # How this site is run, for `python -m course submit` and the notebooks.
 export COURSE_SELECT='{nodes}:mpiprocs={ranks_per_node}'
+export COURSE_QUEUES=''
 export COURSE_GPUS_PER_NODE=0
 export COURSE_SCALING_RUNS='1x1 1x2'
 export COURSE_COMMUNICATION='naive naive/ring'

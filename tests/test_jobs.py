@@ -1,0 +1,164 @@
+"""Job requests, the embedded local scheduler and `course submit`, with real processes."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from course import jobs, localjob, pbs
+from course.errors import JobError
+from tests.conftest import PYTHON, ROOT
+
+SCRIPT = """#!/bin/bash
+# a test job
+#PBS -l select=1:mpiprocs=3
+#PBS -l walltime=00:05:00
+#PBS -N probe
+echo "id=$PBS_JOBID workdir=$PBS_O_WORKDIR pwd=$PWD queue=$PBS_QUEUE greeting=$GREETING"
+cat "$PBS_NODEFILE" | wc -l
+echo "to stderr" >&2
+exit 3
+#PBS -q ignored-after-the-first-command
+"""
+
+
+def test_directives_are_read_until_the_first_command():
+    request = pbs.read_request(SCRIPT)
+    assert (request.nodes, request.mpiprocs, request.walltime, request.name) == (1, 3, 300, "probe")
+    assert request.queue is None
+
+
+def test_command_line_options_win_over_directives():
+    request = pbs.read_request(SCRIPT, ["-l", "select=2:mpiprocs=2:ngpus=2", "-v", "A=1,B=two", "-q", "h-short"])
+    assert (request.nodes, request.mpiprocs, request.ngpus, request.ranks) == (2, 2, 2, 4)
+    assert request.variables == {"A": "1", "B": "two"} and request.queue == "h-short"
+
+
+@pytest.mark.parametrize("option,message", [("-l select=two", "node count must come first"),
+                                            ("-l walltime=1:xx", "not HH:MM:SS"),
+                                            ("-Z 1", "unknown qsub option"),
+                                            ("-v 1A=b", "not a variable name")])
+def test_bad_requests_say_what_is_wrong(option, message):
+    with pytest.raises(JobError, match=message):
+        pbs.read_request("#!/bin/bash\n", option.split())
+    with pytest.raises(JobError, match="#PBS"):
+        pbs.read_request(f"#!/bin/bash\n#PBS {option}\n")
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    return tmp_path
+
+
+def test_local_job_runs_like_pbs(state):
+    workdir = state / "submit"
+    workdir.mkdir()
+    script = workdir / "job.sh"
+    script.write_text(SCRIPT)
+    job = localjob.start(script, ["-v", "GREETING=hello"], workdir)
+    assert job.wait(timeout=60) == 3
+    assert job.log == workdir / f"probe.o{job.number}"  # -N names the log, -j oe joins the streams
+    text = job.log.read_text()
+    assert f"id={job.number}.local workdir={workdir} pwd={state / 'home'} queue=local greeting=hello" in text
+    assert "\n3\n" in text and "to stderr" in text  # three slots in the node file; stderr joined
+    assert localjob.start(script, [], workdir).number == job.number + 1
+
+
+def test_walltime_is_enforced(state):
+    script = state / "slow.sh"
+    script.write_text("#!/bin/bash\n#PBS -l walltime=00:00:02\necho started\nsleep 60\necho never\n")
+    job = localjob.start(script, [], state)
+    assert job.wait(timeout=60) == localjob.WALLTIME_EXIT
+    text = job.log.read_text()
+    assert "started" in text and "never" not in text and "walltime 00:00:02 exceeded" in text
+
+
+def test_a_gpu_request_this_machine_cannot_meet_is_refused_before_it_runs(state):
+    script = state / "gpu.sh"
+    script.write_text("#!/bin/bash\n#PBS -l ngpus=2\ntouch ran\n")
+    with pytest.raises(JobError, match="asks for 2 GPU"):
+        localjob.start(script, [], state)
+    assert not (state / "home" / "ran").exists()
+
+
+def test_wait_echoes_the_log_and_explains_a_failure(state):
+    script = state / "fail.sh"
+    script.write_text("#!/bin/bash\necho step one\npython3 -c 'raise ValueError(\"bad batch size\")'\n")
+    local = localjob.start(script, [], state)
+    job = jobs.Job(local.id, state, "local", local.log, local)
+    lines = []
+    assert job.wait(echo=lines.append) == 1
+    assert "step one" in lines
+    assert lines[-1] == "[what went wrong: ValueError: bad batch size (the traceback above it in the log shows where)]"
+
+
+@pytest.fixture
+def assignment(tmp_path, monkeypatch):
+    """A copy of the released assignment folder with its jobs."""
+    folder = tmp_path / "distributed_training"
+    shutil.copytree(ROOT / "notebooks" / "distributed_training", folder)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return folder
+
+
+def test_submit_refuses_missing_or_unfinished_training_scripts(assignment):
+    with pytest.raises(JobError, match="does not exist yet"):
+        jobs.submit("jobs/run_single_gpu_training.sh", workdir=assignment, echo=None)
+    (assignment / "train_cifar_single.py").write_text(
+        "def make_iterators(train, test, batchsize):\n    # PUT YOUR CODE HERE\n    raise NotImplementedError()\n"
+        "def main():\n    pass\n")
+    with pytest.raises(NotImplementedError, match="stubs in make_iterators"):
+        jobs.submit("jobs/run_single_gpu_training.sh", workdir=assignment, echo=None)
+    with pytest.raises(JobError, match="no job script"):
+        jobs.submit("jobs/nope.sh", workdir=assignment, echo=None)
+
+
+def test_submit_is_a_no_op_under_nbgrader(assignment, monkeypatch):
+    monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
+    assert jobs.submit("jobs/run_single_gpu_training.sh", workdir=assignment, echo=None) is None
+
+
+def test_qsub_options_and_the_sites_limits():
+    settings = {"COURSE_SELECT": "{nodes}:mpiprocs={ranks_per_node}", "COURSE_QUEUES": "h-regular h-tutorial",
+                "COURSE_GPUS_PER_NODE": "2"}
+    options = jobs.qsub_options(settings, 2, 2, {"COMMUNICATOR": "pure_nccl", "ALLREDUCE": "ring"})
+    assert options == ["-l", "select=2:mpiprocs=2", "-v", "COMMUNICATOR=pure_nccl,ALLREDUCE=ring"]
+    script = ROOT / "jobs" / "run_multi_node_training.sh"
+    jobs.check_site_request(script, options, settings)
+    with pytest.raises(JobError, match="is not one of this site's"):
+        jobs.check_site_request(script, ["-q", "debug"], settings)
+    with pytest.raises(JobError, match="nodes have 2 GPUs"):
+        jobs.check_site_request(script, ["-l", "select=1:mpiprocs=4"], settings)
+
+
+def test_the_comparison_plan_follows_the_site_profile(assignment):
+    plan = jobs.comparison_plan(assignment)
+    assert [(r.nodes, r.per_node, r.communicator, r.allreduce) for r in plan] == [
+        (1, 1, "naive", ""), (1, 2, "naive", ""), (1, 2, "naive", "ring")]
+    assert plan[2].describe().endswith(
+        "qsub -j oe -l select=1:mpiprocs=2 -v COMMUNICATOR=naive,ALLREDUCE=ring jobs/run_multi_node_training.sh")
+
+
+def test_course_submit_returns_the_jobs_exit_status(state):
+    (state / "jobs").mkdir()
+    shutil.copy(ROOT / "jobs" / "site_env.sh", state / "jobs")
+    (state / "jobs" / "quick.sh").write_text("#!/bin/bash\n#PBS -l walltime=00:01:00\n"
+                                             'cd "$PBS_O_WORKDIR"\nsource jobs/site_env.sh\nexit 4\n')
+    run = subprocess.run([PYTHON, "-m", "course", "submit", "jobs/quick.sh"], cwd=state, capture_output=True,
+                         text=True, env={**__import__("os").environ})
+    assert run.returncode == 4, run.stdout + run.stderr
+    assert "ended with exit status 4" in run.stdout
+    run = subprocess.run([PYTHON, "-m", "course", "submit", "jobs/missing.sh"], cwd=state, capture_output=True,
+                         text=True)
+    assert run.returncode == 2 and "Traceback" not in run.stderr and "no job script" in run.stderr
+
+
+def test_job_scripts_name_no_absolute_paths():
+    for script in (ROOT / "jobs").glob("*.sh"):
+        text = script.read_text()
+        assert "/work/" not in text and "/home/" not in text and Path.home().as_posix() not in text

@@ -1,0 +1,107 @@
+"""Site profiles: the shipped ones load, apply cleanly, and give job scripts that each scheduler reads."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from course import paths, pbs, sites
+from course.errors import SiteError
+from tests.conftest import ROOT
+
+PROFILES = sorted(p.stem for p in (ROOT / "sites").glob("*.toml"))
+
+
+@pytest.fixture
+def jobs_dir(tmp_path):
+    shutil.copytree(ROOT / "jobs", tmp_path / "jobs")
+    return tmp_path / "jobs"
+
+
+def test_the_committed_jobs_have_the_local_profile_applied():
+    assert paths.applied_site(ROOT / "jobs" / "site_env.sh") == "local"
+    assert sites.check(sites.load_profile("local"), ROOT / "jobs") == []
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_every_profile_applies_and_its_directives_parse(jobs_dir, name):
+    profile = sites.load_profile(name)
+    sites.apply(profile, jobs_dir)
+    assert sites.check(profile, jobs_dir) == []
+    assert paths.applied_site(jobs_dir / "site_env.sh") == name
+    for script in sites.job_scripts(jobs_dir):
+        resources = profile.jobs[script.stem]
+        request = pbs.read_request(script.read_text())
+        assert (request.nodes, request.mpiprocs) == (resources.nodes, resources.ranks_per_node)
+        assert request.walltime == pbs.parse_walltime(resources.walltime)
+        assert request.queue == (profile.queue or None)
+
+
+def test_reedbush_profile_is_faithful_to_the_published_scripts(jobs_dir):
+    sites.apply(sites.load_profile("reedbush-h"), jobs_dir)
+    text = (jobs_dir / "run_multi_node_training.sh").read_text()
+    for line in ("#PBS -q h-regular", "#PBS -l select=2:mpiprocs=2", "#PBS -W group_list=gt00",
+                 "#PBS -l walltime=00:20:00"):
+        assert line in text
+    env = (jobs_dir / "site_env.sh").read_text()
+    assert "module load cuda" in env and "conda activate chainer-course" in env
+    assert "export COURSE_MPIEXEC='mpirun --mca btl_openib_want_cuda_gdr 1" in env
+    assert sites.read_site_env(jobs_dir / "site_env.sh")["COURSE_DATASET"] == "cifar10_256px_5p"
+
+
+def test_slurm_profile_adds_what_pbs_syntax_cannot_say(jobs_dir):
+    sites.apply(sites.load_profile("slurm"), jobs_dir)
+    assert "#SBATCH --gres=gpu:2" in (jobs_dir / "run_multi_gpu_training.sh").read_text()
+    assert "#SBATCH --account=course" in (jobs_dir / "run_single_gpu_training.sh").read_text()
+
+
+def test_site_env_is_valid_bash_and_env_overrides_its_defaults(tmp_path):
+    probe = 'source jobs/site_env.sh; echo "$COURSE_DATASET|$COURSE_TRAIN_ARGS|$COURSE_MPIEXEC|$OMP_NUM_THREADS"'
+    run = subprocess.run(["bash", "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True,
+                         env={"PATH": f"{ROOT / '.venv' / 'bin'}:/usr/bin:/bin", "COURSE_DATASET": "mine"})
+    [line, ended] = run.stdout.strip().splitlines()
+    dataset, train_args, mpiexec, threads = line.split("|")
+    assert ended == "course: job ? ended with exit status 0"  # the trap that closes every job log
+    assert dataset == "mine"  # a job's -v setting wins over the site's default
+    assert train_args == "--model vgg --width 16 --batchsize 64 --epoch 2"
+    assert mpiexec == "mpiexec -n {nprocs} --hostfile {hostfile} --bind-to core" and threads == "1"
+
+
+def test_drift_is_reported(jobs_dir):
+    profile = sites.load_profile("local")
+    script = jobs_dir / "run_single_gpu_training.sh"
+    script.write_text(script.read_text().replace("walltime=00:30:00", "walltime=09:00:00"))
+    assert sites.check(profile, jobs_dir) == ["run_single_gpu_training.sh: its directives differ from the profile's"]
+
+
+@pytest.mark.parametrize("change,message", [
+    ("scheduler = \"lsf\"", "is not one of local, pbs, slurm"),
+    ("[environment]\nsetup = []\ndataset = \"x\"\ntrain_args = \"--width $(rm -rf ~)\"\nmpiexec = \"m\"",
+     "may not contain"),
+    ("not toml at all [", "not valid TOML"),
+])
+def test_bad_profiles_are_refused_with_the_reason(tmp_path, change, message):
+    text = (ROOT / "sites" / "local.toml").read_text()
+    if change.startswith("scheduler"):
+        text = text.replace('scheduler = "local"', change)
+    elif change.startswith("[environment]"):
+        text = text[:text.index("[environment]")] + change + text[text.index("\n[jobs."):]
+    else:
+        text = change
+    path = tmp_path / "site.toml"
+    path.write_text(text)
+    with pytest.raises(SiteError, match=message):
+        sites.load_profile(str(path))
+
+
+def test_a_job_script_without_markers_is_named(jobs_dir):
+    (jobs_dir / "run_single_gpu_training.sh").write_text("#!/bin/bash\n#PBS -l walltime=00:01:00\n")
+    with pytest.raises(SiteError, match="no site directive markers"):
+        sites.apply(sites.load_profile("local"), jobs_dir)
+
+
+def test_unknown_profile_lists_the_known_ones():
+    with pytest.raises(SiteError) as caught:
+        sites.load_profile("tsubame")
+    assert "local" in caught.value.hint and "reedbush-h" in caught.value.hint
