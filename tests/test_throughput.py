@@ -23,6 +23,11 @@ class FakeClock:
         return self.now
 
 
+@pytest.fixture(autouse=True)
+def in_tmp_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the trainers' LogReport writes result/log in the current folder
+
+
 def tiny_trainer(n_examples=40, batch=10, epochs=3):
     rng = np.random.default_rng(0)
     dataset = chainer.datasets.TupleDataset(rng.normal(size=(n_examples, 4)).astype(np.float32),
