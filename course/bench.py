@@ -19,6 +19,9 @@
     - end to end, as students see it: the reference training (course.reference) run by mpiexec
       on 1 and then 2 ranks, a few times; whole-run images/sec of each adjacent pair.
 
+(c) autograde time: a student run of all three notebooks (small settings) graded by
+    `course grade` (nbgrader autograde), three times; seconds per notebook, goal under 10 s.
+
 A CPU "device" is one core: every process runs its BLAS on one thread.
 """
 from __future__ import annotations
@@ -118,7 +121,7 @@ def loop_overhead(width: int, batch: int, steps: int, warmup: int, out: Path) ->
 
 
 def _ranks_run(n: int, width: int, batch: int, steps: int, warmup: int, workdir: Path) -> dict:
-    mpiexec = paths.find_program("mpiexec")
+    mpiexec = paths.find_program("mpiexec", environment_first=True)
     if mpiexec is None:
         raise SystemExit("bench: no mpiexec; install the kit with the mpi extra (make venv)")
     command = [mpiexec, "-n", str(n), "--bind-to", "core", sys.executable, "-m", "course", "train",
@@ -170,7 +173,7 @@ def ranks_worker(width: int, batch: int, segments: int, steps: int) -> None:
 
 
 def interleaved_ranks(width: int, batch: int, segments: int, steps: int) -> dict:
-    mpiexec = paths.find_program("mpiexec")
+    mpiexec = paths.find_program("mpiexec", environment_first=True)
     code = f"from course import bench; bench.ranks_worker({width}, {batch}, {segments}, {steps})"
     env = {**os.environ, **ONE_THREAD, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     out = subprocess.run([mpiexec, "-n", "2", "--bind-to", "core", sys.executable, "-c", code], env=env,
@@ -193,6 +196,25 @@ def weak_scaling(width: int, batch: int, steps: int, warmup: int, repeats: int) 
     return {"interleaved": interleaved, "efficiency": interleaved["efficiency"],
             "end_to_end": {"images_per_sec_1": one, "images_per_sec_2": two,
                            "efficiency_per_pair": [b / (2 * a) for a, b in zip(one, two)]}}
+
+
+def autograde_time(workdir: Path, repeats: int) -> dict:
+    """Seconds per submission and per notebook of `course grade` on a solved student run."""
+    import shutil
+
+    from course import demo, grade
+
+    env = {**os.environ, **ONE_THREAD, "XDG_STATE_HOME": str(workdir / "state"), "COURSE_DATASET": "bench",
+           "COURSE_TRAIN_ARGS": "--model vgg --width 8 --batchsize 32 --epoch 1 --warmup 2"}
+    student = demo.play_student(paths.kit_root(), workdir / "play", echo=lambda line: None, env=env)
+    course = demo.course_folder(paths.kit_root(), workdir / "course")
+    for i in range(repeats):
+        shutil.copytree(student, course / "submitted" / f"student{i}" / paths.ASSIGNMENT)
+    db_url = grade.prepare(course)
+    outcomes = grade.autograde(course, course / "submitted", [f"student{i}" for i in range(repeats)], db_url)
+    notebooks = len(demo.NOTEBOOKS)
+    return {"seconds_per_submission": outcomes[0].seconds, "seconds_per_notebook": outcomes[0].seconds / notebooks,
+            "notebooks": notebooks, "submissions": repeats, "scores": [o.score for o in outcomes]}
 
 
 def _fmt(values: list[float], digits: int = 3) -> str:
@@ -234,8 +256,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{ms['together']:.0f} ms with allreduce)\n"
           f"    end to end, {args.pairs} run pairs: efficiency {_fmt(e2e['efficiency_per_pair'])} "
           f"({_fmt(e2e['images_per_sec_2'], 1)} / {_fmt(e2e['images_per_sec_1'], 1)} img/s)", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        grading = autograde_time(Path(tmp), repeats=3)
+    print(f"(c) autograde: {grading['seconds_per_notebook']:.1f} s per notebook "
+          f"({grading['seconds_per_submission']:.1f} s per submission of {grading['notebooks']} notebooks, "
+          f"{grading['submissions']} graded in one nbgrader run)", flush=True)
     report = {"settings": vars(args) | {"out": str(args.out)}, "machine": {"cpus": os.cpu_count()},
-              "loop_overhead": overhead, "weak_scaling": scaling,
+              "loop_overhead": overhead, "weak_scaling": scaling, "autograde": grading,
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")

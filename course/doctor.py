@@ -78,7 +78,7 @@ def _nccl() -> Check:
 
 
 def _mpi() -> Check:
-    launcher = paths.find_program("mpiexec")
+    launcher = paths.find_program("mpiexec", environment_first=True)
     import mpi4py
 
     mpi4py.rc.initialize = False  # only the library's name is needed here

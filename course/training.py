@@ -253,6 +253,9 @@ def run(trainer, args: argparse.Namespace, *, comm=None, devices=None):
             trainer.extend(extensions.LogReport())
         trainer.extend(_ResultsWriter(record), name="course_results")
         print(record.header(), flush=True)
+        if record.record["device_kind"] == "gpu" and not chainer.backends.cuda.cudnn_enabled:
+            print("course: warning: Chainer does not use cuDNN here, so convolutions run slower; "
+                  "python -m course doctor says how to fix it", flush=True)
     try:
         trainer.run()
     except BaseException as e:

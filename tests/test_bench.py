@@ -22,3 +22,11 @@ def test_interleaved_ranks_splits_the_efficiency(data_root):
     assert result["steps"] == 3
     assert result["efficiency"] == pytest.approx(
         result["hardware_ceiling"] * result["synchronisation"] * result["allreduce"])
+
+
+def test_autograde_time_grades_a_solved_run(tmp_path, data_root):
+    data.prepare_synthetic(640, 128, name="bench")
+    result = bench.autograde_time(tmp_path, repeats=1)
+    assert result["notebooks"] == 3 and result["seconds_per_notebook"] > 0
+    # All but stage 2's throughput (4 points, needs GPUs); stage 3's efficiency tier may vary on tiny runs.
+    assert 25 <= result["scores"][0] <= 28

@@ -51,7 +51,7 @@ def test_one_cpu_device_learns_the_synthetic_set(tmp_path, data_root):
 
 def test_two_mpi_ranks_with_the_naive_communicator(tmp_path, data_root, mpi_env):
     data.prepare_synthetic(1280, 256)
-    mpiexec = find_program("mpiexec")
+    mpiexec = find_program("mpiexec", environment_first=True)
     out = subprocess.run([mpiexec, "-n", "2", PYTHON, "-m", "course", "train", "--communicator", "naive",
                           "--width", "8", "--epoch", "1", "--batchsize", "32", "--warmup", "2"],
                          cwd=tmp_path, capture_output=True, text=True, check=True, env=mpi_env, timeout=300).stdout
@@ -79,7 +79,7 @@ def test_an_exception_on_one_rank_ends_the_whole_job(tmp_path, mpi_env):
         "    raise ValueError('a student mistake on rank 1')\n"
         "comm.mpi_comm.Barrier()  # rank 0 would wait here forever without the abort hook\n")
     started = time.monotonic()
-    run = subprocess.run([find_program("mpiexec"), "-n", "2", PYTHON, str(script)], cwd=tmp_path,
+    run = subprocess.run([find_program("mpiexec", environment_first=True), "-n", "2", PYTHON, str(script)], cwd=tmp_path,
                          capture_output=True, text=True, env=mpi_env, timeout=120)
     assert run.returncode != 0
     assert "a student mistake on rank 1" in run.stderr

@@ -31,7 +31,7 @@ def probe(function) -> dict:
     key = hashlib.sha256(text.encode()).hexdigest()
     if key in _facts:
         return _facts[key]
-    mpiexec = paths.find_program("mpiexec")
+    mpiexec = paths.find_program("mpiexec", environment_first=True)
     expect(mpiexec is not None, "mpiexec is not found, so the two-rank check cannot run",
            "load your site's MPI module, or install the kit's mpi extra")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1",
