@@ -36,7 +36,14 @@ def _data(args: argparse.Namespace) -> int:
             except CourseError as e:
                 print(f"{name}: BROKEN: {e}")
         return 0
-    if args.action == "synthetic":
+    if args.action == "site":
+        from course import paths, sites
+
+        env_file = paths.site_env_file()
+        if env_file is None:
+            raise CourseError("no jobs/site_env.sh here or in the kit", "run it in the kit's folder")
+        info = data.prepare(sites.read_site_env(env_file)["COURSE_DATASET"], args.source)
+    elif args.action == "synthetic":
         info = data.prepare_synthetic(args.train, args.test, seed=args.seed, name=args.name)
     elif args.action == "cifar10":
         info = data.prepare_real(args.source)
@@ -101,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_data)
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("list", help="the prepared data sets")
+    a = actions.add_parser("site", help="make the data set the applied site profile names (and its base)")
+    a.add_argument("--from", dest="source", type=Path, default=None, help="the CIFAR-10 archive, when needed")
     a = actions.add_parser("synthetic", help="generate the learnable synthetic set (no download)")
     a.add_argument("--train", type=int, default=4000)
     a.add_argument("--test", type=int, default=1000)

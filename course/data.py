@@ -42,10 +42,10 @@ def _prepare_hint(name: str) -> str:
                 f"/path/to/{CIFAR_ARCHIVE}   (or use the synthetic set: python -m course data synthetic)")
     if name == SYNTHETIC:
         return "run:  python -m course data synthetic"
-    match = re.fullmatch(r"(.+)_(\d+)px_(\d+(?:\.\d+)?)p", name)
-    if match:
-        base, size, pct = match.groups()
-        return (f"run:  python -m course data variant --base {base} --size {size} --percent {pct}"
+    variant = parse_variant(name)
+    if variant:
+        base, size, percent = variant
+        return (f"run:  python -m course data variant --base {base} --size {size} --percent {percent:g}"
                 f"   (needs the {base!r} data set first)")
     return "run:  python -m course data list   to see which data sets exist"
 
@@ -66,6 +66,28 @@ def path_for(name: str) -> Path:
 def variant_name(base: str, size: int, percent: float) -> str:
     """The seed hands-on's naming: 5% of CIFAR-10 at 256 px is cifar10_256px_5p."""
     return f"{base}_{size}px_{percent:g}p"
+
+
+def parse_variant(name: str) -> tuple[str, int, float] | None:
+    """(base, size, percent) of a variant's name, None for other names."""
+    match = re.fullmatch(r"(.+)_(\d+)px_(\d+(?:\.\d+)?)p", name)
+    return (match.group(1), int(match.group(2)), float(match.group(3))) if match else None
+
+
+def prepare(name: str, source: Path | None = None) -> DatasetInfo:
+    """Make the data set `name` (and the one it derives from) unless it is already there."""
+    if path_for(name).exists():
+        return info(name)
+    if name == SYNTHETIC:
+        return prepare_synthetic()
+    if name == REAL:
+        return prepare_real(source)
+    variant = parse_variant(name)
+    if variant is None:
+        raise DatasetError(f"the kit does not know how to make {name!r}", _prepare_hint(name))
+    base, size, percent = variant
+    prepare(base, source)
+    return prepare_variant(base, percent=percent, size=size)
 
 
 @dataclass(frozen=True)

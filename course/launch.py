@@ -20,9 +20,8 @@ from course import gpu, jobenv, paths
 from course.errors import JobError
 
 DEFAULT_TEMPLATE = "mpiexec -n {nprocs} --hostfile {hostfile}"
-# Open MPI's names for the allreduce algorithms of its `tuned` component (see docs/seeds.md for
-# how they map onto the algorithms of the seed paper: nonoverlapping ~ BRB, recursive doubling
-# ~ BRD, Rabenseifner ~ VHD).
+# Open MPI's names for the allreduce algorithms of its `tuned` component. The stage-3 notebook maps
+# them onto the seed paper's: nonoverlapping ~ BRB, recursive doubling ~ BRD, Rabenseifner ~ VHD.
 ALLREDUCE = {"basic_linear": 1, "nonoverlapping": 2, "recursive_doubling": 3, "ring": 4, "segmented_ring": 5,
              "rabenseifner": 6}
 FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "CHAINER_DATASET_ROOT",

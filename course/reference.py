@@ -52,19 +52,16 @@ def chainermn():
     return mn
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
+def _own_flags(parser) -> None:
+    parser.add_argument("--iterations", type=int, default=0, help="stop after this many steps (not epochs)")
+    parser.add_argument("--no-eval", dest="evaluate", action="store_false", help="skip the test-set evaluation")
 
-    own = argparse.ArgumentParser(add_help=False)
-    own.add_argument("--communicator", default=None)
-    own.add_argument("--iterations", type=int, default=0, help="stop after this many steps (not epochs)")
-    own.add_argument("--no-eval", dest="evaluate", action="store_false", help="skip the test-set evaluation")
-    known, rest = own.parse_known_args(argv)
-    stage = "multi_node" if known.communicator else "single_gpu"
-    if known.communicator:
-        rest += ["--communicator", known.communicator]
-    args = course_training.parse_args(stage, rest)
-    args.iterations, args.evaluate = known.iterations, known.evaluate
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(argv or [])
+    # With --communicator it is stage 3: one ChainerMN rank per process of mpiexec.
+    stage = "multi_node" if any(a == "--communicator" or a.startswith("--communicator=") for a in argv) else "single_gpu"
+    args = course_training.parse_args(stage, argv, _own_flags)
     comm = None
     if stage == "multi_node":
         on_gpu = course_training.use_gpu(args.gpu)

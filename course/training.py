@@ -40,8 +40,11 @@ def _run_tag() -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", tag)
 
 
-def parse_args(stage: str, argv: list[str] | None = None) -> argparse.Namespace:
-    """The flags of a stage script. Defaults suit a GPU; the job scripts pass the site's choices."""
+def parse_args(stage: str, argv: list[str] | None = None, more_flags=None) -> argparse.Namespace:
+    """The flags of a stage script. Defaults suit a GPU; the job scripts pass the site's choices.
+
+    more_flags: a function that adds a script's own flags to the parser.
+    """
     if stage not in results.STAGES:
         raise ValueError(f"unknown stage {stage!r}; one of {', '.join(results.STAGES)}")
     parser = argparse.ArgumentParser(description=f"CIFAR-10 training, course stage {stage}")
@@ -63,6 +66,8 @@ def parse_args(stage: str, argv: list[str] | None = None) -> argparse.Namespace:
                             help="ChainerMN communicator; auto: pure_nccl on GPUs, naive on CPUs")
         parser.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None,
                             help="one GPU per rank (default: when the node has GPUs)")
+    if more_flags is not None:
+        more_flags(parser)
     args = parser.parse_args(argv)
     if stage == "multi_node":
         # Without this an exception on one rank leaves the others waiting in MPI until the walltime ends.

@@ -231,3 +231,12 @@ def test_data_files_get_the_umasks_mode_not_mkstemps(data_root):
 def test_unsafe_names_are_refused(data_root):
     with pytest.raises(DatasetError, match="not a data set name"):
         data.path_for("../../etc/passwd")
+
+
+def test_prepare_makes_a_variant_and_the_set_it_derives_from(data_root):
+    info = data.prepare("synthetic_64px_10p")
+    assert (info.name, info.image_size) == ("synthetic_64px_10p", 64)
+    assert data.available() == ["synthetic", "synthetic_64px_10p"]
+    assert data.prepare("synthetic_64px_10p").path == info.path  # already there: kept
+    with pytest.raises(DatasetError, match="does not know how to make"):
+        data.prepare("imagenet")
