@@ -63,7 +63,7 @@ def _last_error(output: str) -> str:
 
 
 def _messages(notebook: Path) -> dict[str, str]:
-    """grade_id -> the first line of the error a graded test cell shows in an autograded notebook."""
+    """grade_id -> the first lines of the error a graded test cell shows in an autograded notebook."""
     try:
         cells = json.loads(notebook.read_text())["cells"]
     except (OSError, ValueError, KeyError):
@@ -99,8 +99,9 @@ def _read_gradebook(root: Path, db_url: str, outcome: Outcome) -> None:
             messages = _messages(root / "autograded" / outcome.student / ASSIGNMENT / f"{notebook.name}.ipynb")
             for grade in sorted(notebook.grades, key=lambda g: g.name):
                 if grade.max_score:
-                    outcome.parts.append(Part(notebook.name, grade.name, grade.score or 0.0, grade.max_score,
-                                              messages.get(grade.name, "") if (grade.score or 0) < grade.max_score else ""))
+                    score = grade.score or 0.0
+                    message = messages.get(grade.name, "") if score < grade.max_score else ""
+                    outcome.parts.append(Part(notebook.name, grade.name, score, grade.max_score, message))
 
 
 def prepare(root: Path) -> str:
@@ -146,7 +147,8 @@ def autograde(root: Path, submitted: Path, students: list[str], db_url: str) -> 
         run = _nbgrader(["autograde", ASSIGNMENT, "--create", "--force"], root, common, timeout=6 * 3600)
         log = run.stdout + run.stderr
     except subprocess.TimeoutExpired:
-        raise GradingError("nbgrader autograde ran for more than 6 hours", "grade fewer submissions at a time") from None
+        raise GradingError("nbgrader autograde ran for more than 6 hours",
+                           "grade fewer submissions at a time") from None
     seconds = (time.monotonic() - started) / max(1, len(students))
     failures = _failures(log, students)
     if run.returncode != 0 and not failures:

@@ -97,14 +97,16 @@ def trace(path: Path, folder: Path | None = None) -> Run:
     if not digests:
         run.problems.append(f"the log {run.log.name} does not name this results file")
     elif sha256_file(path) not in digests:
-        run.problems.append(f"the results file differs from the one job {job_id} wrote (see its sha256 in {run.log.name})")
+        run.problems.append(f"the results file differs from the one job {job_id} wrote "
+                            f"(see its sha256 in {run.log.name})")
     rates = [float(x) for x in re.findall(r"^Throughput: ([\d.]+) \[images/sec\.\]", text, re.MULTILINE)]
     if run.images_per_sec and not any(abs(rate - round(run.images_per_sec, 2)) < 0.006 for rate in rates):
         run.problems.append(f"images/sec in the results ({run.images_per_sec:.2f}) is not what the log shows "
                             f"({', '.join(f'{r:.2f}' for r in rates) or 'none'})")
     if not re.search(rf"^course: run {record['stage']} \| job {re.escape(job_id)} .* {run.workers} worker\(s\)",
                      text, re.MULTILINE):
-        run.problems.append(f"the log does not show a {record['stage']} run of job {job_id} with {run.workers} worker(s)")
+        run.problems.append(f"the log does not show a {record['stage']} run of job {job_id} "
+                            f"with {run.workers} worker(s)")
     script = folder / (record.get("script") or {}).get("name", "")
     if script.is_file() and sha256_file(script) != record["script"].get("sha256"):
         run.notes.append(f"{script.name} has changed since this job ran it: run the job again after your last change")
@@ -193,7 +195,8 @@ def _limits(stage: str, kind: str) -> tuple[list, float]:
     for_stage = settings.get(stage, {})
     for_kind = for_stage.get(kind, {})
     tiers = for_kind.get("tiers", for_stage.get("tiers", []))
-    ceiling = for_kind.get("suspicious_above", for_stage.get("suspicious_above", settings.get("suspicious_above", 1.05)))
+    default = for_stage.get("suspicious_above", settings.get("suspicious_above", 1.05))
+    ceiling = for_kind.get("suspicious_above", default)
     return sorted(tiers, reverse=True), ceiling
 
 

@@ -46,7 +46,7 @@ def check_training_scripts(script: Path, workdir: Path) -> None:
         if not target.is_file():
             raise JobError(f"the job runs {name}, which does not exist yet",
                            "run the notebook cell that writes it (course.notebook.write_script) first")
-        stubs = [m.group(1) for m in re.finditer(rf"^def (\w+)\(.*?(?=^def |\Z)", target.read_text(),
+        stubs = [m.group(1) for m in re.finditer(r"^def (\w+)\(.*?(?=^def |\Z)", target.read_text(),
                                                  re.MULTILINE | re.DOTALL) if STUB in m.group(0)]
         if stubs:
             raise NotImplementedError(f"{name} still has PUT YOUR CODE HERE stubs in {', '.join(stubs)}: "

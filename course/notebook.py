@@ -119,8 +119,9 @@ def assemble_script(stage: str, functions: list | dict) -> str:
     else:
         names = [getattr(f, "__name__", repr(f)) for f in functions]
         if sorted(names) != sorted(expected):
+            call = f"course.notebook.write_script(\"{stage}\", [{', '.join(expected)}])"
             raise CourseError(f"stage {stage} needs exactly the functions {', '.join(expected)}; got "
-                              f"{', '.join(names)}", f"course.notebook.write_script(\"{stage}\", [{', '.join(expected)}])")
+                              f"{', '.join(names)}", call)
         by_name = dict(zip(names, functions))
     extra = "import chainermn\n" if stage == "multi_node" else ""
     parts = [HEADER.format(stage=stage, job=JOB_SCRIPTS[stage]), IMPORTS.format(extra=extra)]

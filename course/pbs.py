@@ -81,7 +81,8 @@ def apply_options(options: list[str], request: Request | None = None) -> Request
         option = tokens.pop(0)
         flag, inline = (option[:2], option[2:]) if option.startswith("-") and len(option) > 2 else (option, "")
         if flag not in ("-l", "-q", "-N", "-W", "-j", "-v", "-V", "-o", "-e", "-m", "-M", "-A", "-P", "-r"):
-            raise JobError(f"unknown qsub option {option!r}", "see `man qsub`; the course's jobs use -l, -q, -N, -W, -j, -v")
+            raise JobError(f"unknown qsub option {option!r}",
+                           "see `man qsub`; the course's jobs use -l, -q, -N, -W, -j, -v")
         if flag == "-V":
             continue
         if not inline and not tokens:

@@ -60,7 +60,8 @@ def _own_flags(parser) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(argv or [])
     # With --communicator it is stage 3: one ChainerMN rank per process of mpiexec.
-    stage = "multi_node" if any(a == "--communicator" or a.startswith("--communicator=") for a in argv) else "single_gpu"
+    ranks = any(a == "--communicator" or a.startswith("--communicator=") for a in argv)
+    stage = "multi_node" if ranks else "single_gpu"
     args = course_training.parse_args(stage, argv, _own_flags)
     comm = None
     if stage == "multi_node":

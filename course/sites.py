@@ -67,7 +67,8 @@ class Profile:
 
     def select(self, nodes: int, ranks_per_node: int, gpus: int) -> str:
         """The `-l select=` value for a run of this shape (for `qsub -l` on the command line)."""
-        template = next((d for d in self.directives if "select=" in d), "#PBS -l select={nodes}:mpiprocs={ranks_per_node}")
+        fallback = "#PBS -l select={nodes}:mpiprocs={ranks_per_node}"
+        template = next((d for d in self.directives if "select=" in d), fallback)
         rendered = template.format(queue=self.queue, group=self.group, nodes=nodes, ranks_per_node=ranks_per_node,
                                    gpus=gpus, walltime="")
         return rendered.split("select=", 1)[1].split()[0]
@@ -136,7 +137,8 @@ def load_profile(name_or_path: str) -> Profile:
 
 
 def render_site_env(profile: Profile) -> str:
-    setup = "\n".join(profile.setup) if profile.setup else ": # nothing to load: jobs inherit the submitting environment"
+    setup = ("\n".join(profile.setup) if profile.setup
+             else ": # nothing to load: jobs inherit the submitting environment")
     root = (f'export CHAINER_DATASET_ROOT="${{CHAINER_DATASET_ROOT:-{profile.dataset_root}}}"\n'
             if profile.dataset_root else "")
     threads = profile.threads_per_rank

@@ -22,7 +22,6 @@ from chainer.training import extensions
 from course import __version__, data, jobenv, results
 from course.errors import CourseError
 from course.fileio import sha256_file
-from course.throughput import Throughput
 
 COMMUNICATOR_NAMES = {
     "NaiveCommunicator": "naive",

@@ -137,7 +137,7 @@ def test_synthetic_file_uses_the_real_format(data_root):
     train, test = data.load("synthetic")
     assert len(train) == 200 and len(test) == 50
     x, y = train[0]
-    assert x.shape == (3, 32, 32) and x.dtype == np.float32 and 0.0 <= x.min() and x.max() <= 1.0
+    assert x.shape == (3, 32, 32) and x.dtype == np.float32 and x.min() >= 0.0 and x.max() <= 1.0
     assert y.dtype == np.int32
     # Test images come from another seed than training images.
     assert not np.array_equal(test[0][0], train[0][0])

@@ -39,7 +39,8 @@ def speed_up_ring_run(folder):
 PLANTED = {
     "carol": (lambda f: set_cell(f, "02_multi_gpu.ipynb", "make_train_iterators",
                                  "def make_train_iterators(train, batchsize, n_devices):\n"
-                                 "    return [chainer.iterators.SerialIterator(train, batchsize) for _ in range(n_devices)]"),
+                                 "    return [chainer.iterators.SerialIterator(train, batchsize)\n"
+                                 "            for _ in range(n_devices)]"),
               26, {("02_multi_gpu", "check_train_iterators"): "more than one GPU's part"}),
     "dave": (lambda f: set_cell(f, "03_multi_node.ipynb", "shard_datasets",
                                 "def shard_datasets(train, test, comm):\n    return train, test"),

@@ -79,7 +79,8 @@ def test_an_exception_on_one_rank_ends_the_whole_job(tmp_path, mpi_env):
         "    raise ValueError('a student mistake on rank 1')\n"
         "comm.mpi_comm.Barrier()  # rank 0 would wait here forever without the abort hook\n")
     started = time.monotonic()
-    run = subprocess.run([find_program("mpiexec", environment_first=True), "-n", "2", PYTHON, str(script)], cwd=tmp_path,
+    mpiexec = find_program("mpiexec", environment_first=True)
+    run = subprocess.run([mpiexec, "-n", "2", PYTHON, str(script)], cwd=tmp_path,
                          capture_output=True, text=True, env=mpi_env, timeout=120)
     assert run.returncode != 0
     assert "a student mistake on rank 1" in run.stderr

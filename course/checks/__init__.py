@@ -78,4 +78,4 @@ def small_args(**overrides) -> argparse.Namespace:
 
 
 # The stage modules use the helpers above, so they come last.
-from course.checks import multi_gpu, multi_node, single  # noqa: E402
+from course.checks import multi_gpu, multi_node, single  # noqa: E402, F401 (course.checks.single, ...)

@@ -89,7 +89,8 @@ def trainer_source(build_trainer) -> None:
     expect(len(updater[0].args) >= 3 or "devices" in _keywords(updater[0]),
            "MultiprocessParallelUpdater is not given the devices", "pass devices=devices (the dict with 'main')")
     meters = calls.get("Throughput", [])
-    expect(bool(meters), "build_trainer adds no course.Throughput", "course.Throughput(args.batchsize, workers=len(devices))")
+    expect(bool(meters), "build_trainer adds no course.Throughput",
+           "course.Throughput(args.batchsize, workers=len(devices))")
     expect(len(meters[0].args) >= 2 or "workers" in _keywords(meters[0]),
            "Throughput counts one worker only", "every GPU is a worker: workers=len(devices)")
     expect(bool(calls.get("Evaluator")) and bool(calls.get("Trainer")),

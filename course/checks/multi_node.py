@@ -96,8 +96,8 @@ def device_binding(device_for_rank) -> None:
            f"with GPUs the two ranks of one node would use {gpu}",
            "each rank drives the GPU of its number within the node: '@cupy:%d' % comm.intra_rank "
            "(comm.rank counts across all nodes and would point past the node's GPUs)")
-    expect([r["cpu"] for r in ranks] == ["@numpy", "@numpy"], f"without GPUs the ranks would use {[r['cpu'] for r in ranks]}",
-           "on CPUs every rank uses '@numpy'")
+    cpu = [r["cpu"] for r in ranks]
+    expect(cpu == ["@numpy", "@numpy"], f"without GPUs the ranks would use {cpu}", "on CPUs every rank uses '@numpy'")
     passed(f"device_for_rank: one GPU per rank of a node ({', '.join(gpu)}), '@numpy' on CPUs")
 
 

@@ -128,9 +128,11 @@ def trainer(build_trainer, epochs: int = 2, batchsize: int = 8) -> None:
            "pass out=args.out: the results file goes there")
     evaluators = _of_type(built, extensions.Evaluator)
     expect(len(evaluators) == 1 and evaluators[0].get_iterator("main") is test_iter,
-           "the trainer needs one Evaluator on test_iter", "trainer.extend(extensions.Evaluator(test_iter, model, device=device))")
+           "the trainer needs one Evaluator on test_iter",
+           "trainer.extend(extensions.Evaluator(test_iter, model, device=device))")
     meters = _of_type(built, Throughput)
-    expect(len(meters) == 1, "the trainer has no course.Throughput", "trainer.extend(course.Throughput(args.batchsize, warmup=args.warmup))")
+    expect(len(meters) == 1, "the trainer has no course.Throughput",
+           "trainer.extend(course.Throughput(args.batchsize, warmup=args.warmup))")
     expect(meters[0].images_per_iteration == batchsize,
            f"Throughput counts {meters[0].images_per_iteration} images per step; one device draws {batchsize}",
            "one device is one worker: course.Throughput(args.batchsize, ...)")
