@@ -1,4 +1,4 @@
-"""The `course` command (also `python -m course`). Each subcommand lives in its own module."""
+"""The course kit's command line (`python -m course COMMAND`); `python -m course COMMAND -h` for each."""
 from __future__ import annotations
 
 import argparse
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Dispatched in main() before parsing: their flags belong to their own parsers.
     sub.add_parser("train", help="the kit's reference CIFAR-10 training (flags: python -m course train -h)")
-    sub.add_parser("bench", help="measure the kit: loop overhead and 1 vs 2 MPI ranks (python -m course bench -h)")
+    sub.add_parser("bench", help="measure the kit: loop overhead, 1 vs 2 MPI ranks, autograde time (-h)")
     sub.add_parser("site", help="site profiles: list, show (what jobs/ has), apply PROFILE")
     sub.add_parser("demo", help="the whole course on this machine: release, a student, the jobs, grading")
     sub.add_parser("grade", help="autograde submissions with nbgrader, feedback and a CSV gradebook (-h)")
