@@ -19,6 +19,9 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # The stage-3 checks start two MPI ranks (a few seconds; more on a loaded machine).
 c.Execute.timeout = 180
+# ipykernel logs a warning about its local TCP transport at every kernel start; keep the kernels'
+# own log to errors, so that the grading output shows the students' problems only.
+c.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
 
 # Autograde copies the submission's files, then overwrites the ones whose names the source folder
 # also has with the instructor's copies. These the student's notebook writes itself: keep theirs.

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 
@@ -66,6 +67,17 @@ def _submit(args: argparse.Namespace) -> int:
     return 1 if status is None else min(status, 255)
 
 
+def _report(args: argparse.Namespace) -> int:
+    from course import report
+
+    table = report.rows(args.folder)
+    if not table:
+        raise CourseError(f"no runs in {args.folder / 'runs'}",
+                          "give the folder you submit the jobs from (it holds runs/ and the job logs)")
+    print(report.table_text(table))
+    return 0
+
+
 def _release(args: argparse.Namespace) -> int:
     from course import release
 
@@ -101,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-wait", dest="wait", action="store_false", help="return after submitting")
     p.add_argument("script", type=Path)
 
+    p = sub.add_parser("report", help="the table of your runs: images/sec, speedup and efficiency vs stage 1")
+    p.set_defaults(run=_report)
+    p.add_argument("folder", type=Path, nargs="?", default=Path("."),
+                   help="where you submit the jobs from (default: here)")
+
     sub.add_parser("release", help="make the student release notebooks/ from solutions/ (nbgrader)"
                    ).set_defaults(run=_release)
 
@@ -127,32 +144,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands whose flags belong to their own module's parser: COMMAND -> course.<module>.main(argv).
+DELEGATED = {"train": "reference", "bench": "bench", "site": "sites", "demo": "demo", "grade": "grade",
+             "launch": "launch"}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["train"]:
-        from course import reference
-
-        return _guarded("train", lambda: reference.main(argv[1:]))
-    if argv[:1] == ["bench"]:
-        from course import bench
-
-        return _guarded("bench", lambda: bench.main(argv[1:]))
-    if argv[:1] == ["site"]:
-        from course import sites
-
-        return _guarded("site", lambda: sites.main(argv[1:]))
-    if argv[:1] == ["demo"]:
-        from course import demo
-
-        return _guarded("demo", lambda: demo.main(argv[1:]))
-    if argv[:1] == ["grade"]:
-        from course import grade
-
-        return _guarded("grade", lambda: grade.main(argv[1:]))
-    if argv[:1] == ["launch"]:
-        from course import launch
-
-        return _guarded("launch", lambda: launch.main(argv[1:]))
+    if argv[:1] and argv[0] in DELEGATED:
+        module = importlib.import_module(f"course.{DELEGATED[argv[0]]}")
+        return _guarded(argv[0], lambda: module.main(argv[1:]))
     args = build_parser().parse_args(argv)
     return _guarded(args.command, lambda: args.run(args))
 

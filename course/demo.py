@@ -57,7 +57,8 @@ def run_notebook(path: Path, timeout: int = 1800, env: dict[str, str] | None = N
 
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(notebook, timeout=timeout, allow_errors=True, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+                            resources={"metadata": {"path": str(path.parent)}},
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"])  # as nbgrader_config.py
     client.execute(**({"env": env} if env is not None else {}))
     nbformat.write(notebook, path)
     errors = []

@@ -58,7 +58,9 @@ def _run_parts(module, comm, path: str) -> dict:
         train = labelled_dataset(64) if comm.rank == 0 else None
         test = labelled_dataset(32, seed=1) if comm.rank == 0 else None
         got = module.shard_datasets(train, test, comm)
-        return {"train": example_ids(got[0]), "test": example_ids(got[1])}
+        # None on rank 1 is the usual mistake (no scatter): a finding for the check, not a crash
+        return {"train": None if got[0] is None else example_ids(got[0]),
+                "test": None if got[1] is None else example_ids(got[1])}
 
     def optimizer():
         model = L.Classifier(L.Linear(None, 10))

@@ -106,6 +106,10 @@ def scatter(shard_datasets) -> None:
     ranks = _part(shard_datasets, "shards")
     for split, total in (("train", 64), ("test", 32)):
         parts = [r[split] for r in ranks]
+        if None in parts:
+            fail(f"rank {parts.index(None)} has no {split} set (None): only rank 0 loads the data",
+                 f"chainermn.scatter_dataset({split}, comm{', shuffle=True' if split == 'train' else ''}) "
+                 "sends every rank its own part")
         together = [i for p in parts for i in p]
         expect(len(together) == len(set(together)), f"both ranks got some of the same {split} examples "
                f"({len(set(parts[0]) & set(parts[1]))} shared)",
