@@ -8,7 +8,6 @@ from __future__ import annotations
 from course import gpu as _gpu
 
 __version__ = "0.1.0"
-ASSIGNMENT = "distributed_training"
 
 # Before anything imports CuPy, so that cuDNN from the gpu extra is found (see course.gpu).
 _gpu.preload_cuda_libraries()

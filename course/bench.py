@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 
 from course import paths, results
+from course.errors import CourseError
+from course.fileio import atomic_file
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -108,7 +110,11 @@ def loop_overhead(width: int, batch: int, steps: int, warmup: int, out: Path) ->
     args = argparse.Namespace(stage="single_gpu", batchsize=batch, warmup=warmup, model="vgg", width=width,
                               dataset="bench", epoch=0)
     with contextlib.redirect_stdout(io.StringIO()):
-        reported = course_training.run(trainer, args).images_per_sec
+        stats = course_training.run(trainer, args)
+    if stats is None:
+        raise CourseError(f"{steps} steps leave too few after the {warmup} warm-up ones to measure",
+                          "give more --steps")
+    reported = stats.images_per_sec
     # Between two stamps: the kit's extensions, one bare step, then the next kit update.
     intervals = [b - a for a, b in zip(stamps[warmup:], stamps[warmup + 1:])]
     kit = [interval - step for interval, step in zip(intervals, bare[warmup:])]
@@ -120,15 +126,24 @@ def loop_overhead(width: int, batch: int, steps: int, warmup: int, out: Path) ->
             "reported_over_wall": reported / (batch * len(intervals) / sum(intervals))}
 
 
-def _ranks_run(n: int, width: int, batch: int, steps: int, warmup: int, workdir: Path) -> dict:
+def _mpirun(n: int, command: list[str], cwd: Path | None = None) -> str:
+    """stdout of `command` on n ranks bound to cores, one BLAS thread each; CourseError if it fails."""
     mpiexec = paths.find_program("mpiexec", environment_first=True)
     if mpiexec is None:
-        raise SystemExit("bench: no mpiexec; install the kit with the mpi extra (make venv)")
-    command = [mpiexec, "-n", str(n), "--bind-to", "core", sys.executable, "-m", "course", "train",
-               "--communicator", "naive", "--dataset", "bench", "--width", str(width), "--batchsize", str(batch),
-               "--iterations", str(steps), "--warmup", str(warmup), "--no-eval", "--out", f"runs/ranks{n}"]
+        raise CourseError("no mpiexec here", "install the kit with its mpi extra (make venv)")
     env = {**os.environ, **ONE_THREAD, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    subprocess.run(command, cwd=workdir, env=env, check=True, capture_output=True, text=True)
+    run = subprocess.run([mpiexec, "-n", str(n), "--bind-to", "core", *command], cwd=cwd, env=env,
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        raise CourseError(f"the {n}-rank run failed (exit status {run.returncode}): {run.stderr.strip()[-1500:]}",
+                          "python -m course doctor says whether MPI works here")
+    return run.stdout
+
+
+def _ranks_run(n: int, width: int, batch: int, steps: int, warmup: int, workdir: Path) -> dict:
+    _mpirun(n, [sys.executable, "-m", "course", "train", "--communicator", "naive", "--dataset", "bench",
+                "--width", str(width), "--batchsize", str(batch), "--iterations", str(steps),
+                "--warmup", str(warmup), "--no-eval", "--out", f"runs/ranks{n}"], cwd=workdir)
     return results.load(workdir / "runs" / f"ranks{n}" / results.FILENAME)["throughput"]
 
 
@@ -173,11 +188,8 @@ def ranks_worker(width: int, batch: int, segments: int, steps: int) -> None:
 
 
 def interleaved_ranks(width: int, batch: int, segments: int, steps: int) -> dict:
-    mpiexec = paths.find_program("mpiexec", environment_first=True)
     code = f"from course import bench; bench.ranks_worker({width}, {batch}, {segments}, {steps})"
-    env = {**os.environ, **ONE_THREAD, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    out = subprocess.run([mpiexec, "-n", "2", "--bind-to", "core", sys.executable, "-c", code], env=env,
-                         check=True, capture_output=True, text=True).stdout
+    out = _mpirun(2, [sys.executable, "-c", code])
     times = json.loads(out.strip().splitlines()[-1])
     step = {k: statistics.median(v) for k, v in times.items()}
     return {"step_seconds": step, "efficiency": step["alone"] / step["together"],
@@ -265,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
               "loop_overhead": overhead, "weak_scaling": scaling, "autograde": grading,
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    with atomic_file(args.out, "w") as f:
+        f.write(json.dumps(report, indent=1) + "\n")
     print(f"bench: figures in {args.out}")
     return 0

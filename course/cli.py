@@ -43,7 +43,10 @@ def _data(args: argparse.Namespace) -> int:
         env_file = paths.site_env_file()
         if env_file is None:
             raise CourseError("no jobs/site_env.sh here or in the kit", "run it in the kit's folder")
-        info = data.prepare(sites.read_site_env(env_file)["COURSE_DATASET"], args.source)
+        name = sites.read_site_env(env_file).get("COURSE_DATASET")
+        if not name:
+            raise CourseError(f"{env_file} sets no COURSE_DATASET", "python -m course site apply <profile> writes it")
+        info = data.prepare(name, args.source)
     elif args.action == "synthetic":
         info = data.prepare_synthetic(args.train, args.test, seed=args.seed, name=args.name)
     elif args.action == "cifar10":
@@ -166,6 +169,10 @@ def _guarded(command: str, action) -> int:
         print(f"course {command}: {e.message}", file=sys.stderr)
         if e.hint:
             print(f"  -> {e.hint}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a folder that cannot be written, a full disk: the system's words say which
+        print(f"course {command}: {e}", file=sys.stderr)
+        print("  -> check that path: its permissions, and the free space on its disk", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -24,7 +24,7 @@ import numpy as np
 
 from course import synthetic
 from course.errors import DatasetError
-from course.fileio import atomic_file
+from course.fileio import atomic_file, file_digest
 
 REAL = "cifar10"
 SYNTHETIC = "synthetic"
@@ -187,6 +187,19 @@ def resolve(name: str) -> str:
                        "run:  python -m course data synthetic   (or see datasets/README.md for real data)")
 
 
+FLOAT_IN_MEMORY_BYTES = 1 << 30  # a larger set stays uint8 in memory
+
+
+class _ToFloat:
+    """uint8 example -> float32 example; a class, not a lambda: scatter_dataset pickles data sets."""
+
+    def __init__(self, factor: np.float32):
+        self.factor = factor
+
+    def __call__(self, example):
+        return example[0].astype(np.float32) * self.factor, example[1]
+
+
 def load(name: str = "auto", *, scale: float = 1.0):
     """(train, test) as Chainer TupleDatasets of float32 (3, S, S) images in [0, scale] and int32 labels.
 
@@ -200,11 +213,9 @@ def load(name: str = "auto", *, scale: float = 1.0):
     def dataset(x: np.ndarray, y: np.ndarray):
         images = x.reshape(-1, 3, size, size)
         labels = y.astype(np.int32)
-        if images.nbytes * 4 <= 1 << 30:
+        if images.nbytes * 4 <= FLOAT_IN_MEMORY_BYTES:
             return TupleDataset((images.astype(np.float32) * (scale / 255.0)), labels)
-        factor = np.float32(scale / 255.0)
-        return TransformDataset(TupleDataset(images, labels),
-                                lambda example: (example[0].astype(np.float32) * factor, example[1]))
+        return TransformDataset(TupleDataset(images, labels), _ToFloat(np.float32(scale / 255.0)))
 
     return dataset(arrays.train_x, arrays.train_y), dataset(arrays.test_x, arrays.test_y)
 
@@ -275,8 +286,8 @@ def prepare_real(source: Path | None = None) -> DatasetInfo:
     if source is None and path_for(REAL).exists():
         return info(REAL)
     archive_path = _find_archive(source)
-    md5 = hashlib.md5(archive_path.read_bytes()).hexdigest()
     try:
+        md5 = file_digest(archive_path, "md5")
         with tarfile.open(archive_path, "r:gz") as archive:
             train = [_read_batch(archive, f"cifar-10-batches-py/data_batch_{i}", archive_path)
                      for i in range(1, 6)]
@@ -324,8 +335,8 @@ def prepare_variant(base: str, *, percent: float = 100.0, size: int = 32, seed: 
     """A class-balanced `percent` of `base`, resized to `size` px (the seed used 5% at 256 px)."""
     if not 0 < percent <= 100:
         raise DatasetError(f"percent must be in (0, 100], not {percent}", "e.g. --percent 5")
-    if not 8 <= size <= 1024:
-        raise DatasetError(f"image size {size} px is out of range", "use 8 to 1024 px, e.g. --size 256")
+    if not 32 <= size <= 1024:  # the course's VGG halves the image five times
+        raise DatasetError(f"image size {size} px is out of range", "use 32 to 1024 px, e.g. --size 256")
     name = name or variant_name(base, size, percent)
     if name == base:
         raise DatasetError(f"the variant would overwrite {base!r}", "give a different --percent, --size or --name")

@@ -85,7 +85,6 @@ class VisibleGpus:
 
     names: list[str] = field(default_factory=list)
     driver: str = ""
-    how: str = "none"  # what found them: nvidia-smi, cupy, or none
 
     @property
     def count(self) -> int:
@@ -118,9 +117,10 @@ def visible_gpus(timeout: float = 20.0) -> VisibleGpus:
         except (subprocess.SubprocessError, OSError):
             out = ""
         rows = [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.count(",") >= 3]
-        if rows:
+        # MIG instances (CUDA_VISIBLE_DEVICES=MIG-...) are not nvidia-smi's rows: CuPy counts them.
+        if rows and not os.environ.get("CUDA_VISIBLE_DEVICES", "").strip().startswith("MIG-"):
             gpus = _apply_visible_devices([(r[0], r[1], r[2]) for r in rows])
-            return VisibleGpus([g[2] for g in gpus], rows[0][3], "nvidia-smi")
+            return VisibleGpus([g[2] for g in gpus], rows[0][3])
     if cupy_installed():
         probe = (
             "import cupy; r = cupy.cuda.runtime; n = r.getDeviceCount(); "
@@ -131,7 +131,7 @@ def visible_gpus(timeout: float = 20.0) -> VisibleGpus:
                                  timeout=timeout, check=True).stdout
         except (subprocess.SubprocessError, OSError):
             return VisibleGpus()
-        return VisibleGpus([n for n in out.splitlines() if n.strip()], "", "cupy")
+        return VisibleGpus([n for n in out.splitlines() if n.strip()])
     return VisibleGpus()
 
 

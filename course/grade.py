@@ -25,6 +25,7 @@ from pathlib import Path
 
 from course import paths
 from course.errors import GradingError
+from course.fileio import atomic_file
 
 ASSIGNMENT = paths.ASSIGNMENT
 
@@ -90,10 +91,14 @@ def course_id(root: Path) -> str:
 
 
 def _read_gradebook(root: Path, db_url: str, outcome: Outcome) -> None:
-    from nbgrader.api import Gradebook
+    from nbgrader.api import Gradebook, MissingEntry
 
     with Gradebook(db_url, course_id(root)) as gradebook:
-        submission = gradebook.find_submission(ASSIGNMENT, outcome.student)
+        try:
+            submission = gradebook.find_submission(ASSIGNMENT, outcome.student)
+        except MissingEntry:
+            outcome.graded, outcome.failure = False, "nbgrader recorded no grades for it (see its log above)"
+            return
         outcome.score, outcome.max_score = submission.score, submission.max_score
         for notebook in submission.notebooks:
             messages = _messages(root / "autograded" / outcome.student / ASSIGNMENT / f"{notebook.name}.ipynb")
@@ -170,7 +175,7 @@ def feedback(root: Path, submitted: Path, db_url: str) -> None:
 
 
 def write_details(outcomes: list[Outcome], path: Path) -> None:
-    with open(path, "w", newline="") as f:
+    with atomic_file(path, "w") as f:
         writer = csv.writer(f)
         writer.writerow(["student", "notebook", "test", "score", "max_score", "message"])
         for outcome in outcomes:

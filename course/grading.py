@@ -1,10 +1,10 @@
-"""Checks of the job outputs that come with a submission: are they genuine, and how do they scale.
+"""Checks of the job outputs that come with a submission: do they agree with their job, how do they scale.
 
 A run counts only when it is traced: its results file is sealed and unchanged, it finished,
 and the scheduler's joined log of its job (``<name>.o<number>``, beside the notebooks) shows
 the same job, the same images/sec and the file's SHA-256 (course.training prints them).
 Efficiency is weak-scaling efficiency against the student's own stage-1 run: speedup divided
-by the number of workers, with the same device kind, model and batch per worker. Thresholds
+by the number of workers, with the same device kind, GPU model, model and batch per worker. Thresholds
 and credit tiers are the instructor's, in grading.toml.
 """
 from __future__ import annotations
@@ -38,10 +38,6 @@ class Run:
         return not self.problems
 
     @property
-    def stage(self) -> str:
-        return self.record["stage"]
-
-    @property
     def images_per_sec(self) -> float:
         return (self.record.get("throughput") or {}).get("images_per_sec") or 0.0
 
@@ -55,17 +51,17 @@ class Run:
         communicator = self.record.get("communicator") or "-"
         return f"{communicator}/{self.record['allreduce']}" if self.record.get("allreduce") else communicator
 
-    @property
-    def shape(self) -> str:
-        hosts = self.record.get("hosts") or []
-        return f"{len(set(hosts)) or 1} node(s) x {self.workers // max(1, len(set(hosts)))}"
-
     def describe(self) -> str:
-        return f"{self.path.parent.name} (job {self.record.get('job', {}).get('id')})"
+        return f"{self.path.parent.name} (job {(self.record.get('job') or {}).get('id')})"
 
 
-def _log_for(folder: Path, job_id: str) -> Path | None:
-    number = job_id.split(".")[0]
+def _log_for(folder: Path, job: dict) -> Path | None:
+    """The joined log `qsub -j oe` names <job name>.o<number>, else any *.o<number> (some schedulers
+    shorten long job names in file names)."""
+    number = job["id"].split(".")[0]
+    named = folder / f"{job.get('name')}.o{number}"
+    if job.get("name") and named.is_file():
+        return named
     found = sorted(folder.glob(f"*.o{number}"))
     return found[0] if found else None
 
@@ -86,7 +82,7 @@ def trace(path: Path, folder: Path | None = None) -> Run:
     if not job_id:
         run.problems.append("it did not run as a job (no job id): submit the job script, as the notebook shows")
         return run
-    run.log = _log_for(folder, job_id)
+    run.log = _log_for(folder, record["job"])
     if run.log is None:
         run.problems.append(f"no job log *.o{job_id.split('.')[0]} beside the notebooks: hand in the log the "
                             "scheduler wrote (qsub -j oe) together with runs/")
@@ -148,6 +144,7 @@ def comparable(run: Run, base: Run) -> list[str]:
     """Why `run` cannot be compared with the stage-1 `base` run (empty if it can)."""
     differences = []
     for label, get in (("device kind", lambda r: r.record.get("device_kind")),
+                       ("GPU model", lambda r: r.record.get("gpu_model")),  # a slower stage-1 GPU flatters
                        ("model", lambda r: (r.record.get("model") or {}).get("name")),
                        ("model width", lambda r: (r.record.get("model") or {}).get("width")),
                        ("batch per worker", lambda r: (r.record.get("batch_size") or {}).get("per_worker")),

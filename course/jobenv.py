@@ -41,21 +41,30 @@ class JobEnvironment:
         return f"{job}; {self.nprocs} slot(s) on {self.nodes} node(s): {where}"
 
 
+_HOST = r"(?:[^,\[\]]|\[[^\[\]]*\])+"  # a name, with bracketed number ranges anywhere in it
+
+
 def expand_hostlist(expression: str) -> list[str]:
-    """Slurm's compressed node list, e.g. 'gpu[01-03,07],login1' -> gpu01 gpu02 gpu03 gpu07 login1."""
-    hosts = []
-    for name, ranges in re.findall(r"([^,\[]+)(?:\[([^\]]*)\])?,?", expression.strip()):
-        if not ranges:
-            hosts.append(name)
-            continue
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            if not lo.isdigit() or (hi and not hi.isdigit()):
-                raise JobError(f"cannot read the Slurm node list {expression!r}", "report this to your instructor")
-            width = len(lo)
-            for number in range(int(lo), int(hi or lo) + 1):
-                hosts.append(f"{name}{number:0{width}d}")
-    return hosts
+    """Slurm's compressed node list, e.g. 'gpu[01-02]-ib,login1' -> gpu01-ib gpu02-ib login1."""
+    expression = expression.strip()
+    if not re.fullmatch(f"{_HOST}(?:,{_HOST})*", expression):
+        raise JobError(f"cannot read the Slurm node list {expression!r}", "report this to your instructor")
+    return [host for pattern in re.findall(_HOST, expression) for host in _expand_host(pattern, expression)]
+
+
+def _expand_host(pattern: str, expression: str) -> list[str]:
+    """One name of the list; every bracket group multiplies it (rack[1-2]-n[1-2]: four hosts)."""
+    group = re.search(r"\[([^\]]*)\]", pattern)
+    if group is None:
+        return [pattern]
+    numbers = []
+    for part in group.group(1).split(","):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise JobError(f"cannot read the Slurm node list {expression!r}", "report this to your instructor")
+        numbers += [f"{n:0{len(lo)}d}" for n in range(int(lo), int(hi or lo) + 1)]
+    head, tail = pattern[:group.start()], pattern[group.end():]
+    return [f"{head}{n}{rest}" for n in numbers for rest in _expand_host(tail, expression)]
 
 
 def expand_tasks_per_node(expression: str) -> list[int]:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from course import localjob, paths, pbs, sites
 from course.errors import CourseError, JobError
+from course.stubs import stubbed_functions
 
-STUB = "# PUT YOUR CODE HERE"
 _ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Chainer's PrintReport writes ESC[J for terminals
 _END_LINE = re.compile(r"^course: job (\S+) ended with exit status (\d+)$", re.MULTILINE)
 
@@ -46,8 +46,7 @@ def check_training_scripts(script: Path, workdir: Path) -> None:
         if not target.is_file():
             raise JobError(f"the job runs {name}, which does not exist yet",
                            "run the notebook cell that writes it (course.notebook.write_script) first")
-        stubs = [m.group(1) for m in re.finditer(r"^def (\w+)\(.*?(?=^def |\Z)", target.read_text(),
-                                                 re.MULTILINE | re.DOTALL) if STUB in m.group(0)]
+        stubs = stubbed_functions(target.read_text())
         if stubs:
             raise NotImplementedError(f"{name} still has PUT YOUR CODE HERE stubs in {', '.join(stubs)}: "
                             "fill them in, run their self-checks, then write the script again")
@@ -205,8 +204,8 @@ def _submit(script, nodes, per_node, env, options, scheduler, workdir, echo) -> 
     # sbatch exports the whole environment by default, so there the variables travel in it.
     by_environment = scheduler == "qsub" and settings.get("COURSE_SCHEDULER") == "slurm"
     if by_environment:
-        env = {**(env or {}), **pbs.apply_options([o for pair in _v_options(options) for o in pair]).variables}
-        options = [o for i, o in enumerate(options) if i not in {i for pair in _v_indices(options) for i in pair}]
+        options, variables = _split_variables(list(options))
+        env = {**(env or {}), **pbs.apply_options(variables).variables}
     options = qsub_options(settings, nodes, per_node, None if by_environment else env) + list(options)
     if scheduler == "local":
         local = localjob.start(workdir / script, options, workdir)
@@ -234,13 +233,18 @@ def check_site_request(script: Path, options: list[str], settings: dict[str, str
                        f"one rank per GPU: at most -l select=N:mpiprocs={gpus}")
 
 
-def _v_indices(options: list[str]) -> list[tuple[int, int]]:
-    """Positions of each `-v VALUE` pair in a qsub option list."""
-    return [(i, i + 1) for i, option in enumerate(options[:-1]) if option == "-v"]
-
-
-def _v_options(options: list[str]) -> list[tuple[str, str]]:
-    return [(options[i], options[j]) for i, j in _v_indices(options)]
+def _split_variables(options: list[str]) -> tuple[list[str], list[str]]:
+    """(the options without -v, the -v options) of a qsub option list; `-v X=1` and `-vX=1` alike."""
+    rest, variables = [], []
+    while options:
+        option = options.pop(0)
+        if option == "-v" and options:
+            variables += [option, options.pop(0)]
+        elif option.startswith("-v") and len(option) > 2:
+            variables.append(option)
+        else:
+            rest.append(option)
+    return rest, variables
 
 
 def _qsub(script: Path, options: list[str], workdir: Path, settings: dict[str, str],

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from course import gpu, pbs
@@ -31,6 +31,7 @@ from course.errors import JobError
 from course.fileio import atomic_file
 
 WALLTIME_EXIT = 271  # what PBS reports for a job it killed (256 + SIGTERM)
+LOST_EXIT = 1  # the job could not start, or its supervisor died before recording how it ended
 
 
 def state_dir() -> Path:
@@ -58,6 +59,7 @@ class LocalJob:
     name: str
     log: Path
     status_file: Path
+    supervisor: subprocess.Popen | None = field(default=None, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -87,6 +89,10 @@ class LocalJob:
                 offset += end
             if status is not None:
                 return status
+            if self.supervisor is not None and self.supervisor.poll() is not None and self.exit_status() is None:
+                if echo:
+                    echo(f"course local scheduler: job {self.id} was lost (its supervisor ended without a status)")
+                return LOST_EXIT
             if deadline is not None and time.monotonic() > deadline:
                 return None
             time.sleep(poll)
@@ -118,8 +124,10 @@ def start(script: Path, options: list[str] = (), workdir: Path | None = None,
         raise JobError(f"no job script {script}", "submit from the folder that holds the notebooks and jobs/")
     request = pbs.read_request(script.read_text(), options)
     warnings = check_request(request)
-    number = _next_number()
     name = request.name or script.name
+    number = _next_number()
+    while (workdir / f"{name}.o{number}").exists():  # the counter was reset: never overwrite an old job's log
+        number = _next_number()
     job_dir = state_dir() / "jobs" / str(number)
     job_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy(script, job_dir / script.name)  # PBS too runs the script as it was at submission
@@ -138,9 +146,9 @@ def start(script: Path, options: list[str] = (), workdir: Path | None = None,
             "walltime": request.walltime, "env": env, "warnings": warnings, "id": job.id}
     (job_dir / "spec.json").write_text(json.dumps(spec))
     job.log.write_text("")
-    subprocess.Popen([sys.executable, "-m", "course.localjob", str(job_dir / "spec.json")],
-                     start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, cwd=workdir)
+    job.supervisor = subprocess.Popen([sys.executable, "-m", "course.localjob", str(job_dir / "spec.json")],
+                                      start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, cwd=workdir)
     return job
 
 
@@ -162,21 +170,29 @@ def supervise(spec_file: Path) -> int:
     spec = json.loads(Path(spec_file).read_text())
     home = spec["env"].get("HOME") or os.path.expanduser("~")
     started = time.time()
-    with open(spec["log"], "a", buffering=1) as log:
-        for warning in spec["warnings"]:
-            log.write(f"course local scheduler: {warning}\n")
-        log.flush()
-        process = subprocess.Popen(["bash", spec["script"]], cwd=home, env=spec["env"], stdout=log,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            status = process.wait(timeout=spec["walltime"])
-        except subprocess.TimeoutExpired:
-            _kill_group(process)
-            limit = pbs.format_walltime(spec["walltime"])
-            log.write(f"=>> PBS: job killed: walltime {limit} exceeded limit {limit}\n")
-            status = WALLTIME_EXIT
-    with atomic_file(Path(spec["status"]), "w") as f:
-        json.dump({"id": spec["id"], "exit_status": status, "seconds": round(time.time() - started, 3)}, f)
+    status = LOST_EXIT  # unless the job runs and ends: a waiting student must never wait forever
+    try:
+        with open(spec["log"], "a", buffering=1) as log:
+            for warning in spec["warnings"]:
+                log.write(f"course local scheduler: {warning}\n")
+            log.flush()
+            try:
+                process = subprocess.Popen(["bash", spec["script"]], cwd=home, env=spec["env"], stdout=log,
+                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                           start_new_session=True)
+            except OSError as e:
+                log.write(f"course local scheduler: the job could not start: {e}\n")
+                return status
+            try:
+                status = process.wait(timeout=spec["walltime"])
+            except subprocess.TimeoutExpired:
+                _kill_group(process)
+                limit = pbs.format_walltime(spec["walltime"])
+                log.write(f"=>> PBS: job killed: walltime {limit} exceeded limit {limit}\n")
+                status = WALLTIME_EXIT
+    finally:
+        with atomic_file(Path(spec["status"]), "w") as f:
+            json.dump({"id": spec["id"], "exit_status": status, "seconds": round(time.time() - started, 3)}, f)
     return status
 
 

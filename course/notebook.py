@@ -17,6 +17,7 @@ from pathlib import Path
 from course import data, gpu, jobs, paths, sites
 from course.errors import CourseError
 from course.fileio import atomic_file
+from course.stubs import stubbed_functions
 
 SCRIPTS = {"single_gpu": "train_cifar_single.py", "multi_gpu": "train_cifar_multi_gpu.py",
            "multi_node": "train_cifar_multi_node.py"}
@@ -167,8 +168,7 @@ def write_script(stage: str, functions: list, folder: str | Path = ".") -> Path:
     text = assemble_script(stage, functions)
     with atomic_file(path, "w") as f:
         f.write(text)
-    stubs = [name for name in FUNCTIONS[stage] if jobs.STUB in _source(dict(
-        (f.__name__, f) for f in functions)[name])]
+    stubs = stubbed_functions(text)
     note = f" (still to write: {', '.join(stubs)})" if stubs else ""
     print(f"wrote {path}: {len(text.splitlines())} lines, your {', '.join(FUNCTIONS[stage])} and main(){note}")
     return path

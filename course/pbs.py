@@ -96,6 +96,8 @@ def apply_options(options: list[str], request: Request | None = None) -> Request
                 elif key == "walltime":
                     request = replace(request, walltime=parse_walltime(setting))
                 elif key in ("ngpus", "mpiprocs", "ncpus"):
+                    if not setting.isdigit():
+                        raise JobError(f"-l {item}: {key} must be a number", f"e.g. -l {key}=2")
                     request = replace(request, **{key: int(setting)})
         elif flag == "-q":
             request = replace(request, queue=value)

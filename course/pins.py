@@ -52,10 +52,6 @@ def extra_pins(extra: str, pyproject: Path = PYPROJECT) -> dict[str, str]:
     return parse_pins(_load(pyproject)["project"]["optional-dependencies"][extra])
 
 
-def build_pins(pyproject: Path = PYPROJECT) -> dict[str, str]:
-    return parse_pins(_load(pyproject)["build-system"]["requires"])
-
-
 def all_pins(pyproject: Path = PYPROJECT) -> dict[str, str]:
     """Every pinned name: runtime, build and all extras."""
     data = _load(pyproject)

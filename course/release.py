@@ -15,7 +15,7 @@ from pathlib import Path
 from course import paths, sites
 from course.errors import CourseError
 
-JOB_OUTPUTS = ("runs", "*.sh.o*", "train_cifar_*.py", "result")
+JOB_OUTPUTS = ("runs", "*.o[0-9]*", "train_cifar_*.py", "result")
 
 
 def job_outputs(folder: Path) -> list[Path]:

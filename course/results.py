@@ -18,6 +18,9 @@ SCHEMA = "course-results/1"
 FILENAME = "results.json"
 RUNS_DIR = "runs"
 STAGES = ("single_gpu", "multi_gpu", "multi_node")
+# What readers rely on, and its type (None where a run may lack it, e.g. no job id outside a job).
+SHAPE = {"stage": str, "workers": int, "job": dict, "hosts": list, "devices": list, "log": list,
+         "complete": bool, "throughput": (dict, type(None)), "script": dict}
 
 
 def compute_seal(data: dict) -> str:
@@ -54,6 +57,10 @@ def load(path: Path) -> dict:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ResultsError(f"{path} is not a course results file (schema {SCHEMA} expected)",
                            "pass the results.json that a training job wrote")
+    wrong = [key for key, kinds in SHAPE.items() if not isinstance(data.get(key), kinds)]
+    if wrong:
+        raise ResultsError(f"{path} lacks what every results file holds ({', '.join(wrong)})",
+                           "run the job again; do not edit results files by hand")
     data["_path"] = str(path)
     return data
 
@@ -63,14 +70,3 @@ def find(folder: Path = Path("."), stage: str | None = None) -> list[Path]:
     pattern = f"{stage}-*/{FILENAME}" if stage else f"*/{FILENAME}"
     paths = list((Path(folder) / RUNS_DIR).glob(pattern))
     return sorted(paths, key=lambda p: (p.stat().st_mtime, str(p)))
-
-
-def collect(folder: Path = Path("."), stage: str | None = None) -> list[dict]:
-    """Every readable results file under folder/runs (unreadable ones are skipped)."""
-    runs = []
-    for path in find(folder, stage):
-        try:
-            runs.append(load(path))
-        except ResultsError:
-            continue
-    return runs

@@ -21,6 +21,7 @@ from course.errors import SiteError
 BEGIN = "# >>> site directives: written by `python -m course site apply` >>>"
 END = "# <<< site directives <<<"
 SCHEDULERS = ("local", "pbs", "slurm")
+DIRECTIVE_FIELDS = ("queue", "group", "nodes", "ranks_per_node", "gpus", "walltime")  # what a directive may name
 _UNSAFE = re.compile(r"[\"'`$\\{}]")  # values pasted into quoted shell strings
 
 
@@ -120,9 +121,22 @@ def load_profile(name_or_path: str) -> Profile:
         if not match:
             raise SiteError(f"{where} [scaling]: run {run!r} is not NODESxRANKS", 'e.g. runs = ["1x1", "1x2"]')
         runs.append((int(match.group(1)), int(match.group(2))))
+    directives = _require(data, "directives", list, where)
+    for template in directives:
+        try:
+            unknown = {f for _, f, _, _ in string.Formatter().parse(str(template)) if f} - set(DIRECTIVE_FIELDS)
+        except ValueError as e:
+            raise SiteError(f"{where}: directive {template!r}: {e}", "braces hold a field: {nodes}") from None
+        if unknown:
+            raise SiteError(f"{where}: directive {template!r} names {', '.join(sorted(unknown))}",
+                            f"a directive may use {', '.join('{' + f + '}' for f in DIRECTIVE_FIELDS)}")
+    communication = _require(scaling, "communication", list, where)
+    if not runs or not communication:
+        raise SiteError(f"{where} [scaling]: runs and communication need at least one entry each",
+                        'e.g. runs = ["1x1", "1x2"] and communication = ["naive", "naive/ring"]')
     return Profile(
         name=path.stem, description=data.get("description", ""), scheduler=scheduler,
-        directives=_require(data, "directives", list, where), queue=data.get("queue", ""),
+        directives=directives, queue=data.get("queue", ""),
         queues=[q for q in [data.get("queue", ""), *data.get("other_queues", [])] if q],
         group=data.get("group", ""), gpus_per_node=data.get("gpus_per_node", 0),
         setup=_require(env, "setup", list, f"{where} [environment]"),
@@ -132,7 +146,7 @@ def load_profile(name_or_path: str) -> Profile:
         threads_per_rank=env.get("threads_per_rank", 1),
         mpiexec=_safe(_require(env, "mpiexec", str, f"{where} [environment]"), "mpiexec", where, allow="{}"),
         jobs=jobs, scaling_runs=runs,
-        communication=[_safe(c, "communication", where) for c in _require(scaling, "communication", list, where)],
+        communication=[_safe(c, "communication", where) for c in communication],
     )
 
 
@@ -265,7 +279,11 @@ def main(argv: list[str]) -> int:
             print(f"{path.stem:<12} {load_profile(str(path)).description}")
         return 0
     if args.action == "show":
-        name = paths.applied_site(jobs_dir / paths.SITE_ENV)
+        env_file = jobs_dir / paths.SITE_ENV
+        name = paths.applied_site(env_file) if env_file.is_file() else None
+        if name is None:
+            raise SiteError(f"no profile is applied: {env_file} is missing or sets no COURSE_SITE",
+                            "python -m course site apply local (or your site's profile)")
         profile = load_profile(name)
         print(f"applied: {name} ({profile.description}); scheduler {profile.scheduler}")
         for job in job_scripts(jobs_dir):

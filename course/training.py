@@ -139,6 +139,16 @@ def _versions(comm) -> dict:
     return found
 
 
+def _learning_rate(optimizer) -> float | None:
+    """The base learning rate: lr (SGD family) or alpha (Adam, whose .lr raises before the first step)."""
+    hyperparam = getattr(optimizer, "hyperparam", None)
+    for name in ("lr", "alpha"):
+        value = getattr(hyperparam, name, None)
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None  # AdaDelta and the like have none
+
+
 def _device_of(model) -> tuple[str, str | None]:
     """(device name, GPU model or None) of a model's parameters."""
     device = model.device
@@ -178,7 +188,7 @@ class _Run:
         self.devices = gather(device) if devices is None else [str(d) for d in devices]
         self.workers = comm.size if comm is not None else len(self.devices)
         updater = type(trainer.updater).__name__
-        lr = getattr(optimizer, "lr", None)
+        lr = _learning_rate(optimizer)
         # MultiprocessParallelUpdater divides lr by the GPU count because it sums their gradients.
         effective_lr = lr * self.workers if lr is not None and updater == "MultiprocessParallelUpdater" else lr
         script = Path(sys.argv[0])
@@ -211,9 +221,10 @@ class _Run:
         comm = f" | communicator {self.record['communicator']}" if self.comm is not None else ""
         if self.record["allreduce"]:
             comm += f" ({self.record['allreduce']} allreduce)"
+        lr = self.record["learning_rate"]
         return (f"course: run {self.stage} | {job} | {self.workers} worker(s) on {where}: "
                 f"{', '.join(self.devices)} | batch {self.args.batchsize} per worker, "
-                f"{self.args.batchsize * self.workers} total | lr {self.record['learning_rate']:g}{comm}")
+                f"{self.args.batchsize * self.workers} total | lr {'n/a' if lr is None else f'{lr:g}'}{comm}")
 
     def write(self, trainer, complete: bool, error: str | None = None) -> str:
         throughput = trainer.get_extension("Throughput").stats()

@@ -183,7 +183,19 @@ def test_variant_needs_its_base_and_sane_arguments(data_root):
     with pytest.raises(DatasetError, match="percent"):
         data.prepare_variant("synthetic", percent=0)
     with pytest.raises(DatasetError, match="out of range"):
-        data.prepare_variant("synthetic", size=4)
+        data.prepare_variant("synthetic", size=16)
+
+
+def test_a_large_set_stays_uint8_and_can_be_sent_to_other_ranks(data_root, monkeypatch):
+    data.prepare_synthetic(50, 20)
+    small_train, _ = data.load("synthetic")
+    monkeypatch.setattr(data, "FLOAT_IN_MEMORY_BYTES", 0)
+    train, _ = data.load("synthetic")
+    assert train._dataset._datasets[0].dtype == np.uint8  # converted one example at a time
+    sent = pickle.loads(pickle.dumps(train))  # what chainermn.scatter_dataset does with it
+    image, label = sent[7]
+    assert image.dtype == np.float32 and label == small_train[7][1]
+    np.testing.assert_allclose(image, small_train[7][0], rtol=1e-6)
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "not-npz", "missing-keys"])

@@ -31,6 +31,8 @@ def test_the_local_runner_is_told_apart_from_pbs(tmp_path):
     ("gpu[01-03,07],login1", ["gpu01", "gpu02", "gpu03", "gpu07", "login1"]),
     ("node7", ["node7"]),
     ("a[8-10]", ["a8", "a9", "a10"]),
+    ("gpu[01-02]-ib,x", ["gpu01-ib", "gpu02-ib", "x"]),
+    ("rack[1-2]-n[01-02]", ["rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02"]),
 ])
 def test_slurm_node_lists(expression, hosts):
     assert jobenv.expand_hostlist(expression) == hosts
@@ -47,6 +49,9 @@ def test_slurm_tasks_per_node():
 def test_broken_inputs_say_what_is_wrong(tmp_path):
     with pytest.raises(JobError, match="cannot read the Slurm node list"):
         jobenv.expand_hostlist("gpu[a-b]")
+    for broken in ("gpu[01", "gpu01]", "a,,b", ""):
+        with pytest.raises(JobError, match="cannot read the Slurm node list"):
+            jobenv.expand_hostlist(broken)
     empty = tmp_path / "nodes"
     empty.write_text("")
     with pytest.raises(JobError, match="is empty"):

@@ -39,7 +39,8 @@ def test_command_line_options_win_over_directives():
 @pytest.mark.parametrize("option,message", [("-l select=two", "node count must come first"),
                                             ("-l walltime=1:xx", "not HH:MM:SS"),
                                             ("-Z 1", "unknown qsub option"),
-                                            ("-v 1A=b", "not a variable name")])
+                                            ("-v 1A=b", "not a variable name"),
+                                            ("-l ngpus=abc", "ngpus must be a number")])
 def test_bad_requests_say_what_is_wrong(option, message):
     with pytest.raises(JobError, match=message):
         pbs.read_request("#!/bin/bash\n", option.split())
@@ -78,6 +79,21 @@ def test_walltime_is_enforced(state):
     assert "started" in text and "never" not in text and "walltime 00:00:02 exceeded" in text
 
 
+def test_a_lost_job_ends_the_wait_and_a_reset_counter_keeps_old_logs(state):
+    script = state / "job.sh"
+    script.write_text("#!/bin/bash\nsleep 3\n")
+    job = localjob.start(script, [], state)
+    job.supervisor.kill()  # as if the machine killed the scheduler's process
+    lines = []
+    assert job.wait(timeout=30, echo=lines.append) == localjob.LOST_EXIT
+    assert "was lost" in lines[-1]
+    (localjob.state_dir() / "job-counter").unlink()  # e.g. a new home folder: numbering starts again
+    job.log.write_text("the first job's log")
+    again = localjob.start(script, [], state)
+    assert again.number != job.number and job.log.read_text() == "the first job's log"
+    assert again.wait(timeout=30) == 0
+
+
 def test_a_gpu_request_this_machine_cannot_meet_is_refused_before_it_runs(state):
     script = state / "gpu.sh"
     script.write_text("#!/bin/bash\n#PBS -l ngpus=2\ntouch ran\n")
@@ -114,6 +130,10 @@ def test_submit_refuses_missing_or_unfinished_training_scripts(assignment):
         "def main():\n    pass\n")
     with pytest.raises(NotImplementedError, match="stubs in make_iterators"):
         jobs.submit("jobs/run_single_gpu_training.sh", workdir=assignment, echo=None)
+    (assignment / "train_cifar_single.py").write_text(  # the comment may stay above the student's code
+        "def make_iterators(train, test, batchsize):\n    # PUT YOUR CODE HERE\n    return train, test\n"
+        "def main():\n    raise SystemExit(3)\n\nmain()\n")
+    assert jobs.submit("jobs/run_single_gpu_training.sh", workdir=assignment, echo=None).wait() == 3
     with pytest.raises(JobError, match="no job script"):
         jobs.submit("jobs/nope.sh", workdir=assignment, echo=None)
 
@@ -162,3 +182,10 @@ def test_job_scripts_name_no_absolute_paths():
     for script in (ROOT / "jobs").glob("*.sh"):
         text = script.read_text()
         assert "/work/" not in text and "/home/" not in text and Path.home().as_posix() not in text
+
+
+def test_variables_for_slurm_are_taken_off_in_both_forms():
+    # Slurm's qsub wrapper would turn -v into sbatch --export; submit moves them into the environment.
+    rest, variables = jobs._split_variables(["-l", "select=1", "-v", "A=1", "-vB=2", "-N", "x"])
+    assert rest == ["-l", "select=1", "-N", "x"]
+    assert pbs.apply_options(variables).variables == {"A": "1", "B": "2"}

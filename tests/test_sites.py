@@ -80,11 +80,17 @@ def test_drift_is_reported(jobs_dir):
     ("[environment]\nsetup = []\ndataset = \"x\"\ntrain_args = \"--width $(rm -rf ~)\"\nmpiexec = \"m\"",
      "may not contain"),
     ("not toml at all [", "not valid TOML"),
+    ("#PBS -l walltime={wallime}", "names wallime"),
+    ('communication = []', "need at least one entry"),
 ])
 def test_bad_profiles_are_refused_with_the_reason(tmp_path, change, message):
     text = (ROOT / "sites" / "local.toml").read_text()
     if change.startswith("scheduler"):
         text = text.replace('scheduler = "local"', change)
+    elif change.startswith("#PBS"):
+        text = text.replace("#PBS -l walltime={walltime}", change)
+    elif change.startswith("communication"):
+        text = text.replace('communication = ["naive", "naive/ring"]', change)
     elif change.startswith("[environment]"):
         text = text[:text.index("[environment]")] + change + text[text.index("\n[jobs."):]
     else:

@@ -87,12 +87,12 @@ def test_an_exception_on_one_rank_ends_the_whole_job(tmp_path, mpi_env):
     assert time.monotonic() - started < 60
 
 
-def _tiny_trainer(out, fail_at_epoch=None):
+def _tiny_trainer(out, fail_at_epoch=None, optimizer=None):
     rng = np.random.default_rng(0)
     dataset = chainer.datasets.TupleDataset(rng.normal(size=(40, 4)).astype(np.float32),
                                             rng.integers(0, 3, 40).astype(np.int32))
     model = L.Classifier(L.Linear(4, 3))
-    optimizer = chainer.optimizers.SGD(0.1)
+    optimizer = optimizer or chainer.optimizers.SGD(0.1)
     optimizer.setup(model)
     iterator = chainer.iterators.SerialIterator(dataset, 10)
     trainer = training.Trainer(training.updaters.StandardUpdater(iterator, optimizer), (3, "epoch"), out=str(out))
@@ -120,6 +120,16 @@ def test_a_failed_run_still_leaves_its_partial_results(tmp_path, capsys):
     assert record["complete"] is False
     assert record["error"] == "ZeroDivisionError: division by zero in the student's extension"
     assert [entry["epoch"] for entry in record["log"]] == [1]  # written at the end of epoch 1
+
+
+@pytest.mark.parametrize("optimizer, lr, shown", [(chainer.optimizers.Adam(alpha=0.002), 0.002, "lr 0.002"),
+                                                  (chainer.optimizers.AdaDelta(), None, "lr n/a")])
+def test_any_chainer_optimizer_is_recorded(tmp_path, capsys, optimizer, lr, shown):
+    course_training.run(_tiny_trainer(tmp_path / "run", optimizer=optimizer), _args())
+    assert f"| {shown}" in capsys.readouterr().out
+    record = results.load(tmp_path / "run" / "results.json")
+    assert record["complete"] and record["learning_rate"] == lr
+    assert record["optimizer"] == {"name": type(optimizer).__name__, "lr": lr}
 
 
 def test_a_trainer_without_throughput_is_refused_with_the_fix(tmp_path):
