@@ -200,7 +200,7 @@ class _ToFloat:
         return example[0].astype(np.float32) * self.factor, example[1]
 
 
-def load(name: str = "auto", *, scale: float = 1.0):
+def load(name: str = "auto", *, scale: float = 1.0) -> tuple:
     """(train, test) as Chainer TupleDatasets of float32 (3, S, S) images in [0, scale] and int32 labels.
 
     Large variants stay uint8 in memory and are converted one example at a time.

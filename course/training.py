@@ -19,9 +19,10 @@ from pathlib import Path
 import chainer
 from chainer.training import extensions
 
-from course import __version__, data, jobenv, results
+from course import __version__, data, jobenv, models, results
 from course.errors import CourseError
 from course.fileio import sha256_file
+from course.throughput import ThroughputStats
 
 COMMUNICATOR_NAMES = {
     "NaiveCommunicator": "naive",
@@ -113,7 +114,7 @@ def gpus_for_multiprocess(requested: int | None) -> list[int]:
     return list(range(wanted))
 
 
-def load_data(args: argparse.Namespace):
+def load_data(args: argparse.Namespace) -> tuple:
     """(train, test) of --dataset, recording the resolved name on `args`."""
     args.dataset = data.resolve(args.dataset)
     return data.load(args.dataset)
@@ -231,7 +232,7 @@ class _Run:
         log = trainer.get_extension("LogReport").log
         finished = datetime.datetime.now().astimezone()
         # Counted here: layers with lazily sized inputs have no parameters before the first step.
-        model = {**self.record["model"], "parameters": sum(p.size for p in self.model.params() if p.array is not None)}
+        model = {**self.record["model"], "parameters": models.count_parameters(self.model)}
         record = {**self.record, "model": model, "complete": complete, "error": error,
                   "throughput": throughput.as_dict() if throughput else None,
                   "log": [dict(entry) for entry in log],
@@ -249,7 +250,8 @@ def _require_throughput(trainer) -> None:
                           ) from None
 
 
-def run(trainer, args: argparse.Namespace, *, comm=None, devices=None):
+def run(trainer: chainer.training.Trainer, args: argparse.Namespace, *, comm=None,
+        devices: dict | list | None = None) -> ThroughputStats | None:
     """Run `trainer`; on the reporting worker print the summary and write the results file.
 
     comm: the ChainerMN communicator (stage 3); every rank must call run().
