@@ -23,6 +23,7 @@ from course.errors import CourseError, JobError
 from course.stubs import stubbed_functions
 
 _ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Chainer's PrintReport writes ESC[J for terminals
+_KILLED = re.compile(r"^(=>> PBS: job killed|slurmstepd: error: \*\*\* JOB \S+ ON \S+ CANCELLED)", re.MULTILINE)
 _END_LINE = re.compile(r"^course: job (\S+) ended with exit status (\d+)$", re.MULTILINE)
 
 
@@ -122,7 +123,9 @@ class Job:
             state = qstat_state(self.id)
             log = self.find_log()
             text = log.read_text(errors="replace") if log is not None else ""
-            ended = self.exit_status() is not None or (state == "finished" and log is not None)
+            # A killed job writes no end line; without qstat its scheduler's kill notice is the only sign.
+            ended = (self.exit_status() is not None or (state == "finished" and log is not None)
+                     or _KILLED.search(text) is not None)
             if echo and text:
                 lines = text.splitlines()
                 upto = len(lines) if ended else max(shown, len(lines) - 1)  # the last line may be incomplete

@@ -189,3 +189,12 @@ def test_variables_for_slurm_are_taken_off_in_both_forms():
     rest, variables = jobs._split_variables(["-l", "select=1", "-v", "A=1", "-vB=2", "-N", "x"])
     assert rest == ["-l", "select=1", "-N", "x"]
     assert pbs.apply_options(variables).variables == {"A": "1", "B": "2"}
+
+
+def test_waiting_on_qsub_ends_at_the_schedulers_kill_notice(tmp_path, monkeypatch):
+    monkeypatch.setattr(jobs.paths, "find_program", lambda name, **kw: None)  # no qstat to ask
+    log = tmp_path / "run_multi_node_training.sh.o42"
+    log.write_text("epoch 1\n=>> PBS: job killed: walltime 00:30:05 exceeded limit 00:30:00\n")
+    lines = []
+    assert jobs.Job("42.pbs01", tmp_path, "qsub", log).wait(timeout=30, echo=lines.append, poll=0.1) == -1
+    assert "walltime" in "\n".join(lines)
