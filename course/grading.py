@@ -15,8 +15,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course import results
-from course.checks import CheckFailed, passed
+from course import paths, results
+from course.checks import fail, passed
 from course.errors import GradingError, ResultsError
 from course.fileio import sha256_file
 
@@ -55,17 +55,6 @@ class Run:
         return f"{self.path.parent.name} (job {(self.record.get('job') or {}).get('id')})"
 
 
-def _log_for(folder: Path, job: dict) -> Path | None:
-    """The joined log `qsub -j oe` names <job name>.o<number>, else any *.o<number> (some schedulers
-    shorten long job names in file names)."""
-    number = job["id"].split(".")[0]
-    named = folder / f"{job.get('name')}.o{number}"
-    if job.get("name") and named.is_file():
-        return named
-    found = sorted(folder.glob(f"*.o{number}"))
-    return found[0] if found else None
-
-
 def trace(path: Path, folder: Path | None = None) -> Run:
     """Load a results file and check it against the job log in `folder` (default: beside runs/)."""
     path = Path(path)
@@ -82,7 +71,7 @@ def trace(path: Path, folder: Path | None = None) -> Run:
     if not job_id:
         run.problems.append("it did not run as a job (no job id): submit the job script, as the notebook shows")
         return run
-    run.log = _log_for(folder, record["job"])
+    run.log = paths.job_log(folder, job_id, record["job"].get("name"))
     if run.log is None:
         run.problems.append(f"no job log *.o{job_id.split('.')[0]} beside the notebooks: hand in the log the "
                             "scheduler wrote (qsub -j oe) together with runs/")
@@ -158,21 +147,16 @@ def efficiency(run: Run, base: Run) -> float:
     return run.images_per_sec / (run.workers * base.images_per_sec)
 
 
-def _fail(message: str, hint: str = "") -> None:
-    __tracebackhide__ = True
-    raise CheckFailed(f"{message}\n  -> {hint}" if hint else message)
-
-
 def _latest_traced(stage: str, folder: Path) -> Run:
     __tracebackhide__ = True
     found = runs(stage, folder)
     if not found:
-        _fail(f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}/",
+        fail(f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}/",
               "submit the stage's job and hand in runs/ with its log (<job script>.o<number>)")
     traced = [run for run in found if run.traced]
     if not traced:
         last = found[-1]
-        _fail(f"no {stage} run can be traced to its job; the latest, {last.describe()}: {'; '.join(last.problems)}")
+        fail(f"no {stage} run can be traced to its job; the latest, {last.describe()}: {'; '.join(last.problems)}")
     return traced[-1]
 
 
@@ -203,17 +187,17 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
     __tracebackhide__ = True
     base = baseline(folder)
     if base is None:
-        _fail("no traced stage-1 run to compare with", "stage 1's results and job log must come with the submission")
+        fail("no traced stage-1 run to compare with", "stage 1's results and job log must come with the submission")
     found = runs(stage, folder)
     if not found:
-        _fail(f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}/",
+        fail(f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}/",
               "submit the stage's job where it can run (stage 2 needs a node with 2 or more GPUs) and hand in "
               "runs/ with the job log")
     candidates = [run for run in found if run.traced and run.workers > 1 and not comparable(run, base)]
     if not candidates:
         untraced = [run for run in found if run.workers > 1]
         why = "; ".join(run.problems[0] if run.problems else comparable(run, base)[0] for run in untraced[-3:])
-        _fail(f"no traced {stage} run on 2 or more workers compares with stage 1 ({why or 'none found'})",
+        fail(f"no traced {stage} run on 2 or more workers compares with stage 1 ({why or 'none found'})",
               "run every stage with the same site settings (model, width, batch per worker, data set)")
     tiers, ceiling = _limits(stage, base.record.get("device_kind", "gpu"))
     most = max(run.workers for run in candidates)
@@ -224,14 +208,14 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
     measured = (f"{best.describe()}: {best.images_per_sec:.1f} img/s on {best.workers} workers against "
                 f"{base.images_per_sec:.1f} img/s on 1 in {base.describe()}: efficiency {value:.3f}")
     if value > ceiling:
-        _fail(f"{measured}, above {ceiling}: more than linear speedup means the runs do not compare",
+        fail(f"{measured}, above {ceiling}: more than linear speedup means the runs do not compare",
               "run stage 1 and this stage again with the same settings, on the same kind of node")
     for minimum, share in tiers:
         if value >= minimum:
             print(f"{measured} >= {minimum}: {share:.0%} of the points")
             return round(points * share, 3)
     lowest = tiers[-1][0] if tiers else 0
-    _fail(f"{measured}, below {lowest}",
+    fail(f"{measured}, below {lowest}",
           "look at the job log: too few steady iterations, other jobs on the node, or too small a batch per "
           "worker for the communication to hide behind")
 
@@ -245,7 +229,7 @@ def grade_comparisons(points: float, folder: Path = Path(".")) -> float:
     settings = sorted({run.setting for run in traced})
     if len(counts) < 2 or len(settings) < 2:
         left_out = "".join(f"; {run.describe()} does not count: {run.problems[0]}" for run in found if not run.traced)
-        _fail(f"traced stage-3 runs cover rank counts {counts} and communication settings {settings}{left_out}",
+        fail(f"traced stage-3 runs cover rank counts {counts} and communication settings {settings}{left_out}",
               "the comparison needs at least two of each: run the notebook's comparison cell")
     passed(f"stage-3 runs compare rank counts {counts} and communication settings {settings}")
     return points

@@ -71,8 +71,7 @@ class Job:
         """The joined stdout/stderr file, <name>.o<number> in the submit folder."""
         if self.log is not None and self.log.exists():
             return self.log
-        matches = sorted(self.workdir.glob(f"*.o{self.number}"))
-        self.log = matches[0] if matches else None
+        self.log = paths.job_log(self.workdir, self.id)
         return self.log
 
     def exit_status(self) -> int | None:

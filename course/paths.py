@@ -55,3 +55,14 @@ def find_program(name: str, environment_first: bool = False) -> str | None:
 def tool_environment() -> dict[str, str]:
     """os.environ with this Python's folder first on PATH: nbgrader runs `alembic` from there."""
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def job_log(folder: Path, job_id: str, name: str | None = None) -> Path | None:
+    """The joined log `qsub -j oe` writes, <job name>.o<number>, else any *.o<number> in `folder`
+    (some schedulers shorten long job names in file names)."""
+    number = job_id.split(".")[0]
+    named = Path(folder) / f"{name}.o{number}"
+    if name and named.is_file():
+        return named
+    found = sorted(Path(folder).glob(f"*.o{number}"))
+    return found[0] if found else None
