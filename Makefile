@@ -24,7 +24,7 @@ test-fast: $(VENV)/.installed
 	$(PY) -m pytest -m "not slow"
 
 bench: $(VENV)/.installed
-	$(PY) -m course bench
+	$(PY) tools/bench.py
 
 venv: $(VENV)/.installed
 
@@ -35,7 +35,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	  echo "make: Python 3.11 is needed (Chainer 7.8.1 does not import on 3.12). Install it, or point"; \
 	  echo "      PYTHON at it:  make PYTHON=/path/to/python3.11 $(MAKECMDGOALS)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -c constraints.txt $$($(PYTHON) course/pins.py bootstrap)
+	$(PIP) install -c constraints.txt $$($(PYTHON) tools/pins.py bootstrap)
 	$(PIP) install -c constraints.txt --no-build-isolation -e ".[mpi,dev]"
 	touch $@
 
@@ -51,11 +51,11 @@ release: $(VENV)/.installed
 # Re-resolve the full lock (every transitive version) from the pins in pyproject.toml.
 lock:
 	rm -rf build/lock && $(PYTHON) -m venv build/lock
-	build/lock/bin/pip install -q $$($(PYTHON) course/pins.py bootstrap)
+	build/lock/bin/pip install -q $$($(PYTHON) tools/pins.py bootstrap)
 	build/lock/bin/pip install -q --dry-run --ignore-installed --no-build-isolation \
 	  --report build/lock/report.json ".[mpi,dev,gpu]"
-	$(PYTHON) course/pins.py lock build/lock/report.json > constraints.txt
-	$(PYTHON) course/pins.py conda > environment.yml
+	$(PYTHON) tools/pins.py lock build/lock/report.json > constraints.txt
+	$(PYTHON) tools/pins.py conda > environment.yml
 
 clean:
 	rm -rf build $(VENV) .pytest_cache

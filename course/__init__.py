@@ -1,7 +1,19 @@
 """The course kit: what the notebooks, the job scripts and the tests share.
 
-``import course`` stays light (no Chainer) so that the command line answers fast; the
-training pieces are imported on first use, e.g. ``course.Throughput``.
+The package's folders follow a job's path (docs/architecture.md): `runtime` runs inside a job,
+`cluster` gets a job script onto nodes, `notebook` is what the notebooks call, `instructor` is
+what the instructor runs; the contracts between them (`stages`, `joblog`, `results`, `evidence`)
+stand at the top.
+
+``import course`` stays light (no Chainer) so that the command line answers fast; the names a
+notebook uses are imported on first use:
+
+    course.Throughput           the images/sec extension (course.runtime.throughput)
+    course.models.build(...)    the course's networks (course.runtime.models)
+    course.notebook.setup(...), course.notebook.write_script(...)
+    course.submit(...)          qsub -j oe, or the local scheduler (course.cluster.submit)
+    course.comparison_plan()    the site's stage-3 runs
+    course.report.show()        the table and plots of your runs (course.notebook.report)
 """
 from __future__ import annotations
 
@@ -13,16 +25,12 @@ __version__ = "0.1.0"
 _gpu.preload_cuda_libraries()
 
 _LAZY = {
-    "Throughput": ("course.throughput", "Throughput"),
-    "models": ("course.models", None),
-    "data": ("course.data", None),
-    "training": ("course.training", None),
-    "jobs": ("course.jobs", None),
-    "report": ("course.report", None),
-    "results": ("course.results", None),
-    "checks": ("course.checks", None),
-    "grading": ("course.grading", None),
+    "Throughput": ("course.runtime.throughput", "Throughput"),
+    "models": ("course.runtime.models", None),
     "notebook": ("course.notebook", None),
+    "submit": ("course.cluster.submit", "submit"),
+    "comparison_plan": ("course.cluster.submit", "comparison_plan"),
+    "report": ("course.notebook.report", None),
 }
 
 

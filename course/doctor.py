@@ -6,7 +6,9 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from course import data, gpu, paths
+from course import gpu, paths
+from course.cluster import siteenv
+from course.runtime import data
 
 OK, NOT_HERE, PROBLEM = "ok", "--", "!!"
 
@@ -100,10 +102,10 @@ def _scheduler() -> Check:
 
 
 def _site() -> Check:
-    env_file = paths.site_env_file()
+    env_file = siteenv.locate()
     if env_file is None:
         return Check(NOT_HERE, "site profile", "not in a kit checkout or assignment folder")
-    profile = paths.applied_site(env_file)
+    profile = siteenv.read(env_file).get("COURSE_SITE")
     return Check(OK, "site profile", f"{profile or 'unknown'} ({env_file})",
                  "" if profile else "python -m course site apply <profile>")
 
@@ -150,7 +152,10 @@ def render(checks: list[Check]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    argparse.ArgumentParser(prog="course doctor", description=__doc__).parse_args(argv or [])
     checks = run_checks()
     print(render(checks))
     return 1 if any(c.status == PROBLEM for c in checks) else 0

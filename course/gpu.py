@@ -140,3 +140,14 @@ def resolve_device(spec: str) -> str:
     if spec != "auto":
         return spec
     return "@cupy:0" if cupy_installed() and visible_gpus().count > 0 else "@numpy"
+
+
+def main(argv: list[str]) -> int:
+    """`python -m course env`: print the shell line that puts the gpu extra's libraries on LD_LIBRARY_PATH."""
+    import argparse
+
+    argparse.ArgumentParser(prog="course env", description=main.__doc__).parse_args(argv)
+    line = library_path_export()
+    if line:
+        print(line)
+    return 0

@@ -1,8 +1,7 @@
-"""Where the kit's own folders are."""
+"""Where the kit's own folders and programs are."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -12,7 +11,6 @@ from course.errors import CourseError
 KIT_ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "distributed_training"
 JOBS_DIR = "jobs"
-SITE_ENV = "site_env.sh"
 
 
 def kit_root() -> Path:
@@ -21,21 +19,6 @@ def kit_root() -> Path:
         raise CourseError(f"{KIT_ROOT} is not a checkout of the course kit",
                           "run this command in a clone of the kit (pip install -e . there)")
     return KIT_ROOT
-
-
-def site_env_file() -> Path | None:
-    """jobs/site_env.sh of the assignment folder in the current folder, else of the kit checkout."""
-    for base in (Path.cwd(), KIT_ROOT):
-        candidate = base / JOBS_DIR / SITE_ENV
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def applied_site(env_file: Path) -> str | None:
-    """The profile name that `course site apply` recorded in a site_env.sh."""
-    match = re.search(r"^export COURSE_SITE=(\S+)", Path(env_file).read_text(), re.MULTILINE)
-    return match.group(1).strip("'\"") if match else None
 
 
 def find_program(name: str, environment_first: bool = False) -> str | None:
@@ -55,14 +38,3 @@ def find_program(name: str, environment_first: bool = False) -> str | None:
 def tool_environment() -> dict[str, str]:
     """os.environ with this Python's folder first on PATH: nbgrader runs `alembic` from there."""
     return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-
-
-def job_log(folder: Path, job_id: str, name: str | None = None) -> Path | None:
-    """The joined log `qsub -j oe` writes, <job name>.o<number>, else any *.o<number> in `folder`
-    (some schedulers shorten long job names in file names)."""
-    number = job_id.split(".")[0]
-    named = Path(folder) / f"{name}.o{number}"
-    if name and named.is_file():
-        return named
-    found = sorted(Path(folder).glob(f"*.o{number}"))
-    return found[0] if found else None

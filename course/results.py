@@ -3,7 +3,7 @@
 One JSON file per run, ``runs/<stage>-<tag>/results.json``, written atomically (at every epoch
 end and at the end, so a killed job still leaves valid partial results). A ``seal`` (SHA-256
 of the rest, in canonical form) shows whether the file was edited after the run wrote it; the
-job log records the file's own digest, which the grader compares (course.grading).
+job log records the file's own digest (course.joblog), which course.evidence compares.
 """
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from course.fileio import atomic_file, sha256_file
 SCHEMA = "course-results/1"
 FILENAME = "results.json"
 RUNS_DIR = "runs"
-STAGES = ("single_gpu", "multi_gpu", "multi_node")
 # What readers rely on, and its type (None where a run may lack it, e.g. no job id outside a job).
 SHAPE = {"stage": str, "workers": int, "job": dict, "hosts": list, "devices": list, "log": list,
          "complete": bool, "throughput": (dict, type(None)), "script": dict}

@@ -58,6 +58,6 @@ def quick_env(tmp_path_factory) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def student_run(quick_env, tmp_path_factory) -> Path:
     """A student who solved every notebook and ran each top to bottom, real jobs included."""
-    from course import demo
+    from course.instructor import demo
 
     return demo.play_student(ROOT, tmp_path_factory.mktemp("student-run"), echo=lambda line: None, env=quick_env)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from course import bench, data
+from tools import bench
+from course.runtime import data
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course import data, synthetic
+from course.runtime import data
+from course.runtime import synthetic
 from course.errors import DatasetError
 from tests.conftest import PYTHON
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 import os
 import subprocess
 
-from course import data, doctor
+from course import doctor
+from course.runtime import data
 from tests.conftest import PYTHON
 
 

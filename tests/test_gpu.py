@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-from course import data, gpu, results
+from course import gpu, results
+from course.runtime import data
 from tests.conftest import PYTHON
 
 ROWS = [("0", "GPU-aaa", "Tesla P100"), ("1", "GPU-bbb", "Tesla P100"), ("2", "GPU-ccc", "Tesla P100")]

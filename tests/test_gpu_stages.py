@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-from course import gpu, grading, paths
+from course import gpu, paths
+from course import evidence
 from tests.conftest import PYTHON
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
@@ -28,7 +29,7 @@ def submit(folder, env, *arguments):
 
 def test_stage1_trains_on_the_first_gpu(assignment, quick_env):
     submit(assignment, quick_env, "jobs/run_single_gpu_training.sh")
-    [run] = grading.runs("single_gpu", assignment)
+    [run] = evidence.runs("single_gpu", assignment)
     assert run.traced and run.record["devices"] == ["@cupy:0"] and run.record["device_kind"] == "gpu"
     assert run.record["versions"]["cudnn"], "Chainer should use cuDNN from the gpu extra"
 
@@ -39,7 +40,7 @@ def test_stage2_multiprocess_parallel_updater_on_every_gpu(assignment, quick_env
         pytest.skip("stage 2 needs two GPUs")
     submit(assignment, quick_env, "jobs/run_single_gpu_training.sh")
     out = submit(assignment, quick_env, "jobs/run_multi_gpu_training.sh", "-l", f"ngpus={count}")
-    [run] = grading.runs("multi_gpu", assignment)
+    [run] = evidence.runs("multi_gpu", assignment)
     assert run.traced and run.workers == count and run.record["updater"] == "MultiprocessParallelUpdater"
     assert "optimizer.lr is changed to" in out  # the updater divides the lr by the GPUs, as the notebook says
 
@@ -48,6 +49,6 @@ def test_stage3_pure_nccl_one_rank_per_gpu(assignment, quick_env):
     count = gpu.visible_gpus().count
     submit(assignment, quick_env, "jobs/run_multi_node_training.sh", "-l", f"select=1:mpiprocs={count}",
            "-v", "COMMUNICATOR=pure_nccl")
-    [run] = grading.runs("multi_node", assignment)
+    [run] = evidence.runs("multi_node", assignment)
     assert run.traced and run.workers == count and run.record["communicator"] == "pure_nccl"
     assert run.record["devices"] == [f"@cupy:{i}" for i in range(count)]

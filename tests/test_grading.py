@@ -9,7 +9,8 @@ import subprocess
 import nbformat
 import pytest
 
-from course import demo, paths
+from course import paths
+from course.instructor import demo
 from tests.conftest import PYTHON, ROOT
 
 pytestmark = pytest.mark.slow

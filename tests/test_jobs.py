@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from course import jobs, localjob, pbs
+from course.cluster import submit
+from course.cluster import localsched
+from course.cluster import pbs
 from course.errors import JobError
 from tests.conftest import PYTHON, ROOT
 
@@ -61,20 +63,20 @@ def test_local_job_runs_like_pbs(state):
     workdir.mkdir()
     script = workdir / "job.sh"
     script.write_text(SCRIPT)
-    job = localjob.start(script, ["-v", "GREETING=hello"], workdir)
+    job = localsched.start(script, ["-v", "GREETING=hello"], workdir)
     assert job.wait(timeout=60) == 3
     assert job.log == workdir / f"probe.o{job.number}"  # -N names the log, -j oe joins the streams
     text = job.log.read_text()
     assert f"id={job.number}.local workdir={workdir} pwd={state / 'home'} queue=local greeting=hello" in text
     assert "\n3\n" in text and "to stderr" in text  # three slots in the node file; stderr joined
-    assert localjob.start(script, [], workdir).number == job.number + 1
+    assert localsched.start(script, [], workdir).number == job.number + 1
 
 
 def test_walltime_is_enforced(state):
     script = state / "slow.sh"
     script.write_text("#!/bin/bash\n#PBS -l walltime=00:00:02\necho started\nsleep 60\necho never\n")
-    job = localjob.start(script, [], state)
-    assert job.wait(timeout=60) == localjob.WALLTIME_EXIT
+    job = localsched.start(script, [], state)
+    assert job.wait(timeout=60) == localsched.WALLTIME_EXIT
     text = job.log.read_text()
     assert "started" in text and "never" not in text and "walltime 00:00:02 exceeded" in text
 
@@ -82,14 +84,14 @@ def test_walltime_is_enforced(state):
 def test_a_lost_job_ends_the_wait_and_a_reset_counter_keeps_old_logs(state):
     script = state / "job.sh"
     script.write_text("#!/bin/bash\nsleep 3\n")
-    job = localjob.start(script, [], state)
+    job = localsched.start(script, [], state)
     job.supervisor.kill()  # as if the machine killed the scheduler's process
     lines = []
-    assert job.wait(timeout=30, echo=lines.append) == localjob.LOST_EXIT
+    assert job.wait(timeout=30, echo=lines.append) == localsched.LOST_EXIT
     assert "was lost" in lines[-1]
-    (localjob.state_dir() / "job-counter").unlink()  # e.g. a new home folder: numbering starts again
+    (localsched.state_dir() / "job-counter").unlink()  # e.g. a new home folder: numbering starts again
     job.log.write_text("the first job's log")
-    again = localjob.start(script, [], state)
+    again = localsched.start(script, [], state)
     assert again.number != job.number and job.log.read_text() == "the first job's log"
     assert again.wait(timeout=30) == 0
 
@@ -98,15 +100,15 @@ def test_a_gpu_request_this_machine_cannot_meet_is_refused_before_it_runs(state)
     script = state / "gpu.sh"
     script.write_text("#!/bin/bash\n#PBS -l ngpus=2\ntouch ran\n")
     with pytest.raises(JobError, match="asks for 2 GPU"):
-        localjob.start(script, [], state)
+        localsched.start(script, [], state)
     assert not (state / "home" / "ran").exists()
 
 
 def test_wait_echoes_the_log_and_explains_a_failure(state):
     script = state / "fail.sh"
     script.write_text("#!/bin/bash\necho step one\npython3 -c 'raise ValueError(\"bad batch size\")'\n")
-    local = localjob.start(script, [], state)
-    job = jobs.Job(local.id, state, "local", local.log, local)
+    local = localsched.start(script, [], state)
+    job = submit.Job(local.id, state, "local", local.log, local)
     lines = []
     assert job.wait(echo=lines.append) == 1
     assert "step one" in lines
@@ -115,7 +117,7 @@ def test_wait_echoes_the_log_and_explains_a_failure(state):
 
 @pytest.fixture
 def assignment(tmp_path, monkeypatch):
-    """A copy of the released assignment folder with its jobs."""
+    """A copy of the released assignment folder with its submit."""
     folder = tmp_path / "distributed_training"
     shutil.copytree(ROOT / "notebooks" / "distributed_training", folder)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
@@ -124,40 +126,40 @@ def assignment(tmp_path, monkeypatch):
 
 def test_submit_refuses_missing_or_unfinished_training_scripts(assignment):
     with pytest.raises(JobError, match="does not exist yet"):
-        jobs.submit("jobs/run_single_gpu_training.sh", workdir=assignment, echo=None)
+        submit.submit("jobs/run_single_gpu_training.sh", workdir=assignment, echo=None)
     (assignment / "train_cifar_single.py").write_text(
         "def make_iterators(train, test, batchsize):\n    # PUT YOUR CODE HERE\n    raise NotImplementedError()\n"
         "def main():\n    pass\n")
     with pytest.raises(NotImplementedError, match="stubs in make_iterators"):
-        jobs.submit("jobs/run_single_gpu_training.sh", workdir=assignment, echo=None)
+        submit.submit("jobs/run_single_gpu_training.sh", workdir=assignment, echo=None)
     (assignment / "train_cifar_single.py").write_text(  # the comment may stay above the student's code
         "def make_iterators(train, test, batchsize):\n    # PUT YOUR CODE HERE\n    return train, test\n"
         "def main():\n    raise SystemExit(3)\n\nmain()\n")
-    assert jobs.submit("jobs/run_single_gpu_training.sh", workdir=assignment, echo=None).wait() == 3
+    assert submit.submit("jobs/run_single_gpu_training.sh", workdir=assignment, echo=None).wait() == 3
     with pytest.raises(JobError, match="no job script"):
-        jobs.submit("jobs/nope.sh", workdir=assignment, echo=None)
+        submit.submit("jobs/nope.sh", workdir=assignment, echo=None)
 
 
 def test_submit_is_a_no_op_under_nbgrader(assignment, monkeypatch):
     monkeypatch.setenv("NBGRADER_EXECUTION", "validate")
-    assert jobs.submit("jobs/run_single_gpu_training.sh", workdir=assignment, echo=None) is None
+    assert submit.submit("jobs/run_single_gpu_training.sh", workdir=assignment, echo=None) is None
 
 
 def test_qsub_options_and_the_sites_limits():
     settings = {"COURSE_SELECT": "{nodes}:mpiprocs={ranks_per_node}", "COURSE_QUEUES": "h-regular h-tutorial",
                 "COURSE_GPUS_PER_NODE": "2"}
-    options = jobs.qsub_options(settings, 2, 2, {"COMMUNICATOR": "pure_nccl", "ALLREDUCE": "ring"})
+    options = submit.qsub_options(settings, 2, 2, {"COMMUNICATOR": "pure_nccl", "ALLREDUCE": "ring"})
     assert options == ["-l", "select=2:mpiprocs=2", "-v", "COMMUNICATOR=pure_nccl,ALLREDUCE=ring"]
     script = ROOT / "jobs" / "run_multi_node_training.sh"
-    jobs.check_site_request(script, options, settings)
+    submit.check_site_request(script, options, settings)
     with pytest.raises(JobError, match="is not one of this site's"):
-        jobs.check_site_request(script, ["-q", "debug"], settings)
+        submit.check_site_request(script, ["-q", "debug"], settings)
     with pytest.raises(JobError, match="nodes have 2 GPUs"):
-        jobs.check_site_request(script, ["-l", "select=1:mpiprocs=4"], settings)
+        submit.check_site_request(script, ["-l", "select=1:mpiprocs=4"], settings)
 
 
 def test_the_comparison_plan_follows_the_site_profile(assignment):
-    plan = jobs.comparison_plan(assignment)
+    plan = submit.comparison_plan(assignment)
     assert [(r.nodes, r.per_node, r.communicator, r.allreduce) for r in plan] == [
         (1, 1, "naive", ""), (1, 2, "naive", ""), (1, 2, "naive", "ring")]
     assert plan[2].describe().endswith(
@@ -186,15 +188,15 @@ def test_job_scripts_name_no_absolute_paths():
 
 def test_variables_for_slurm_are_taken_off_in_both_forms():
     # Slurm's qsub wrapper would turn -v into sbatch --export; submit moves them into the environment.
-    rest, variables = jobs._split_variables(["-l", "select=1", "-v", "A=1", "-vB=2", "-N", "x"])
+    rest, variables = submit._split_variables(["-l", "select=1", "-v", "A=1", "-vB=2", "-N", "x"])
     assert rest == ["-l", "select=1", "-N", "x"]
     assert pbs.apply_options(variables).variables == {"A": "1", "B": "2"}
 
 
 def test_waiting_on_qsub_ends_at_the_schedulers_kill_notice(tmp_path, monkeypatch):
-    monkeypatch.setattr(jobs.paths, "find_program", lambda name, **kw: None)  # no qstat to ask
+    monkeypatch.setattr(submit.paths, "find_program", lambda name, **kw: None)  # no qstat to ask
     log = tmp_path / "run_multi_node_training.sh.o42"
     log.write_text("epoch 1\n=>> PBS: job killed: walltime 00:30:05 exceeded limit 00:30:00\n")
     lines = []
-    assert jobs.Job("42.pbs01", tmp_path, "qsub", log).wait(timeout=30, echo=lines.append, poll=0.1) == -1
+    assert submit.Job("42.pbs01", tmp_path, "qsub", log).wait(timeout=30, echo=lines.append, poll=0.1) == -1
     assert "walltime" in "\n".join(lines)

@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-from course import jobenv, launch
+from course.cluster import hosts
+from course.cluster import launch
 from course.errors import JobError
 from tests.conftest import PYTHON
 
@@ -17,7 +18,7 @@ REEDBUSH = ("mpirun --mca btl_openib_want_cuda_gdr 1 --mca mpi_warn_on_fork 0 -n
 def pbs_job(tmp_path, lines):
     nodefile = tmp_path / "nodefile"
     nodefile.write_text("".join(f"{host}\n" for host in lines))
-    return jobenv.detect({"PBS_JOBID": "4242.reedbush-pbsadmin0", "PBS_NODEFILE": str(nodefile),
+    return hosts.detect({"PBS_JOBID": "4242.reedbush-pbsadmin0", "PBS_NODEFILE": str(nodefile),
                           "PBS_O_WORKDIR": str(tmp_path)})
 
 

@@ -4,7 +4,7 @@ import chainer
 import numpy as np
 import pytest
 
-from course import models
+from course.runtime import models
 
 
 @pytest.mark.parametrize("name,width,params", [("vgg", 64, 14_987_210), ("vgg", 16, 939_770),

@@ -8,7 +8,9 @@ import subprocess
 import nbformat
 import pytest
 
-from course import demo, grading, paths, results
+from course import paths, results
+from course.instructor import demo
+from course import evidence
 from tests.conftest import PYTHON, ROOT
 
 pytestmark = pytest.mark.slow
@@ -35,7 +37,7 @@ def test_solved_notebooks_run_top_to_bottom_on_cpu(student_run):
     [error] = [o for o in outputs(student_run / "02_multi_gpu.ipynb", "submit") if o.output_type == "error"]
     assert "asks for 2 GPU(s) per node, and this machine has none" in error.evalue
     shown = "\n".join(error.traceback)
-    assert "localjob.py" not in shown and "gpu.py" not in shown, "no frames of the kit's internals"
+    assert "localsched.py" not in shown and "gpu.py" not in shown, "no frames of the kit's internals"
     assert len(error.traceback) <= 5, "the student's cell, the submit line, the message"
 
 
@@ -47,8 +49,8 @@ def test_every_check_says_what_it_verified(student_run):
 
 
 def test_jobs_left_traced_results_and_the_notebooks_show_them(student_run):
-    single = grading.runs("single_gpu", student_run)
-    multi = grading.runs("multi_node", student_run)
+    single = evidence.runs("single_gpu", student_run)
+    multi = evidence.runs("multi_node", student_run)
     assert [run.traced for run in single] == [True]
     assert sorted((run.workers, run.setting) for run in multi) == [(1, "naive"), (2, "naive"), (2, "naive/ring")]
     assert all(run.traced for run in multi), [run.problems for run in multi]
@@ -60,7 +62,7 @@ def test_jobs_left_traced_results_and_the_notebooks_show_them(student_run):
 
 
 def test_the_job_ran_exactly_the_script_the_notebook_wrote(student_run):
-    [run] = grading.runs("single_gpu", student_run)
+    [run] = evidence.runs("single_gpu", student_run)
     script = student_run / "train_cifar_single.py"
     assert run.notes == [] and run.record["script"]["name"] == script.name
     text = script.read_text()
@@ -78,7 +80,7 @@ def test_job_scripts_run_from_the_command_line_without_a_scheduler(student_run, 
     [log] = folder.glob("run_single_gpu_training.sh.o*")
     assert "ended with exit status 0" in log.read_text()
     [path] = results.find(folder, "single_gpu")
-    assert grading.trace(path, folder).traced
+    assert evidence.trace(path, folder).traced
     run = subprocess.run([PYTHON, "-m", "course", "submit", "jobs/run_multi_gpu_training.sh"], cwd=folder,
                          env=quick_env, capture_output=True, text=True)
     assert run.returncode == 2 and "Traceback" not in run.stderr
@@ -107,7 +109,7 @@ def test_submit_does_nothing_while_nbgrader_runs_the_notebook(student_run, quick
     folder = tmp_path / paths.ASSIGNMENT
     shutil.copytree(student_run, folder)
     before = sorted(p.name for p in folder.iterdir())
-    probe = ("import course; job = course.jobs.submit('jobs/run_single_gpu_training.sh'); "
+    probe = ("import course; job = course.submit('jobs/run_single_gpu_training.sh'); "
              "print(json.dumps(job is None))")
     out = subprocess.run([PYTHON, "-c", "import json; " + probe], cwd=folder, capture_output=True, text=True,
                          env={**quick_env, "NBGRADER_EXECUTION": "autograde"}, check=True).stdout

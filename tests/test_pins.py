@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from course import pins
+from tools import pins
 from tests.conftest import ROOT
 
 
@@ -38,7 +38,7 @@ def test_constraints_lock_agrees_with_pyproject():
 
 def test_environment_yml_is_generated_from_pyproject():
     assert (ROOT / "environment.yml").read_text() == pins.render_environment_yml(), \
-        "regenerate it: python course/pins.py conda > environment.yml"
+        "regenerate it: python tools/pins.py conda > environment.yml"
 
 
 def test_environment_yml_pins_the_same_versions():

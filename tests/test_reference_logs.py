@@ -6,7 +6,8 @@ import shutil
 
 import pytest
 
-from course import cli, grading
+from course import cli
+from course import evidence
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "docs" / "reference-logs" / "cpu-2core"
@@ -14,7 +15,7 @@ REFERENCE = ROOT / "docs" / "reference-logs" / "cpu-2core"
 
 def test_every_reference_run_is_traced_to_its_log():
     for stage in ("single_gpu", "multi_node"):
-        found = grading.runs(stage, REFERENCE)
+        found = evidence.runs(stage, REFERENCE)
         assert found, f"no {stage} run in {REFERENCE}"
         for run in found:
             assert run.traced, f"{run.path}: {run.problems}"
@@ -24,10 +25,10 @@ def test_report_prints_the_scaling_table(capsys):
     assert cli.main(["report", str(REFERENCE)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["run", "stage", "workers"]
-    base = grading.baseline(REFERENCE)
-    for run in grading.runs("multi_node", REFERENCE):
+    base = evidence.baseline(REFERENCE)
+    for run in evidence.runs("multi_node", REFERENCE):
         row = next(line for line in lines if line.startswith(run.path.parent.name))
-        assert f" {run.workers} " in row and f" {grading.efficiency(run, base):.3f} " in row, row
+        assert f" {run.workers} " in row and f" {evidence.efficiency(run, base):.3f} " in row, row
 
 
 def test_a_run_whose_results_were_edited_does_not_count(tmp_path, capsys):

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from course import paths, release
+from course import paths
+from course.instructor import release
 from tests.conftest import ROOT
 
 SOURCE = ROOT / "solutions" / paths.ASSIGNMENT

@@ -6,7 +6,9 @@ import subprocess
 
 import pytest
 
-from course import paths, pbs, sites
+from course import paths
+from course.cluster import pbs
+from course.cluster import siteenv, sites
 from course.errors import SiteError
 from tests.conftest import ROOT
 
@@ -20,7 +22,7 @@ def jobs_dir(tmp_path):
 
 
 def test_the_committed_jobs_have_the_local_profile_applied():
-    assert paths.applied_site(ROOT / "jobs" / "site_env.sh") == "local"
+    assert siteenv.read(ROOT / "jobs" / "site_env.sh")["COURSE_SITE"] == "local"
     assert sites.check(sites.load_profile("local"), ROOT / "jobs") == []
 
 
@@ -29,7 +31,7 @@ def test_every_profile_applies_and_its_directives_parse(jobs_dir, name):
     profile = sites.load_profile(name)
     sites.apply(profile, jobs_dir)
     assert sites.check(profile, jobs_dir) == []
-    assert paths.applied_site(jobs_dir / "site_env.sh") == name
+    assert siteenv.read(jobs_dir / "site_env.sh")["COURSE_SITE"] == name
     for script in sites.job_scripts(jobs_dir):
         resources = profile.jobs[script.stem]
         request = pbs.read_request(script.read_text())
@@ -47,7 +49,7 @@ def test_reedbush_profile_is_faithful_to_the_published_scripts(jobs_dir):
     env = (jobs_dir / "site_env.sh").read_text()
     assert "module load cuda" in env and "conda activate chainer-course" in env
     assert "export COURSE_MPIEXEC='mpirun --mca btl_openib_want_cuda_gdr 1" in env
-    assert sites.read_site_env(jobs_dir / "site_env.sh")["COURSE_DATASET"] == "cifar10_256px_5p"
+    assert siteenv.read(jobs_dir / "site_env.sh")["COURSE_DATASET"] == "cifar10_256px_5p"
 
 
 def test_slurm_profile_adds_what_pbs_syntax_cannot_say(jobs_dir):

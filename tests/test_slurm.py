@@ -6,7 +6,10 @@ import subprocess
 
 import pytest
 
-from course import grading, jobs, paths, sites
+from course import paths
+from course import evidence
+from course.cluster import submit
+from course.cluster import sites
 from tests import slurm_cluster
 from tests.conftest import PYTHON, ROOT
 
@@ -38,10 +41,10 @@ def test_stage1_job_submitted_with_qsub(cluster, assignment, quick_env):
     env = cluster.env(quick_env)
     run = subprocess.run(["qsub", "-j", "oe", "jobs/run_single_gpu_training.sh"], cwd=assignment, env=env,
                          capture_output=True, text=True, check=True)
-    job = jobs.Job(run.stdout.strip(), assignment, "qsub")
+    job = submit.Job(run.stdout.strip(), assignment, "qsub")
     assert job.wait(timeout=600, echo=None, poll=2) == 0, job.find_log().read_text()
     assert job.find_log().name == f"run_single_gpu_training.sh.o{job.number}"  # as -j oe names it
-    [run_] = grading.runs("single_gpu", assignment)
+    [run_] = evidence.runs("single_gpu", assignment)
     assert run_.traced, run_.problems
     assert run_.record["job"] == {"id": job.id, "scheduler": "slurm", "name": "run_single_gpu_training.sh"}
 
@@ -53,7 +56,7 @@ def test_stage3_job_through_course_submit_with_mpi_ranks(cluster, assignment, qu
                          capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "2 slot(s) on 1 node(s): localhost x2" in run.stdout
-    [run_] = grading.runs("multi_node", assignment)
+    [run_] = evidence.runs("multi_node", assignment)
     assert run_.traced, run_.problems
     assert (run_.workers, run_.setting, run_.record["job"]["scheduler"]) == (2, "naive/ring", "slurm")
 

@@ -9,7 +9,7 @@ from chainer import training
 from chainer.training import extensions
 
 from course.errors import CourseError
-from course.throughput import Throughput
+from course.runtime.throughput import Throughput
 
 
 class FakeClock:

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 from chainer import training
 
-from course import data, results
-from course import training as course_training
+from course import results
+from course.runtime import data
+from course.runtime import harness
 from course.errors import CourseError
 from course.paths import find_program
-from course.throughput import Throughput
+from course.runtime.throughput import Throughput
 from tests.conftest import PYTHON
 
 pytestmark = pytest.mark.slow
@@ -115,7 +116,7 @@ def _args(**overrides):
 def test_a_failed_run_still_leaves_its_partial_results(tmp_path, capsys):
     trainer = _tiny_trainer(tmp_path / "run", fail_at_epoch=2)
     with pytest.raises(ZeroDivisionError):
-        course_training.run(trainer, _args())
+        harness.run(trainer, _args())
     record = results.load(tmp_path / "run" / "results.json")
     assert record["complete"] is False
     assert record["error"] == "ZeroDivisionError: division by zero in the student's extension"
@@ -125,7 +126,7 @@ def test_a_failed_run_still_leaves_its_partial_results(tmp_path, capsys):
 @pytest.mark.parametrize("optimizer, lr, shown", [(chainer.optimizers.Adam(alpha=0.002), 0.002, "lr 0.002"),
                                                   (chainer.optimizers.AdaDelta(), None, "lr n/a")])
 def test_any_chainer_optimizer_is_recorded(tmp_path, capsys, optimizer, lr, shown):
-    course_training.run(_tiny_trainer(tmp_path / "run", optimizer=optimizer), _args())
+    harness.run(_tiny_trainer(tmp_path / "run", optimizer=optimizer), _args())
     assert f"| {shown}" in capsys.readouterr().out
     record = results.load(tmp_path / "run" / "results.json")
     assert record["complete"] and record["learning_rate"] == lr
@@ -136,12 +137,12 @@ def test_a_trainer_without_throughput_is_refused_with_the_fix(tmp_path):
     trainer = _tiny_trainer(tmp_path / "run")
     trainer._extensions.pop("Throughput")
     with pytest.raises(CourseError) as caught:
-        course_training.run(trainer, _args())
+        harness.run(trainer, _args())
     assert "course.Throughput" in caught.value.hint
 
 
 def test_summary_lines_match_the_results_file(tmp_path, capsys):
-    course_training.run(_tiny_trainer(tmp_path / "run"), _args())
+    harness.run(_tiny_trainer(tmp_path / "run"), _args())
     rate, path, digest = summary(capsys.readouterr().out)
     record = results.load(path)
     assert round(record["throughput"]["images_per_sec"], 2) == rate

@@ -56,7 +56,7 @@ def labelled_dataset(n: int, size: int = 32, seed: int = 0):
     """
     from chainer.datasets import TupleDataset
 
-    from course import synthetic
+    from course.runtime import synthetic
 
     images, _ = synthetic.generate(n, size=size, seed=seed)
     images = images.astype(np.float32) / 255.0
@@ -68,14 +68,20 @@ def example_ids(dataset) -> list[int]:
     return [int(dataset[i][0][0, 0, 0]) for i in range(len(dataset))]
 
 
-def small_args(**overrides) -> argparse.Namespace:
-    """The flags of a stage script, scaled down for a check that must run in seconds on a CPU."""
-    values = dict(dataset="synthetic", model="vgg", width=4, batchsize=8, epoch=1, lr=0.05, warmup=1,
-                  out=tempfile.mkdtemp(prefix="course-check-"), stage="single_gpu", device="@numpy",
-                  gpus=None, communicator="naive", gpu=False)
-    values.update(overrides)
-    return argparse.Namespace(**values)
+# What a check changes in a stage script's flags, so that it runs in seconds on a CPU.
+SMALL = dict(dataset="synthetic", width=4, batchsize=8, epoch=1, warmup=1, device="@numpy", communicator="naive",
+             gpu=False)
+
+
+def small_args(stage: str = "single_gpu", **overrides) -> argparse.Namespace:
+    """The flags a stage script has (its parser's defaults), scaled down for a check."""
+    from course.runtime import harness
+
+    args = harness.parser(stage).parse_args([])
+    values = {key: value for key, value in SMALL.items() if hasattr(args, key)}
+    values.update(stage=stage, out=tempfile.mkdtemp(prefix="course-check-"), **overrides)
+    return argparse.Namespace(**{**vars(args), **values})
 
 
 # The stage modules use the helpers above, so they come last.
-from course.checks import multi_gpu, multi_node, single  # noqa: E402, F401 (course.checks.single, ...)
+from course.notebook.checks import multi_gpu, multi_node, single  # noqa: E402, F401 (checks.single, ...)

@@ -12,7 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course import paths, sites
+from course import paths
+from course.cluster import sites
 from course.errors import CourseError
 
 JOB_OUTPUTS = ("runs", "*.o[0-9]*", "train_cifar_*.py", "result")
@@ -43,7 +44,10 @@ def generate(root: Path, destination: Path) -> list[Path]:
     return sorted(folder.rglob("*"))
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    argparse.ArgumentParser(prog="course release", description=__doc__).parse_args(argv or [])
     root = paths.kit_root()
     release = root / "notebooks"
     folder = release / paths.ASSIGNMENT

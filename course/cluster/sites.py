@@ -15,7 +15,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from course import paths, pbs
+from course import paths
+from course.cluster import pbs, siteenv
 from course.errors import SiteError
 
 BEGIN = "# >>> site directives: written by `python -m course site apply` >>>"
@@ -150,60 +151,6 @@ def load_profile(name_or_path: str) -> Profile:
     )
 
 
-def render_site_env(profile: Profile) -> str:
-    setup = ("\n".join(profile.setup) if profile.setup
-             else ": # nothing to load: jobs inherit the submitting environment")
-    root = (f'export CHAINER_DATASET_ROOT="${{CHAINER_DATASET_ROOT:-{profile.dataset_root}}}"\n'
-            if profile.dataset_root else "")
-    threads = profile.threads_per_rank
-    select = profile.select("{nodes}", "{ranks_per_node}", profile.gpus_per_node or 0)
-    return f"""\
-# Site settings shared by the job scripts: the `{profile.name}` profile (sites/{profile.name}.toml).
-# Written by `python -m course site apply {profile.name}`; change the profile and apply it again.
-export COURSE_SITE={profile.name}
-export COURSE_SCHEDULER={profile.scheduler}
-
-# Software: modules and the kit's Python environment.
-{setup}
-
-# Data and training defaults, the same at every stage so that the stages compare.
-{root}export COURSE_DATASET="${{COURSE_DATASET:-{profile.dataset}}}"
-export COURSE_TRAIN_ARGS="${{COURSE_TRAIN_ARGS:-{profile.train_args}}}"
-
-# MPI: `python -m course launch` fills in the ranks and hosts of the job.
-export COURSE_MPIEXEC='{profile.mpiexec}'
-export OMP_NUM_THREADS={threads}
-export OPENBLAS_NUM_THREADS={threads}
-export MKL_NUM_THREADS={threads}
-export CHAINERMN_FORCE_ABORT_ON_EXCEPTION=1  # one rank's exception ends the job, not a hang
-
-# How this site is run, for `python -m course submit` and the notebooks.
-export COURSE_SELECT='{select}'
-export COURSE_QUEUES='{" ".join(profile.queues)}'
-export COURSE_GPUS_PER_NODE={profile.gpus_per_node}
-export COURSE_SCALING_RUNS='{" ".join(f"{n}x{r}" for n, r in profile.scaling_runs)}'
-export COURSE_COMMUNICATION='{" ".join(profile.communication)}'
-
-# The CUDA libraries of the kit's gpu extra (prints nothing without them).
-eval "$(python -m course env)"
-
-# The last line of the joined log says how the job ended.
-trap 'echo "course: job ${{PBS_JOBID:-${{SLURM_JOB_ID:-?}}}} ended with exit status $?"' EXIT
-"""
-
-
-def read_site_env(path: Path) -> dict[str, str]:
-    """The `export NAME=value` settings of a site_env.sh, defaults of `${NAME:-default}` resolved."""
-    settings = {}
-    for name, value in re.findall(r"^export (\w+)=(.*)$", Path(path).read_text(), re.MULTILINE):
-        value = value.split("  #")[0].strip()
-        if value[:1] in "'\"" and value[-1:] == value[:1]:
-            value = value[1:-1]
-        default = re.fullmatch(r"\$\{\w+:-(.*)\}", value)
-        settings[name] = default.group(1) if default else value
-    return settings
-
-
 def rewrite_directives(script: str, lines: list[str], where: str) -> str:
     if BEGIN not in script or END not in script:
         raise SiteError(f"{where} has no site directive markers", f"put the #PBS lines between\n{BEGIN}\n{END}")
@@ -213,7 +160,7 @@ def rewrite_directives(script: str, lines: list[str], where: str) -> str:
 
 
 def job_scripts(jobs_dir: Path) -> list[Path]:
-    return sorted(p for p in Path(jobs_dir).glob("*.sh") if p.name != paths.SITE_ENV)
+    return sorted(p for p in Path(jobs_dir).glob("*.sh") if p.name != siteenv.FILE)
 
 
 def apply(profile: Profile, jobs_dir: Path) -> list[Path]:
@@ -229,8 +176,8 @@ def apply(profile: Profile, jobs_dir: Path) -> list[Path]:
         if updated != script.read_text():
             script.write_text(updated)
         written.append(script)
-    env_file = Path(jobs_dir) / paths.SITE_ENV
-    env_file.write_text(render_site_env(profile))
+    env_file = Path(jobs_dir) / siteenv.FILE
+    env_file.write_text(siteenv.render(profile))
     written.append(env_file)
     return written
 
@@ -245,9 +192,9 @@ def check(profile: Profile, jobs_dir: Path) -> list[str]:
         expected = rewrite_directives(script.read_text(), profile.directive_block(script.stem), str(script))
         if expected != script.read_text():
             problems.append(f"{script.name}: its directives differ from the profile's")
-    env_file = Path(jobs_dir) / paths.SITE_ENV
-    if not env_file.is_file() or env_file.read_text() != render_site_env(profile):
-        problems.append(f"{paths.SITE_ENV}: differs from the profile's")
+    env_file = Path(jobs_dir) / siteenv.FILE
+    if not env_file.is_file() or env_file.read_text() != siteenv.render(profile):
+        problems.append(f"{siteenv.FILE}: differs from the profile's")
     return problems
 
 
@@ -256,7 +203,7 @@ def copy_jobs(jobs_dir: Path, destination: Path) -> None:
     destination.mkdir(parents=True, exist_ok=True)
     for old in destination.glob("*.sh"):
         old.unlink()
-    for script in [*job_scripts(jobs_dir), Path(jobs_dir) / paths.SITE_ENV]:
+    for script in [*job_scripts(jobs_dir), Path(jobs_dir) / siteenv.FILE]:
         shutil.copy2(script, destination / script.name)
 
 
@@ -279,8 +226,8 @@ def main(argv: list[str]) -> int:
             print(f"{path.stem:<12} {load_profile(str(path)).description}")
         return 0
     if args.action == "show":
-        env_file = jobs_dir / paths.SITE_ENV
-        name = paths.applied_site(env_file) if env_file.is_file() else None
+        env_file = jobs_dir / siteenv.FILE
+        name = siteenv.read(env_file).get("COURSE_SITE") if env_file.is_file() else None
         if name is None:
             raise SiteError(f"no profile is applied: {env_file} is missing or sets no COURSE_SITE",
                             "python -m course site apply local (or your site's profile)")

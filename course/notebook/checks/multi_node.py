@@ -2,21 +2,23 @@
 
 Each check finds all five stage-3 functions through the notebook (the namespace of the function
 it is given; ones not written yet act as stubs), runs them once under `mpiexec -n 2` with
-course.checks.mn_probe, and caches those facts until a function's source changes: the other
+course.notebook.checks.mn_probe, and caches those facts until a function's source changes: the other
 checks of the notebook then cost nothing.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from course import notebook, paths
-from course.checks import expect, fail, passed
+from course import stages
+from course.cluster import mpi
+from course.errors import JobError
+from course.notebook import scripts
+from course.notebook.checks import expect, fail, passed
 
 TIMEOUT = 120  # seconds for the two-rank run; a rank stuck in a collective is the usual cause
 _facts: dict[str, dict] = {}
@@ -26,22 +28,22 @@ def probe(function) -> dict:
     """The two-rank facts for the stage-3 functions of `function`'s notebook (cached)."""
     __tracebackhide__ = True
     namespace = function.__globals__
-    text = notebook.assemble_script("multi_node", {name: namespace.get(name)
-                                                  for name in notebook.FUNCTIONS["multi_node"]})
+    text = scripts.assemble_script("multi_node", {name: namespace.get(name)
+                                                  for name in stages.MULTI_NODE.functions})
     key = hashlib.sha256(text.encode()).hexdigest()
     if key in _facts:
         return _facts[key]
-    mpiexec = paths.find_program("mpiexec", environment_first=True)
-    expect(mpiexec is not None, "mpiexec is not found, so the two-rank check cannot run",
-           "load your site's MPI module, or install the kit's mpi extra")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1",
-           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "CHAINERMN_FORCE_ABORT_ON_EXCEPTION": ""}
+    try:
+        mpiexec = mpi.mpiexec()
+    except JobError as e:
+        fail(f"{e.message}, so the two-rank check cannot run", e.hint)
+    env = mpi.local_run_environment(CHAINERMN_FORCE_ABORT_ON_EXCEPTION="")
     with tempfile.TemporaryDirectory(prefix="course-probe-") as tmp:
         module = Path(tmp) / "stage3_functions.py"
         module.write_text(text)
         try:
             run = subprocess.run([mpiexec, "-n", "2", "--oversubscribe", sys.executable, "-m",
-                                  "course.checks.mn_probe", str(module)], capture_output=True, text=True,
+                                  "course.notebook.checks.mn_probe", str(module)], capture_output=True, text=True,
                                  timeout=TIMEOUT, env=env, cwd=tmp)
         except subprocess.TimeoutExpired:
             fail(f"the two-rank run of your functions did not finish in {TIMEOUT} s",
@@ -117,9 +119,20 @@ def scatter(shard_datasets) -> None:
         expect(sorted(together) == list(range(total)),
                f"the ranks' {split} parts hold {len(set(together))} of the {total} examples",
                f"scatter the whole {split} set: chainermn.scatter_dataset({split}, comm"
-               f"{', shuffle=True' if split == 'train' else ''})")
-    passed(f"shard_datasets: each rank gets its own half (train {len(ranks[0]['train'])} + "
-           f"{len(ranks[1]['train'])}, test {len(ranks[0]['test'])} + {len(ranks[1]['test'])}), together all of it")
+               f"{', shuffle=True, seed=seed' if split == 'train' else ''})")
+    first = ranks[0]["train"]
+    expect(first != list(range(len(first))),
+           f"rank 0's training part is the first {len(first)} examples in their stored order: it is not shuffled",
+           "a data set stored by class would give each rank other classes: "
+           "chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)")
+    expect(all(r["same_seed"] == r["train"] for r in ranks),
+           "two calls with the same seed split the training set differently, so runs cannot be repeated",
+           "pass the seed on: chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)")
+    expect(any(r["other_seed"] != r["train"] for r in ranks),
+           "another seed gives the same split: the seed is not used", "shuffle=True, seed=seed")
+    passed(f"shard_datasets: each rank gets its own shuffled half (train {len(ranks[0]['train'])} + "
+           f"{len(ranks[1]['train'])}, test {len(ranks[0]['test'])} + {len(ranks[1]['test'])}), together all of "
+           "it, the same for the same seed")
 
 
 def optimizer(make_optimizer) -> None:

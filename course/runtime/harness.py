@@ -1,8 +1,8 @@
-"""What every stage's training script shares: its command-line flags and the run itself.
+"""What every stage's training script shares: its flags, its seed and the run itself.
 
 A stage script builds its Trainer (that is the exercise) and hands it to `run`, which adds
 the reporting the course needs, runs it, prints the summary lines the grader checks against
-the job log, and writes the results file (course.results).
+the job log (course.joblog), and writes the results file (course.results).
 """
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import argparse
 import datetime
 import os
 import platform
+import random
 import re
 import socket
 import sys
@@ -17,12 +18,17 @@ import time
 from pathlib import Path
 
 import chainer
+import numpy as np
 from chainer.training import extensions
 
-from course import __version__, data, jobenv, models, results
+from course import __version__, gpu, joblog, results, stages
+from course.cluster import hosts
 from course.errors import CourseError
 from course.fileio import sha256_file
-from course.throughput import ThroughputStats
+from course.runtime import data, models
+from course.runtime.throughput import ThroughputStats
+
+DEFAULT_SEED = 0
 
 COMMUNICATOR_NAMES = {
     "NaiveCommunicator": "naive",
@@ -34,19 +40,15 @@ COMMUNICATOR_NAMES = {
 
 
 def _run_tag() -> str:
-    tag = os.environ.get("COURSE_RUN_TAG") or jobenv.detect().job_id
+    tag = os.environ.get("COURSE_RUN_TAG") or hosts.detect().job_id
     if not tag:
         tag = time.strftime("%Y%m%d-%H%M%S")
     return re.sub(r"[^A-Za-z0-9._-]", "_", tag)
 
 
-def parse_args(stage: str, argv: list[str] | None = None, more_flags=None) -> argparse.Namespace:
-    """The flags of a stage script. Defaults suit a GPU; the job scripts pass the site's choices.
-
-    more_flags: a function that adds a script's own flags to the parser.
-    """
-    if stage not in results.STAGES:
-        raise ValueError(f"unknown stage {stage!r}; one of {', '.join(results.STAGES)}")
+def parser(stage: str) -> argparse.ArgumentParser:
+    """The flags of a stage script. Defaults suit a GPU; the job scripts pass the site's choices."""
+    stages.get(stage)
     parser = argparse.ArgumentParser(description=f"CIFAR-10 training, course stage {stage}")
     parser.add_argument("--dataset", default=os.environ.get("COURSE_DATASET", "auto"),
                         help="data set name (python -m course data list); auto: real CIFAR-10 if prepared")
@@ -56,20 +58,31 @@ def parse_args(stage: str, argv: list[str] | None = None, more_flags=None) -> ar
     parser.add_argument("--epoch", "-e", type=int, default=4, help="epochs to train")
     parser.add_argument("--lr", type=float, default=0.05, help="learning rate for --batchsize on one worker")
     parser.add_argument("--warmup", type=int, default=5, help="iterations left out of images/sec")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                        help="seed of the weights, the batch order, dropout and the data's split over ranks")
     parser.add_argument("--out", default=None, help="run folder (default runs/<stage>-<job id>)")
-    if stage == "single_gpu":
+    if stage == stages.SINGLE_GPU.name:
         parser.add_argument("--device", default="auto", help="@cupy:0, @numpy, or auto")
-    elif stage == "multi_gpu":
+    elif stage == stages.MULTI_GPU.name:
         parser.add_argument("--gpus", type=int, default=None, help="GPUs to use (default: all visible)")
     else:
         parser.add_argument("--communicator", default="auto",
                             help="ChainerMN communicator; auto: pure_nccl on GPUs, naive on CPUs")
         parser.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None,
                             help="one GPU per rank (default: when the node has GPUs)")
+    return parser
+
+
+def parse_args(stage: str, argv: list[str] | None = None, more_flags=None) -> argparse.Namespace:
+    """The flags of a stage script (sys.argv, or `argv`), with the run folder filled in.
+
+    more_flags: a function that adds a script's own flags to the parser.
+    """
+    flags = parser(stage)
     if more_flags is not None:
-        more_flags(parser)
-    args = parser.parse_args(argv)
-    if stage == "multi_node":
+        more_flags(flags)
+    args = flags.parse_args(argv)
+    if stage == stages.MULTI_NODE.name:
         # Without this an exception on one rank leaves the others waiting in MPI until the walltime ends.
         from chainermn import global_except_hook
 
@@ -80,12 +93,29 @@ def parse_args(stage: str, argv: list[str] | None = None, more_flags=None) -> ar
     return args
 
 
+def set_seed(seed: int, device: chainer.backend.Device | None = None) -> None:
+    """Seed every generator training draws from, so that the same seed gives the same run on a CPU.
+
+    NumPy's global generator gives Chainer's initial weights, SerialIterator's batch order and
+    dropout on the CPU; on a GPU device CuPy's generator gives dropout there (cuDNN may still
+    pick non-deterministic algorithms: chainer.config.cudnn_deterministic trades speed for that).
+    """
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    if isinstance(device, chainer.backend.GpuDevice):
+        with device:
+            chainer.backends.cuda.cupy.random.seed(seed)
+
+
+def resolve_device(spec: str) -> str:
+    """'auto': @cupy:0 where CuPy sees a GPU, else @numpy; any other device name as it is."""
+    return gpu.resolve_device(spec)
+
+
 def use_gpu(flag: bool | None) -> bool:
     """--gpu/--no-gpu, or (None) whether this node has a GPU that CuPy can use."""
     if flag is not None:
         return flag
-    from course import gpu
-
     return gpu.resolve_device("auto") != "@numpy"
 
 
@@ -98,14 +128,12 @@ def communicator_name(name: str, on_gpu: bool) -> str:
 
 def gpus_for_multiprocess(requested: int | None) -> list[int]:
     """GPU ids for MultiprocessParallelUpdater, checked without initialising CUDA in this process."""
-    from course import gpu
-
     found = gpu.visible_gpus().count
     wanted = requested or found
     if found < 2 or wanted < 2 or wanted > found:
         raise CourseError(f"stage 2 needs at least 2 GPUs on this node; it has {found}"
                           + (f" and --gpus {requested} was asked" if requested else ""),
-                          "submit it to a GPU node: qsub -j oe jobs/run_multi_gpu_training.sh")
+                          f"submit it to a GPU node: qsub -j oe {stages.MULTI_GPU.job_path}")
     from cupy.cuda import nccl
 
     if not nccl.available:
@@ -178,7 +206,7 @@ class _Run:
 
     def __init__(self, trainer, args, stage: str, comm, devices) -> None:
         self.args, self.stage, self.comm = args, stage, comm
-        self.job = jobenv.detect()
+        self.job = hosts.detect()
         self.started = datetime.datetime.now().astimezone()
         self.path = Path(trainer.out) / results.FILENAME
         optimizer = trainer.updater.get_optimizer("main")
@@ -212,20 +240,17 @@ class _Run:
             "dataset": {"name": args.dataset,
                         "train_per_worker": len(trainer.updater.get_iterator("main").dataset)},
             "epochs_planned": args.epoch,
+            "seed": getattr(args, "seed", None),
             "versions": _versions(comm),
             "started_at": self.started.isoformat(timespec="seconds"),
         }
 
     def header(self) -> str:
-        where = ", ".join(sorted(set(self.hosts)))
-        job = f"job {self.job.job_id} ({self.job.scheduler})" if self.job.job_id else "no job"
-        comm = f" | communicator {self.record['communicator']}" if self.comm is not None else ""
-        if self.record["allreduce"]:
-            comm += f" ({self.record['allreduce']} allreduce)"
-        lr = self.record["learning_rate"]
-        return (f"course: run {self.stage} | {job} | {self.workers} worker(s) on {where}: "
-                f"{', '.join(self.devices)} | batch {self.args.batchsize} per worker, "
-                f"{self.args.batchsize * self.workers} total | lr {'n/a' if lr is None else f'{lr:g}'}{comm}")
+        return joblog.RunHeader(
+            stage=self.stage, job_id=self.job.job_id, scheduler=self.job.scheduler, workers=self.workers,
+            hosts=self.hosts, devices=self.devices, batch_per_worker=self.args.batchsize,
+            learning_rate=self.record["learning_rate"], seed=self.record["seed"],
+            communicator=self.record["communicator"], allreduce=self.record["allreduce"]).format()
 
     def write(self, trainer, complete: bool, error: str | None = None) -> str:
         throughput = trainer.get_extension("Throughput").stats()
@@ -283,11 +308,9 @@ def run(trainer: chainer.training.Trainer, args: argparse.Namespace, *, comm=Non
     if reporting:
         digest = record.write(trainer, complete=True)
         if stats is None:
-            print("Throughput: not measured: too few steady iterations "
-                  f"(warm-up {args.warmup}); train longer or lower --warmup", flush=True)
+            print(joblog.throughput_not_measured(args.warmup), flush=True)
         else:
-            print(f"Throughput: {stats.images_per_sec:.2f} [images/sec.] over {stats.counted_iterations} "
-                  f"steady iterations (warm-up {stats.warmup_iterations}, {stats.excluded_iterations} "
-                  "left out after epoch ends)", flush=True)
-        print(f"course: results {record.path} sha256={digest}", flush=True)
+            print(joblog.throughput_line(stats.images_per_sec, stats.counted_iterations, stats.warmup_iterations,
+                                         stats.excluded_iterations), flush=True)
+        print(joblog.results_line(record.path, digest), flush=True)
     return stats

@@ -1,10 +1,10 @@
 """Submitting the course's job scripts: to the site's `qsub`, or to the embedded local scheduler.
 
-    job = course.jobs.submit("jobs/run_single_gpu_training.sh")   # qsub -j oe jobs/...
+    job = course.submit("jobs/run_single_gpu_training.sh")   # qsub -j oe jobs/...
     job.wait()
 
 Which one comes from jobs/site_env.sh (the applied site profile): the `local` profile runs jobs
-on this machine (course.localjob); the others hand them to `qsub -j oe`. While nbgrader runs a
+on this machine (course.cluster.localsched); the others hand them to `qsub -j oe`. While nbgrader runs a
 notebook (autograde or validate) nothing is submitted: the grader reads the job outputs that
 came with the submission.
 """
@@ -18,26 +18,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course import localjob, paths, pbs, sites
+from course import joblog, paths, stages
+from course.cluster import localsched, pbs, siteenv
 from course.errors import CourseError, JobError
 from course.stubs import stubbed_functions
 
-_ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Chainer's PrintReport writes ESC[J for terminals
-_KILLED = re.compile(r"^(=>> PBS: job killed|slurmstepd: error: \*\*\* JOB \S+ ON \S+ CANCELLED)", re.MULTILINE)
-_END_LINE = re.compile(r"^course: job (\S+) ended with exit status (\d+)$", re.MULTILINE)
 
-
-def grading() -> bool:
-    """True while nbgrader executes the notebook (it sets NBGRADER_EXECUTION)."""
+def nbgrader_running() -> bool:
+    """True while nbgrader executes the notebook (it sets NBGRADER_EXECUTION): then nothing is submitted."""
     return bool(os.environ.get("NBGRADER_EXECUTION"))
 
 
 def site_settings(workdir: Path) -> dict[str, str]:
-    env_file = Path(workdir) / paths.JOBS_DIR / paths.SITE_ENV
-    if not env_file.is_file():
-        raise JobError(f"{env_file} does not exist",
-                       "work in the assignment folder (the one with the notebooks and jobs/)")
-    return sites.read_site_env(env_file)
+    return siteenv.read(siteenv.in_folder(workdir))
 
 
 def check_training_scripts(script: Path, workdir: Path) -> None:
@@ -61,17 +54,17 @@ class Job:
     workdir: Path
     scheduler: str  # local or qsub
     log: Path | None = None
-    _local: localjob.LocalJob | None = field(default=None, repr=False)
+    _local: localsched.LocalJob | None = field(default=None, repr=False)
 
     @property
     def number(self) -> str:
-        return self.id.split(".")[0]
+        return joblog.job_number(self.id)
 
     def find_log(self) -> Path | None:
         """The joined stdout/stderr file, <name>.o<number> in the submit folder."""
         if self.log is not None and self.log.exists():
             return self.log
-        self.log = paths.job_log(self.workdir, self.id)
+        self.log = joblog.find(self.workdir, self.id)
         return self.log
 
     def exit_status(self) -> int | None:
@@ -81,8 +74,7 @@ class Job:
         log = self.find_log()
         if log is None:
             return None
-        found = _END_LINE.findall(log.read_text(errors="replace"))
-        return int(found[-1][1]) if found else None
+        return joblog.exit_status(log.read_text(errors="replace"))
 
     def wait(self, timeout: float | None = None, echo: Callable[[str], None] | None = print,
              poll: float = 5.0) -> int | None:
@@ -91,7 +83,7 @@ class Job:
             show_line = echo
 
             def echo(line: str) -> None:
-                show_line(_ESCAPES.sub("", line))
+                show_line(joblog.clean(line))
 
         if self._local is not None:
             status = self._local.wait(timeout, echo, poll=min(poll, 0.5))
@@ -107,7 +99,7 @@ class Job:
         """The likeliest cause of a failed job, from its log."""
         log = self.find_log()
         text = log.read_text(errors="replace") if log else ""
-        if "job killed: walltime" in text or "DUE TO TIME LIMIT" in text:
+        if joblog.walltime_exceeded(text):
             return "the walltime ran out: train fewer epochs, or ask for more time (-l walltime=HH:MM:SS)"
         errors = re.findall(r"^\s*([\w.]*(?:Error|Exception|Interrupt)\b:?.*|.*(?:No module named|command not found|"
                             r"No such file or directory).*)$", text, re.MULTILINE)
@@ -124,7 +116,7 @@ class Job:
             text = log.read_text(errors="replace") if log is not None else ""
             # A killed job writes no end line; without qstat its scheduler's kill notice is the only sign.
             ended = (self.exit_status() is not None or (state == "finished" and log is not None)
-                     or _KILLED.search(text) is not None)
+                     or joblog.killed_by_scheduler(text))
             if echo and text:
                 lines = text.splitlines()
                 upto = len(lines) if ended else max(shown, len(lines) - 1)  # the last line may be incomplete
@@ -188,7 +180,7 @@ def submit(script: str | Path, *, nodes: int | None = None, per_node: int | None
 
 
 def _submit(script, nodes, per_node, env, options, scheduler, workdir, echo) -> Job | None:
-    if grading():
+    if nbgrader_running():
         if echo:
             echo(f"nbgrader is running this notebook: {script} is not submitted; the grader reads the job "
                  "outputs that came with your submission.")
@@ -210,7 +202,7 @@ def _submit(script, nodes, per_node, env, options, scheduler, workdir, echo) -> 
         env = {**(env or {}), **pbs.apply_options(variables).variables}
     options = qsub_options(settings, nodes, per_node, None if by_environment else env) + list(options)
     if scheduler == "local":
-        local = localjob.start(workdir / script, options, workdir)
+        local = localsched.start(workdir / script, options, workdir)
         job = Job(local.id, workdir, "local", local.log, local)
     elif scheduler == "qsub":
         job = _qsub(script, options, workdir, settings, env if by_environment else None)
@@ -286,7 +278,7 @@ class PlannedRun:
         request = select.format(nodes=self.nodes, ranks_per_node=self.per_node)
         return (f"{self.nodes} node(s) x {self.per_node} rank(s), {self.communicator}"
                 f"{' with ' + self.allreduce + ' allreduce' if self.allreduce else ''}:  "
-                f"qsub -j oe -l select={request} -v {variables} jobs/run_multi_node_training.sh")
+                f"qsub -j oe -l select={request} -v {variables} {stages.MULTI_NODE.job_path}")
 
 
 def comparison_plan(workdir: str | Path = ".") -> list[PlannedRun]:
@@ -298,3 +290,29 @@ def comparison_plan(workdir: str | Path = ".") -> list[PlannedRun]:
     plan = [PlannedRun(nodes, per_node, *communication[0]) for nodes, per_node in shapes]
     nodes, per_node = max(shapes, key=lambda shape: shape[0] * shape[1])
     return plan + [PlannedRun(nodes, per_node, *setting) for setting in communication[1:]]
+
+
+def main(argv: list[str]) -> int:
+    """`python -m course submit [-l RESOURCE] [-v VARS] SCRIPT`: submit a job script and follow its log."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="course submit", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--local", dest="scheduler", action="store_const", const="local",
+                       help="run it on this machine, whatever the site profile says")
+    where.add_argument("--qsub", dest="scheduler", action="store_const", const="qsub", help="hand it to qsub")
+    parser.set_defaults(scheduler="auto")
+    parser.add_argument("-l", dest="resources", action="append", default=[], metavar="RESOURCE",
+                        help="as qsub -l, e.g. -l select=1:mpiprocs=2")
+    parser.add_argument("-v", dest="variables", default="", metavar="VAR=VALUE,...", help="as qsub -v")
+    parser.add_argument("--no-wait", dest="wait", action="store_false", help="return after submitting")
+    parser.add_argument("script", type=Path)
+    args = parser.parse_args(argv)
+    options = [x for r in args.resources for x in ("-l", r)] + (["-v", args.variables] if args.variables else [])
+    job = submit(args.script, scheduler=args.scheduler, options=options)
+    if not args.wait:
+        print(f"follow it with: tail -f {job.find_log() or f'<script>.o{job.number}'}")
+        return 0
+    status = job.wait()
+    return 1 if status is None else min(status, 255)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import chainer
 
-from course.models.resnet import ResNet
-from course.models.vgg import VGG
+from course.runtime.models.resnet import ResNet
+from course.runtime.models.vgg import VGG
 
 MODELS = {"vgg": VGG, "resnet": ResNet}
 

@@ -8,7 +8,7 @@ import textwrap
 
 import chainer
 
-from course.checks import call, example_ids, expect, labelled_dataset, passed
+from course.notebook.checks import call, example_ids, expect, labelled_dataset, passed
 from course.stubs import stubbed_functions
 
 

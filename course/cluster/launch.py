@@ -16,7 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course import gpu, jobenv, paths
+from course import gpu, paths
+from course.cluster import hosts, mpi
 from course.errors import JobError
 
 DEFAULT_TEMPLATE = "mpiexec -n {nprocs} --hostfile {hostfile}"
@@ -28,14 +29,12 @@ FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREF
              "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "CHAINERMN_FORCE_ABORT_ON_EXCEPTION")
 
 
-def build(job: jobenv.JobEnvironment, command: list[str], template: str, hostfile: Path,
+def build(job: hosts.JobEnvironment, command: list[str], template: str, hostfile: Path,
           allreduce: str = "") -> tuple[list[str], dict[str, str]]:
     """The launcher's argv and the extra environment of the ranks."""
     if not command:
         raise JobError("nothing to launch", "python -m course launch -- python train.py ...")
-    extra = {"COURSE_RUN_TAG": job.job_id or "", "OMPI_MCA_mpi_warn_on_fork": "0"}
-    if os.geteuid() == 0:  # containers and CI run as root; Open MPI refuses that unless told
-        extra.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    extra = {"COURSE_RUN_TAG": job.job_id or "", **mpi.rank_environment()}
     if allreduce:
         if allreduce not in ALLREDUCE:
             raise JobError(f"unknown allreduce algorithm {allreduce!r}", f"one of {', '.join(ALLREDUCE)}")
@@ -50,14 +49,14 @@ def build(job: jobenv.JobEnvironment, command: list[str], template: str, hostfil
         raise JobError(f"the site's launcher template has an unknown field {e}: {template!r}",
                        "fields: {nprocs} {ranks_per_node} {nodes} {hostfile} {export}") from None
     argv = shlex.split(filled)
-    launcher = paths.find_program(argv[0], environment_first=True)
+    launcher = mpi.mpiexec() if argv[0] == "mpiexec" else paths.find_program(argv[0], environment_first=True)
     if launcher is None:
         raise JobError(f"{argv[0]} is not found", "load the site's MPI module in the site profile's setup, "
                        "or install the kit's mpi extra (pip install -e \".[mpi]\")")
     return [launcher, *argv[1:], *command], extra
 
 
-def write_hostfile(job: jobenv.JobEnvironment, folder: Path) -> Path:
+def write_hostfile(job: hosts.JobEnvironment, folder: Path) -> Path:
     """Open MPI's host file (`host slots=N`), one line per node."""
     path = Path(folder) / "hostfile"
     path.write_text("".join(f"{host} slots={slots}\n" for host, slots in job.hosts))
@@ -71,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command of one rank")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    job = jobenv.detect()
+    job = hosts.detect()
     template = os.environ.get("COURSE_MPIEXEC") or DEFAULT_TEMPLATE
     with tempfile.TemporaryDirectory(prefix="course-launch-") as tmp:
         argv_, extra = build(job, command, template, write_hostfile(job, Path(tmp)), args.allreduce)

@@ -1,4 +1,4 @@
-"""`python -m course bench`: the kit's speed, as ratios measured in one run on this machine.
+"""`make bench` (python tools/bench.py): the kit's speed, as ratios measured in one run on this machine.
 
 (a) kit / bare Chainer: the same model, data and batch trained by the kit's Trainer (with the
     course's Throughput, LogReport, PrintReport and results file) and by a bare
@@ -16,7 +16,7 @@
       hardware costs (two busy cores share caches, memory and clock), what synchronous training
       costs (every step waits for the slower rank: the median of max(rank 0, rank 1) of the
       independent steps), and what the allreduce itself costs;
-    - end to end, as students see it: the reference training (course.reference) run by mpiexec
+    - end to end, as students see it: the reference training (course.runtime.reference) run by mpiexec
       on 1 and then 2 ranks, a few times; whole-run images/sec of each adjacent pair.
 
 (c) autograde time: a student run of all three notebooks (small settings) graded by
@@ -38,11 +38,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from course import paths, results
-from course.errors import CourseError
-from course.fileio import atomic_file
+if __package__ in (None, ""):  # run as a script: the kit's checkout is the parent folder
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+from course import paths, results, stages  # noqa: E402
+from course.cluster import mpi  # noqa: E402
+from course.errors import CourseError, JobError  # noqa: E402
+from course.fileio import atomic_file  # noqa: E402
 
 
 def _setup(width: int, batch: int, seed: int):
@@ -50,7 +52,8 @@ def _setup(width: int, batch: int, seed: int):
     import chainer.links as L
     import numpy as np
 
-    from course import data, models
+    from course.runtime import data
+    from course.runtime import models
 
     np.random.seed(seed)  # the same initial weights for the kit and the bare loop
     model = L.Classifier(models.build("vgg", width=width))
@@ -84,9 +87,9 @@ def loop_overhead(width: int, batch: int, steps: int, warmup: int, out: Path) ->
     from chainer import training
     from chainer.training import extensions
 
-    from course import reference
-    from course import training as course_training
-    from course.throughput import Throughput
+    from course.runtime import reference
+    from course.runtime import harness
+    from course.runtime.throughput import Throughput
 
     model, optimizer, iterator = _setup(width, batch, seed=0)
     trainer = training.Trainer(training.updaters.StandardUpdater(iterator, optimizer), (steps, "iteration"),
@@ -107,10 +110,12 @@ def loop_overhead(width: int, batch: int, steps: int, warmup: int, out: Path) ->
 
     trainer.extend(stamp)
     trainer.extend(interleave)
-    args = argparse.Namespace(stage="single_gpu", batchsize=batch, warmup=warmup, model="vgg", width=width,
-                              dataset="bench", epoch=0)
+    args = harness.parser(stages.SINGLE_GPU.name).parse_args(
+        ["--batchsize", str(batch), "--warmup", str(warmup), "--width", str(width), "--dataset", "bench",
+         "--epoch", "0"])
+    args.stage = stages.SINGLE_GPU.name
     with contextlib.redirect_stdout(io.StringIO()):
-        stats = course_training.run(trainer, args)
+        stats = harness.run(trainer, args)
     if stats is None:
         raise CourseError(f"{steps} steps leave too few after the {warmup} warm-up ones to measure",
                           "give more --steps")
@@ -128,11 +133,11 @@ def loop_overhead(width: int, batch: int, steps: int, warmup: int, out: Path) ->
 
 def _mpirun(n: int, command: list[str], cwd: Path | None = None) -> str:
     """stdout of `command` on n ranks bound to cores, one BLAS thread each; CourseError if it fails."""
-    mpiexec = paths.find_program("mpiexec", environment_first=True)
-    if mpiexec is None:
-        raise CourseError("no mpiexec here", "install the kit with its mpi extra (make venv)")
-    env = {**os.environ, **ONE_THREAD, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    run = subprocess.run([mpiexec, "-n", str(n), "--bind-to", "core", *command], cwd=cwd, env=env,
+    try:
+        mpiexec = mpi.mpiexec()
+    except JobError as e:
+        raise CourseError(e.message, e.hint) from None
+    run = subprocess.run([mpiexec, "-n", str(n), "--bind-to", "core", *command], cwd=cwd, env=mpi.local_run_environment(),
                          capture_output=True, text=True)
     if run.returncode != 0:
         raise CourseError(f"the {n}-rank run failed (exit status {run.returncode}): {run.stderr.strip()[-1500:]}",
@@ -188,7 +193,8 @@ def ranks_worker(width: int, batch: int, segments: int, steps: int) -> None:
 
 
 def interleaved_ranks(width: int, batch: int, segments: int, steps: int) -> dict:
-    code = f"from course import bench; bench.ranks_worker({width}, {batch}, {segments}, {steps})"
+    code = (f"import sys; sys.path.insert(0, {str(paths.KIT_ROOT)!r}); from tools import bench; "
+            f"bench.ranks_worker({width}, {batch}, {segments}, {steps})")
     out = _mpirun(2, [sys.executable, "-c", code])
     times = json.loads(out.strip().splitlines()[-1])
     step = {k: statistics.median(v) for k, v in times.items()}
@@ -210,20 +216,27 @@ def weak_scaling(width: int, batch: int, steps: int, warmup: int, repeats: int) 
                            "efficiency_per_pair": [b / (2 * a) for a, b in zip(one, two)]}}
 
 
-def autograde_time(workdir: Path, repeats: int) -> dict:
-    """Seconds per submission and per notebook of `course grade` on a solved student run."""
+def play_small_student(workdir: Path) -> Path:
+    """A student who solved and ran every notebook, with small settings (the "bench" data set)."""
+    from course.instructor import demo
+
+    env = {**os.environ, **mpi.ONE_THREAD, "XDG_STATE_HOME": str(workdir / "state"), "COURSE_DATASET": "bench",
+           "COURSE_TRAIN_ARGS": "--model vgg --width 8 --batchsize 32 --epoch 1 --warmup 2"}
+    return demo.play_student(paths.kit_root(), workdir / "play", echo=lambda line: None, env=env)
+
+
+def autograde_time(workdir: Path, repeats: int, student: Path | None = None) -> dict:
+    """Seconds per submission and per notebook of `course grade` on a solved student run (played if not given)."""
     import shutil
 
-    from course import demo, grade
+    from course.instructor import autograde, demo
 
-    env = {**os.environ, **ONE_THREAD, "XDG_STATE_HOME": str(workdir / "state"), "COURSE_DATASET": "bench",
-           "COURSE_TRAIN_ARGS": "--model vgg --width 8 --batchsize 32 --epoch 1 --warmup 2"}
-    student = demo.play_student(paths.kit_root(), workdir / "play", echo=lambda line: None, env=env)
+    student = student or play_small_student(workdir)
     course = demo.course_folder(paths.kit_root(), workdir / "course")
     for i in range(repeats):
         shutil.copytree(student, course / "submitted" / f"student{i}" / paths.ASSIGNMENT)
-    db_url = grade.prepare(course)
-    outcomes = grade.autograde(course, course / "submitted", [f"student{i}" for i in range(repeats)], db_url)
+    db_url = autograde.prepare(course)
+    outcomes = autograde.autograde(course, course / "submitted", [f"student{i}" for i in range(repeats)], db_url)
     notebooks = len(demo.NOTEBOOKS)
     return {"seconds_per_submission": outcomes[0].seconds, "seconds_per_notebook": outcomes[0].seconds / notebooks,
             "notebooks": notebooks, "submissions": repeats, "scores": [o.score for o in outcomes]}
@@ -234,7 +247,7 @@ def _fmt(values: list[float], digits: int = 3) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="course bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="tools/bench.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--width", type=int, default=16, help="VGG width (16: the course's CPU model)")
     parser.add_argument("--batchsize", type=int, default=64)
@@ -243,10 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=3, help="1-rank/2-rank run pairs")
     parser.add_argument("--out", type=Path, default=Path("build/bench/bench.json"))
     args = parser.parse_args(argv)
-    os.environ.update(ONE_THREAD)
+    os.environ.update(mpi.ONE_THREAD)
     # The bench's own data set, in its own folder: the user's data stays untouched.
     os.environ["CHAINER_DATASET_ROOT"] = str(Path(args.out).parent.resolve() / "data")
-    from course import data
+    from course.runtime import data
 
     data.prepare_synthetic(max(2560, args.batchsize * args.steps), 100, name="bench")
 
@@ -281,3 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         f.write(json.dumps(report, indent=1) + "\n")
     print(f"bench: figures in {args.out}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,7 +8,7 @@ enforced, and stdout and stderr are joined into <name>.o<number> in the submit f
 `qsub -j oe` does. Unlike PBS, the job inherits the submitting environment (as Slurm does),
 with this Python's folder first on PATH.
 
-A small supervisor process (``python -m course.localjob SPEC``) runs the job, so that the
+A small supervisor process (``python -m course.cluster.localsched SPEC``) runs the job, so that the
 walltime holds and the exit status is recorded even if the submitting notebook goes away.
 """
 from __future__ import annotations
@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course import gpu, pbs
+from course import gpu, joblog
+from course.cluster import pbs
 from course.errors import JobError
 from course.fileio import atomic_file
 
@@ -126,7 +127,7 @@ def start(script: Path, options: list[str] = (), workdir: Path | None = None,
     warnings = check_request(request)
     name = request.name or script.name
     number = _next_number()
-    while (workdir / f"{name}.o{number}").exists():  # the counter was reset: never overwrite an old job's log
+    while (workdir / joblog.log_name(name, number)).exists():  # the counter was reset: never overwrite an old job's log
         number = _next_number()
     job_dir = state_dir() / "jobs" / str(number)
     job_dir.mkdir(parents=True, exist_ok=True)
@@ -141,12 +142,12 @@ def start(script: Path, options: list[str] = (), workdir: Path | None = None,
         "PBS_NODEFILE": str(nodefile), "PBS_QUEUE": request.queue or "local", "PBS_O_HOST": socket.gethostname(),
         "PBS_ENVIRONMENT": "PBS_BATCH", "COURSE_SCHEDULER": "local",
     })
-    job = LocalJob(number, name, workdir / f"{name}.o{number}", job_dir / "status.json")
+    job = LocalJob(number, name, workdir / joblog.log_name(name, number), job_dir / "status.json")
     spec = {"script": str(job_dir / script.name), "log": str(job.log), "status": str(job.status_file),
             "walltime": request.walltime, "env": env, "warnings": warnings, "id": job.id}
     (job_dir / "spec.json").write_text(json.dumps(spec))
     job.log.write_text("")
-    job.supervisor = subprocess.Popen([sys.executable, "-m", "course.localjob", str(job_dir / "spec.json")],
+    job.supervisor = subprocess.Popen([sys.executable, "-m", "course.cluster.localsched", str(job_dir / "spec.json")],
                                       start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL, cwd=workdir)
     return job
@@ -187,8 +188,7 @@ def supervise(spec_file: Path) -> int:
                 status = process.wait(timeout=spec["walltime"])
             except subprocess.TimeoutExpired:
                 _kill_group(process)
-                limit = pbs.format_walltime(spec["walltime"])
-                log.write(f"=>> PBS: job killed: walltime {limit} exceeded limit {limit}\n")
+                log.write(joblog.walltime_notice(pbs.format_walltime(spec["walltime"])) + "\n")
                 status = WALLTIME_EXIT
     finally:
         with atomic_file(Path(spec["status"]), "w") as f:

@@ -11,9 +11,9 @@ import numpy as np
 from chainer import training
 from chainer.training import extensions
 
-from course import models
-from course.checks import call, expect, labelled_dataset, passed, small_args
-from course.throughput import Throughput
+from course.runtime import models
+from course.notebook.checks import call, expect, labelled_dataset, passed, small_args
+from course.runtime.throughput import Throughput
 
 
 def _ids(batch) -> list[int]:

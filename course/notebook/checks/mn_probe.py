@@ -1,11 +1,11 @@
 """Runs under `mpiexec -n 2`: exercises a stage-3 module's functions on two real ranks.
 
-    mpiexec -n 2 python -m course.checks.mn_probe MODULE.py
+    mpiexec -n 2 python -m course.notebook.checks.mn_probe MODULE.py
 
 Each part runs on every rank and is recorded separately (an error in one part does not hide
 the others); later parts use the kit's own communicator, data and optimizer, so that each
 part is judged on its own. Rank 0 prints the facts as JSON on its last line; the notebook's
-checks (course.checks.multi_node) decide what they mean.
+checks (course.notebook.checks.multi_node) decide what they mean.
 """
 from __future__ import annotations
 
@@ -23,9 +23,11 @@ import chainermn
 import numpy as np
 from chainer.training import extensions
 
-from course import models
-from course.checks import example_ids, labelled_dataset, small_args
-from course.throughput import Throughput
+from course.runtime import models
+from course.notebook.checks import example_ids, labelled_dataset, small_args
+from course.runtime.throughput import Throughput
+
+SEED = 7  # the seed the checks hand to shard_datasets (and SEED + 1)
 
 
 def _error(e: BaseException, module_path: str) -> str:
@@ -55,16 +57,20 @@ def _run_parts(module, comm, path: str) -> dict:
                 "intra_rank": comm.intra_rank}
 
     def shards():
-        train = labelled_dataset(64) if comm.rank == 0 else None
-        test = labelled_dataset(32, seed=1) if comm.rank == 0 else None
-        got = module.shard_datasets(train, test, comm)
-        # None on rank 1 is the usual mistake (no scatter): a finding for the check, not a crash
-        return {"train": None if got[0] is None else example_ids(got[0]),
-                "test": None if got[1] is None else example_ids(got[1])}
+        def split(seed: int) -> dict:
+            train = labelled_dataset(64) if comm.rank == 0 else None
+            test = labelled_dataset(32, seed=1) if comm.rank == 0 else None
+            got = module.shard_datasets(train, test, comm, seed)
+            # None on rank 1 is the usual mistake (no scatter): a finding for the check, not a crash
+            return {"train": None if got[0] is None else example_ids(got[0]),
+                    "test": None if got[1] is None else example_ids(got[1])}
+
+        first = split(SEED)
+        return {**first, "same_seed": split(SEED)["train"], "other_seed": split(SEED + 1)["train"]}
 
     def optimizer():
         model = L.Classifier(L.Linear(None, 10))
-        args = small_args(lr=0.1)
+        args = small_args("multi_node", lr=0.1)
         built = module.make_optimizer(args, comm, model)
         batch = [labelled_dataset(8, seed=10 + comm.rank)[i] for i in range(8)]  # other data on each rank
         x, t = chainer.dataset.concat_examples(batch)
@@ -74,7 +80,7 @@ def _run_parts(module, comm, path: str) -> dict:
                 "weights": float(np.abs(model.predictor.W.array).sum())}
 
     def trainer():
-        args = small_args(epoch=1, batchsize=8, warmup=1, stage="multi_node")
+        args = small_args("multi_node", epoch=1, batchsize=8, warmup=1)
         model = L.Classifier(models.build("vgg", width=2))
         optimizer = chainermn.create_multi_node_optimizer(chainer.optimizers.MomentumSGD(0.05), comm)
         optimizer.setup(model)

@@ -21,11 +21,14 @@ import shutil
 import time
 from pathlib import Path
 
-from course import data, doctor, paths, release, report, sites
-from course import grade as grading_run
+from course import doctor, paths, stages
+from course.cluster import siteenv
+from course.instructor import autograde, release
+from course.notebook import report
+from course.runtime import data
 
 STUDENT = "demo-student"
-NOTEBOOKS = ("01_single_gpu.ipynb", "02_multi_gpu.ipynb", "03_multi_node.ipynb")
+NOTEBOOKS = tuple(stage.notebook for stage in stages.STAGES.values())
 
 
 def student_copy(release_folder: Path, solutions_folder: Path, destination: Path) -> Path:
@@ -105,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True)
     started = time.monotonic()
 
-    settings = sites.read_site_env(root / paths.JOBS_DIR / paths.SITE_ENV)
+    settings = siteenv.read(siteenv.in_folder(root))
     print(f"== 1. Data (site profile {settings['COURSE_SITE']}: {settings['COURSE_DATASET']})")
     name = settings["COURSE_DATASET"]
     if name == data.SYNTHETIC and not data.path_for(name).exists():
@@ -120,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n== 5. The instructor grades the submission with nbgrader")
     course = course_folder(root, out / "course")
     shutil.copytree(student, course / "submitted" / STUDENT / paths.ASSIGNMENT)
-    status = grading_run.main(["--course-dir", str(course)])
+    status = autograde.main(["--course-dir", str(course)])
 
     print("\n== 6. The student's runs: throughput and scaling")
     print(report.table_text(report.rows(student)))

@@ -3,9 +3,9 @@
 Standard library only: the Makefile runs this file with a bare Python before the
 virtual environment exists.
 
-    python course/pins.py bootstrap          # what must be installed before Chainer is built
-    python course/pins.py conda              # environment.yml for conda users on clusters
-    python course/pins.py lock REPORT.json   # constraints.txt from a `pip install --report`
+    python tools/pins.py bootstrap          # what must be installed before Chainer is built
+    python tools/pins.py conda              # environment.yml for conda users on clusters
+    python tools/pins.py lock REPORT.json   # constraints.txt from a `pip install --report`
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def render_environment_yml(pyproject: Path = PYPROJECT) -> str:
     pins = runtime_pins(pyproject)
     conda_side = ["setuptools", "numpy", "chainer"]
     lines = [
-        "# Generated from pyproject.toml by `python course/pins.py conda > environment.yml`;",
+        "# Generated from pyproject.toml by `python tools/pins.py conda > environment.yml`;",
         "# edit the pins there, then regenerate (tests/test_pins.py checks the two agree).",
         "#",
         "# For clusters. Load the site's MPI (and CUDA) modules first, then:",
@@ -122,7 +122,7 @@ def main(argv: list[str]) -> int:
         "lock": lambda: render_constraints(Path(argv[1])),
     }
     if not argv or argv[0] not in commands or len(argv) != (2 if argv[0] == "lock" else 1):
-        print("usage: python course/pins.py {bootstrap,conda,python,lock REPORT.json}", file=sys.stderr)
+        print("usage: python tools/pins.py {bootstrap,conda,python,lock REPORT.json}", file=sys.stderr)
         return 2
     sys.stdout.write(commands[argv[0]]().rstrip("\n") + "\n")
     return 0

@@ -13,9 +13,9 @@ import chainer.links as L
 from chainer import training
 from chainer.training import extensions
 
-from course import gpu, models
-from course import training as course_training
-from course.throughput import Throughput
+from course import stages
+from course.runtime import harness, models
+from course.runtime.throughput import Throughput
 
 REPORT = ["epoch", "main/loss", "validation/main/loss", "main/accuracy", "validation/main/accuracy",
           "throughput", "elapsed_time"]
@@ -61,19 +61,22 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(argv or [])
     # With --communicator it is stage 3: one ChainerMN rank per process of mpiexec.
     ranks = any(a == "--communicator" or a.startswith("--communicator=") for a in argv)
-    stage = "multi_node" if ranks else "single_gpu"
-    args = course_training.parse_args(stage, argv, _own_flags)
+    stage = stages.MULTI_NODE if ranks else stages.SINGLE_GPU
+    args = harness.parse_args(stage.name, argv, _own_flags)
     comm = None
-    if stage == "multi_node":
-        on_gpu = course_training.use_gpu(args.gpu)
-        comm = chainermn().create_communicator(course_training.communicator_name(args.communicator, on_gpu))
+    if stage is stages.MULTI_NODE:
+        on_gpu = harness.use_gpu(args.gpu)
+        comm = chainermn().create_communicator(harness.communicator_name(args.communicator, on_gpu))
         device = chainer.get_device(f"@cupy:{comm.intra_rank}" if on_gpu else "@numpy")
-        train, test = course_training.load_data(args) if comm.rank == 0 else (None, None)
-        train = chainermn().scatter_dataset(train, comm, shuffle=True)
+        device.use()
+        harness.set_seed(args.seed + comm.rank, device)
+        train, test = harness.load_data(args) if comm.rank == 0 else (None, None)
+        train = chainermn().scatter_dataset(train, comm, shuffle=True, seed=args.seed)
         test = chainermn().scatter_dataset(test, comm)
     else:
-        device = chainer.get_device(gpu.resolve_device(args.device))
-        train, test = course_training.load_data(args)
-    device.use()
-    course_training.run(build_trainer(args, train, test, device, comm), args, comm=comm)
+        device = chainer.get_device(harness.resolve_device(args.device))
+        device.use()
+        harness.set_seed(args.seed, device)
+        train, test = harness.load_data(args)
+    harness.run(build_trainer(args, train, test, device, comm), args, comm=comm)
     return 0

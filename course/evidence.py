@@ -1,0 +1,149 @@
+"""A run as evidence: its results file traced to the job log that shows it ran.
+
+A run counts only when it is traced: its results file is sealed and unchanged, it finished,
+and the scheduler's joined log of its job (``<name>.o<number>``, beside the notebooks) shows
+the same job, the same images/sec and the file's SHA-256 (course.joblog reads those lines).
+Efficiency is weak-scaling efficiency against the student's own stage-1 run: speedup divided
+by the number of workers, with the same device kind, GPU model, model and batch per worker.
+The report shows what this finds; course.instructor.scoring turns it into points.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course import joblog, results, stages
+from course.errors import ResultsError
+from course.fileio import sha256_file
+
+
+@dataclass
+class Run:
+    """One results file and what tracing it to its job log found."""
+
+    path: Path
+    record: dict
+    log: Path | None = None
+    problems: list[str] = field(default_factory=list)  # each one takes the run out of grading
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def traced(self) -> bool:
+        return not self.problems
+
+    @property
+    def images_per_sec(self) -> float:
+        return (self.record.get("throughput") or {}).get("images_per_sec") or 0.0
+
+    @property
+    def workers(self) -> int:
+        return self.record.get("workers", 1)
+
+    @property
+    def setting(self) -> str:
+        """The communication setting of a stage-3 run: communicator[/allreduce algorithm]."""
+        communicator = self.record.get("communicator") or "-"
+        return f"{communicator}/{self.record['allreduce']}" if self.record.get("allreduce") else communicator
+
+    def describe(self) -> str:
+        return f"{self.path.parent.name} (job {(self.record.get('job') or {}).get('id')})"
+
+
+def trace(path: Path, folder: Path | None = None) -> Run:
+    """Load a results file and check it against the job log in `folder` (default: beside runs/)."""
+    path = Path(path)
+    folder = Path(folder) if folder else path.parent.parent.parent
+    record = results.load(path)
+    run = Run(path, record)
+    if not results.seal_ok(record):
+        run.problems.append("the results file was edited after the job wrote it (its seal does not match)")
+    if not record.get("complete"):
+        run.problems.append(f"the run did not finish ({record.get('error') or 'no end recorded'})")
+    if not record.get("throughput"):
+        run.problems.append("the run measured no images/sec (too few steady iterations)")
+    job_id = (record.get("job") or {}).get("id")
+    if not job_id:
+        run.problems.append("it did not run as a job (no job id): submit the job script, as the notebook shows")
+        return run
+    run.log = joblog.find(folder, job_id, record["job"].get("name"))
+    if run.log is None:
+        run.problems.append(f"no job log *.o{joblog.job_number(job_id)} beside the notebooks: hand in the log "
+                            "the scheduler wrote (qsub -j oe) together with runs/")
+        return run
+    text = run.log.read_text(errors="replace")
+    digests = joblog.results_digests(text, path.parent.name, results.FILENAME)
+    if not digests:
+        run.problems.append(f"the log {run.log.name} does not name this results file")
+    elif sha256_file(path) not in digests:
+        run.problems.append(f"the results file differs from the one job {job_id} wrote "
+                            f"(see its sha256 in {run.log.name})")
+    rates = joblog.throughputs(text)
+    if run.images_per_sec and not any(joblog.same_throughput(rate, run.images_per_sec) for rate in rates):
+        run.problems.append(f"images/sec in the results ({run.images_per_sec:.2f}) is not what the log shows "
+                            f"({', '.join(f'{r:.2f}' for r in rates) or 'none'})")
+    shown = {"stage": record["stage"], "job": job_id, "workers": run.workers}
+    if not any({k: header[k] for k in shown} == shown for header in joblog.run_headers(text)):
+        run.problems.append(f"the log does not show a {record['stage']} run of job {job_id} "
+                            f"with {run.workers} worker(s)")
+    script = folder / (record.get("script") or {}).get("name", "")
+    if script.is_file() and sha256_file(script) != record["script"].get("sha256"):
+        run.notes.append(f"{script.name} has changed since this job ran it: run the job again after your last change")
+    return run
+
+
+def runs(stage: str, folder: Path = Path(".")) -> list[Run]:
+    """Every results file of `stage` under folder/runs, traced, oldest first."""
+    found = []
+    for path in results.find(folder, stage):
+        try:
+            found.append(trace(path, folder))
+        except ResultsError as e:
+            found.append(Run(path, {"stage": stage}, problems=[e.message]))
+    return found
+
+
+def baseline(folder: Path = Path(".")) -> Run | None:
+    """The student's latest traced stage-1 run."""
+    traced = [run for run in runs(stages.BASELINE.name, folder) if run.traced]
+    return traced[-1] if traced else None
+
+
+def comparable(run: Run, base: Run) -> list[str]:
+    """Why `run` cannot be compared with the stage-1 `base` run (empty if it can)."""
+    differences = []
+    for label, get in (("device kind", lambda r: r.record.get("device_kind")),
+                       ("GPU model", lambda r: r.record.get("gpu_model")),  # a slower stage-1 GPU flatters
+                       ("model", lambda r: (r.record.get("model") or {}).get("name")),
+                       ("model width", lambda r: (r.record.get("model") or {}).get("width")),
+                       ("batch per worker", lambda r: (r.record.get("batch_size") or {}).get("per_worker")),
+                       ("data set", lambda r: (r.record.get("dataset") or {}).get("name"))):
+        if get(run) != get(base):
+            differences.append(f"{label}: {get(run)} here, {get(base)} in stage 1")
+    return differences
+
+
+def efficiency(run: Run, base: Run) -> float:
+    return run.images_per_sec / (run.workers * base.images_per_sec)
+
+
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What the traced stage-3 runs compare: rank counts and communication settings."""
+
+    rank_counts: list[int]
+    settings: list[str]
+    NEEDED = 2  # of each
+
+    @property
+    def complete(self) -> bool:
+        return len(self.rank_counts) >= self.NEEDED and len(self.settings) >= self.NEEDED
+
+    def describe(self) -> str:
+        return f"rank counts {self.rank_counts} and communication settings {self.settings}"
+
+
+def comparison_coverage(found: list[Run]) -> Coverage:
+    traced = [run for run in found if run.traced]
+    return Coverage(sorted({run.workers for run in traced}), sorted({run.setting for run in traced}))

@@ -1,0 +1,1 @@
+"""What the instructor runs: the student release, autograding with nbgrader and its scores, the demo."""

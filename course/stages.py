@@ -1,0 +1,49 @@
+"""The course's three stages: the one place that names their notebooks, scripts, jobs and functions.
+
+Everything else derives from these records: the script writer (which functions go into which
+script, and which main() follows them), the job scripts' names, the results' `stage` field and
+run folders, the report's order and the demo's notebooks. The main() of each stage is real code
+in course.runtime.mains, copied into the script after the student's functions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str  # the results file's `stage`, and the prefix of its run folder runs/<name>-<job id>
+    number: int
+    title: str
+    notebook: str
+    script: str  # the training script the notebook writes from the student's functions
+    job_script: str  # in jobs/: what `qsub -j oe` is given
+    functions: tuple[str, ...]  # what the student writes, in the order the script holds them
+    extra_imports: tuple[str, ...] = ()  # beyond the imports every stage's script has
+
+    @property
+    def job_path(self) -> str:
+        return f"jobs/{self.job_script}"
+
+
+SINGLE_GPU = Stage("single_gpu", 1, "one GPU", "01_single_gpu.ipynb", "train_cifar_single.py",
+                   "run_single_gpu_training.sh", ("make_iterators", "make_model_and_optimizer", "build_trainer"))
+MULTI_GPU = Stage("multi_gpu", 2, "every GPU of one node (MultiprocessParallelUpdater)", "02_multi_gpu.ipynb",
+                  "train_cifar_multi_gpu.py", "run_multi_gpu_training.sh",
+                  ("make_train_iterators", "make_devices", "scaled_learning_rate", "build_trainer"))
+MULTI_NODE = Stage("multi_node", 3, "many nodes (ChainerMN)", "03_multi_node.ipynb", "train_cifar_multi_node.py",
+                   "run_multi_node_training.sh",
+                   ("make_communicator", "device_for_rank", "shard_datasets", "make_optimizer", "build_trainer"),
+                   extra_imports=("chainermn",))
+
+STAGES: dict[str, Stage] = {stage.name: stage for stage in (SINGLE_GPU, MULTI_GPU, MULTI_NODE)}
+NAMES = tuple(STAGES)
+BASELINE = SINGLE_GPU  # speedup and efficiency are measured against the student's own stage-1 run
+
+
+def get(name: str) -> Stage:
+    """The stage called `name`; ValueError naming the stages otherwise."""
+    try:
+        return STAGES[name]
+    except KeyError:
+        raise ValueError(f"unknown stage {name!r}; one of {', '.join(NAMES)}") from None
