@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from tools import bench
 from course.runtime import data
+from tools import bench
 
 pytestmark = pytest.mark.slow
 

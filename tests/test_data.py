@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course.runtime import data
-from course.runtime import synthetic
 from course.errors import DatasetError
+from course.runtime import data, synthetic
 from tests.conftest import PYTHON
 
 

@@ -6,8 +6,7 @@ import subprocess
 
 import pytest
 
-from course import gpu, paths
-from course import evidence
+from course import evidence, gpu, paths
 from tests.conftest import PYTHON
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]

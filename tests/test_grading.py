@@ -44,7 +44,7 @@ PLANTED = {
                                  "            for _ in range(n_devices)]"),
               26, {("02_multi_gpu", "check_train_iterators"): "more than one GPU's part"}),
     "dave": (lambda f: set_cell(f, "03_multi_node.ipynb", "shard_datasets",
-                                "def shard_datasets(train, test, comm):\n    return train, test"),
+                                "def shard_datasets(train, test, comm, seed):\n    return train, test"),
              26, {("03_multi_node", "check_scatter"): "rank 1 has no train set"}),
     "erin": (lambda f: set_cell(f, "03_multi_node.ipynb", "make_optimizer",
                                 "def make_optimizer(args, comm, model):\n"

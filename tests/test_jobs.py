@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from course.cluster import submit
-from course.cluster import localsched
-from course.cluster import pbs
+from course.cluster import localsched, pbs, submit
 from course.errors import JobError
 from tests.conftest import PYTHON, ROOT
 

@@ -6,8 +6,7 @@ import subprocess
 
 import pytest
 
-from course.cluster import hosts
-from course.cluster import launch
+from course.cluster import hosts, launch
 from course.errors import JobError
 from tests.conftest import PYTHON
 

@@ -8,9 +8,8 @@ import subprocess
 import nbformat
 import pytest
 
-from course import paths, results
+from course import evidence, paths, results
 from course.instructor import demo
-from course import evidence
 from tests.conftest import PYTHON, ROOT
 
 pytestmark = pytest.mark.slow

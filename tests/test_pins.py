@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from tools import pins
 from tests.conftest import ROOT
+from tools import pins
 
 
 def test_every_direct_dependency_is_an_exact_pin():

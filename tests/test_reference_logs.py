@@ -6,8 +6,7 @@ import shutil
 
 import pytest
 
-from course import cli
-from course import evidence
+from course import cli, evidence
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "docs" / "reference-logs" / "cpu-2core"

@@ -6,9 +6,7 @@ import subprocess
 
 import pytest
 
-from course import paths
-from course.cluster import pbs
-from course.cluster import siteenv, sites
+from course.cluster import pbs, siteenv, sites
 from course.errors import SiteError
 from tests.conftest import ROOT
 

@@ -6,10 +6,8 @@ import subprocess
 
 import pytest
 
-from course import paths
-from course import evidence
-from course.cluster import submit
-from course.cluster import sites
+from course import evidence, paths
+from course.cluster import sites, submit
 from tests import slurm_cluster
 from tests.conftest import PYTHON, ROOT
 

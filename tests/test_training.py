@@ -13,10 +13,9 @@ import pytest
 from chainer import training
 
 from course import results
-from course.runtime import data
-from course.runtime import harness
 from course.errors import CourseError
 from course.paths import find_program
+from course.runtime import data, harness
 from course.runtime.throughput import Throughput
 from tests.conftest import PYTHON
 
@@ -50,6 +49,25 @@ def test_one_cpu_device_learns_the_synthetic_set(tmp_path, data_root):
     assert [entry["epoch"] for entry in record["log"]] == [1, 2]
 
 
+def _train_log(folder, *flags) -> tuple[int, list[tuple[float, float]]]:
+    """(seed, [(training loss, validation accuracy) per epoch]) of a short reference run."""
+    folder.mkdir()
+    out = subprocess.run([PYTHON, "-m", "course", "train", "--device", "@numpy", "--width", "4", "--epoch", "2",
+                          "--batchsize", "32", "--warmup", "1", *flags], cwd=folder, capture_output=True, text=True,
+                         check=True).stdout
+    _, path, _ = summary(out)
+    record = results.load(folder / path)
+    return record["seed"], [(e["main/loss"], e["validation/main/accuracy"]) for e in record["log"]]
+
+
+def test_the_same_seed_gives_the_same_run_and_another_seed_another(tmp_path, data_root):
+    data.prepare_synthetic(512, 128)
+    seed, first = _train_log(tmp_path / "a", "--seed", "3")
+    assert seed == 3 and len(first) == 2
+    assert _train_log(tmp_path / "b", "--seed", "3") == (3, first), "same seed, same loss and accuracy per epoch"
+    assert _train_log(tmp_path / "c", "--seed", "4")[1] != first
+
+
 def test_two_mpi_ranks_with_the_naive_communicator(tmp_path, data_root, mpi_env):
     data.prepare_synthetic(1280, 256)
     mpiexec = find_program("mpiexec", environment_first=True)
@@ -72,8 +90,8 @@ def test_an_exception_on_one_rank_ends_the_whole_job(tmp_path, mpi_env):
     script = tmp_path / "broken.py"
     script.write_text(
         "import time\n"
-        "from course import training\n"
-        "training.parse_args('multi_node', [])\n"
+        "from course.runtime import harness\n"
+        "harness.parse_args('multi_node', [])\n"
         "import chainermn\n"
         "comm = chainermn.create_communicator('naive')\n"
         "if comm.rank == 1:\n"

@@ -52,8 +52,7 @@ def _setup(width: int, batch: int, seed: int):
     import chainer.links as L
     import numpy as np
 
-    from course.runtime import data
-    from course.runtime import models
+    from course.runtime import data, models
 
     np.random.seed(seed)  # the same initial weights for the kit and the bare loop
     model = L.Classifier(models.build("vgg", width=width))
@@ -87,8 +86,7 @@ def loop_overhead(width: int, batch: int, steps: int, warmup: int, out: Path) ->
     from chainer import training
     from chainer.training import extensions
 
-    from course.runtime import reference
-    from course.runtime import harness
+    from course.runtime import harness, reference
     from course.runtime.throughput import Throughput
 
     model, optimizer, iterator = _setup(width, batch, seed=0)
@@ -137,8 +135,8 @@ def _mpirun(n: int, command: list[str], cwd: Path | None = None) -> str:
         mpiexec = mpi.mpiexec()
     except JobError as e:
         raise CourseError(e.message, e.hint) from None
-    run = subprocess.run([mpiexec, "-n", str(n), "--bind-to", "core", *command], cwd=cwd, env=mpi.local_run_environment(),
-                         capture_output=True, text=True)
+    run = subprocess.run([mpiexec, "-n", str(n), "--bind-to", "core", *command], cwd=cwd,
+                         env=mpi.local_run_environment(), capture_output=True, text=True)
     if run.returncode != 0:
         raise CourseError(f"the {n}-rank run failed (exit status {run.returncode}): {run.stderr.strip()[-1500:]}",
                           "python -m course doctor says whether MPI works here")

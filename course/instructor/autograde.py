@@ -131,7 +131,9 @@ def _failures(log: str, students: list[str]) -> dict[str, str]:
     marker = re.compile(r"^\[\w+App \| ERROR\] There was an error processing assignment: (.*)$", re.M)
     for match in marker.finditer(log):
         student = Path(match.group(1).strip()).parent.name
-        before = log[:match.start()]
+        # Only this student's part of the log: a failure before any notebook names none.
+        starts = [m.end() for m in re.finditer(rf"student with ID '{re.escape(student)}'", log[:match.start()])]
+        before = log[starts[-1] if starts else match.start():match.start()]
         after = log[match.end():]
         section = after[:next_marker.start()] if (next_marker := marker.search(after)) else after
         errors = re.findall(r"^\s*([\w.]+(?:Error|Exception)\b.*)$", section, re.M)

@@ -7,6 +7,7 @@ you wrote, and the self-checks test the very functions the job will use.
 """
 from __future__ import annotations
 
+import ast
 import builtins
 import inspect
 import re
@@ -17,8 +18,8 @@ from pathlib import Path
 from course import stages
 from course.errors import CourseError
 from course.fileio import atomic_file
-from course.stubs import stubbed_functions
 from course.runtime import mains
+from course.stubs import stubbed_functions
 
 # The names a script's functions may use besides their own; the notebooks' setup cells import the same.
 IMPORTS = """\
@@ -95,15 +96,28 @@ def _check_names(text: str, functions: tuple[str, ...]) -> None:
         raise CourseError(f"the script would not compile: {e}", "fix the function it names") from None
     imported = sorted(s.get_name() for s in table.get_symbols() if s.is_imported())
     known = set(dir(builtins)) | {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
+    used = {name: set(_evaluated_at_definition(node)) for node in ast.parse(text).body
+            if isinstance(node, ast.FunctionDef) and (name := node.name) in functions}
     for child in table.get_children():
-        if child.get_name() not in functions:
-            continue
-        missing = sorted(set(_globals_used(child)) - known)
+        if child.get_name() in used:
+            used[child.get_name()] |= set(_globals_used(child))
+    for name, names in used.items():
+        missing = sorted(names - known)
         if missing:
             raise CourseError(
-                f"{child.get_name()} uses {', '.join(missing)}, which the job's script does not have: it holds "
+                f"{name} uses {', '.join(missing)}, which the job's script does not have: it holds "
                 f"only its imports ({', '.join(imported)}) and your functions",
                 "define what it needs inside the function (or import it there), then run the cells again")
+
+
+def _evaluated_at_definition(function: ast.FunctionDef) -> list[str]:
+    """Names that a def evaluates where it stands: its default values, annotations and decorators."""
+    arguments = function.args
+    parts = [*arguments.defaults, *(d for d in arguments.kw_defaults if d is not None), *function.decorator_list,
+             *(a.annotation for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                                      arguments.vararg, arguments.kwarg) if a is not None and a.annotation),
+             *([function.returns] if function.returns else [])]
+    return [node.id for part in parts for node in ast.walk(part) if isinstance(node, ast.Name)]
 
 
 def _globals_used(table: symtable.SymbolTable) -> list[str]:

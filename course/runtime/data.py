@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from course.runtime import synthetic
 from course.errors import DatasetError
 from course.fileio import atomic_file, file_digest
+from course.runtime import synthetic
 
 REAL = "cifar10"
 SYNTHETIC = "synthetic"

@@ -160,9 +160,8 @@ def _versions(comm) -> dict:
         except Exception:  # NCCL is optional; any failure here means "not usable"
             found["nccl"] = None
     if comm is not None:
-        from mpi4py import MPI
-
         import mpi4py
+        from mpi4py import MPI
         found["mpi4py"] = mpi4py.__version__
         found["mpi"] = MPI.Get_library_version().splitlines()[0].split(",")[0].strip()
     return found

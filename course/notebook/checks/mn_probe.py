@@ -23,8 +23,8 @@ import chainermn
 import numpy as np
 from chainer.training import extensions
 
-from course.runtime import models
 from course.notebook.checks import example_ids, labelled_dataset, small_args
+from course.runtime import models
 from course.runtime.throughput import Throughput
 
 SEED = 7  # the seed the checks hand to shard_datasets (and SEED + 1)

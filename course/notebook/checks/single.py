@@ -11,8 +11,8 @@ import numpy as np
 from chainer import training
 from chainer.training import extensions
 
-from course.runtime import models
 from course.notebook.checks import call, expect, labelled_dataset, passed, small_args
+from course.runtime import models
 from course.runtime.throughput import Throughput
 
 

@@ -1,0 +1,144 @@
+"""Every line the kit writes into a job log (course.joblog), written and read back by its own parser."""
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from course import joblog
+
+SHA = "0123456789abcdef" * 4
+
+
+def header(**changes) -> joblog.RunHeader:
+    fields = dict(stage="multi_node", job_id="15.pbs-admin", scheduler="pbs", workers=4,
+                  hosts=["a088", "a087", "a087", "a088"], devices=["@cupy:0", "@cupy:1", "@cupy:0", "@cupy:1"],
+                  batch_per_worker=32, learning_rate=0.2, seed=0, communicator="pure_nccl")
+    return joblog.RunHeader(**{**fields, **changes})
+
+
+def test_run_header_round_trip():
+    line = header().format()
+    assert line.startswith("course: run multi_node | job 15.pbs-admin (pbs) | 4 worker(s) on a087, a088: ")
+    assert "batch 32 per worker, 128 total | lr 0.2 | seed 0 | communicator pure_nccl" in line
+    assert joblog.run_headers(line) == [{"stage": "multi_node", "job": "15.pbs-admin", "scheduler": "pbs",
+                                        "workers": 4}]
+
+
+def test_run_header_without_a_job_or_learning_rate():
+    line = header(stage="single_gpu", job_id=None, scheduler=None, workers=1, hosts=["laptop"], devices=["@numpy"],
+                  learning_rate=None, communicator=None).format()
+    assert "| no job |" in line and "lr n/a" in line
+    assert joblog.run_headers(line) == [{"stage": "single_gpu", "job": None, "scheduler": None, "workers": 1}]
+
+
+def test_every_run_header_of_a_log_is_read_with_the_allreduce_setting():
+    first = header(workers=1, hosts=["n1"], devices=["@numpy"], communicator="naive", scheduler="local",
+                   job_id="3.local").format()
+    second = header(workers=2, hosts=["n1", "n1"], devices=["@numpy"] * 2, communicator="naive",
+                    allreduce="ring", scheduler="local", job_id="4.local").format()
+    assert second.endswith("| communicator naive (ring allreduce)")
+    log = f"mpiexec -n 1 ...\n{first}\nepoch  main/loss\n{second}\n"
+    assert [(h["job"], h["workers"]) for h in joblog.run_headers(log)] == [("3.local", 1), ("4.local", 2)]
+    assert joblog.run_headers("course: run single_gpu was not started\n") == []
+
+
+def test_throughput_line_round_trip():
+    line = joblog.throughput_line(51.1234, counted=120, warmup=5, excluded=3)
+    assert line == ("Throughput: 51.12 [images/sec.] over 120 steady iterations "
+                    "(warm-up 5, 3 left out after epoch ends)")
+    assert joblog.throughputs(f"epoch 4\n{line}\ncourse: results x\n") == [51.12]
+
+
+def test_a_run_that_measured_nothing_shows_no_throughput_figure():
+    assert joblog.throughputs(joblog.throughput_not_measured(5)) == []
+
+
+@pytest.mark.parametrize("recorded", [123.455, 123.445, 0.125, 2.675, 99.995, 1234567.005, 51.1])
+def test_the_logged_figure_is_the_same_throughput_at_the_rounding_edge(recorded):
+    [logged] = joblog.throughputs(joblog.throughput_line(recorded, 10, 5, 0))
+    assert joblog.same_throughput(logged, recorded)
+
+
+@pytest.mark.parametrize("logged,recorded", [(123.46, 123.455), (123.44, 123.455), (123.46, 123.45),
+                                             (123.44, 123.45), (51.13, 51.12)])
+def test_a_figure_one_hundredth_off_is_not_the_same_throughput(logged, recorded):
+    assert not joblog.same_throughput(logged, recorded)
+
+
+def test_results_line_round_trip_relative_and_absolute():
+    log = "\n".join([joblog.results_line("runs/single_gpu-12.local/results.json", SHA),
+                     joblog.results_line("/home/s/course/runs/multi_node-13.local/results.json", SHA[::-1])])
+    assert joblog.results_digests(log, "single_gpu-12.local", "results.json") == [SHA]
+    assert joblog.results_digests(log, "multi_node-13.local", "results.json") == [SHA[::-1]]
+
+
+def test_results_digests_name_only_that_run_folder():
+    log = joblog.results_line("runs/single_gpu-12.local/results.json", SHA)
+    assert joblog.results_digests(log, "single_gpu-2.local", "results.json") == []
+    assert joblog.results_digests(log, "single_gpu-1.local", "results.json") == []
+    short = joblog.results_line("runs/single_gpu-12.local/results.json", SHA[:40])
+    assert joblog.results_digests(short, "single_gpu-12.local", "results.json") == []
+
+
+@pytest.mark.parametrize("variable", ["PBS_JOBID", "SLURM_JOB_ID"])
+def test_the_end_trap_prints_the_line_exit_status_reads(variable):
+    env = {k: v for k, v in os.environ.items() if k not in ("PBS_JOBID", "SLURM_JOB_ID")}
+    run = subprocess.run(["bash", "-c", f"{variable}=12.x; {joblog.END_TRAP}; echo training; exit 3"],
+                         capture_output=True, text=True, env=env)
+    assert run.returncode == 3
+    assert run.stdout.splitlines() == ["training", joblog.end_line("12.x", 3)]
+    assert joblog.exit_status(run.stdout) == 3
+
+
+def test_exit_status_is_the_last_end_line_and_none_without_one():
+    log = f"{joblog.end_line('1.x', 0)}\nrerun\n{joblog.end_line('1.x', 137)}\n"
+    assert joblog.exit_status(log) == 137
+    assert joblog.exit_status("Throughput: 1.00 [images/sec.]\n") is None
+
+
+SLURM_TIME_LIMIT = "slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***"
+
+
+@pytest.mark.parametrize("notice,walltime", [
+    (joblog.walltime_notice("00:10:00"), True),
+    (SLURM_TIME_LIMIT, True),
+    ("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2024-05-01T10:00:00 ***", False),  # scancel
+    ("=>> PBS: job killed: mem 8gb exceeded limit 4gb", False),
+])
+def test_scheduler_kill_notices(notice, walltime):
+    log = f"epoch 1\n{notice}\n{joblog.end_line('7', 143)}\n"
+    assert joblog.killed_by_scheduler(log)
+    assert joblog.walltime_exceeded(log) is walltime
+
+
+def test_a_log_that_only_mentions_a_walltime_is_not_a_kill():
+    log = "course: warning: the walltime is short\nThroughput: 1.00 [images/sec.]\n"
+    assert not joblog.killed_by_scheduler(log) and not joblog.walltime_exceeded(log)
+    assert joblog.walltime_notice("01:00:00") == "=>> PBS: job killed: walltime 01:00:00 exceeded limit 01:00:00"
+
+
+def test_find_picks_the_named_log_of_that_job(tmp_path):
+    for name in ("a_short.o12", "run_single_gpu_training.sh.o12", "run_single_gpu_training.sh.o123",
+                 "run_single_gpu_training.sh.e12"):
+        (tmp_path / name).write_text("")
+    found = joblog.find(tmp_path, "12.pbs-admin", "run_single_gpu_training.sh")
+    assert found == tmp_path / "run_single_gpu_training.sh.o12"
+    assert joblog.find(tmp_path, "123.local", "run_single_gpu_training.sh").name == "run_single_gpu_training.sh.o123"
+
+
+def test_find_falls_back_to_any_log_of_that_job_number(tmp_path):
+    (tmp_path / "run_multi_nod.o9").write_text("")  # a scheduler that shortens long job names
+    (tmp_path / "other.o90").write_text("")
+    assert joblog.find(tmp_path, "9.local", "run_multi_node_training.sh") == tmp_path / "run_multi_nod.o9"
+    assert joblog.find(tmp_path, "9.local") == tmp_path / "run_multi_nod.o9"
+    assert joblog.find(tmp_path, "8.local", "run_multi_node_training.sh") is None
+    assert joblog.log_name("run_multi_node_training.sh", joblog.job_number("9.local")) == \
+        "run_multi_node_training.sh.o9"
+
+
+def test_clean_strips_print_report_escapes():
+    assert joblog.clean("\x1b[Jepoch       main/loss") == "epoch       main/loss"
+    assert joblog.clean("\x1b[1;31mred\x1b[0m plain") == "red plain"
+    assert joblog.clean("Throughput: 1.00 [images/sec.]") == "Throughput: 1.00 [images/sec.]"
