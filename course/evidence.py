@@ -45,6 +45,33 @@ class Run:
         communicator = self.record.get("communicator") or "-"
         return f"{communicator}/{self.record['allreduce']}" if self.record.get("allreduce") else communicator
 
+    @property
+    def lr_rule(self) -> str:
+        """How the learning rate followed the total batch (stages.LR_RULES); older runs: the taught one."""
+        return (self.record.get("lr_schedule") or {}).get("rule") or stages.TAUGHT_LR_RULE
+
+    @property
+    def accuracy_curve(self) -> list[dict]:
+        """Validation accuracy at each evaluation: {epoch, iteration, seconds, accuracy, lr} (lr: the mean
+        learning rate the optimizer used since the previous entry, where the run observed it)."""
+        return [{"epoch": entry.get("epoch"), "iteration": entry.get("iteration"),
+                 "seconds": entry.get("elapsed_time"), "accuracy": entry["validation/main/accuracy"],
+                 "lr": entry.get("lr")}
+                for entry in self.record.get("log") or [] if "validation/main/accuracy" in entry]
+
+    @property
+    def final_accuracy(self) -> float | None:
+        curve = self.accuracy_curve
+        return curve[-1]["accuracy"] if curve else None
+
+    def time_to_accuracy(self, target: float) -> dict | None:
+        """The first evaluation at which validation accuracy reached `target` (None: never).
+
+        Measured as MLPerf Training ranks systems: wall time from the start of training, here at the
+        resolution of the run's evaluations (the Evaluator's trigger).
+        """
+        return next((point for point in self.accuracy_curve if point["accuracy"] >= target), None)
+
     def describe(self) -> str:
         return f"{self.path.parent.name} (job {(self.record.get('job') or {}).get('id')})"
 
@@ -102,10 +129,14 @@ def runs(stage: str, folder: Path = Path(".")) -> list[Run]:
     return found
 
 
-def baseline(folder: Path = Path(".")) -> Run | None:
-    """The student's latest traced stage-1 run."""
+def baseline(folder: Path = Path("."), name: str | None = None) -> Run | None:
+    """The stage-1 run named `name` (its folder under runs/) if traced, else the student's latest traced one."""
     traced = [run for run in runs(stages.BASELINE.name, folder) if run.traced]
-    return traced[-1] if traced else None
+    named = [run for run in traced if run.path.parent.name == name]
+    if name and not named:
+        raise ResultsError(f"no traced stage-1 run {name!r} in {Path(folder, results.RUNS_DIR)}/",
+                           f"one of: {', '.join(run.path.parent.name for run in traced) or 'none'}")
+    return named[0] if named else (traced[-1] if traced else None)
 
 
 def comparable(run: Run, base: Run) -> list[str]:
@@ -142,6 +173,15 @@ class Coverage:
 
     def describe(self) -> str:
         return f"rank counts {self.rank_counts} and communication settings {self.settings}"
+
+
+def accuracy_candidates(found: list[Run], base: Run) -> list[Run]:
+    """The stage-3 runs whose accuracy is graded: traced, comparable with stage 1, with the taught
+    learning-rate rule, on the most ranks (2 or more) such runs have."""
+    taught = [run for run in found if run.traced and run.workers > 1 and run.lr_rule == stages.TAUGHT_LR_RULE
+              and not comparable(run, base)]
+    most = max((run.workers for run in taught), default=0)
+    return [run for run in taught if run.workers == most]
 
 
 def comparison_coverage(found: list[Run]) -> Coverage:

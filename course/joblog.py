@@ -65,6 +65,7 @@ class RunHeader:
     batch_per_worker: int
     learning_rate: float | None
     seed: int | None = None
+    lr_rule: str | None = None
     communicator: str | None = None
     allreduce: str | None = None
 
@@ -74,6 +75,8 @@ class RunHeader:
         if self.allreduce:
             comm += f" ({self.allreduce} allreduce)"
         lr = "n/a" if self.learning_rate is None else f"{self.learning_rate:g}"
+        if self.lr_rule:
+            lr += f" ({self.lr_rule})"
         return (f"course: run {self.stage} | {job} | {self.workers} worker(s) on {', '.join(sorted(set(self.hosts)))}: "
                 f"{', '.join(self.devices)} | batch {self.batch_per_worker} per worker, "
                 f"{self.batch_per_worker * self.workers} total | lr {lr} | seed {self.seed}{comm}")

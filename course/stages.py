@@ -33,12 +33,20 @@ MULTI_GPU = Stage("multi_gpu", 2, "every GPU of one node (MultiprocessParallelUp
                   ("make_train_iterators", "make_devices", "scaled_learning_rate", "build_trainer"))
 MULTI_NODE = Stage("multi_node", 3, "many nodes (ChainerMN)", "03_multi_node.ipynb", "train_cifar_multi_node.py",
                    "run_multi_node_training.sh",
-                   ("make_communicator", "device_for_rank", "shard_datasets", "make_optimizer", "build_trainer"),
+                   ("make_communicator", "device_for_rank", "shard_datasets", "make_optimizer",
+                    "learning_rate_schedule", "build_trainer"),
                    extra_imports=("chainermn",))
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (SINGLE_GPU, MULTI_GPU, MULTI_NODE)}
 NAMES = tuple(STAGES)
 BASELINE = SINGLE_GPU  # speedup and efficiency are measured against the student's own stage-1 run
+
+# How the learning rate follows the total batch of N workers (Goyal et al. 2017, "Accurate, large
+# minibatch SGD"): constant keeps the single-worker rate, linear multiplies it by N from the first
+# update, warmup ramps it from the single-worker rate to N times it over the first updates. Stage 3
+# compares the three (`--lr-rule`); warmup is what the course teaches.
+LR_RULES = ("constant", "linear", "warmup")
+TAUGHT_LR_RULE = "warmup"
 
 
 def get(name: str) -> Stage:

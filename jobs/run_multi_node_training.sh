@@ -13,6 +13,8 @@ source jobs/site_env.sh
 
 # course launch starts $COURSE_MPIEXEC with the job's hosts and one rank per slot, and prints it.
 # COMMUNICATOR: a ChainerMN communicator (default: pure_nccl on GPUs, naive on CPUs);
-# ALLREDUCE: Open MPI's allreduce algorithm under it (ring, recursive_doubling, ...).
+# ALLREDUCE: Open MPI's allreduce algorithm under it (ring, recursive_doubling, ...);
+# LR_RULE: how the learning rate follows the total batch (constant, linear, warmup).
 python -m course launch --allreduce "${ALLREDUCE:-}" -- \
-    python train_cifar_multi_node.py $COURSE_TRAIN_ARGS --communicator "${COMMUNICATOR:-auto}"
+    python train_cifar_multi_node.py $COURSE_TRAIN_ARGS --communicator "${COMMUNICATOR:-auto}" \
+    --lr-rule "${LR_RULE:-warmup}"

@@ -25,9 +25,8 @@ def test_interleaved_ranks_splits_the_efficiency(data_root):
         result["hardware_ceiling"] * result["synchronisation"] * result["allreduce"])
 
 
-def test_autograde_time_grades_a_solved_run(tmp_path, data_root):
-    data.prepare_synthetic(640, 128, name="bench")
-    result = bench.autograde_time(tmp_path, repeats=1)
+def test_autograde_time_grades_a_solved_run(tmp_path, student_run):
+    result = bench.autograde_time(tmp_path, repeats=1, student=student_run)
     assert result["notebooks"] == 3 and result["seconds_per_notebook"] > 0
     # All but stage 2's throughput (4 points, needs GPUs); stage 3's efficiency tier may vary on tiny runs.
     assert 25 <= result["scores"][0] <= 28

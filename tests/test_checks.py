@@ -1,7 +1,10 @@
 """The checks of the students' functions (course.notebook.checks), fast: the solutions pass, planted mistakes fail.
 
-Stages 1 and 2 run in this process on real Chainer objects. Stage 3's checks run the functions
-on two real MPI ranks (mpiexec -n 2, once per distinct set of functions): one case per mistake.
+The solutions are the functions of solutions/distributed_training/*.ipynb (tests/solutions.py reads
+them), loaded from a real file as a notebook's namespace holds them; a planted mistake is a solution
+with one piece of its source replaced. Stages 1 and 2 run in this process on real Chainer objects.
+Stage 3's checks run the functions on two real MPI ranks (mpiexec -n 2, once per distinct set of
+functions): one case per mistake.
 """
 from __future__ import annotations
 
@@ -10,60 +13,66 @@ import inspect
 import textwrap
 
 import chainer
-import chainer.links as L
 import pytest
 from chainer import training
 from chainer.training import extensions
 
 import course
 from course.notebook.checks import CheckFailed, multi_gpu, multi_node, single
+from tests.solutions import solution_functions
 
-# --- stage 1: the solutions, as in solutions/distributed_training/01_single_gpu.ipynb ----------------
-
-
-def make_iterators(train, test, batchsize):
-    train_iter = chainer.iterators.SerialIterator(train, batchsize)
-    test_iter = chainer.iterators.SerialIterator(test, batchsize, repeat=False, shuffle=False)
-    return train_iter, test_iter
-
-
-def make_model_and_optimizer(args, device):
-    model = L.Classifier(course.models.build(args.model, width=args.width))
-    model.to_device(device)
-    optimizer = chainer.optimizers.MomentumSGD(args.lr)
-    optimizer.setup(model)
-    optimizer.add_hook(chainer.optimizer_hooks.WeightDecay(5e-4))
-    return model, optimizer
+# What the notebooks' setup cells import for the students' functions.
+SETUP = """\
+import chainer
+import chainer.links as L
+from chainer import training
+from chainer.training import extensions
+{extra}
+import course
+"""
 
 
-def build_trainer(args, train_iter, test_iter, model, optimizer, device):
-    updater = training.updaters.StandardUpdater(train_iter, optimizer, device=device)
-    trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
-    trainer.extend(extensions.Evaluator(test_iter, model, device=device))
-    trainer.extend(course.Throughput(args.batchsize, warmup=args.warmup))
-    trainer.extend(extensions.LogReport())
-    trainer.extend(extensions.PrintReport(
-        ["epoch", "main/loss", "validation/main/loss", "main/accuracy", "validation/main/accuracy",
-         "throughput", "elapsed_time"]))
-    return trainer
+def notebook_module(folder, stage_name: str, **replaced):
+    """The stage's solution functions, some `replaced` by other source, in one module of a real file (so that
+    inspect.getsource finds them), as a notebook's namespace holds them."""
+    sources = {**solution_functions(stage_name), **replaced}
+    path = folder / f"{stage_name}_notebook.py"
+    extra = "import chainermn\n" if stage_name == "multi_node" else ""
+    path.write_text(SETUP.format(extra=extra) + "".join(f"\n\n{source}" for source in sources.values()))
+    spec = importlib.util.spec_from_file_location(f"{stage_name}_{folder.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def replaced_once(source: str, old: str, new: str) -> str:
+    assert source.count(old) == 1, f"{old!r} is not once in\n{source}"
+    return source.replace(old, new)
 
 
 def planted(function, old: str, new: str = ""):
     """The solution `function` with `old` in its source replaced by `new`: a planted mistake."""
-    source = textwrap.dedent(inspect.getsource(function))
-    assert source.count(old) == 1, f"{old!r} is not once in {function.__name__}"
+    source = replaced_once(textwrap.dedent(inspect.getsource(function)), old, new)
     namespace = {}
-    exec(compile(source.replace(old, new), f"<planted {function.__name__}>", "exec"), globals(), namespace)
+    exec(compile(source, f"<planted {function.__name__}>", "exec"), function.__globals__, namespace)
     return namespace[function.__name__]
 
 
-def test_stage_1_solutions_pass_the_visible_and_hidden_checks(capsys):
-    single.iterators(make_iterators)
-    single.iterators(make_iterators, n_train=50, n_test=13, batchsize=5)
-    single.model_and_optimizer(make_model_and_optimizer)
-    single.model_and_optimizer(make_model_and_optimizer, model_name="resnet", width=4, lr=0.03)
-    single.trainer(build_trainer)
-    single.trainer(build_trainer, epochs=3, batchsize=4)
+# --- stage 1: 01_single_gpu.ipynb ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stage_1(tmp_path_factory):
+    return notebook_module(tmp_path_factory.mktemp("stage1"), "single_gpu")
+
+
+def test_stage_1_solutions_pass_the_visible_and_hidden_checks(stage_1, capsys):
+    single.iterators(stage_1.make_iterators)
+    single.iterators(stage_1.make_iterators, n_train=50, n_test=13, batchsize=5)
+    single.model_and_optimizer(stage_1.make_model_and_optimizer)
+    single.model_and_optimizer(stage_1.make_model_and_optimizer, model_name="resnet", width=4, lr=0.03)
+    single.trainer(stage_1.build_trainer)
+    single.trainer(stage_1.build_trainer, epochs=3, batchsize=4)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 6 and all(line.startswith("OK: ") for line in lines), lines
     assert "trained 3 epochs" in lines[-1]
@@ -77,9 +86,9 @@ def test_stage_1_solutions_pass_the_visible_and_hidden_checks(capsys):
     ("(train, batchsize)", "(train[:20], batchsize)", "should visit every training example exactly once"),
     ("return train_iter, test_iter", "return train_iter", "returned SerialIterator, not the pair"),
 ], ids=["not shuffled", "not repeating", "test repeats", "batch size", "part of train", "one iterator"])
-def test_make_iterators_mistakes(old, new, words):
+def test_make_iterators_mistakes(stage_1, old, new, words):
     with pytest.raises(CheckFailed, match=words):
-        single.iterators(planted(make_iterators, old, new))
+        single.iterators(planted(stage_1.make_iterators, old, new))
 
 
 @pytest.mark.parametrize("old,new,words", [
@@ -90,9 +99,9 @@ def test_make_iterators_mistakes(old, new, words):
     ("L.Classifier(course.models.build(args.model, width=args.width))",
      "course.models.build(args.model, width=args.width)", "the model should be L.Classifier around the network"),
 ], ids=["lr", "not set up", "width", "no classifier"])
-def test_make_model_and_optimizer_mistakes(old, new, words):
+def test_make_model_and_optimizer_mistakes(stage_1, old, new, words):
     with pytest.raises(CheckFailed, match=words):
-        single.model_and_optimizer(planted(make_model_and_optimizer, old, new))
+        single.model_and_optimizer(planted(stage_1.make_model_and_optimizer, old, new))
 
 
 @pytest.mark.parametrize("old,new,words", [
@@ -106,61 +115,38 @@ def test_make_model_and_optimizer_mistakes(old, new, words):
     ("StandardUpdater(train_iter, optimizer, device=device)", "StandardUpdater(test_iter, optimizer, device=device)",
      "the trainer's updater should be a StandardUpdater of train_iter and optimizer"),
 ], ids=["no Evaluator", "no Throughput", "no LogReport", "epochs", "out", "updater"])
-def test_build_trainer_mistakes(old, new, words):
+def test_build_trainer_mistakes(stage_1, old, new, words):
     with pytest.raises(CheckFailed, match=words):
-        single.trainer(planted(build_trainer, old, new))
+        single.trainer(planted(stage_1.build_trainer, old, new))
 
 
-def test_the_students_own_errors_pass_through_with_a_note():
+def test_the_students_own_errors_pass_through_with_a_note(stage_1):
+    bare = planted(stage_1.make_iterators, "chainer.iterators.SerialIterator(train", "SerialIterator(train")
     with pytest.raises(NameError) as raised:
-        single.iterators(planted(make_iterators, "chainer.iterators.SerialIterator(train", "SerialIterator(train"))
+        single.iterators(bare)
     assert "(raised inside your make_iterators; the traceback above ends at your line)" in raised.value.__notes__
-    stub = planted(make_iterators, "    train_iter = ", "    raise NotImplementedError()\n    train_iter = ")
+    stub = planted(stage_1.make_iterators, "    train_iter = ", "    raise NotImplementedError()\n    train_iter = ")
     with pytest.raises(NotImplementedError) as raised:
         single.iterators(stub)
     assert "make_iterators still has its PUT YOUR CODE HERE stub" in raised.value.__notes__[0]
 
 
-# --- stage 2: the solutions, as in 02_multi_gpu.ipynb ---------------------------------------------
+# --- stage 2: 02_multi_gpu.ipynb ------------------------------------------------------------------
 
 
-def make_train_iterators(train, batchsize, n_devices):
-    parts = chainer.datasets.split_dataset_n_random(train, n_devices)
-    return [chainer.iterators.SerialIterator(part, batchsize) for part in parts]
+@pytest.fixture(scope="module")
+def stage_2(tmp_path_factory):
+    return notebook_module(tmp_path_factory.mktemp("stage2"), "multi_gpu")
 
 
-def make_devices(gpu_ids):
-    devices = {"main": gpu_ids[0]}
-    for i, gpu_id in enumerate(gpu_ids[1:], start=1):
-        devices[f"gpu{i}"] = gpu_id
-    return devices
-
-
-def scaled_learning_rate(base_lr, base_batch, total_batch):
-    return base_lr * total_batch / base_batch
-
-
-def build_multi_gpu_trainer(args, train_iters, test, model, optimizer, devices):
-    updater = training.updaters.MultiprocessParallelUpdater(train_iters, optimizer, devices=devices)
-    trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
-    test_iter = chainer.iterators.SerialIterator(test, args.batchsize, repeat=False, shuffle=False)
-    trainer.extend(extensions.Evaluator(test_iter, model, device=devices["main"]))
-    trainer.extend(course.Throughput(args.batchsize, workers=len(devices), warmup=args.warmup))
-    trainer.extend(extensions.LogReport())
-    trainer.extend(extensions.PrintReport(
-        ["epoch", "main/loss", "validation/main/loss", "main/accuracy", "validation/main/accuracy",
-         "throughput", "elapsed_time"]))
-    return trainer
-
-
-def test_stage_2_solutions_pass_the_visible_and_hidden_checks(capsys):
-    multi_gpu.train_iterators(make_train_iterators)
-    multi_gpu.train_iterators(make_train_iterators, n=65, n_devices=3, batchsize=4)
-    multi_gpu.devices(make_devices)
-    multi_gpu.devices(make_devices, id_lists=([7, 3], [0, 1, 2]))
-    multi_gpu.learning_rate(scaled_learning_rate)
-    multi_gpu.learning_rate(scaled_learning_rate, cases=((0.2, 16, 64, 0.8), (0.05, 100, 50, 0.025)))
-    multi_gpu.trainer_source(build_multi_gpu_trainer)
+def test_stage_2_solutions_pass_the_visible_and_hidden_checks(stage_2, capsys):
+    multi_gpu.train_iterators(stage_2.make_train_iterators)
+    multi_gpu.train_iterators(stage_2.make_train_iterators, n=65, n_devices=3, batchsize=4)
+    multi_gpu.devices(stage_2.make_devices)
+    multi_gpu.devices(stage_2.make_devices, id_lists=([7, 3], [0, 1, 2]))
+    multi_gpu.learning_rate(stage_2.scaled_learning_rate)
+    multi_gpu.learning_rate(stage_2.scaled_learning_rate, cases=((0.2, 16, 64, 0.8), (0.05, 100, 50, 0.025)))
+    multi_gpu.trainer_source(stage_2.build_trainer)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 7 and all(line.startswith("OK: ") for line in lines), lines
     assert "{'main': 0, 'gpu1': 1}" in lines[2]
@@ -258,102 +244,34 @@ def test_multi_gpu_trainer_source_of_a_stub():
 
 # --- stage 3 on two MPI ranks: the solutions of 03_multi_node.ipynb, and one mistake per case -------
 
-STAGE_3_IMPORTS = """\
-import chainer
-import chainer.links as L
-import chainermn
-from chainer import training
-from chainer.training import extensions
-
-import course
-"""
-
-STAGE_3 = {
-    "make_communicator": '''
-def make_communicator(name):
-    return chainermn.create_communicator(name)
-''',
-    "device_for_rank": '''
-def device_for_rank(comm, use_gpu):
-    return f"@cupy:{comm.intra_rank}" if use_gpu else "@numpy"
-''',
-    "shard_datasets": '''
-def shard_datasets(train, test, comm, seed):
-    train = chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)
-    test = chainermn.scatter_dataset(test, comm)
-    return train, test
-''',
-    "make_optimizer": '''
-def make_optimizer(args, comm, model):
-    optimizer = chainer.optimizers.MomentumSGD(args.lr * comm.size)
-    optimizer = chainermn.create_multi_node_optimizer(optimizer, comm)
-    optimizer.setup(model)
-    optimizer.add_hook(chainer.optimizer_hooks.WeightDecay(5e-4))
-    return optimizer
-''',
-    "build_trainer": '''
-def build_trainer(args, comm, train, test, model, optimizer, device):
-    train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
-    test_iter = chainer.iterators.SerialIterator(test, args.batchsize, repeat=False, shuffle=False)
-    updater = training.updaters.StandardUpdater(train_iter, optimizer, device=device)
-    trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
-    evaluator = extensions.Evaluator(test_iter, model, device=device)
-    trainer.extend(chainermn.create_multi_node_evaluator(evaluator, comm))
-    trainer.extend(course.Throughput(args.batchsize, comm=comm, warmup=args.warmup))
-    if comm.rank == 0:
-        trainer.extend(extensions.LogReport())
-        trainer.extend(extensions.PrintReport(
-            ["epoch", "main/loss", "validation/main/loss", "main/accuracy", "validation/main/accuracy",
-             "throughput", "elapsed_time"]))
-    return trainer
-''',
-}
-
-# the notebook's grade_id -> (the check, the function it checks)
+# the notebook's grade_id -> (the check, the function it checks), in the notebook's order
 STAGE_3_CHECKS = {
     "check_communicator": (multi_node.communicator, "make_communicator"),
     "check_device_binding": (multi_node.device_binding, "device_for_rank"),
     "check_scatter": (multi_node.scatter, "shard_datasets"),
     "check_optimizer": (multi_node.optimizer, "make_optimizer"),
+    "check_learning_rate_schedule": (multi_node.learning_rate_schedule, "learning_rate_schedule"),
     "check_trainer": (multi_node.trainer, "build_trainer"),
 }
 
-# (the function replaced, its planted source) -> the one check it must fail, with words of its message
+# case -> (the function planted, old, new in its source), the one check it must fail, with words of its message
 STAGE_3_MISTAKES = {
-    "no scatter": ('''
-def shard_datasets(train, test, comm, seed):
-    return train, test
-''', "check_scatter", "rank 1 has no train set"),
-    "scatter without shuffle": ('''
-def shard_datasets(train, test, comm, seed):
-    return chainermn.scatter_dataset(train, comm), chainermn.scatter_dataset(test, comm)
-''', "check_scatter", "it is not shuffled"),
-    "shuffle without the seed": ('''
-def shard_datasets(train, test, comm, seed):
-    return chainermn.scatter_dataset(train, comm, shuffle=True), chainermn.scatter_dataset(test, comm)
-''', "check_scatter", "two calls with the same seed split the training set differently"),
-    "plain optimizer": ('''
-def make_optimizer(args, comm, model):
-    optimizer = chainer.optimizers.MomentumSGD(args.lr * comm.size)
-    optimizer.setup(model)
-    return optimizer
-''', "check_optimizer", "which does not exchange gradients between ranks"),
-    "GPU 0 for every rank": ('''
-def device_for_rank(comm, use_gpu):
-    return "@cupy:0" if use_gpu else "@numpy"
-''', "check_device_binding", "would use ['@cupy:0', '@cupy:0']"),
+    "no scatter": (("shard_datasets", "    train = chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)\n"
+                    "    test = chainermn.scatter_dataset(test, comm)\n", ""),
+                   "check_scatter", "rank 1 has no train set"),
+    "scatter without shuffle": (("shard_datasets", "(train, comm, shuffle=True, seed=seed)", "(train, comm)"),
+                                "check_scatter", "it is not shuffled"),
+    "shuffle without the seed": (("shard_datasets", "shuffle=True, seed=seed)", "shuffle=True)"),
+                                 "check_scatter", "two calls with the same seed split the training set differently"),
+    "plain optimizer": (("make_optimizer", "    optimizer = chainermn.create_multi_node_optimizer(optimizer, comm)\n",
+                         ""), "check_optimizer", "which does not exchange gradients between ranks"),
+    "lr scaled in make_optimizer": (("make_optimizer", "MomentumSGD(args.lr)", "MomentumSGD(args.lr * comm.size)"),
+                                    "check_optimizer", "with args.lr = 0.1 on 2 ranks the optimizer starts at 0.2"),
+    "no warm-up": (("learning_rate_schedule", "(base_lr, base_lr * n_workers)",
+                    "(base_lr * n_workers, base_lr * n_workers)"), "check_learning_rate_schedule", "no warm-up"),
+    "GPU 0 for every rank": (("device_for_rank", 'f"@cupy:{comm.intra_rank}"', '"@cupy:0"'),
+                             "check_device_binding", "would use ['@cupy:0', '@cupy:0']"),
 }
-
-
-def stage_3_module(folder, **replaced):
-    """The five functions in one module of a real file, as a notebook's namespace holds them."""
-    sources = {**STAGE_3, **replaced}
-    path = folder / "stage3_notebook.py"
-    path.write_text(STAGE_3_IMPORTS + "".join("\n" + textwrap.dedent(sources[name]) for name in STAGE_3))
-    spec = importlib.util.spec_from_file_location(f"stage3_{folder.name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def run_stage_3_checks(module) -> dict[str, str]:
@@ -368,15 +286,16 @@ def run_stage_3_checks(module) -> dict[str, str]:
 
 
 def test_stage_3_solutions_pass_every_check_on_two_ranks(tmp_path, capsys):
-    assert run_stage_3_checks(stage_3_module(tmp_path)) == {}
+    assert run_stage_3_checks(notebook_module(tmp_path, "multi_node")) == {}
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 5 and all(line.startswith("OK: ") for line in lines), lines
+    assert len(lines) == len(STAGE_3_CHECKS) == 6 and all(line.startswith("OK: ") for line in lines), lines
+    assert lines[4].startswith("OK: learning_rate_schedule: the rate ramps linearly from 0.1 to 0.4 over 8 updates")
 
 
 @pytest.mark.parametrize("case", STAGE_3_MISTAKES)
 def test_a_stage_3_mistake_fails_exactly_its_check(tmp_path, case):
-    source, check, words = STAGE_3_MISTAKES[case]
-    name = source.split("def ", 1)[1].split("(", 1)[0]
-    failed = run_stage_3_checks(stage_3_module(tmp_path, **{name: source}))
+    (name, old, new), check, words = STAGE_3_MISTAKES[case]
+    source = replaced_once(solution_functions("multi_node")[name], old, new)
+    failed = run_stage_3_checks(notebook_module(tmp_path, "multi_node", **{name: source}))
     assert list(failed) == [check], failed
     assert words in failed[check], failed[check]

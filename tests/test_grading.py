@@ -4,7 +4,9 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import re
 import subprocess
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -36,39 +38,66 @@ def speed_up_ring_run(folder):
     raise AssertionError("the solved run has no ring-allreduce run")
 
 
+SMALL_TARGET = 0.3  # the tests' "small" data set, 2 epochs of a width-8 VGG (tests/conftest.py: quick_env)
+SOLVED = 32  # all the automatic points but stage 2's throughput (4), which needs two GPUs this machine lacks
+
+
+def set_schedule(first: str, last: str):
+    """A planted learning_rate_schedule whose ramp runs from `first` to `last` (Python expressions)."""
+    return lambda f: set_cell(f, "03_multi_node.ipynb", "learning_rate_schedule",
+                              "def learning_rate_schedule(base_lr, n_workers, warmup_iterations):\n"
+                              f"    return extensions.LinearShift('lr', ({first}, {last}), (0, warmup_iterations))")
+
+
 # (submission, how to make it from the solved run, expected score, {test: words of its message})
 PLANTED = {
     "carol": (lambda f: set_cell(f, "02_multi_gpu.ipynb", "make_train_iterators",
                                  "def make_train_iterators(train, batchsize, n_devices):\n"
                                  "    return [chainer.iterators.SerialIterator(train, batchsize)\n"
                                  "            for _ in range(n_devices)]"),
-              26, {("02_multi_gpu", "check_train_iterators"): "more than one GPU's part"}),
+              SOLVED - 2, {("02_multi_gpu", "check_train_iterators"): "more than one GPU's part"}),
     "dave": (lambda f: set_cell(f, "03_multi_node.ipynb", "shard_datasets",
                                 "def shard_datasets(train, test, comm, seed):\n    return train, test"),
-             26, {("03_multi_node", "check_scatter"): "rank 1 has no train set"}),
+             SOLVED - 2, {("03_multi_node", "check_scatter"): "rank 1 has no train set"}),
     "erin": (lambda f: set_cell(f, "03_multi_node.ipynb", "make_optimizer",
                                 "def make_optimizer(args, comm, model):\n"
                                 "    optimizer = chainer.optimizers.MomentumSGD(args.lr * comm.size)\n"
                                 "    optimizer.setup(model)\n    return optimizer"),
-             26, {("03_multi_node", "check_optimizer"): "does not exchange gradients"}),
+             SOLVED - 2, {("03_multi_node", "check_optimizer"): "does not exchange gradients"}),
     "frank": (lambda f: set_cell(f, "03_multi_node.ipynb", "make_communicator",
                                  "def make_communicator(name):\n    return chainermn.create_communicator(name)\n\n\n"
                                  "def device_for_rank(comm, use_gpu):\n    return '@cupy:0' if use_gpu else '@numpy'"),
-              27, {("03_multi_node", "check_device_binding"): "'@cupy:0', '@cupy:0'"}),
-    "grace": (speed_up_ring_run, 27, {("03_multi_node", "check_comparisons"): "edited after the job wrote it"}),
+              SOLVED - 1, {("03_multi_node", "check_device_binding"): "'@cupy:0', '@cupy:0'"}),
+    "grace": (speed_up_ring_run, SOLVED - 1, {("03_multi_node", "check_comparisons"): "edited after the job wrote it"}),
     "heidi": (lambda f: [log.unlink() for log in f.glob("run_single_gpu_training.sh.o*")],
-              22, {("01_single_gpu", "check_results"): "no job log",
-                   ("03_multi_node", "check_efficiency"): "no traced stage-1 run"}),
+              SOLVED - 8, {("01_single_gpu", "check_results"): "no job log",
+                           ("03_multi_node", "check_efficiency"): "no traced stage-1 run",
+                           ("03_multi_node", "check_accuracy"): "no traced stage-1 run"}),
     "ivan": (lambda f: set_cell(f, "01_single_gpu.ipynb", "make_iterators",
                                 "train_iter = SerialIterator(train, 64)  # a stray line that raises\n\n"
                                 "def make_iterators(train, test, batchsize):\n    return None"),
-             26, {("01_single_gpu", "check_iterators"): "NameError"}),
+             SOLVED - 2, {("01_single_gpu", "check_iterators"): "NameError"}),
+    "kate": (set_schedule("base_lr * n_workers", "base_lr * n_workers"), SOLVED - 2,
+             {("03_multi_node", "check_learning_rate_schedule"): "no warm-up"}),
+    "leo": (set_schedule("base_lr", "base_lr"), SOLVED - 2,
+            {("03_multi_node", "check_learning_rate_schedule"): "no scaling"}),
 }
+
+
+def course_settings(config: Path) -> None:
+    """The test's grading.toml: a target the tiny runs reach, and every time-to-accuracy speedup earning all
+    its points (tiny runs on a shared machine time too coarsely for a tier; tests/test_scoring.py tests them)."""
+    text = config.read_text()
+    changed = text.replace("target = { synthetic = 0.85,", f"target = {{ small = {SMALL_TARGET}, synthetic = 0.85,")
+    changed = re.sub(r"(\[accuracy\.speedup\]\ntiers = )\[.*\]", r"\1[[0.0, 1.0]]", changed)
+    assert changed.count("small =") == 1 and "[[0.0, 1.0]]" in changed, "grading.toml changed shape: update this test"
+    config.write_text(changed)
 
 
 @pytest.fixture(scope="module")
 def graded(student_run, tmp_path_factory):
     course = demo.course_folder(ROOT, tmp_path_factory.mktemp("grading") / "course")
+    course_settings(course / "grading.toml")
     submitted = course / "submitted"
     shutil.copytree(student_run, submitted / "alice" / A)
     shutil.copytree(ROOT / "notebooks" / A, submitted / "bob" / A)
@@ -98,7 +127,7 @@ NO_GPU = ("02_multi_gpu", "check_efficiency")  # stage 2's throughput: this mach
 def test_solutions_get_every_point_the_machine_allows(graded):
     run, totals, details, _ = graded
     # Everything but stage 2's throughput (4 points), which needs two GPUs this machine does not have.
-    assert totals["alice"] == 28
+    assert totals["alice"] == SOLVED
     assert list(lost(details, "alice")) == [NO_GPU]
     assert "there is no multi_gpu run" in lost(details, "alice")[NO_GPU]
 

@@ -158,10 +158,11 @@ def test_qsub_options_and_the_sites_limits():
 
 def test_the_comparison_plan_follows_the_site_profile(assignment):
     plan = submit.comparison_plan(assignment)
-    assert [(r.nodes, r.per_node, r.communicator, r.allreduce) for r in plan] == [
-        (1, 1, "naive", ""), (1, 2, "naive", ""), (1, 2, "naive", "ring")]
-    assert plan[2].describe().endswith(
-        "qsub -j oe -l select=1:mpiprocs=2 -v COMMUNICATOR=naive,ALLREDUCE=ring jobs/run_multi_node_training.sh")
+    assert [(r.nodes, r.per_node, r.communicator, r.allreduce, r.lr_rule) for r in plan] == [
+        (1, 1, "naive", "", "warmup"), (1, 2, "naive", "", "warmup"), (1, 2, "naive", "ring", "warmup"),
+        (1, 2, "naive", "", "constant"), (1, 2, "naive", "", "linear")]
+    assert plan[2].describe().endswith("qsub -j oe -l select=1:mpiprocs=2 -v COMMUNICATOR=naive,ALLREDUCE=ring,"
+                                       "LR_RULE=warmup jobs/run_multi_node_training.sh")
 
 
 def test_course_submit_returns_the_jobs_exit_status(state):

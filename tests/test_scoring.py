@@ -68,8 +68,9 @@ def make_run(folder, stage: str, number: int, images_per_sec: float, workers: in
     if age:  # older than the runs made after it, as results.find orders them
         os.utime(path, (path.stat().st_mtime - age,) * 2)
     if log:
-        header = joblog.RunHeader(stage, job_id, "local", logged_workers or workers, record["hosts"], devices, 32,
-                                  0.05, 0, communicator, allreduce)
+        header = joblog.RunHeader(stage=stage, job_id=job_id, scheduler="local", workers=logged_workers or workers,
+                                  hosts=record["hosts"], devices=devices, batch_per_worker=32, learning_rate=0.05,
+                                  seed=0, communicator=communicator, allreduce=allreduce)
         rate = images_per_sec if logged_images_per_sec is None else logged_images_per_sec
         lines = [header.format(), "epoch  main/loss", joblog.throughput_line(rate, 40, 5, 3),
                  joblog.results_line(path.relative_to(folder), digest), joblog.end_line(job_id, 0)]

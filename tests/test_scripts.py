@@ -10,6 +10,7 @@ from course import stages
 from course.errors import CourseError
 from course.notebook import scripts
 from course.stubs import stubbed_functions
+from tests.solutions import solution_functions, solution_source
 
 # The notebooks' setup cell: what a student's functions see in the notebook.
 SETUP = """\
@@ -23,105 +24,6 @@ import chainermn
 
 import course
 """
-
-# The solutions of solutions/distributed_training/*.ipynb, one notebook per stage.
-SOLUTIONS = {
-    "single_gpu": '''
-def make_iterators(train, test, batchsize):
-    train_iter = chainer.iterators.SerialIterator(train, batchsize)
-    test_iter = chainer.iterators.SerialIterator(test, batchsize, repeat=False, shuffle=False)
-    return train_iter, test_iter
-
-
-def make_model_and_optimizer(args, device):
-    model = L.Classifier(course.models.build(args.model, width=args.width))
-    model.to_device(device)
-    optimizer = chainer.optimizers.MomentumSGD(args.lr)
-    optimizer.setup(model)
-    optimizer.add_hook(chainer.optimizer_hooks.WeightDecay(5e-4))
-    return model, optimizer
-
-
-def build_trainer(args, train_iter, test_iter, model, optimizer, device):
-    updater = training.updaters.StandardUpdater(train_iter, optimizer, device=device)
-    trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
-    trainer.extend(extensions.Evaluator(test_iter, model, device=device))
-    trainer.extend(course.Throughput(args.batchsize, warmup=args.warmup))
-    trainer.extend(extensions.LogReport())
-    trainer.extend(extensions.PrintReport(
-        ["epoch", "main/loss", "validation/main/loss", "main/accuracy", "validation/main/accuracy",
-         "throughput", "elapsed_time"]))
-    return trainer
-''',
-    "multi_gpu": '''
-def make_train_iterators(train, batchsize, n_devices):
-    parts = chainer.datasets.split_dataset_n_random(train, n_devices)
-    return [chainer.iterators.SerialIterator(part, batchsize) for part in parts]
-
-
-def make_devices(gpu_ids):
-    devices = {"main": gpu_ids[0]}
-    for i, gpu_id in enumerate(gpu_ids[1:], start=1):
-        devices[f"gpu{i}"] = gpu_id
-    return devices
-
-
-def scaled_learning_rate(base_lr, base_batch, total_batch):
-    return base_lr * total_batch / base_batch
-
-
-def build_trainer(args, train_iters, test, model, optimizer, devices):
-    updater = training.updaters.MultiprocessParallelUpdater(train_iters, optimizer, devices=devices)
-    trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
-    test_iter = chainer.iterators.SerialIterator(test, args.batchsize, repeat=False, shuffle=False)
-    trainer.extend(extensions.Evaluator(test_iter, model, device=devices["main"]))
-    trainer.extend(course.Throughput(args.batchsize, workers=len(devices), warmup=args.warmup))
-    trainer.extend(extensions.LogReport())
-    trainer.extend(extensions.PrintReport(
-        ["epoch", "main/loss", "validation/main/loss", "main/accuracy", "validation/main/accuracy",
-         "throughput", "elapsed_time"]))
-    return trainer
-''',
-    "multi_node": '''
-def make_communicator(name):
-    return chainermn.create_communicator(name)
-
-
-def device_for_rank(comm, use_gpu):
-    return f"@cupy:{comm.intra_rank}" if use_gpu else "@numpy"
-
-
-def shard_datasets(train, test, comm, seed):
-    train = chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)
-    test = chainermn.scatter_dataset(test, comm)
-    return train, test
-
-
-def make_optimizer(args, comm, model):
-    optimizer = chainer.optimizers.MomentumSGD(args.lr * comm.size)
-    optimizer = chainermn.create_multi_node_optimizer(optimizer, comm)
-    optimizer.setup(model)
-    optimizer.add_hook(chainer.optimizer_hooks.WeightDecay(5e-4))
-    return optimizer
-
-
-def build_trainer(args, comm, train, test, model, optimizer, device):
-    train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
-    test_iter = chainer.iterators.SerialIterator(test, args.batchsize, repeat=False, shuffle=False)
-    updater = training.updaters.StandardUpdater(train_iter, optimizer, device=device)
-    trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
-    evaluator = extensions.Evaluator(test_iter, model, device=device)
-    trainer.extend(chainermn.create_multi_node_evaluator(evaluator, comm))
-    trainer.extend(course.Throughput(args.batchsize, comm=comm, warmup=args.warmup))
-    if comm.rank == 0:
-        trainer.extend(extensions.LogReport())
-        trainer.extend(extensions.PrintReport(
-            ["epoch", "main/loss", "validation/main/loss", "main/accuracy", "validation/main/accuracy",
-             "throughput", "elapsed_time"]))
-    return trainer
-''',
-}
-
 
 def notebook(folder, cells: str, name: str = "notebook"):
     """A notebook's namespace: its setup cell and `cells`, run from a real file (so their source can be read)."""
@@ -138,8 +40,13 @@ def functions(module, stage: stages.Stage) -> list:
 
 
 @pytest.mark.parametrize("stage", stages.STAGES.values(), ids=stages.NAMES)
+def test_each_solution_notebook_defines_exactly_its_stage_s_functions_in_order(stage):
+    assert list(solution_functions(stage.name)) == list(stage.functions)
+
+
+@pytest.mark.parametrize("stage", stages.STAGES.values(), ids=stages.NAMES)
 def test_a_stage_script_holds_the_functions_then_main(tmp_path, stage):
-    text = scripts.assemble_script(stage.name, functions(notebook(tmp_path, SOLUTIONS[stage.name]), stage))
+    text = scripts.assemble_script(stage.name, functions(notebook(tmp_path, solution_source(stage.name)), stage))
     defined = re.findall(r"^def (\w+)\(", text, re.M)
     assert defined == [*stage.functions, "main"]
     main = scripts.main_source(stage)
@@ -152,17 +59,18 @@ def test_a_stage_script_holds_the_functions_then_main(tmp_path, stage):
 
 
 def test_the_script_holds_the_functions_as_written(tmp_path):
-    module = notebook(tmp_path, SOLUTIONS["multi_gpu"])
+    module = notebook(tmp_path, solution_source("multi_gpu"))
     text = scripts.assemble_script("multi_gpu", functions(module, stages.MULTI_GPU))
-    for function in SOLUTIONS["multi_gpu"].strip().split("\n\n\n"):
-        assert function.strip() + "\n" in text
+    for function in solution_functions("multi_gpu").values():
+        assert function in text
 
 
 def test_a_function_not_written_yet_becomes_a_stub(tmp_path):
-    module = notebook(tmp_path, SOLUTIONS["multi_node"])
+    module = notebook(tmp_path, solution_source("multi_node"))
     text = scripts.assemble_script("multi_node", {"make_communicator": module.make_communicator,
                                                   "shard_datasets": module.shard_datasets})
-    assert stubbed_functions(text) == ["device_for_rank", "make_optimizer", "build_trainer"]
+    assert stubbed_functions(text) == ["device_for_rank", "make_optimizer", "learning_rate_schedule",
+                                       "build_trainer"]
     namespace = {"__name__": "stage3_functions"}
     exec(compile(text, "train_cifar_multi_node.py", "exec"), namespace)
     with pytest.raises(NotImplementedError, match="device_for_rank is not written yet"):
@@ -175,8 +83,8 @@ def test_a_function_not_written_yet_becomes_a_stub(tmp_path):
     ["make_iterators", "make_model_and_optimizer", "build_the_trainer"],
 ], ids=["one missing", "one twice", "another name"])
 def test_the_wrong_functions_are_refused_naming_the_expected_ones(tmp_path, names):
-    renamed = SOLUTIONS["single_gpu"].split("def build_trainer(")[1]
-    module = notebook(tmp_path, SOLUTIONS["single_gpu"] + "\n\ndef build_the_trainer(" + renamed)
+    renamed = solution_functions("single_gpu")["build_trainer"].replace("def build_trainer(", "def build_the_trainer(")
+    module = notebook(tmp_path, solution_source("single_gpu") + "\n\n" + renamed)
     with pytest.raises(CourseError) as raised:
         scripts.assemble_script("single_gpu", [getattr(module, name) for name in names])
     error = raised.value
@@ -187,7 +95,7 @@ def test_the_wrong_functions_are_refused_naming_the_expected_ones(tmp_path, name
 
 
 def test_another_stage_s_functions_are_refused(tmp_path):
-    module = notebook(tmp_path, SOLUTIONS["single_gpu"])
+    module = notebook(tmp_path, solution_source("single_gpu"))
     with pytest.raises(CourseError, match="stage multi_gpu needs exactly the functions make_train_iterators"):
         scripts.assemble_script("multi_gpu", functions(module, stages.SINGLE_GPU))
 
@@ -201,7 +109,8 @@ def test_another_stage_s_functions_are_refused(tmp_path):
      "    return one(train), one(test)\n", "SerialIterator"),
 ], ids=["bare import", "notebook variable in a comprehension", "in a nested function"])
 def test_a_function_using_a_name_only_the_notebook_has_is_refused(tmp_path, cell, used):
-    module = notebook(tmp_path, "from chainer.iterators import SerialIterator\n" + SOLUTIONS["single_gpu"] + cell)
+    module = notebook(tmp_path, "from chainer.iterators import SerialIterator\n" + solution_source("single_gpu")
+                      + cell)
     with pytest.raises(CourseError) as raised:
         scripts.assemble_script("single_gpu", functions(module, stages.SINGLE_GPU))
     assert raised.value.message.startswith(f"make_iterators uses {used}, which the job's script does not have")
@@ -211,7 +120,7 @@ def test_a_function_using_a_name_only_the_notebook_has_is_refused(tmp_path, cell
 def test_a_name_imported_inside_the_function_is_accepted(tmp_path):
     cell = ("def make_iterators(train, test, batchsize):\n    from chainer.iterators import SerialIterator\n"
             "    return SerialIterator(train, batchsize), SerialIterator(test, batchsize, repeat=False)\n")
-    module = notebook(tmp_path, SOLUTIONS["single_gpu"] + cell)
+    module = notebook(tmp_path, solution_source("single_gpu") + cell)
     text = scripts.assemble_script("single_gpu", functions(module, stages.SINGLE_GPU))
     assert "    from chainer.iterators import SerialIterator\n" in text
 
@@ -220,13 +129,13 @@ def test_a_default_value_only_the_notebook_has_is_refused(tmp_path):
     cell = ("BATCH = 64\n\n\ndef make_iterators(train, test, batchsize=BATCH):\n"
             "    return chainer.iterators.SerialIterator(train, batchsize), "
             "chainer.iterators.SerialIterator(test, batchsize, repeat=False)\n")
-    module = notebook(tmp_path, SOLUTIONS["single_gpu"] + cell)
+    module = notebook(tmp_path, solution_source("single_gpu") + cell)
     with pytest.raises(CourseError, match="make_iterators uses BATCH"):
         scripts.assemble_script("single_gpu", functions(module, stages.SINGLE_GPU))
 
 
 def test_a_lambda_is_refused(tmp_path):
-    module = notebook(tmp_path, SOLUTIONS["multi_gpu"])
+    module = notebook(tmp_path, solution_source("multi_gpu"))
     by_name = {name: getattr(module, name) for name in stages.MULTI_GPU.functions}
     by_name["scaled_learning_rate"] = lambda base_lr, base_batch, total_batch: base_lr * total_batch / base_batch
     with pytest.raises(CourseError, match="is not a function defined with def"):
@@ -243,7 +152,7 @@ def test_a_function_without_source_is_refused():
 
 
 def test_write_script_writes_the_whole_script_and_says_so(tmp_path, capsys):
-    module = notebook(tmp_path, SOLUTIONS["single_gpu"])
+    module = notebook(tmp_path, solution_source("single_gpu"))
     folder = tmp_path / "course"
     folder.mkdir()
     (folder / "train_cifar_single.py").write_text("# an older script\n")
@@ -258,13 +167,13 @@ def test_write_script_writes_the_whole_script_and_says_so(tmp_path, capsys):
 def test_write_script_names_the_stubs_still_to_write(tmp_path, capsys):
     stub = "\n\ndef build_trainer(args, train_iter, test_iter, model, optimizer, device):\n" \
            "    # PUT YOUR CODE HERE\n    raise NotImplementedError()\n"
-    module = notebook(tmp_path, SOLUTIONS["single_gpu"] + stub)
+    module = notebook(tmp_path, solution_source("single_gpu") + stub)
     scripts.write_script("single_gpu", functions(module, stages.SINGLE_GPU), tmp_path)
     assert capsys.readouterr().out.rstrip().endswith("and main() (still to write: build_trainer)")
 
 
 def test_a_refused_script_leaves_the_old_one_in_place(tmp_path):
-    module = notebook(tmp_path, "from chainer.iterators import SerialIterator\n" + SOLUTIONS["single_gpu"]
+    module = notebook(tmp_path, "from chainer.iterators import SerialIterator\n" + solution_source("single_gpu")
                       + "\n\ndef make_iterators(train, test, batchsize):\n    return SerialIterator(train, 8), None\n")
     (tmp_path / "train_cifar_single.py").write_text("# the last good script\n")
     with pytest.raises(CourseError):

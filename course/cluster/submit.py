@@ -268,28 +268,32 @@ class PlannedRun:
     per_node: int
     communicator: str
     allreduce: str = ""
+    lr_rule: str = stages.TAUGHT_LR_RULE
 
     @property
     def env(self) -> dict[str, str]:
-        return {"COMMUNICATOR": self.communicator, **({"ALLREDUCE": self.allreduce} if self.allreduce else {})}
+        return {"COMMUNICATOR": self.communicator, **({"ALLREDUCE": self.allreduce} if self.allreduce else {}),
+                "LR_RULE": self.lr_rule}
 
     def describe(self, select: str = "{nodes}:mpiprocs={ranks_per_node}") -> str:
         variables = ",".join(f"{k}={v}" for k, v in self.env.items())
         request = select.format(nodes=self.nodes, ranks_per_node=self.per_node)
         return (f"{self.nodes} node(s) x {self.per_node} rank(s), {self.communicator}"
-                f"{' with ' + self.allreduce + ' allreduce' if self.allreduce else ''}:  "
+                f"{' with ' + self.allreduce + ' allreduce' if self.allreduce else ''}, lr rule {self.lr_rule}:  "
                 f"qsub -j oe -l select={request} -v {variables} {stages.MULTI_NODE.job_path}")
 
 
 def comparison_plan(workdir: str | Path = ".") -> list[PlannedRun]:
-    """The site profile's stage-3 comparison: each rank count with the first communication setting,
-    then every other setting on the most ranks."""
+    """The site profile's stage-3 comparison: each rank count with the first communication setting;
+    on the most ranks, every other communication setting, then every other learning-rate rule."""
     settings = site_settings(Path(workdir))
     shapes = [tuple(int(x) for x in run.split("x")) for run in settings.get("COURSE_SCALING_RUNS", "1x2").split()]
     communication = [c.partition("/")[::2] for c in settings.get("COURSE_COMMUNICATION", "naive").split()]
     plan = [PlannedRun(nodes, per_node, *communication[0]) for nodes, per_node in shapes]
     nodes, per_node = max(shapes, key=lambda shape: shape[0] * shape[1])
-    return plan + [PlannedRun(nodes, per_node, *setting) for setting in communication[1:]]
+    plan += [PlannedRun(nodes, per_node, *setting) for setting in communication[1:]]
+    others = [rule for rule in stages.LR_RULES if rule != stages.TAUGHT_LR_RULE]
+    return plan + [PlannedRun(nodes, per_node, *communication[0], lr_rule=rule) for rule in others]
 
 
 def main(argv: list[str]) -> int:

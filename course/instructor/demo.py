@@ -125,8 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     shutil.copytree(student, course / "submitted" / STUDENT / paths.ASSIGNMENT)
     status = autograde.main(["--course-dir", str(course)])
 
-    print("\n== 6. The student's runs: throughput and scaling")
-    print(report.table_text(report.rows(student)))
+    print("\n== 6. The student's runs: throughput, scaling, accuracy and time to accuracy")
+    table = report.rows(student)
+    print(report.table_text(table))
+    for line in report.notes(table, report.target_of(student)):
+        print(line)
     print(f"\nDemo finished in {(time.monotonic() - started) / 60:.1f} min. The student's folder: {student}")
     print(f"Feedback for the student: {course / 'feedback' / STUDENT / paths.ASSIGNMENT}")
     return status

@@ -117,3 +117,71 @@ def grade_comparisons(points: float, folder: Path = Path(".")) -> float:
              f"the comparison needs at least {coverage.NEEDED} of each: run the notebook's comparison cell")
     passed(f"stage-3 runs compare {coverage.describe()}")
     return points
+
+
+def accuracy_target(dataset: str) -> float | None:
+    """The validation accuracy runs on `dataset` must reach (grading.toml [accuracy] target); a variant
+    `<base>_<size>px_<percent>p` without its own entry takes its base's. None: no target set."""
+    targets = config().get("accuracy", {}).get("target", {})
+    base = dataset.split("_")[0]
+    value = targets.get(dataset, targets.get(base))
+    return float(value) if value is not None else None
+
+
+def collapse_hint(run: Run, base: Run) -> str:
+    """What most likely kept a run below the target, from the learning rates it really used (the log's
+    `lr`, observed at every update) and its updates against stage 1's."""
+    plan = run.record.get("lr_schedule") or {}
+    rates = [point["lr"] for point in run.accuracy_curve if point.get("lr") is not None]
+    start, target = plan.get("start"), plan.get("target")
+    near = (lambda a, b: a is not None and b is not None and abs(a - b) <= 0.05 * abs(b))  # noqa: E731
+    if rates and target and run.workers > 1 and near(rates[0], target) and not near(start, target):
+        return (f"the learning rate was already {rates[0]:.3g} (N x the single-worker rate) in the first epoch: no "
+                "warm-up; check learning_rate_schedule (the check above)")
+    if rates and run.workers > 1 and near(rates[-1], plan.get("start") or rates[-1]) and not near(rates[-1], target):
+        return (f"the learning rate stayed at {rates[-1]:.3g}, the single-worker rate, with an N times larger batch: "
+                "no scaling; check learning_rate_schedule")
+    updates = (run.accuracy_curve[-1]["iteration"] if run.accuracy_curve else 0) or 0
+    base_updates = (base.accuracy_curve[-1]["iteration"] if base.accuracy_curve else 0) or 0
+    return (f"{updates} updates against {base_updates} in stage 1: N ranks make N times fewer updates per epoch; "
+            "train more epochs, or check the warm-up's length")
+
+
+def grade_accuracy_at_scale(points: float, folder: Path = Path(".")) -> float:
+    """Stage 3 on the most ranks with the taught warm-up rule: half the points for reaching the target
+    accuracy, half (in grading.toml's tiers) for its time-to-accuracy speedup over stage 1."""
+    __tracebackhide__ = True
+    base = evidence.baseline(folder)
+    if base is None:
+        fail("no traced stage-1 run to compare with", "stage 1's results and job log must come with the submission")
+    dataset = (base.record.get("dataset") or {}).get("name", "")
+    target = accuracy_target(dataset)
+    if target is None:
+        fail(f"grading.toml sets no accuracy target for the data set {dataset!r}",
+             "the instructor adds it under [accuracy] target")
+    candidates = evidence.accuracy_candidates(evidence.runs(stages.MULTI_NODE.name, folder), base)
+    if not candidates:
+        fail(f"no traced stage-3 run on 2 or more workers with the {stages.TAUGHT_LR_RULE} rule compares with "
+             "stage 1", "run the notebook's comparison cell and hand in runs/ with the job logs")
+    most = candidates[0].workers
+    reached = [(run, point) for run in candidates if (point := run.time_to_accuracy(target))]
+    if not reached:
+        best = max(candidates, key=lambda run: run.final_accuracy or 0.0)
+        ended = "made no evaluation" if best.final_accuracy is None else \
+            f"ended at validation accuracy {best.final_accuracy:.3f}"
+        fail(f"{best.describe()} on {most} ranks {ended}, below the target {target}",
+             f"most likely: {collapse_hint(best, base)}")
+    run, point = min(reached, key=lambda pair: pair[1]["seconds"])
+    earned = points / 2
+    measured = (f"{run.describe()} reached {target} at epoch {point['epoch']} (iteration {point['iteration']}, "
+                f"{point['seconds']:.0f} s)")
+    base_point = base.time_to_accuracy(target)
+    if base_point is None:
+        print(f"{measured}; stage 1 ({base.describe()}) never reached it, so there is no speedup to compare")
+        return round(earned, 3)
+    speedup = base_point["seconds"] / point["seconds"]
+    tiers = sorted(config().get("accuracy", {}).get("speedup", {}).get("tiers", []), reverse=True)
+    share = next((share for minimum, share in tiers if speedup >= minimum), 0.0)
+    print(f"{measured}; stage 1 took {base_point['seconds']:.0f} s: time-to-accuracy speedup {speedup:.2f} on {most} "
+          f"ranks -> {share:.0%} of the speedup points")
+    return round(earned + points / 2 * share, 3)

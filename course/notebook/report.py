@@ -7,31 +7,53 @@ from pathlib import Path
 from course import evidence, results, stages
 from course.errors import CourseError
 
-COLUMNS = ("run", "stage", "workers", "devices", "communication", "img/s", "spread", "speedup", "efficiency",
-           "val. accuracy", "counts")
+COLUMNS = ("run", "stage", "workers", "devices", "setting", "img/s", "spread", "speedup", "efficiency",
+           "val. accuracy", "time to target", "TTA speedup", "counts")
 
 
-def rows(folder: Path = Path(".")) -> list[dict]:
-    """One row per run of any stage, with speedup and efficiency against the stage-1 baseline."""
-    base = evidence.baseline(folder)
+def target_of(folder: Path = Path("."), baseline: str | None = None) -> float | None:
+    """The accuracy target of the data set a folder's baseline run trained on (None: no target known)."""
+    return _target(evidence.baseline(folder, baseline))
+
+
+def _target(base: evidence.Run | None) -> float | None:
+    """The course's accuracy target for the baseline's data set (grading.toml), where it can be found."""
+    from course.instructor import scoring
+
+    if base is None:
+        return None
+    try:
+        return scoring.accuracy_target((base.record.get("dataset") or {}).get("name", ""))
+    except CourseError:
+        return None
+
+
+def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
+    """One row per run of any stage, with speedup, efficiency and time-to-accuracy speedup against the
+    stage-1 baseline: the run named `baseline` (a folder name under runs/), else the latest traced one."""
+    base = evidence.baseline(folder, baseline)
+    target = _target(base)
+    base_tta = base.time_to_accuracy(target) if base is not None and target is not None else None
     table = []
     for stage in stages.NAMES:
         for run in evidence.runs(stage, folder):
             record = run.record
-            log = record.get("log") or []
             comparable = base is not None and run.traced and not evidence.comparable(run, base)
+            tta = run.time_to_accuracy(target) if target is not None else None
+            setting = f"{run.setting}, lr {run.lr_rule}" if stage == stages.MULTI_NODE.name else "-"
             table.append({
                 "run": run.path.parent.name, "stage": stage, "workers": run.workers,
                 "devices": ", ".join(sorted(set(record.get("devices") or []))) + (
                     f" on {len(set(record.get('hosts') or []))} node(s)" if record.get("hosts") else ""),
-                "communication": run.setting if stage == stages.MULTI_NODE.name else "-",
-                "img/s": run.images_per_sec,
+                "setting": setting, "img/s": run.images_per_sec,
                 "spread": (record.get("throughput") or {}).get("std", 0.0),
                 "speedup": run.images_per_sec / base.images_per_sec if comparable else None,
                 "efficiency": evidence.efficiency(run, base) if comparable else None,
-                "val. accuracy": log[-1].get("validation/main/accuracy") if log else None,
+                "val. accuracy": run.final_accuracy,
+                "time to target": (f"{tta['seconds']:.0f} s" if tta else "never") if target is not None else None,
+                "TTA speedup": base_tta["seconds"] / tta["seconds"] if comparable and tta and base_tta else None,
                 "counts": "yes" if run.traced else "no: " + run.problems[0],
-                "_log": log,
+                "baseline": base is not None and run.path == base.path, "_curve": run.accuracy_curve,
             })
     return table
 
@@ -46,18 +68,37 @@ def _cell(value) -> str:
 
 def table_html(table: list[dict]) -> str:
     head = "".join(f"<th>{c}</th>" for c in COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{_cell(row[c])}</td>" for c in COLUMNS) + "</tr>" for row in table)
+    body = "".join("<tr>" + "".join(f'<td style="white-space: nowrap">{_cell(row[c])}</td>' for c in COLUMNS)
+                   + "</tr>" for row in table)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def table_text(table: list[dict]) -> str:
-    cells = [list(COLUMNS)] + [[_cell(row[c]) if c != "counts" else row[c][:40] for c in COLUMNS] for row in table]
+    cells = [list(COLUMNS)] + [[_cell(row[c]) for c in COLUMNS] for row in table]
     widths = [max(len(r[i]) for r in cells) for i in range(len(COLUMNS))]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells)
 
 
+def notes(table: list[dict], target: float | None = None) -> list[str]:
+    """What a reader of the table must know: which run is the baseline, the target, ratios above 1."""
+    found = [row for row in table if row["baseline"]]
+    if not found:
+        return ["No traced stage-1 run: speedup and efficiency need one (the baseline)."]
+    said = [f"Baseline: {found[0]['run']} (the latest traced stage-1 run unless you name one: "
+            f"course.report.show(baseline=\"<run>\"))."]
+    if target is not None:
+        said.append(f"Time to target: wall time until validation accuracy first reached {target} "
+                    "(grading.toml), at the resolution of the evaluations.")
+    noisy = [row["run"] for row in table if (row["efficiency"] or 0) > 1.0]
+    if noisy:
+        said.append(f"Efficiency above 1 ({', '.join(noisy)}) is measurement noise: the baseline ran slower than "
+                    "usual (shared cores, another job). Run stage 1 and these again, one after the other, or "
+                    "compare interleaved as `make bench` does.")
+    return said
+
+
 def references() -> dict[str, dict[str, float]]:
-    """Reference images/sec per GPU model from evidence.toml, where it can be found."""
+    """Reference images/sec per GPU model from grading.toml, where it can be found."""
     from course.instructor import scoring
 
     try:
@@ -66,44 +107,64 @@ def references() -> dict[str, dict[str, float]]:
         return {}
 
 
-def plot(table: list[dict]):
-    """Images/sec against workers, with the ideal line from stage 1; validation accuracy per epoch."""
-    import matplotlib.pyplot as plt
+def _label(row: dict) -> str:
+    return f"{row['run']} ({row['setting']})" if row["setting"] != "-" else row["run"]
 
-    figure, (speed, accuracy) = plt.subplots(1, 2, figsize=(11, 4))
+
+def plot(table: list[dict]):
+    """Images/sec against workers with the ideal line; validation accuracy against epochs, updates and time."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    figure, axes = plt.subplots(2, 2, figsize=(12, 8))
+    speed, by_epoch, by_update, by_time = axes.flat
     markers = dict(zip(stages.NAMES, "os^"))
-    for row in table:
-        speed.scatter(row["workers"], row["img/s"], marker=markers[row["stage"]],
-                      label=f"{row['stage']} {row['communication'] if row['stage'] == stages.MULTI_NODE.name else ''}".strip())
-        epochs = [entry["epoch"] for entry in row["_log"] if "validation/main/accuracy" in entry]
-        values = [entry["validation/main/accuracy"] for entry in row["_log"] if "validation/main/accuracy" in entry]
-        if epochs:
-            accuracy.plot(epochs, values, marker=markers[row["stage"]], label=row["run"])
-    bases = [row for row in table if row["stage"] == stages.BASELINE.name and row["counts"] == "yes"]
+    for stage in stages.NAMES:
+        points = [row for row in table if row["stage"] == stage]
+        if points:
+            speed.scatter([row["workers"] for row in points], [row["img/s"] for row in points],
+                          marker=markers[stage], s=40, label=stage, zorder=3)
+    bases = [row for row in table if row["baseline"]]
     if bases:
-        most = max(row["workers"] for row in table)
-        speed.plot([1, most], [bases[-1]["img/s"], most * bases[-1]["img/s"]], "k--", lw=1, label="ideal (linear)")
+        most = max(2, max(row["workers"] for row in table))
+        speed.plot([1, most], [bases[0]["img/s"], most * bases[0]["img/s"]], color="black", linestyle="--",
+                   linewidth=1.5, label="ideal (linear, from the baseline)", zorder=2)
+    for row in table:
+        curve = row["_curve"]
+        if not curve:
+            continue
+        style = dict(marker=markers[row["stage"]], label=_label(row))
+        by_epoch.plot([p["epoch"] for p in curve], [p["accuracy"] for p in curve], **style)
+        by_update.plot([p["iteration"] for p in curve], [p["accuracy"] for p in curve], **style)
+        by_time.plot([p["seconds"] for p in curve], [p["accuracy"] for p in curve], **style)
     speed.set(xlabel="workers (GPUs or CPU cores)", ylabel="images/sec", title="Throughput")
-    accuracy.set(xlabel="epoch", ylabel="validation accuracy", title="Accuracy", ylim=(0, 1))
-    for axes in (speed, accuracy):
-        if axes.get_legend_handles_labels()[0]:
-            axes.legend(fontsize=8)
+    by_epoch.set(xlabel="epoch", ylabel="validation accuracy", title="Accuracy per epoch", ylim=(0, 1))
+    by_update.set(xlabel="updates (iterations): N ranks make N times fewer per epoch", ylabel="validation accuracy",
+                  title="Accuracy per update", ylim=(0, 1))
+    by_time.set(xlabel="wall time (s)", ylabel="validation accuracy", title="Accuracy over time", ylim=(0, 1))
+    for axis in (speed.xaxis, by_epoch.xaxis):
+        axis.set_major_locator(MaxNLocator(integer=True))
+    speed.set_xlim(0.5, None)
+    for ax in axes.flat:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     figure.tight_layout()
     return figure
 
 
-def show(folder: Path = Path(".")) -> list[dict]:
+def show(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
     """Display the table (and plots) of every run in this folder; return the rows."""
+    import matplotlib.pyplot as plt
     from IPython.display import HTML, display
 
-    table = rows(folder)
+    table = rows(folder, baseline)
     if not table:
         print("No runs yet: submit a job above, then run this cell again.")
         return table
     display(HTML(table_html(table)))
+    for line in notes(table, target_of(folder, baseline)):
+        print(line)
     display(plot(table))
-    import matplotlib.pyplot as plt
-
     plt.close("all")
     for model, figures in references().items():
         shown = ", ".join(f"{stage} {value} img/s" for stage, value in figures.items())
@@ -142,10 +203,40 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="course report", description=main.__doc__)
     parser.add_argument("folder", type=Path, nargs="?", default=Path("."),
                         help="where you submit the jobs from (default: here)")
+    parser.add_argument("--baseline", default=None, help="the stage-1 run to compare with (default: the latest)")
     args = parser.parse_args(argv)
-    table = rows(args.folder)
+    table = rows(args.folder, args.baseline)
     if not table:
         raise CourseError(f"no runs in {args.folder / results.RUNS_DIR}",
                           "give the folder you submit the jobs from (it holds runs/ and the job logs)")
     print(table_text(table))
+    for line in notes(table, target_of(args.folder, args.baseline)):
+        print(line)
     return 0
+
+
+def check_accuracy(folder: Path = Path("."), baseline: str | None = None) -> list[evidence.Run]:
+    """Print the accuracy and time to accuracy of the stage-3 runs against stage 1 (a visible self-check)."""
+    base = evidence.baseline(folder, baseline)
+    target = _target(base)
+    found = [run for run in evidence.runs(stages.MULTI_NODE.name, folder) if run.traced]
+    if base is None or not found:
+        print("NOT YET: the accuracy comparison needs a traced stage-1 run and traced stage-3 runs.")
+        return found
+    if target is None:
+        print("No accuracy target for this data set in grading.toml: final accuracies only.")
+    for run in [base, *found]:
+        tta = run.time_to_accuracy(target) if target is not None else None
+        reached = (f"reached {target} at epoch {tta['epoch']} ({tta['seconds']:.0f} s)" if tta
+                   else f"never reached {target}" if target is not None else "")
+        rule = f", lr rule {run.lr_rule}" if run is not base else " (stage 1)"
+        final = "no evaluation" if run.final_accuracy is None else f"final accuracy {run.final_accuracy:.3f}"
+        print(f"{run.describe()}: {run.workers} worker(s){rule}: {final}; {reached}")
+    graded = evidence.accuracy_candidates(found, base)
+    if target is not None and any(run.time_to_accuracy(target) for run in graded):
+        print(f"OK: a run on {graded[0].workers} ranks with the {stages.TAUGHT_LR_RULE} rule reached the target.")
+    elif target is not None:
+        where = f"on {graded[0].workers} ranks" if graded else "on 2 or more ranks"
+        print(f"NOT YET: no run {where} with the {stages.TAUGHT_LR_RULE} rule reached {target}: check "
+              "learning_rate_schedule above, then run the comparison again.")
+    return found

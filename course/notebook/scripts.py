@@ -71,6 +71,11 @@ def assemble_script(stage_name: str, functions: list | dict) -> str:
     expected = stage.functions
     if isinstance(functions, dict):
         by_name = {name: functions.get(name) for name in expected}
+        renamed = [f"{name} is {function.__name__}" for name, function in by_name.items()
+                   if function is not None and getattr(function, "__name__", name) not in (name, "<lambda>")]
+        if renamed:
+            raise CourseError(f"the job's script calls its functions by name, and {', '.join(renamed)}",
+                              "define each function under the name the exercise gives it (def " + expected[0] + "...)")
     else:
         names = [getattr(f, "__name__", repr(f)) for f in functions]
         if sorted(names) != sorted(expected):

@@ -58,6 +58,10 @@ def parser(stage: str) -> argparse.ArgumentParser:
     parser.add_argument("--epoch", "-e", type=int, default=4, help="epochs to train")
     parser.add_argument("--lr", type=float, default=0.05, help="learning rate for --batchsize on one worker")
     parser.add_argument("--warmup", type=int, default=5, help="iterations left out of images/sec")
+    parser.add_argument("--lr-rule", choices=stages.LR_RULES, default=stages.TAUGHT_LR_RULE,
+                        help="how the learning rate follows the total batch of N workers (stage 3)")
+    parser.add_argument("--lr-warmup-epochs", type=float, default=1.0,
+                        help="epochs over which the warmup rule ramps the learning rate up to N x --lr")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
                         help="seed of the weights, the batch order, dropout and the data's split over ranks")
     parser.add_argument("--out", default=None, help="run folder (default runs/<stage>-<job id>)")
@@ -140,6 +144,26 @@ def gpus_for_multiprocess(requested: int | None) -> list[int]:
         raise CourseError("CuPy cannot load NCCL, which MultiprocessParallelUpdater needs",
                           'pip install -e ".[gpu]"  (installs nvidia-nccl-cu12); then: python -m course doctor')
     return list(range(wanted))
+
+
+def apply_lr_rule(trainer, args: argparse.Namespace, workers: int, schedule) -> dict:
+    """Set the learning rate of `trainer`'s optimizer by args.lr_rule for `workers` workers.
+
+    The optimizer starts at args.lr, the single-worker rate. schedule(base_lr, n_workers,
+    warmup_iterations) is the warm-up extension (the student's, in stage 3). Returns what was
+    done, for the results file (also kept as args.lr_plan).
+    """
+    optimizer = trainer.updater.get_optimizer("main")
+    per_epoch = max(1, len(trainer.updater.get_iterator("main").dataset) // args.batchsize)
+    warmup = round(args.lr_warmup_epochs * per_epoch) if args.lr_rule == "warmup" else 0
+    target = args.lr if args.lr_rule == "constant" else args.lr * workers
+    if args.lr_rule == "linear" or (args.lr_rule == "warmup" and warmup == 0):
+        optimizer.lr = target
+    elif args.lr_rule == "warmup":
+        trainer.extend(schedule(args.lr, workers, warmup), name="learning_rate_schedule")
+    args.lr_plan = {"rule": args.lr_rule, "start": args.lr if warmup else target, "target": target,
+                    "warmup_iterations": warmup}
+    return args.lr_plan
 
 
 def load_data(args: argparse.Namespace) -> tuple:
@@ -233,7 +257,8 @@ class _Run:
             "communicator": COMMUNICATOR_NAMES.get(type(comm).__name__, type(comm).__name__) if comm else None,
             "allreduce": os.environ.get("COURSE_ALLREDUCE") if comm else None,
             "batch_size": {"per_worker": args.batchsize, "total": args.batchsize * self.workers},
-            "learning_rate": effective_lr,
+            "learning_rate": (getattr(args, "lr_plan", None) or {}).get("target", effective_lr),
+            "lr_schedule": getattr(args, "lr_plan", None),
             "optimizer": {"name": type(optimizer).__name__, "lr": lr},
             "model": {"name": args.model, "width": args.width},
             "dataset": {"name": args.dataset,
@@ -249,6 +274,7 @@ class _Run:
             stage=self.stage, job_id=self.job.job_id, scheduler=self.job.scheduler, workers=self.workers,
             hosts=self.hosts, devices=self.devices, batch_per_worker=self.args.batchsize,
             learning_rate=self.record["learning_rate"], seed=self.record["seed"],
+            lr_rule=(self.record["lr_schedule"] or {}).get("rule"),
             communicator=self.record["communicator"], allreduce=self.record["allreduce"]).format()
 
     def write(self, trainer, complete: bool, error: str | None = None) -> str:
@@ -263,6 +289,26 @@ class _Run:
                   "finished_at": finished.isoformat(timespec="seconds"),
                   "wall_seconds": round((finished - self.started).total_seconds(), 3)}
         return results.write(self.path, record)
+
+
+class _LogStream:
+    """A PrintReport's output without the terminal codes it writes (ESC[J): job logs are files."""
+
+    def __init__(self, out) -> None:
+        self._out = out
+
+    def write(self, text: str) -> int:
+        return self._out.write(joblog.clean(text))
+
+    def flush(self) -> None:
+        self._out.flush()
+
+
+def _clean_reports(trainer) -> None:
+    for entry in trainer._extensions.values():  # Chainer keeps them in a private dict
+        report = entry.extension
+        if isinstance(report, extensions.PrintReport) and not isinstance(report._out, _LogStream):
+            report._out = _LogStream(report._out)
 
 
 def _require_throughput(trainer) -> None:
@@ -293,6 +339,9 @@ def run(trainer: chainer.training.Trainer, args: argparse.Namespace, *, comm=Non
         except ValueError:
             trainer.extend(extensions.LogReport())
         trainer.extend(_ResultsWriter(record), name="course_results")
+        # The rate the optimizer really uses, into the log (LogReport averages it per entry).
+        trainer.extend(extensions.observe_lr(), trigger=(1, "iteration"), name="course_observe_lr")
+        _clean_reports(trainer)
         print(record.header(), flush=True)
         if record.record["device_kind"] == "gpu" and not chainer.backends.cuda.cudnn_enabled:
             print("course: warning: Chainer does not use cuDNN here, so convolutions run slower; "

@@ -49,6 +49,8 @@ def multi_node():
     train, test = shard_datasets(train, test, comm, args.seed)
     model = L.Classifier(course.models.build(args.model, width=args.width))
     model.to_device(device)
-    optimizer = make_optimizer(args, comm, model)
+    optimizer = make_optimizer(args, comm, model)  # at args.lr, the rate for one worker's batch
     trainer = build_trainer(args, comm, train, test, model, optimizer, device)
+    # --lr-rule: constant, linear (x comm.size at once) or warmup (your learning_rate_schedule)
+    harness.apply_lr_rule(trainer, args, comm.size, learning_rate_schedule)
     harness.run(trainer, args, comm=comm)

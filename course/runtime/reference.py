@@ -21,6 +21,11 @@ REPORT = ["epoch", "main/loss", "validation/main/loss", "main/accuracy", "valida
           "throughput", "elapsed_time"]
 
 
+def warmup_schedule(base_lr: float, n_workers: int, warmup_iterations: int) -> extensions.LinearShift:
+    """The learning rate from base_lr to n_workers x base_lr, linearly over the first iterations."""
+    return extensions.LinearShift("lr", (base_lr, base_lr * n_workers), (0, warmup_iterations))
+
+
 def build_trainer(args, train, test, device, comm=None) -> training.Trainer:
     model = L.Classifier(models.build(args.model, width=args.width))
     model.to_device(device)
@@ -40,6 +45,7 @@ def build_trainer(args, train, test, device, comm=None) -> training.Trainer:
             evaluator = chainermn().create_multi_node_evaluator(evaluator, comm)
         trainer.extend(evaluator)
     trainer.extend(Throughput(args.batchsize, comm=comm, warmup=args.warmup))
+    harness.apply_lr_rule(trainer, args, comm.size if comm is not None else 1, warmup_schedule)
     if comm is None or comm.rank == 0:
         trainer.extend(extensions.LogReport())
         trainer.extend(extensions.PrintReport(REPORT))

@@ -79,7 +79,8 @@ def small_args(stage: str = "single_gpu", **overrides) -> argparse.Namespace:
 
     args = harness.parser(stage).parse_args([])
     values = {key: value for key, value in SMALL.items() if hasattr(args, key)}
-    values.update(stage=stage, out=tempfile.mkdtemp(prefix="course-check-"), **overrides)
+    values.update(stage=stage, out=tempfile.mkdtemp(prefix="course-check-"))
+    values.update(overrides)
     return argparse.Namespace(**{**vars(args), **values})
 
 

@@ -1,6 +1,6 @@
 """Checks of stage 3 (ChainerMN), on two real MPI ranks of this machine.
 
-Each check finds all five stage-3 functions through the notebook (the namespace of the function
+Each check finds all the stage-3 functions through the notebook (the namespace of the function
 it is given; ones not written yet act as stubs), runs them once under `mpiexec -n 2` with
 course.notebook.checks.mn_probe, and caches those facts until a function's source changes: the other
 checks of the notebook then cost nothing.
@@ -18,7 +18,7 @@ from course import stages
 from course.cluster import mpi
 from course.errors import JobError
 from course.notebook import scripts
-from course.notebook.checks import expect, fail, passed
+from course.notebook.checks import call, expect, fail, passed
 
 TIMEOUT = 120  # seconds for the two-rank run; a rank stuck in a collective is the usual cause
 _facts: dict[str, dict] = {}
@@ -143,14 +143,14 @@ def optimizer(make_optimizer) -> None:
            "wrap it: chainermn.create_multi_node_optimizer(optimizer, comm)")
     expect(all(r["target_is_model"] for r in ranks), "the optimizer is not set up on the model",
            "call optimizer.setup(model) on what create_multi_node_optimizer returns")
-    expect(all(r["lr"] is not None and abs(r["lr"] - 0.2) < 1e-9 for r in ranks),
-           f"with args.lr = 0.1 on 2 ranks the learning rate is {ranks[0]['lr']}",
-           "the total batch is comm.size times larger: scale the learning rate by comm.size (linear scaling rule)")
+    expect(all(r["lr"] is not None and abs(r["lr"] - 0.1) < 1e-9 for r in ranks),
+           f"with args.lr = 0.1 on 2 ranks the optimizer starts at {ranks[0]['lr']}",
+           "start at args.lr, the single-worker rate: learning_rate_schedule (and --lr-rule) scales it up")
     weights = [r["weights"] for r in ranks]
     expect(abs(weights[0] - weights[1]) <= 1e-5 * max(1.0, abs(weights[0])),
            "after one update on different data the ranks' weights differ", "the allreduce must average the gradients")
-    passed("make_optimizer: a multi-node optimizer at lr 0.1 x 2 ranks; after an update on different data both "
-           "ranks hold the same weights")
+    passed("make_optimizer: a multi-node optimizer at args.lr; after an update on different data both ranks hold "
+           "the same weights")
 
 
 def trainer(build_trainer) -> None:
@@ -175,3 +175,59 @@ def trainer(build_trainer) -> None:
     expect(all(r["out"] for r in ranks), "the trainer writes to another folder than args.out", "out=args.out")
     passed("build_trainer: StandardUpdater, a multi-node Evaluator (same result on both ranks), Throughput over "
            "both ranks, LogReport and PrintReport on rank 0 only")
+
+
+def _rates_used(extension, base_lr: float, updates: int) -> list[float]:
+    """The learning rate of each of `updates` updates of a small trainer that has `extension`."""
+    import chainer
+    import chainer.links as L
+    from chainer import training
+
+    from course.notebook.checks import labelled_dataset
+
+    model = L.Classifier(L.Linear(None, 10))
+    optimizer = chainer.optimizers.MomentumSGD(base_lr)
+    optimizer.setup(model)
+    used: list[float] = []
+    optimizer.add_hook(lambda opt: used.append(float(opt.lr)), name="record_lr")  # runs inside each update
+    iterator = chainer.iterators.SerialIterator(labelled_dataset(8, size=4), 4)
+    trainer = training.Trainer(training.updaters.StandardUpdater(iterator, optimizer), (updates, "iteration"),
+                               out=tempfile.mkdtemp(prefix="course-check-"))
+    trainer.extend(extension, name="learning_rate_schedule")
+    trainer.run(show_loop_exception_msg=False)
+    return used
+
+
+def learning_rate_schedule(schedule, base_lr: float = 0.1, n_workers: int = 4, warmup_iterations: int = 8) -> None:
+    """The rates the optimizer really uses: base_lr at the first update, n_workers x base_lr after the warm-up."""
+    __tracebackhide__ = True
+    import chainer
+
+    extension = call(schedule, base_lr, n_workers, warmup_iterations)
+    expect(isinstance(extension, chainer.training.Extension) or callable(extension),
+           f"learning_rate_schedule returned {type(extension).__name__}, not a trainer extension",
+           "return extensions.LinearShift('lr', (first, last), (0, warmup_iterations))")
+    updates = warmup_iterations + 4
+    used = _rates_used(extension, base_lr, updates)
+    ramp = [base_lr * (1 + (n_workers - 1) * min(t, warmup_iterations) / warmup_iterations) for t in range(updates)]
+    shown = ", ".join(f"{r:.3g}" for r in used)
+    target = base_lr * n_workers
+
+    def close(a: float, b: float) -> bool:
+        return abs(a - b) <= 1e-6 * max(1.0, abs(b))
+
+    expect(len(used) == updates, f"{len(used)} updates ran instead of {updates}")
+    expect(close(used[-1], target) or not close(used[-1], base_lr),
+           f"with {n_workers} workers the rate stays at the single-worker rate {base_lr} (rates used: {shown}): "
+           "no scaling", f"the linear scaling rule: end at base_lr x n_workers = {target:g}")
+    expect(close(used[-1], target), f"after the warm-up the rate is {used[-1]:.3g}, not base_lr x n_workers = "
+           f"{target:g} (rates used: {shown})", "end the ramp at base_lr * n_workers")
+    expect(close(used[0], base_lr), f"the first update used the rate {used[0]:.3g}, not the single-worker rate "
+           f"{base_lr} (rates used: {shown}): no warm-up, so the first updates of a large batch take too large "
+           "steps", f"start the ramp at base_lr: LinearShift('lr', (base_lr, base_lr * n_workers), "
+           f"(0, warmup_iterations))")
+    expect(all(close(a, b) for a, b in zip(used, ramp)),
+           f"the rates used were {shown}; a linear ramp over {warmup_iterations} updates gives "
+           f"{', '.join(f'{r:.3g}' for r in ramp)}", "grow the rate linearly over warmup_iterations updates")
+    passed(f"learning_rate_schedule: the rate ramps linearly from {base_lr} to {target:g} over {warmup_iterations} "
+           f"updates, then stays ({shown})")

@@ -1,0 +1,45 @@
+"""The students' solution functions, read from solutions/distributed_training/*.ipynb for the tests.
+
+A solution cell is a code cell whose nbgrader metadata has `solution: true`; it holds one or more
+top-level defs whose bodies are wrapped in `### BEGIN SOLUTION` / `### END SOLUTION` lines. The
+tests take the code from here rather than keeping copies that drift from the notebooks.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+import nbformat
+
+from course import stages
+
+SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions" / "distributed_training"
+MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
+
+
+@functools.cache
+def solution_cells(stage_name: str) -> tuple[str, ...]:
+    """The stage's solution code cells in notebook order, without their marker lines."""
+    notebook = nbformat.read(SOLUTIONS / stages.get(stage_name).notebook, as_version=4)
+    return tuple("\n".join(line for line in cell.source.splitlines() if line.strip() not in MARKERS).strip() + "\n"
+                 for cell in notebook.cells
+                 if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"))
+
+
+def solution_source(stage_name: str) -> str:
+    """All the stage's solution cells, in notebook order, as one module's source."""
+    return "\n\n".join(solution_cells(stage_name))
+
+
+def solution_functions(stage_name: str) -> dict[str, str]:
+    """{function name: its source} of every def in the stage's solution cells, in notebook order."""
+    found = {}
+    for cell in solution_cells(stage_name):
+        lines = cell.splitlines(keepends=True)
+        for node in ast.parse(cell).body:
+            if not isinstance(node, ast.FunctionDef):
+                raise ValueError(f"a solution cell of {stage_name} holds {ast.dump(node)[:60]}, not only defs")
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            found[node.name] = "".join(lines[first - 1:node.end_lineno])
+    return found
