@@ -16,6 +16,7 @@ COMMANDS = {  # name: (module, what it does)
     "data": ("course.runtime.data", "prepare CIFAR-10, the synthetic set, or a variant; list what is prepared"),
     "train": ("course.runtime.reference", "the kit's reference CIFAR-10 training (one device, or ranks under mpiexec)"),
     "submit": ("course.cluster.submit", "submit a job script: to qsub, or run it here as PBS would (local profile)"),
+    "cancel": ("course.cluster.localsched", "stop a job that runs on this machine (local profile), as qdel does"),
     "launch": ("course.cluster.launch", "inside a job: start a command as one MPI rank per slot (-- COMMAND)"),
     "site": ("course.cluster.sites", "site profiles: list, show (what jobs/ has), apply PROFILE"),
     "report": ("course.notebook.report", "the table of your runs: images/sec, speedup and efficiency vs stage 1"),

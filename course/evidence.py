@@ -10,6 +10,7 @@ The report shows what this finds; course.instructor.scoring turns it into points
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from course import joblog, results, stages
@@ -98,6 +99,12 @@ def trace(path: Path, folder: Path | None = None) -> Run:
                             "the scheduler wrote (qsub -j oe) together with runs/")
         return run
     text = run.log.read_text(errors="replace")
+    ended = joblog.ended_at(text)  # None for logs of older kits, which carry no end time
+    text = joblog.until_end(text)  # what processes that outlived the job wrote after its end does not count
+    finished = record.get("finished_at")
+    if ended and finished and datetime.fromisoformat(finished) > ended:
+        run.problems.append(f"the results file was written at {finished}, after job {job_id} ended "
+                            f"({ended:%Y-%m-%d %H:%M:%S} UTC): a process of the job outlived it; run the job again")
     digests = joblog.results_digests(text, path.parent.name, results.FILENAME)
     if not digests:
         run.problems.append(f"the log {run.log.name} does not name this results file")

@@ -8,7 +8,7 @@ export COURSE_SCHEDULER=local
 
 # Data and training defaults, the same at every stage so that the stages compare.
 export COURSE_DATASET="${COURSE_DATASET:-synthetic}"
-export COURSE_TRAIN_ARGS="${COURSE_TRAIN_ARGS:---model vgg --width 16 --batchsize 64 --epoch 2}"
+export COURSE_TRAIN_ARGS="${COURSE_TRAIN_ARGS:---model vgg --width 16 --batchsize 64 --epoch 3}"
 
 # MPI: `python -m course launch` fills in the ranks and hosts of the job.
 export COURSE_MPIEXEC='mpiexec -n {nprocs} --hostfile {hostfile} --bind-to core'
@@ -19,6 +19,7 @@ export CHAINERMN_FORCE_ABORT_ON_EXCEPTION=1  # one rank's exception ends the job
 
 # How this site is run, for `python -m course submit` and the notebooks.
 export COURSE_SELECT='{nodes}:mpiprocs={ranks_per_node}'
+export COURSE_RESOURCES=''  # the site's own -l resources, besides PBS's
 export COURSE_QUEUES=''
 export COURSE_GPUS_PER_NODE=0
 export COURSE_SCALING_RUNS='1x1 1x2'
@@ -27,5 +28,18 @@ export COURSE_COMMUNICATION='naive naive/ring'
 # The CUDA libraries of the kit's gpu extra (prints nothing without them).
 eval "$(python -m course env)"
 
-# The last line of the joined log says how the job ended.
-trap 'echo "course: job ${PBS_JOBID:-${SLURM_JOB_ID:-?}} ended with exit status $?"' EXIT
+# The last line of the joined log says how the job ended, and when (course/joblog.py reads it).
+_course_end() {
+    echo "course: job ${PBS_JOBID:-${SLURM_JOB_ID:-?}} $1 at $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+}
+_course_stopped() {
+    trap - EXIT; trap '' "$1"
+    local children; children=$(jobs -p)
+    [ -z "$children" ] || kill -s "$1" $children 2>/dev/null || true
+    _course_end "was killed by SIG$1"
+    trap - "$1"; kill -s "$1" $$
+}
+trap '_course_end "ended with exit status $?"' EXIT
+if [[ $- != *i* ]]; then
+    trap '_course_stopped TERM' TERM; trap '_course_stopped INT' INT; trap '_course_stopped HUP' HUP
+fi

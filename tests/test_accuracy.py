@@ -96,16 +96,21 @@ def test_the_stage_scripts_take_an_lr_rule_with_the_taught_warm_up_by_default():
         flags.parse_args(["--lr-rule", "sqrt"])
 
 
-# 8 updates per epoch (32 images, 4 per update), 2 epochs; args.lr 0.1 on 4 workers
-@pytest.mark.parametrize("rule,warmup_epochs,plan,rates", [
-    ("constant", 0.7, {"rule": "constant", "start": 0.1, "target": 0.1, "warmup_iterations": 0}, [0.1] * 16),
-    ("linear", 0.7, {"rule": "linear", "start": 0.4, "target": 0.4, "warmup_iterations": 0}, [0.4] * 16),
-    ("warmup", 0.7, {"rule": "warmup", "start": 0.1, "target": 0.4, "warmup_iterations": 6},  # round(5.6)
-     [0.1, 0.15, 0.2, 0.25, 0.3, 0.35] + [0.4] * 10),
-    ("warmup", 0.0, {"rule": "warmup", "start": 0.4, "target": 0.4, "warmup_iterations": 0}, [0.4] * 16),
-], ids=["constant", "linear", "warmup", "warmup of 0 epochs"])
-def test_apply_lr_rule_sets_the_rate_of_every_update(tmp_path, rule, warmup_epochs, plan, rates):
-    args = stage_3_args(tmp_path, "--lr-rule", rule, "--lr-warmup-epochs", str(warmup_epochs))
+# 8 updates per epoch (32 images, 4 per update), 2 epochs; args.lr 0.1 on 4 workers; the last epoch at a tenth
+@pytest.mark.parametrize("rule,more,plan,rates", [
+    ("constant", [], {"rule": "constant", "start": 0.1, "target": 0.1, "warmup_iterations": 0,
+                      "drop_from_iteration": 8}, [0.1] * 8 + [0.01] * 8),
+    ("linear", [], {"rule": "linear", "start": 0.4, "target": 0.4, "warmup_iterations": 0,
+                    "drop_from_iteration": 8}, [0.4] * 8 + [0.04] * 8),
+    ("warmup", [], {"rule": "warmup", "start": 0.1, "target": 0.4, "warmup_iterations": 6,  # round(5.6)
+                    "drop_from_iteration": 8}, [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.4] + [0.04] * 8),
+    ("warmup", ["--lr-warmup-epochs", "0"], {"rule": "warmup", "start": 0.4, "target": 0.4, "warmup_iterations": 0,
+                                             "drop_from_iteration": 8}, [0.4] * 8 + [0.04] * 8),
+    ("warmup", ["--lr-drop-epochs", "0"], {"rule": "warmup", "start": 0.1, "target": 0.4, "warmup_iterations": 6,
+                                           "drop_from_iteration": None}, [0.1, 0.15, 0.2, 0.25, 0.3, 0.35] + [0.4] * 10),
+], ids=["constant", "linear", "warmup", "warmup of 0 epochs", "warmup without the final drop"])
+def test_apply_lr_rule_sets_the_rate_of_every_update(tmp_path, rule, more, plan, rates):
+    args = stage_3_args(tmp_path, "--lr-rule", rule, "--lr-warmup-epochs", "0.7", *more)
     trainer = tiny_trainer(args)
     used = rates_used(trainer)
     assert harness.apply_lr_rule(trainer, args, 4, reference.warmup_schedule) == plan

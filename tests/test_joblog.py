@@ -88,7 +88,7 @@ def test_the_end_trap_prints_the_line_exit_status_reads(variable):
     run = subprocess.run(["bash", "-c", f"{variable}=12.x; {joblog.END_TRAP}; echo training; exit 3"],
                          capture_output=True, text=True, env=env)
     assert run.returncode == 3
-    assert run.stdout.splitlines() == ["training", joblog.end_line("12.x", 3)]
+    assert run.stdout.splitlines() == ["training", joblog.end_line("12.x", 3, joblog.ended_at(run.stdout))]
     assert joblog.exit_status(run.stdout) == 3
 
 

@@ -197,5 +197,7 @@ def test_waiting_on_qsub_ends_at_the_schedulers_kill_notice(tmp_path, monkeypatc
     log = tmp_path / "run_multi_node_training.sh.o42"
     log.write_text("epoch 1\n=>> PBS: job killed: walltime 00:30:05 exceeded limit 00:30:00\n")
     lines = []
-    assert submit.Job("42.pbs01", tmp_path, "qsub", log).wait(timeout=30, echo=lines.append, poll=0.1) == -1
-    assert "walltime" in "\n".join(lines)
+    job = submit.Job("42.pbs01", tmp_path, "qsub", log)
+    assert job.wait(timeout=30, echo=lines.append, poll=0.1) == localsched.WALLTIME_EXIT
+    assert lines[-2].startswith("[job 42.pbs01 was killed at its walltime (exit status 271)")
+    assert "the walltime ran out" in lines[-1] and "qstat" not in lines[-1]

@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 
+from course import cli, joblog
 from course.cluster import pbs, siteenv, sites
 from course.errors import SiteError
 from tests.conftest import ROOT
@@ -62,9 +63,9 @@ def test_site_env_is_valid_bash_and_env_overrides_its_defaults(tmp_path):
                          env={"PATH": f"{ROOT / '.venv' / 'bin'}:/usr/bin:/bin", "COURSE_DATASET": "mine"})
     [line, ended] = run.stdout.strip().splitlines()
     dataset, train_args, mpiexec, threads = line.split("|")
-    assert ended == "course: job ? ended with exit status 0"  # the trap that closes every job log
+    assert joblog.end(ended).says == "ended with exit status 0"  # the trap that closes every job log
     assert dataset == "mine"  # a job's -v setting wins over the site's default
-    assert train_args == "--model vgg --width 16 --batchsize 64 --epoch 2"
+    assert train_args == "--model vgg --width 16 --batchsize 64 --epoch 3"
     assert mpiexec == "mpiexec -n {nprocs} --hostfile {hostfile} --bind-to core" and threads == "1"
 
 
@@ -81,7 +82,7 @@ def test_drift_is_reported(jobs_dir):
      "may not contain"),
     ("not toml at all [", "not valid TOML"),
     ("#PBS -l walltime={wallime}", "names wallime"),
-    ('communication = []', "need at least one entry"),
+    ('communication = []', "needs at least one entry"),
 ])
 def test_bad_profiles_are_refused_with_the_reason(tmp_path, change, message):
     text = (ROOT / "sites" / "local.toml").read_text()
@@ -111,3 +112,51 @@ def test_unknown_profile_lists_the_known_ones():
     with pytest.raises(SiteError) as caught:
         sites.load_profile("tsubame")
     assert "local" in caught.value.hint and "reedbush-h" in caught.value.hint
+
+
+@pytest.mark.parametrize("old,new,message,nearest", [
+    ('scheduler = "local"', 'scheduler = "local"\nqueu = "gpu"', "unknown key `queu`", "did you mean `queue`?"),
+    ("gpus_per_node = 0", "gpu_per_node = 0", "unknown key `gpu_per_node`", "did you mean `gpus_per_node`?"),
+    ("threads_per_rank = 1", "treads_per_rank = 1", "unknown key `environment.treads_per_rank`",
+     "did you mean `threads_per_rank`?"),
+    ('dataset = "synthetic"', 'dataset = "synthetic"\ndataset_rot = "/data"', "unknown key `environment.dataset_rot`",
+     "did you mean `dataset_root`?"),
+    ("[scaling]", "[scalling]", "unknown key `scalling`", "did you mean `scaling`?"),
+    ("[scaling]", "[extras]\nx = 1\n[scaling]", "unknown key `extras`", "the top level takes description,"),
+    ("walltime = \"00:30:00\"", "walltime = \"00:30:00\"\nwaltime = \"1\"",
+     "unknown key `jobs.run_single_gpu_training.waltime`", "did you mean `walltime`?"),
+    ("threads_per_rank = 1", 'threads_per_rank = "1"', "`environment.threads_per_rank` should be a whole number",
+     "fix the profile"),
+    ('runs = ["1x1", "1x2"]', 'runs = ["1x1", "1by2"]', "`scaling.runs[1]` = '1by2' is not NODESxRANKS", "fix"),
+])
+def test_misspelt_or_mistyped_profile_keys_are_refused_with_the_nearest_valid_key(tmp_path, old, new, message,
+                                                                                    nearest):
+    text = (ROOT / "sites" / "local.toml").read_text()
+    assert old in text
+    path = tmp_path / "site.toml"
+    path.write_text(text.replace(old, new, 1))
+    with pytest.raises(SiteError) as caught:
+        sites.load_profile(str(path))
+    assert str(path) in caught.value.message and message in caught.value.message
+    assert nearest in caught.value.hint
+
+
+def test_an_unknown_key_is_named_with_its_line_and_course_site_apply_fails(tmp_path, monkeypatch, capsys):
+    text = (ROOT / "sites" / "local.toml").read_text().replace("threads_per_rank", "treads_per_rank")
+    (tmp_path / "typo.toml").write_text(text)
+    line = text[:text.index("treads_per_rank")].count("\n") + 1
+    monkeypatch.setattr(sites.paths, "kit_root", lambda: tmp_path)  # were it applied, it would go here
+    assert cli.main(["site", "apply", str(tmp_path / "typo.toml")]) == 2
+    err = capsys.readouterr().err
+    assert f"typo.toml:{line}: unknown key `environment.treads_per_rank`" in err
+    assert "did you mean `threads_per_rank`?" in err and "Traceback" not in err
+
+
+def test_a_sites_own_resources_reach_the_job_scripts_checks(jobs_dir, tmp_path):
+    text = (ROOT / "sites" / "local.toml").read_text().replace('scheduler = "local"',
+                                                               'scheduler = "local"\nresources = ["lscratch"]')
+    (tmp_path / "scratch.toml").write_text(text)
+    sites.apply(sites.load_profile(str(tmp_path / "scratch.toml")), jobs_dir)
+    extra = siteenv.read(jobs_dir / "site_env.sh")["COURSE_RESOURCES"].split()
+    assert extra == ["lscratch"]
+    assert pbs.read_request("#PBS -l select=1:lscratch=10gb\n", extra=extra).nodes == 1

@@ -2,7 +2,8 @@
 
 Reads the job's hosts and slots (PBS_NODEFILE, Slurm's variables, or this machine alone),
 writes a host file, fills the site's launcher template ($COURSE_MPIEXEC, from the site profile)
-and runs it, printing the command first so that the job log shows exactly what ran.
+and runs it, printing the command first so that the job log shows exactly what ran. The launcher
+ends with this command: it is sent the signals this command gets, and SIGTERM if this command dies.
 Template fields: {nprocs} {ranks_per_node} {nodes} {hostfile} {export} ({export} becomes
 Open MPI's `-x NAME` for the variables the ranks need on other nodes).
 """
@@ -11,13 +12,14 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from course import gpu, paths
-from course.cluster import hosts, mpi
+from course.cluster import hosts, mpi, procs
 from course.errors import JobError
 
 DEFAULT_TEMPLATE = "mpiexec -n {nprocs} --hostfile {hostfile}"
@@ -80,7 +82,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"course launch: warning: {job.per_node} ranks per node but this node has {found.count} GPU(s); "
                   "ranks past the last GPU cannot bind one", flush=True)
         print(f"course launch: {shlex.join(argv_)}", flush=True)
-        return subprocess.run(argv_, env={**os.environ, **extra}).returncode
+        return run(argv_, {**os.environ, **extra})
+
+
+def run(argv: list[str], env: dict[str, str]) -> int:
+    """Run the launcher as a part of this process: it gets the stop signals this process gets, and
+    SIGTERM when this process dies, even by SIGKILL (it then stops its ranks), so that no rank
+    trains on after the job. Returns its exit status as a shell shows it (128 + N for signal N)."""
+    process = subprocess.Popen(argv, env=env, preexec_fn=procs.die_with_parent())
+
+    def forward(signum: int, frame) -> None:
+        process.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in procs.STOP_SIGNALS}
+    try:
+        return procs.exit_code(process.wait())
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":

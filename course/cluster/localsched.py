@@ -9,7 +9,12 @@ enforced, and stdout and stderr are joined into <name>.o<number> in the submit f
 with this Python's folder first on PATH.
 
 A small supervisor process (``python -m course.cluster.localsched SPEC``) runs the job, so that the
-walltime holds and the exit status is recorded even if the submitting notebook goes away.
+walltime holds and the exit status is recorded even if the submitting notebook goes away. The job
+ends as one unit, as PBS ends it: its shell runs in a session of its own, and every process of that
+session is stopped (SIGTERM, GRACE seconds, SIGKILL) at the walltime, when the supervisor is sent
+SIGTERM, SIGINT or SIGHUP (`python -m course cancel JOBID`, this module's command), and when the job
+shell exits and leaves processes behind; a forked watchdog does it if the supervisor itself dies.
+The status file (state_dir()/jobs/N/status.json, written atomically) records how and when it ended.
 """
 from __future__ import annotations
 
@@ -24,15 +29,18 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import IO
 
 from course import gpu, joblog
-from course.cluster import pbs
+from course.cluster import pbs, procs
 from course.errors import JobError
 from course.fileio import atomic_file
 
-WALLTIME_EXIT = 271  # what PBS reports for a job it killed (256 + SIGTERM)
-LOST_EXIT = 1  # the job could not start, or its supervisor died before recording how it ended
+WALLTIME_EXIT = joblog.WALLTIME_EXIT
+LOST_EXIT = joblog.LOST_EXIT
+GRACE = 10.0  # seconds a job's processes get between SIGTERM and SIGKILL (PBS's kill_delay)
 
 
 def state_dir() -> Path:
@@ -54,6 +62,17 @@ def _next_number() -> int:
     return number
 
 
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 @dataclass
 class LocalJob:
     number: int
@@ -66,12 +85,29 @@ class LocalJob:
     def id(self) -> str:
         return f"{self.number}.local"
 
+    def record(self) -> dict:
+        """The scheduler's status file: {state: running, supervisor, watchdog, session, started_at} while the
+        job runs; {state: ended, exit_status, says, started_at, ended_at, seconds} once it has ended."""
+        return _read_json(self.status_file)
+
     def exit_status(self) -> int | None:
         """The job's exit status once it has ended, else None."""
-        try:
-            return json.loads(self.status_file.read_text())["exit_status"]
-        except (OSError, ValueError, KeyError):
-            return None
+        return self.record().get("exit_status")
+
+    def ended_at(self) -> datetime | None:
+        """When the job ended, every process of it stopped (UTC); None while it runs."""
+        ended = self.record().get("ended_at")
+        return datetime.fromisoformat(ended) if ended else None
+
+    def _lost(self) -> bool:
+        """Whether no process is left to record the job's end: its supervisor and watchdog are gone."""
+        if self.supervisor is not None and self.supervisor.poll() is None:
+            return False
+        record = self.record()
+        pids = [record[key] for key in ("supervisor", "watchdog") if record.get(key)]
+        if not pids:  # no record yet: only a supervisor that died before writing one is lost
+            return self.supervisor is not None
+        return not any(procs.alive(pid) for pid in pids)
 
     def wait(self, timeout: float | None = None, echo: Callable[[str], None] | None = None,
              poll: float = 0.5) -> int | None:
@@ -80,23 +116,79 @@ class LocalJob:
         offset = 0
         while True:
             status = self.exit_status()
+            lost = status is None and self._lost() and self.exit_status() is None
             if echo and self.log.exists():
                 with open(self.log, "rb") as f:
                     f.seek(offset)
                     chunk = f.read()
-                end = len(chunk) if status is not None else chunk.rfind(b"\n") + 1  # whole lines until the end
+                done = status is not None or lost
+                end = len(chunk) if done else chunk.rfind(b"\n") + 1  # whole lines until the end
                 for line in chunk[:end].decode(errors="replace").splitlines():
                     echo(line)
                 offset += end
             if status is not None:
                 return status
-            if self.supervisor is not None and self.supervisor.poll() is not None and self.exit_status() is None:
+            if lost:
                 if echo:
                     echo(f"course local scheduler: job {self.id} was lost (its supervisor ended without a status)")
                 return LOST_EXIT
             if deadline is not None and time.monotonic() > deadline:
                 return None
             time.sleep(poll)
+
+
+def find(job_id: str) -> LocalJob:
+    """A job of this machine's scheduler by its id (12.local, or 12); JobError when there is none."""
+    number = joblog.job_number(job_id)
+    if job_id != number and not job_id.endswith(".local"):
+        raise JobError(f"{job_id} is a cluster's job, not one of this machine's",
+                       f"cancel it with its scheduler's command: qdel {job_id} (PBS) or scancel {number} (Slurm)")
+    spec = _read_json(state_dir() / "jobs" / number / "spec.json") if number.isdigit() else {}
+    if not spec:
+        raise JobError(f"no local job {job_id}", f"this machine's jobs are in {state_dir() / 'jobs'}; "
+                       "use the id `python -m course submit` printed, e.g. 12.local")
+    log = Path(spec["log"])
+    return LocalJob(int(number), log.name.rsplit(".o", 1)[0], log, Path(spec["status"]))
+
+
+def _is_supervisor(pid: int) -> bool:
+    """Whether `pid` is a local scheduler's supervisor (and not another process that got its number)."""
+    try:
+        return b"course.cluster.localsched" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return procs.alive(pid) and not Path("/proc/self").exists()  # no /proc here: trust the number
+    except OSError:
+        return False
+
+
+def cancel(job_id: str, timeout: float = GRACE + 10) -> LocalJob:
+    """Stop a local job and all its processes, as qdel does; returns it once it has ended."""
+    job = find(job_id)
+    deadline = time.monotonic() + timeout
+    while not job.record() and time.monotonic() < deadline:  # submitted a moment ago: not yet started
+        time.sleep(0.1)
+    record = job.record()
+    if "exit_status" in record:
+        raise JobError(f"job {job.id} has already ended: it {record.get('says', 'ended')}", f"its log: {job.log}")
+    supervisor = record.get("supervisor")
+    if supervisor and _is_supervisor(supervisor):
+        os.kill(supervisor, signal.SIGTERM)
+    if job.wait(max(deadline - time.monotonic(), 1.0)) is None:
+        raise JobError(f"job {job.id} did not end within {timeout:.0f} s of being cancelled",
+                       f"see which of its processes still run: ps -s {record.get('session')}")
+    return job
+
+
+def main(argv: list[str]) -> int:
+    """`python -m course cancel JOBID`: stop a job that runs on this machine (the local profile)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="course cancel", description=main.__doc__)
+    parser.add_argument("job", help="the job's id, as `course submit` printed it (e.g. 12.local)")
+    args = parser.parse_args(argv)
+    job = cancel(args.job)
+    print(f"job {job.id} {job.record().get('says')}; its log: {job.log}")
+    return 0
 
 
 def check_request(request: pbs.Request) -> list[str]:
@@ -117,13 +209,14 @@ def check_request(request: pbs.Request) -> list[str]:
 
 
 def start(script: Path, options: list[str] = (), workdir: Path | None = None,
-          environment: dict[str, str] | None = None) -> LocalJob:
-    """Submit `script` to the embedded scheduler; returns at once (use .wait())."""
+          environment: dict[str, str] | None = None, resources: list[str] = ()) -> LocalJob:
+    """Submit `script` to the embedded scheduler; returns at once (use .wait()). `resources`: the site's
+    own `-l` resource names, allowed besides PBS's."""
     script = Path(script)
     workdir = Path(workdir or os.getcwd()).resolve()
     if not script.is_file():
         raise JobError(f"no job script {script}", "submit from the folder that holds the notebooks and jobs/")
-    request = pbs.read_request(script.read_text(), options)
+    request = pbs.read_request(script.read_text(), options, resources)
     warnings = check_request(request)
     name = request.name or script.name
     number = _next_number()
@@ -153,46 +246,116 @@ def start(script: Path, options: list[str] = (), workdir: Path | None = None,
     return job
 
 
-def _kill_group(process: subprocess.Popen) -> None:
-    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+class _Stopped(Exception):
+    """The supervisor was sent a stop signal: the job is being cancelled."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signal = signal.Signals(signum)
+
+
+def _ignore_stops() -> None:
+    """Once the job is being stopped, a second signal must not cut the stopping short."""
+    for sig in procs.STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def _stop(signum: int, frame) -> None:
+    _ignore_stops()
+    raise _Stopped(signum)
+
+
+def _write_record(spec: dict, record: dict) -> None:
+    with atomic_file(Path(spec["status"]), "w") as f:
+        json.dump({"id": spec["id"], **record}, f)
+
+
+def _record_end(spec: dict, started: datetime, status: int, says: str) -> None:
+    ended = _utc_now()
+    _write_record(spec, {"state": "ended", "exit_status": status, "says": says,
+                         "started_at": started.isoformat(timespec="seconds"),
+                         "ended_at": ended.isoformat(timespec="seconds"),
+                         "seconds": round((ended - started).total_seconds(), 3)})
+
+
+def _start_watchdog(spec: dict, started: datetime) -> tuple[int, int]:
+    """Fork the process that stops the job should this one die without recording its end (SIGKILL,
+    a crash): it waits for the end of a pipe only this process holds, which the kernel closes however
+    this process ends. Returns its pid and the pipe's end to keep open."""
+    read_end, write_end = os.pipe()  # not inherited by the job (close-on-exec)
+    pid = os.fork()
+    if pid:
+        os.close(read_end)
+        return pid, write_end
+    try:
+        os.close(write_end)
+        os.setsid()  # out of the supervisor's process group: a signal to that group leaves the watchdog
+        _ignore_stops()  # stopping the job is the supervisor's task while it lives
+        while os.read(read_end, 1):
+            pass
+        record = _read_json(Path(spec["status"]))
+        if record.get("state") != "ended":
+            if record.get("session"):
+                procs.end_session(record["session"], GRACE)
+            with open(spec["log"], "a") as log:
+                log.write(joblog.lost_notice(spec["id"], _utc_now()) + "\n")
+            _record_end(spec, started, LOST_EXIT, "was lost: its scheduler process died")
+    finally:
+        os._exit(0)
+
+
+def _run(process: subprocess.Popen, spec: dict, log: IO[str]) -> tuple[int, str]:
+    """Wait for the job shell within the walltime; stop every process of the job; (status, what happened)."""
+    try:
+        status = procs.exit_code(process.wait(timeout=spec["walltime"]))
+    except subprocess.TimeoutExpired:
+        _ignore_stops()
+        procs.end_session(process.pid, GRACE, process.poll)
+        log.write(joblog.walltime_notice(pbs.format_walltime(spec["walltime"])) + "\n")
+        return WALLTIME_EXIT, "was killed at its walltime"
+    except _Stopped as stop:
+        procs.end_session(process.pid, GRACE, process.poll)
+        log.write(joblog.cancel_notice(spec["id"], stop.signal.name[3:], _utc_now()) + "\n")
+        return 128 + stop.signal, "was cancelled"
+    _ignore_stops()
+    left = procs.end_session(process.pid, GRACE, process.poll)  # as PBS, end what the job left running
+    if left:
+        log.write(joblog.leftovers_notice(left) + "\n")
+    killed = signal.Signals(status - 128).name if status > 128 and process.returncode < 0 else None
+    return status, f"was killed by {killed}" if killed else f"ended with exit status {status}"
 
 
 def supervise(spec_file: Path) -> int:
-    """Run one job as its spec says; record the exit status (the supervisor process's body)."""
+    """Run one job as its spec says and record how and when it ended (the supervisor process's body)."""
     spec = json.loads(Path(spec_file).read_text())
-    home = spec["env"].get("HOME") or os.path.expanduser("~")
-    started = time.time()
-    status = LOST_EXIT  # unless the job runs and ends: a waiting student must never wait forever
+    started = _utc_now()
+    watchdog, _lifeline = _start_watchdog(spec, started)
+    for sig in procs.STOP_SIGNALS:
+        signal.signal(sig, _stop)
+    status, says = LOST_EXIT, "could not start"  # a waiting student must never wait forever
+    process = None
     try:
         with open(spec["log"], "a", buffering=1) as log:
             for warning in spec["warnings"]:
                 log.write(f"course local scheduler: {warning}\n")
-            log.flush()
-            try:
+            home = spec["env"].get("HOME") or os.path.expanduser("~")
+            try:  # in a session of its own: the session is the job, whatever process groups MPI makes
                 process = subprocess.Popen(["bash", spec["script"]], cwd=home, env=spec["env"], stdout=log,
                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                           start_new_session=True)
+                                           start_new_session=True, preexec_fn=procs.die_with_parent())
             except OSError as e:
                 log.write(f"course local scheduler: the job could not start: {e}\n")
                 return status
-            try:
-                status = process.wait(timeout=spec["walltime"])
-            except subprocess.TimeoutExpired:
-                _kill_group(process)
-                log.write(joblog.walltime_notice(pbs.format_walltime(spec["walltime"])) + "\n")
-                status = WALLTIME_EXIT
+            _write_record(spec, {"state": "running", "supervisor": os.getpid(), "watchdog": watchdog,
+                                 "session": process.pid, "started_at": started.isoformat(timespec="seconds")})
+            status, says = _run(process, spec, log)
+    except _Stopped as stop:  # stopped before the job shell started
+        status, says = 128 + stop.signal, "was cancelled"
     finally:
-        with atomic_file(Path(spec["status"]), "w") as f:
-            json.dump({"id": spec["id"], "exit_status": status, "seconds": round(time.time() - started, 3)}, f)
+        _ignore_stops()
+        if process is not None:
+            procs.end_session(process.pid, GRACE, process.poll)  # after a crash too: nothing outlives the job
+        _record_end(spec, started, status, says)
     return status
 
 

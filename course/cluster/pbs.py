@@ -1,11 +1,24 @@
 """PBS job requests: the `#PBS` lines of a job script and `qsub` options, read the way PBS Pro does."""
 from __future__ import annotations
 
+import difflib
 import re
 import shlex
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
 from course.errors import JobError
+
+# The resources PBS Pro sites use (`-l NAME=...`), and Torque's `nodes`, which Slurm's qsub wrapper reads
+# too. A name outside these lists is refused, not ignored: `-l selct=1:mpiprocs=2` would otherwise run a
+# stage-3 job with one rank. A site's own resources go into its profile's `resources` list.
+JOB_RESOURCES = ("select", "place", "walltime", "nodes", "ncpus", "ngpus", "mpiprocs", "ompthreads", "mem",
+                 "vmem", "pmem", "pvmem", "cput", "pcput", "file", "software", "host", "arch", "soft_walltime",
+                 "min_walltime", "max_walltime", "naccelerators", "accelerator_model", "preempt_targets")
+CHUNK_RESOURCES = ("ncpus", "ngpus", "mpiprocs", "ompthreads", "mem", "vmem", "host", "vnode", "arch",
+                   "accelerator", "naccelerators", "accelerator_model", "accelerator_memory", "aoe")
+NODE_PROPERTIES = ("ppn", "gpus")  # Torque's nodes=N:ppn=M:gpus=G (other words there name node features)
+_COUNTS = {"mpiprocs": "mpiprocs", "ngpus": "ngpus", "ncpus": "ncpus", "ppn": "mpiprocs", "gpus": "ngpus"}
 
 
 @dataclass(frozen=True)
@@ -55,7 +68,21 @@ def format_walltime(seconds: int) -> str:
     return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def parse_select(text: str, request: Request) -> Request:
+def unknown_resource(name: str, known: Collection[str], where: str) -> JobError:
+    """The error for a resource PBS would not know, naming the nearest one it does."""
+    nearest = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {nearest[0]}?" if nearest else f"PBS knows {', '.join(known)}"
+    return JobError(f"{where}: unknown resource {name!r}",
+                    f"{hint} (a resource only your site has goes into its profile's `resources` list)")
+
+
+def _count(key: str, value: str, where: str) -> int:
+    if not value.isdigit():
+        raise JobError(f"{where}: {key} must be a number", f"e.g. {key}=2")
+    return int(value)
+
+
+def parse_select(text: str, request: Request, extra: Collection[str] = ()) -> Request:
     """'2:mpiprocs=2:ngpus=2' -> 2 nodes, 2 ranks and 2 GPUs per node."""
     chunks = text.split("+")
     if len(chunks) > 1:
@@ -66,15 +93,54 @@ def parse_select(text: str, request: Request) -> Request:
     values = {"nodes": int(count)}
     for resource in resources:
         key, _, value = resource.partition("=")
-        if key in ("mpiprocs", "ngpus", "ncpus"):
-            if not value.isdigit():
-                raise JobError(f"select={text}: {key} must be a number", f"e.g. {key}=2")
-            values[key] = int(value)
+        if key not in CHUNK_RESOURCES and key not in extra:
+            raise unknown_resource(key, [*CHUNK_RESOURCES, *extra], f"select={text}")
+        if key in _COUNTS:
+            values[_COUNTS[key]] = _count(key, value, f"select={text}")
     return replace(request, **values)
 
 
-def apply_options(options: list[str], request: Request | None = None) -> Request:
-    """Apply qsub options (as in `qsub -l select=1:mpiprocs=2 -N x`) to a request."""
+def parse_nodes(text: str, request: Request) -> Request:
+    """Torque's 'N:ppn=M:gpus=G' -> N nodes, M ranks and G GPUs per node."""
+    count, *properties = text.split(":")
+    if not count.isdigit() or int(count) < 1:
+        raise JobError(f"nodes={text}: the node count must come first",
+                       "e.g. -l nodes=2:ppn=2, or PBS Pro's -l select=2:mpiprocs=2")
+    values = {"nodes": int(count)}
+    for item in properties:
+        key, equals, value = item.partition("=")
+        if equals and key not in NODE_PROPERTIES:
+            raise unknown_resource(key, NODE_PROPERTIES, f"nodes={text}")
+        if equals:
+            values[_COUNTS[key]] = _count(key, value, f"nodes={text}")
+    return replace(request, **values)
+
+
+def _within(error: JobError, context: str) -> JobError:
+    """`error` prefixed with where it was found, the message's own prefix left out if `context` holds it."""
+    where, said, what = error.message.partition(": ")
+    return JobError(f"{context}: {what if said and where in context else error.message}", error.hint)
+
+
+def _apply_resource(item: str, request: Request, extra: Collection[str]) -> Request:
+    """One `NAME=VALUE` of `-l`."""
+    key, _, setting = item.partition("=")
+    if key not in JOB_RESOURCES and key not in extra:
+        raise unknown_resource(key, [*JOB_RESOURCES, *extra], item)
+    if key == "select":
+        return parse_select(setting, request, extra)
+    if key == "nodes":
+        return parse_nodes(setting, request)
+    if key == "walltime":
+        return replace(request, walltime=parse_walltime(setting))
+    if key in ("ngpus", "mpiprocs", "ncpus"):
+        return replace(request, **{key: _count(key, setting, item)})
+    return request
+
+
+def apply_options(options: list[str], request: Request | None = None, extra: Collection[str] = ()) -> Request:
+    """Apply qsub options (as in `qsub -l select=1:mpiprocs=2 -N x`) to a request; `extra`: the
+    site's own resource names, allowed besides PBS's."""
     request = request or Request()
     tokens = list(options)
     while tokens:
@@ -89,16 +155,11 @@ def apply_options(options: list[str], request: Request | None = None) -> Request
             raise JobError(f"qsub option {flag} needs a value", f"e.g. {flag} ...")
         value = inline or tokens.pop(0)
         if flag == "-l":
-            for item in value.split(","):
-                key, _, setting = item.partition("=")
-                if key == "select":
-                    request = parse_select(setting, request)
-                elif key == "walltime":
-                    request = replace(request, walltime=parse_walltime(setting))
-                elif key in ("ngpus", "mpiprocs", "ncpus"):
-                    if not setting.isdigit():
-                        raise JobError(f"-l {item}: {key} must be a number", f"e.g. -l {key}=2")
-                    request = replace(request, **{key: int(setting)})
+            try:
+                for item in value.split(","):
+                    request = _apply_resource(item, request, extra)
+            except JobError as e:
+                raise _within(e, f"-l {value}") from None
         elif flag == "-q":
             request = replace(request, queue=value)
         elif flag == "-N":
@@ -120,12 +181,12 @@ def apply_options(options: list[str], request: Request | None = None) -> Request
     return request
 
 
-def read_request(script: str, options: list[str] = ()) -> Request:
+def read_request(script: str, options: list[str] = (), extra: Collection[str] = ()) -> Request:
     """The script's #PBS lines, then the command line's options, which win (as with qsub)."""
     request = Request()
     for line in directive_lines(script):
         try:
-            request = apply_options(shlex.split(line), request)
+            request = apply_options(shlex.split(line), request, extra)
         except JobError as e:
-            raise JobError(f"#PBS {line}: {e.message}", e.hint) from None
-    return apply_options(list(options), request)
+            raise _within(e, f"#PBS {line}") from None
+    return apply_options(list(options), request, extra)

@@ -76,6 +76,7 @@ export CHAINERMN_FORCE_ABORT_ON_EXCEPTION=1  # one rank's exception ends the job
 
 # How this site is run, for `python -m course submit` and the notebooks.
 export COURSE_SELECT='{select}'
+export COURSE_RESOURCES='{" ".join(profile.resources)}'  # the site's own -l resources, besides PBS's
 export COURSE_QUEUES='{" ".join(profile.queues)}'
 export COURSE_GPUS_PER_NODE={profile.gpus_per_node}
 export COURSE_SCALING_RUNS='{" ".join(f"{n}x{r}" for n, r in profile.scaling_runs)}'
@@ -84,6 +85,6 @@ export COURSE_COMMUNICATION='{" ".join(profile.communication)}'
 # The CUDA libraries of the kit's gpu extra (prints nothing without them).
 eval "$(python -m course env)"
 
-# The last line of the joined log says how the job ended.
+# The last line of the joined log says how the job ended, and when (course/joblog.py reads it).
 {joblog.END_TRAP}
 """

@@ -8,6 +8,7 @@ notebooks how this site is run (scheduler, how to ask for nodes, which runs to c
 """
 from __future__ import annotations
 
+import difflib
 import re
 import shutil
 import string
@@ -15,8 +16,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import jsonschema
+
 from course import paths
-from course.cluster import pbs, siteenv
+from course.cluster import siteenv
 from course.errors import SiteError
 
 BEGIN = "# >>> site directives: written by `python -m course site apply` >>>"
@@ -53,6 +56,7 @@ class Profile:
     jobs: dict[str, JobResources]
     scaling_runs: list[tuple[int, int]]  # (nodes, ranks per node) for the stage-3 comparison
     communication: list[str]  # communicator[/MPI allreduce algorithm] settings to compare
+    resources: list[str]  # the site's own `-l` resource names, allowed besides PBS's
 
     def directive_block(self, job: str) -> list[str]:
         """The directive lines of one job script, lines whose values are empty or 0 left out."""
@@ -76,13 +80,101 @@ class Profile:
         return rendered.split("select=", 1)[1].split()[0]
 
 
-def _require(table: dict, key: str, kind, where: str):
-    if key not in table:
-        raise SiteError(f"{where}: `{key}` is missing", "see sites/local.toml for a complete profile")
-    value = table[key]
-    if not isinstance(value, kind):
-        raise SiteError(f"{where}: `{key}` should be {kind.__name__}, not {value!r}", "fix the profile")
-    return value
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+_COUNT = {"type": "integer", "minimum": 1}
+# What a profile may hold. Every table refuses keys it does not name, so that a misspelt key is an
+# error and not a setting silently left at its default.
+PROFILE_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["scheduler", "directives", "environment", "jobs", "scaling"],
+    "properties": {
+        "description": {"type": "string"},
+        "scheduler": {"enum": list(SCHEDULERS)},
+        "queue": {"type": "string"},
+        "other_queues": _STRINGS,
+        "group": {"type": "string"},
+        "gpus_per_node": {"type": "integer", "minimum": 0},
+        "resources": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Za-z_]\w*$",
+                                                  "description": "a resource name, e.g. \"lscratch\""}},
+        "directives": _STRINGS,
+        "environment": {
+            "type": "object", "additionalProperties": False,
+            "required": ["setup", "dataset", "train_args", "mpiexec"],
+            "properties": {"setup": _STRINGS, "dataset": {"type": "string"}, "dataset_root": {"type": "string"},
+                           "train_args": {"type": "string"}, "threads_per_rank": _COUNT,
+                           "mpiexec": {"type": "string"}},
+        },
+        "jobs": {"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": False, "required": ["nodes", "ranks_per_node", "walltime"],
+            "properties": {"nodes": _COUNT, "ranks_per_node": _COUNT, "gpus": {"type": "integer", "minimum": 0},
+                           "walltime": {"type": "string", "pattern": r"^\d+(:\d+){0,2}$",
+                                        "description": "HH:MM:SS, e.g. \"00:30:00\""}},
+        }},
+        "scaling": {
+            "type": "object", "additionalProperties": False, "required": ["runs", "communication"],
+            "properties": {
+                "runs": {"type": "array", "minItems": 1, "description": '["1x1", "1x2"]',
+                         "items": {"type": "string", "pattern": r"^\d+x\d+$",
+                                   "description": 'NODESxRANKS per node, e.g. "1x2"'}},
+                "communication": {"type": "array", "minItems": 1, "items": {"type": "string"},
+                                  "description": '["naive", "naive/ring"]'},
+            },
+        },
+    },
+}
+_KINDS = {"string": "text in quotes", "integer": "a whole number", "array": "a list [...]", "object": "a table"}
+
+
+def _dotted(path: list[str | int]) -> str:
+    """A key's place in the profile, as TOML writes it: environment.threads_per_rank, scaling.runs[0]."""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
+
+
+def _line_of(text: str, key: str) -> str:
+    """':N', the line where `key` is set or its table begins, for the error message ('' if not found)."""
+    found = re.search(rf"^\s*(?:{re.escape(key)}\s*=|\[+[^\]]*\b{re.escape(key)}\s*\]+)", text, re.MULTILINE)
+    return f":{text.count(chr(10), 0, found.start()) + 1}" if found else ""
+
+
+def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> SiteError:
+    """One schema error as a message a profile's author can act on."""
+    path, kind, value = list(error.absolute_path), error.validator, error.instance
+    if kind == "additionalProperties":
+        allowed = list(error.schema["properties"])
+        key = sorted(set(value) - set(allowed))[0]
+        nearest = difflib.get_close_matches(key, allowed, n=1)
+        table = f"[{_dotted(path)}]" if path else "the top level"
+        guess = f"did you mean `{nearest[0]}`? " if nearest else ""
+        return SiteError(f"{where}{_line_of(text, key)}: unknown key `{_dotted([*path, key])}`",
+                         f"{guess}{table} takes {', '.join(allowed)}")
+    name = _dotted(path)
+    if kind == "required":
+        missing = next(key for key in error.validator_value if key not in value)
+        return SiteError(f"{where}: `{_dotted([*path, missing])}` is missing",
+                         "see sites/local.toml for a complete profile")
+    if kind == "enum":
+        return SiteError(f"{where}: {name} {value!r} is not one of {', '.join(error.validator_value)}",
+                         "fix the profile")
+    if kind == "type":
+        return SiteError(f"{where}: `{name}` should be {_KINDS.get(error.validator_value, error.validator_value)}, "
+                         f"not {value!r}", "fix the profile")
+    example = error.schema.get("description")
+    if kind == "minItems":
+        return SiteError(f"{where}: `{name}` needs at least one entry", f"e.g. {name} = {example}")
+    if kind == "pattern":
+        return SiteError(f"{where}: `{name}` = {value!r} is not {example}", "fix the profile")
+    return SiteError(f"{where}: `{name}`: {error.message}", "fix the profile")
+
+
+def validate(data: dict, where: str, text: str) -> None:
+    """SiteError for the first problem PROFILE_SCHEMA finds; unknown keys first, as they explain the rest."""
+    errors = jsonschema.Draft202012Validator(PROFILE_SCHEMA).iter_errors(data)
+    first = min(errors, key=lambda e: (e.validator != "additionalProperties", e.validator != "required",
+                                       [str(p) for p in e.absolute_path]), default=None)
+    if first is not None:
+        raise _schema_error(first, where, text)
 
 
 def _safe(value: str, key: str, where: str, allow: str = "") -> str:
@@ -101,53 +193,37 @@ def load_profile(name_or_path: str) -> Profile:
         known = ", ".join(sorted(p.stem for p in (paths.KIT_ROOT / "sites").glob("*.toml")))
         raise SiteError(f"no site profile {name_or_path!r}", f"the kit has: {known}; or give a path to a .toml file")
     where = str(path)
+    text = path.read_text()
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SiteError(f"{where} is not valid TOML: {e}", "fix the line it names") from None
-    scheduler = _require(data, "scheduler", str, where)
-    if scheduler not in SCHEDULERS:
-        raise SiteError(f"{where}: scheduler {scheduler!r} is not one of {', '.join(SCHEDULERS)}", "fix the profile")
-    env = _require(data, "environment", dict, where)
-    jobs = {}
-    for job, table in _require(data, "jobs", dict, where).items():
-        jobs[job] = JobResources(_require(table, "nodes", int, f"{where} [jobs.{job}]"),
-                                 _require(table, "ranks_per_node", int, f"{where} [jobs.{job}]"),
-                                 table.get("gpus", 0), _require(table, "walltime", str, f"{where} [jobs.{job}]"))
-        pbs.parse_walltime(jobs[job].walltime)
-    scaling = _require(data, "scaling", dict, where)
-    runs = []
-    for run in _require(scaling, "runs", list, f"{where} [scaling]"):
-        match = re.fullmatch(r"(\d+)x(\d+)", str(run))
-        if not match:
-            raise SiteError(f"{where} [scaling]: run {run!r} is not NODESxRANKS", 'e.g. runs = ["1x1", "1x2"]')
-        runs.append((int(match.group(1)), int(match.group(2))))
-    directives = _require(data, "directives", list, where)
-    for template in directives:
+    validate(data, where, text)
+    jobs = {job: JobResources(table["nodes"], table["ranks_per_node"], table.get("gpus", 0), table["walltime"])
+            for job, table in data["jobs"].items()}
+    for template in data["directives"]:
         try:
-            unknown = {f for _, f, _, _ in string.Formatter().parse(str(template)) if f} - set(DIRECTIVE_FIELDS)
+            unknown = {f for _, f, _, _ in string.Formatter().parse(template) if f} - set(DIRECTIVE_FIELDS)
         except ValueError as e:
             raise SiteError(f"{where}: directive {template!r}: {e}", "braces hold a field: {nodes}") from None
         if unknown:
             raise SiteError(f"{where}: directive {template!r} names {', '.join(sorted(unknown))}",
                             f"a directive may use {', '.join('{' + f + '}' for f in DIRECTIVE_FIELDS)}")
-    communication = _require(scaling, "communication", list, where)
-    if not runs or not communication:
-        raise SiteError(f"{where} [scaling]: runs and communication need at least one entry each",
-                        'e.g. runs = ["1x1", "1x2"] and communication = ["naive", "naive/ring"]')
+    env, scaling = data["environment"], data["scaling"]
     return Profile(
-        name=path.stem, description=data.get("description", ""), scheduler=scheduler,
-        directives=directives, queue=data.get("queue", ""),
+        name=path.stem, description=data.get("description", ""), scheduler=data["scheduler"],
+        directives=data["directives"], queue=data.get("queue", ""),
         queues=[q for q in [data.get("queue", ""), *data.get("other_queues", [])] if q],
         group=data.get("group", ""), gpus_per_node=data.get("gpus_per_node", 0),
-        setup=_require(env, "setup", list, f"{where} [environment]"),
-        dataset=_safe(_require(env, "dataset", str, f"{where} [environment]"), "dataset", where),
+        setup=env["setup"],
+        dataset=_safe(env["dataset"], "dataset", where),
         dataset_root=_safe(env.get("dataset_root", ""), "dataset_root", where),
-        train_args=_safe(_require(env, "train_args", str, f"{where} [environment]"), "train_args", where),
+        train_args=_safe(env["train_args"], "train_args", where),
         threads_per_rank=env.get("threads_per_rank", 1),
-        mpiexec=_safe(_require(env, "mpiexec", str, f"{where} [environment]"), "mpiexec", where, allow="{}"),
-        jobs=jobs, scaling_runs=runs,
-        communication=[_safe(c, "communication", where) for c in communication],
+        mpiexec=_safe(env["mpiexec"], "mpiexec", where, allow="{}"),
+        jobs=jobs, scaling_runs=[tuple(int(n) for n in run.split("x")) for run in scaling["runs"]],
+        communication=[_safe(c, "communication", where) for c in scaling["communication"]],
+        resources=data.get("resources", []),
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +32,11 @@ def nbgrader_running() -> bool:
 
 def site_settings(workdir: Path) -> dict[str, str]:
     return siteenv.read(siteenv.in_folder(workdir))
+
+
+def site_resources(settings: dict[str, str]) -> list[str]:
+    """The site's own `-l` resource names (its profile's `resources`), allowed besides PBS's."""
+    return settings.get("COURSE_RESOURCES", "").split()
 
 
 def check_training_scripts(script: Path, workdir: Path) -> None:
@@ -68,44 +74,75 @@ class Job:
         return self.log
 
     def exit_status(self) -> int | None:
-        """From the log's last line (written by jobs/site_env.sh), or the local scheduler's record."""
-        if self._local is not None and self._local.exit_status() is not None:
+        """How the job ended, as an exit status (never 0 for a killed job; see course.joblog.end): the
+        local scheduler's record, else the log's end line or its scheduler's kill notice; None while it runs."""
+        if self._local is not None:
             return self._local.exit_status()
         log = self.find_log()
         if log is None:
             return None
         return joblog.exit_status(log.read_text(errors="replace"))
 
+    def ending(self) -> joblog.End | None:
+        """How the log says the job ended, e.g. it 'was killed at its walltime'; None while it runs."""
+        log = self.find_log()
+        return joblog.end(log.read_text(errors="replace")) if log else None
+
     def wait(self, timeout: float | None = None, echo: Callable[[str], None] | None = print,
              poll: float = 5.0) -> int | None:
-        """Wait for the job to end; print its log as it grows; return its exit status."""
+        """Wait for the job to end; print its log as it grows; return its exit status.
+
+        Interrupted (Ctrl-C, or the notebook's stop button), it says how to follow or cancel the job,
+        which goes on running, and raises KeyboardInterrupt."""
         if echo is not None:
             show_line = echo
 
             def echo(line: str) -> None:
                 show_line(joblog.clean(line))
 
-        if self._local is not None:
-            status = self._local.wait(timeout, echo, poll=min(poll, 0.5))
-        else:
-            status = self._wait_qsub(timeout, echo, poll)
+        try:
+            if self._local is not None:
+                status = self._local.wait(timeout, echo, poll=min(poll, 0.5))
+            else:
+                status = self._wait_qsub(timeout, echo, poll)
+        except KeyboardInterrupt:
+            self._interrupted(echo or print)
+            raise
         if echo and status is not None:
-            echo(f"[job {self.id} ended with exit status {status}; log: {self.find_log()}]")
+            end = self.ending()
+            says = (f"{end.says} (exit status {status})" if end and end.kind != "exit"
+                    else f"ended with exit status {status}")
+            echo(f"[job {self.id} {says}; log: {self.find_log()}]")
             if status != 0:
                 echo(f"[what went wrong: {self.diagnosis()}]")
         return status
 
+    def cancel_command(self) -> str:
+        if self.scheduler == "local":
+            return f"python -m course cancel {self.id}"
+        return f"qdel {self.id} (on Slurm: scancel {self.number})"
+
+    def _interrupted(self, echo: Callable[[str], None]) -> None:
+        """Say that the job goes on, and how to stop it; in a terminal, offer to cancel it."""
+        echo(f"[stopped following job {self.id}; it goes on running. Its log: {self.find_log()}; "
+             f"to cancel it: {self.cancel_command()}]")
+        if self.scheduler != "local" or not sys.stdin.isatty():  # nobody to answer: ask nothing
+            return
+        try:
+            answer = input(f"cancel job {self.id} now? [y/N] ")
+        except (EOFError, KeyboardInterrupt):
+            return
+        if answer.strip().lower() in ("y", "yes"):
+            localsched.cancel(self.id)
+            echo(f"[job {self.id} was cancelled; log: {self.find_log()}]")
+
     def diagnosis(self) -> str:
-        """The likeliest cause of a failed job, from its log."""
+        """The likeliest cause of a failed job, read from its log, and what to do about it."""
         log = self.find_log()
-        text = log.read_text(errors="replace") if log else ""
-        if joblog.walltime_exceeded(text):
-            return "the walltime ran out: train fewer epochs, or ask for more time (-l walltime=HH:MM:SS)"
-        errors = re.findall(r"^\s*([\w.]*(?:Error|Exception|Interrupt)\b:?.*|.*(?:No module named|command not found|"
-                            r"No such file or directory).*)$", text, re.MULTILINE)
-        if errors:
-            return f"{errors[-1].strip()[:200]} (the traceback above it in the log shows where)"
-        return "no error message in the log; the scheduler may have stopped the job (see qstat -x / sacct)"
+        if log is None:
+            return (f"the job left no log *.o{self.number} in {self.workdir}"
+                    + ("" if self.scheduler == "local" else f": ask the scheduler (qstat -x -f {self.id})"))
+        return explain(log.read_text(errors="replace"), self.id, self.scheduler == "local", log.name)
 
     def _wait_qsub(self, timeout: float | None, echo, poll: float) -> int | None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -129,6 +166,73 @@ class Job:
             if deadline is not None and time.monotonic() > deadline:
                 return None
             time.sleep(poll)
+
+
+def _rank_killed(m: re.Match) -> str:
+    number = int(m["signal"])
+    why = {9: "most often the node ran out of memory: a smaller batch or model, or fewer ranks per node",
+           11: "a crash in compiled code (CuPy, MPI, NumPy): the lines above it may say where"}
+    return (f"MPI rank {m['rank']} on {m['node']} was killed by signal {number} ({m['name']})"
+            + (f": {why[number]}" if number in why else ""))
+
+
+def _scheduler_kill(end: joblog.End, local: bool) -> str | None:
+    """What a scheduler's kill notice means for the student; None when no scheduler killed the job."""
+    if end.kind == "walltime":
+        return "the walltime ran out: train fewer epochs, or ask for more time (-l walltime=HH:MM:SS)"
+    if end.kind == "cancelled":
+        who = "python -m course cancel, or its scheduler was stopped" if local else "qdel or scancel, or an admin"
+        return f"the job was cancelled ({who}): submit it again"
+    if end.kind == "lost":
+        return ("the local scheduler's process was killed (or the machine ran out of memory), which stops its job: "
+                "submit it again")
+    if end.kind == "killed":
+        return f"the job {end.says}: ask for more of it in the job's #PBS -l lines"
+    return None
+
+
+# What else a failed job's log can show, most telling first: (pattern, what it means). Bash's, Open MPI's
+# and Python's own words, and the kit's error lines (course.joblog).
+_CAUSES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
+    (re.compile(r"^(?P<file>\S+): line (?P<line>\d+): syntax error(?P<what>.*)$", re.M),
+     lambda m: f"bash cannot read the job script: syntax error{m['what']} at line {m['line']} of "
+               f"{Path(m['file']).name}: fix that line (bash -n SCRIPT checks a script without running it)"),
+    (joblog.KIT_ERROR, lambda m: f"course {m['command']}: {m['message']}: {m['fix']}"),
+    (re.compile(r"^(?P<file>\S+): line (?P<line>\d+): (?P<command>.+): command not found$", re.M),
+     lambda m: f"line {m['line']} of {Path(m['file']).name} runs `{m['command']}`, which is not found: "
+               "fix the name, or load its module in the site profile's setup"),
+    (re.compile(r"(?P<launcher>\w+) was unable to find the specified executable file[\s\S]*?Executable: (?P<exe>\S+)"),
+     lambda m: f"{m['launcher']} could not find the program {m['exe']} to start as a rank: check its name "
+               "and that it is installed on every node"),
+    (re.compile(r"(?P<launcher>\w+) noticed that process rank (?P<rank>\d+) with PID \d+ on node (?P<node>\S+) "
+                r"exited on\s+signal (?P<signal>\d+) \((?P<name>[^)]*)\)"), _rank_killed),
+    (re.compile(r"^\s*(?P<error>[\w.]*(?:Error|Exception|Interrupt)\b:?.*)$", re.M),
+     lambda m: f"{m['error'].strip()[:200]} (the traceback above it in the log shows where)"),
+]
+_MISSING = re.compile(r"^.*No such file or directory.*$", re.M)
+
+
+def explain(text: str, job_id: str, local: bool, log: str = "the log") -> str:
+    """What a failed job's log shows went wrong (Job.diagnosis)."""
+    end = joblog.end(text)
+    killed = _scheduler_kill(end, local) if end else None
+    if killed:
+        return killed
+    for pattern, meaning in _CAUSES:
+        found = list(pattern.finditer(text))
+        if found:
+            return meaning(found[-1])  # the last: a traceback ends with the exception raised
+    if end and end.kind == "signal":
+        outside = ("kill, or the machine shutting down" if local
+                   else "qdel or scancel, an administrator, or a node failing")
+        return f"the job {end.says}, sent from outside it ({outside}): submit it again"
+    missing = _MISSING.findall(text)
+    if missing:
+        return f"{missing[-1].strip()[:200]} (check that path; a job starts in your home folder)"
+    if local:
+        return f"{log} names no cause: read it from the top; the command before its last line failed"
+    return (f"{log} names no cause; ask the scheduler why the job ended: "
+            f"qstat -x -f {job_id} (PBS) or sacct -j {joblog.job_number(job_id)} (Slurm)")
 
 
 def qstat_state(job_id: str) -> str:
@@ -202,7 +306,7 @@ def _submit(script, nodes, per_node, env, options, scheduler, workdir, echo) -> 
         env = {**(env or {}), **pbs.apply_options(variables).variables}
     options = qsub_options(settings, nodes, per_node, None if by_environment else env) + list(options)
     if scheduler == "local":
-        local = localsched.start(workdir / script, options, workdir)
+        local = localsched.start(workdir / script, options, workdir, resources=site_resources(settings))
         job = Job(local.id, workdir, "local", local.log, local)
     elif scheduler == "qsub":
         job = _qsub(script, options, workdir, settings, env if by_environment else None)
@@ -215,7 +319,7 @@ def _submit(script, nodes, per_node, env, options, scheduler, workdir, echo) -> 
 
 def check_site_request(script: Path, options: list[str], settings: dict[str, str]) -> None:
     """Refuse, before queueing, what the applied site profile says its nodes cannot give."""
-    request = pbs.read_request(script.read_text(), options)
+    request = pbs.read_request(script.read_text(), options, site_resources(settings))
     queues = settings.get("COURSE_QUEUES", "").split()
     if request.queue and queues and request.queue not in queues:
         raise JobError(f"queue {request.queue!r} is not one of this site's ({', '.join(queues)})",

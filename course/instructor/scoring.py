@@ -132,7 +132,9 @@ def collapse_hint(run: Run, base: Run) -> str:
     """What most likely kept a run below the target, from the learning rates it really used (the log's
     `lr`, observed at every update) and its updates against stage 1's."""
     plan = run.record.get("lr_schedule") or {}
-    rates = [point["lr"] for point in run.accuracy_curve if point.get("lr") is not None]
+    drop = plan.get("drop_from_iteration")  # the final drop lowers every rule's rate: judge the rates before it
+    rates = [point["lr"] for point in run.accuracy_curve
+             if point.get("lr") is not None and (drop is None or (point["iteration"] or 0) <= drop)]
     start, target = plan.get("start"), plan.get("target")
     near = (lambda a, b: a is not None and b is not None and abs(a - b) <= 0.05 * abs(b))  # noqa: E731
     if rates and target and run.workers > 1 and near(rates[0], target) and not near(start, target):

@@ -18,6 +18,7 @@ def single_gpu():
     train_iter, test_iter = make_iterators(train, test, args.batchsize)
     model, optimizer = make_model_and_optimizer(args, device)
     trainer = build_trainer(args, train_iter, test_iter, model, optimizer, device)
+    harness.apply_lr_rule(trainer, args, 1, None)  # one worker: args.lr, then the final drop, as every stage
     harness.run(trainer, args)
 
 
@@ -33,6 +34,7 @@ def multi_gpu():
     optimizer = chainer.optimizers.MomentumSGD(lr)
     optimizer.setup(model)
     trainer = build_trainer(args, train_iters, test, model, optimizer, devices)
+    harness.apply_lr_drop(trainer, args)  # the updater scaled the rate itself: only the final drop here
     harness.run(trainer, args, devices=gpu_ids)
 
 
@@ -51,6 +53,6 @@ def multi_node():
     model.to_device(device)
     optimizer = make_optimizer(args, comm, model)  # at args.lr, the rate for one worker's batch
     trainer = build_trainer(args, comm, train, test, model, optimizer, device)
-    # --lr-rule: constant, linear (x comm.size at once) or warmup (your learning_rate_schedule)
+    # --lr-rule: constant, linear (x comm.size at once) or warmup (your learning_rate_schedule); then the drop
     harness.apply_lr_rule(trainer, args, comm.size, learning_rate_schedule)
     harness.run(trainer, args, comm=comm)
