@@ -4,10 +4,43 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
+
+# The temporary files of the atomic writes under way in this process, removed if SIGTERM kills it.
+_partial_files: set[Path] = set()
+
+
+def _remove_partial_files_and_die(signum: int, frame) -> None:
+    for tmp in list(_partial_files):
+        tmp.unlink(missing_ok=True)
+    # Die by the signal, as without this handler, so that whoever sent it sees the same end.
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+@contextmanager
+def _removed_if_terminated(tmp: Path) -> Iterator[None]:
+    """Remove `tmp` if SIGTERM's default action kills the process, which runs no `except` or `finally`.
+
+    Only from the main thread (Python's rule) and only where SIGTERM would kill outright: a handler
+    the program set itself is kept, and the exception it raises reaches atomic_file's `except`.
+    """
+    guard = (threading.current_thread() is threading.main_thread()
+             and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
+    _partial_files.add(tmp)
+    if guard:
+        signal.signal(signal.SIGTERM, _remove_partial_files_and_die)
+    try:
+        yield
+    finally:
+        if guard and signal.getsignal(signal.SIGTERM) is _remove_partial_files_and_die:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _partial_files.discard(tmp)
 
 
 @contextmanager
@@ -16,7 +49,7 @@ def atomic_file(path: Path, mode: str = "wb") -> Iterator[IO]:
 
     The file gets the mode a plain open() would give: it is created with 0666 and the umask applies
     (mkstemp's 0600 would hide a shared data set from other users). On any error the partial file
-    is removed.
+    is removed, and also when SIGTERM (a cancelled job, a walltime) kills the process.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -28,11 +61,12 @@ def atomic_file(path: Path, mode: str = "wb") -> Iterator[IO]:
         except FileExistsError:
             continue
     try:
-        with os.fdopen(fd, mode) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        with _removed_if_terminated(tmp):
+            with os.fdopen(fd, mode) as f:
+                yield f
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -1,6 +1,7 @@
 """CIFAR-10 data: the official archive's format, the synthetic set, variants and broken files."""
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -252,3 +253,73 @@ def test_prepare_makes_a_variant_and_the_set_it_derives_from(data_root):
     assert data.prepare("synthetic_64px_10p").path == info.path  # already there: kept
     with pytest.raises(DatasetError, match="does not know how to make"):
         data.prepare("imagenet")
+
+
+def rewrite(path: Path, **changes: np.ndarray) -> None:
+    """The data set file at `path` with some arrays replaced, as another tool might have written it."""
+    with np.load(path) as npz:
+        arrays = {key: npz[key] for key in npz.files}
+    with open(path, "wb") as f:
+        np.savez(f, **{**arrays, **changes})
+
+
+def test_labels_out_of_range_are_named_as_such(data_root):
+    info = data.prepare_synthetic(30, 20)
+    with np.load(info.path) as npz:
+        labels = npz["train_y"].copy()
+    labels[[3, 7]] = [12, 10]
+    rewrite(info.path, train_y=labels)
+    with pytest.raises(DatasetError, match=r"train labels must be 0\.\.9 \(CIFAR-10's ten classes\), "
+                                           r"found 10, 12\n") as caught:
+        data.read_arrays("synthetic")
+    assert str(info.path) in caught.value.message
+    assert "python -m course data synthetic" in caught.value.hint
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_an_empty_data_set_is_refused_when_read_and_listed(data_root, capsys, split):
+    info = data.prepare_synthetic(30, 20)
+    rewrite(info.path, **{f"{split}_x": np.zeros((0, 3072), np.uint8), f"{split}_y": np.zeros(0, np.uint8)})
+    with pytest.raises(DatasetError, match=f"the {split} set has 0 images") as caught:
+        data.load("synthetic")
+    assert str(info.path) in caught.value.message
+    assert "python -m course data synthetic" in caught.value.hint
+    assert data.main(["list"]) == 0
+    assert f"synthetic: BROKEN: {info.path}: the {split} set has 0 images" in capsys.readouterr().out
+
+
+def test_an_archive_of_other_classes_is_refused_before_anything_is_written(tmp_path, data_root):
+    with tarfile.open(tmp_path / "cifar-100.tar.gz", "w:gz") as archive:
+        for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+            batch = _batch(20, len(name))
+            batch[b"labels"][0] = 57  # CIFAR-100's hundred classes
+            _add(archive, name, pickle.dumps(batch, protocol=2))
+    with pytest.raises(DatasetError, match=r"train labels must be 0\.\.9 .*found 57") as caught:
+        data.prepare_real(tmp_path / "cifar-100.tar.gz")
+    assert f"not writing {data.path_for(data.REAL)}" in caught.value.message and data.CIFAR_URL in caught.value.hint
+    assert not data.path_for(data.REAL).exists() and leftovers(data_root) == []
+
+
+# What generate() made for these seeds when it drew every image at once: a seed must keep naming
+# the same data set.
+UNCHUNKED_DIGESTS = {0: "ed6af9d3f81d0b42644f5c3bdc255b9fd5fa3280f4cda644aa22faffc67c38e6",
+                     1_000_003: "e917fb61745aa35ed8d382003d50fa662c509f954f27db86d1b2f7d52346e41c"}
+
+
+@pytest.mark.parametrize("seed", sorted(UNCHUNKED_DIGESTS))
+def test_the_synthetic_images_do_not_depend_on_the_chunks(seed):
+    x, y = synthetic.generate(1500, seed=seed)  # a chunk and a half
+    assert hashlib.sha256(x.tobytes() + y.tobytes()).hexdigest() == UNCHUNKED_DIGESTS[seed]
+
+
+def test_generating_a_large_set_never_holds_every_image_as_floats():
+    n = 10_000
+    probe = ("import resource; from course.runtime import synthetic; "
+             "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
+             f"synthetic.generate({n}); "
+             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)")
+    grown_kb = int(subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, check=True).stdout)  # Linux
+    # Less than one float64 copy of all the images (235 MiB): memory must not grow with the floats of every
+    # image, or the 50000-image set (4.6 GB drawn at once) does not fit a 4 GB laptop. Drawn at once, these
+    # 10000 grew by 480 to 890 MB here; in chunks by 130 MB.
+    assert grown_kb * 1024 < n * 3 * 32 * 32 * 8

@@ -9,17 +9,28 @@ generate_feedback, export). nbgrader's autograde carries on past a submission it
 names it in its log; this command reads that log, so a broken submission is named in the summary
 and never stops the others. Exit status: 0 when every submission was graded (a score of 0 is a
 grade), 1 when some could not be, 2 when grading could not start at all.
+
+grades.csv is nbgrader's export without the submissions that could not be graded: the export would
+give them whatever partial score the gradebook holds, which is not a grade. Those are named, with
+the reason, in grades-details.csv, the summary and on stderr. A notebook missing from a submission
+scores 0 (nbgrader's rule); grades-details.csv and the summary say it was not handed in.
+One grading run at a time per course folder: a second one stops at once (the lock is gradebook.lock,
+beside gradebook.db), since two nbgrader runs on one gradebook corrupt it.
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import fcntl
 import json
+import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +39,7 @@ from course.errors import GradingError
 from course.fileio import atomic_file
 
 ASSIGNMENT = paths.ASSIGNMENT
+LOCK = "gradebook.lock"
 
 
 @dataclass
@@ -48,6 +60,7 @@ class Outcome:
     max_score: float = 0.0
     parts: list[Part] = field(default_factory=list)
     failure: str = ""
+    missing: list[str] = field(default_factory=list)  # notebooks not handed in, e.g. 03_multi_node.ipynb
 
 
 def _nbgrader(args: list[str], root: Path, extra: list[str] = (), timeout: float | None = None
@@ -90,7 +103,7 @@ def course_id(root: Path) -> str:
     return config.CourseDirectory.course_id or "default_course"
 
 
-def _read_gradebook(root: Path, db_url: str, outcome: Outcome) -> None:
+def _read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) -> None:
     from nbgrader.api import Gradebook, MissingEntry
 
     with Gradebook(db_url, course_id(root)) as gradebook:
@@ -101,7 +114,12 @@ def _read_gradebook(root: Path, db_url: str, outcome: Outcome) -> None:
             return
         outcome.score, outcome.max_score = submission.score, submission.max_score
         for notebook in submission.notebooks:
-            messages = _messages(root / "autograded" / outcome.student / ASSIGNMENT / f"{notebook.name}.ipynb")
+            file = f"{notebook.name}.ipynb"
+            if (submitted / outcome.student / ASSIGNMENT / file).exists():
+                messages = _messages(root / "autograded" / outcome.student / ASSIGNMENT / file)
+            else:  # nbgrader scores it 0 and says nothing else
+                outcome.missing.append(file)
+                messages = {grade.name: f"{file} was not handed in" for grade in notebook.grades}
             for grade in sorted(notebook.grades, key=lambda g: g.name):
                 if grade.max_score:
                     score = grade.score or 0.0
@@ -109,12 +127,38 @@ def _read_gradebook(root: Path, db_url: str, outcome: Outcome) -> None:
                     outcome.parts.append(Part(notebook.name, grade.name, score, grade.max_score, message))
 
 
-def prepare(root: Path) -> str:
-    """Put the assignment's notebooks and test cells into the course's gradebook; return its URL."""
+def check_course_folder(root: Path) -> None:
+    """GradingError unless `root` holds what grading needs."""
     for needed in ("nbgrader_config.py", "grading.toml", f"solutions/{ASSIGNMENT}"):
         if not (root / needed).exists():
             raise GradingError(f"{root} is not a course folder: it has no {needed}",
                                "grade in a clone of the kit (or copy nbgrader_config.py, grading.toml and solutions/)")
+
+
+@contextmanager
+def grading_lock(root: Path) -> Iterator[None]:
+    """Hold the course folder's grading lock for the block; GradingError at once if another run holds it.
+
+    The lock file stays (removing it would let a third run lock a new file while the second holds the
+    old one); it holds the process id of the last run that took it, for the message.
+    """
+    with open(root / LOCK, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            raise GradingError(f"a grading run is already in progress in {root} (pid {holder})",
+                               "wait for it to end (or stop it), then run python -m course grade again") from None
+        f.truncate(0)
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        yield  # closing the file releases the lock, also when the process dies
+
+
+def prepare(root: Path) -> str:
+    """Put the assignment's notebooks and test cells into the course's gradebook; return its URL."""
+    check_course_folder(root)
     db_url = f"sqlite:///{root / 'gradebook.db'}"
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
         run = _nbgrader(["generate_assignment", ASSIGNMENT, "--force"], root,
@@ -164,7 +208,7 @@ def autograde(root: Path, submitted: Path, students: list[str], db_url: str) -> 
     for student in students:
         outcome = Outcome(student, student not in failures, seconds, failure=failures.get(student, ""))
         if outcome.graded:
-            _read_gradebook(root, db_url, outcome)
+            _read_gradebook(root, submitted, db_url, outcome)
         outcomes.append(outcome)
     return outcomes
 
@@ -174,6 +218,26 @@ def feedback(root: Path, submitted: Path, db_url: str) -> None:
                     [f"--CourseDirectory.submitted_directory={submitted}", f"--CourseDirectory.db_url={db_url}"])
     if run.returncode != 0:
         print(f"feedback: nbgrader generate_feedback reported: {_last_error(run.stdout + run.stderr)}", file=sys.stderr)
+
+
+def export(root: Path, db_url: str, out: Path, outcomes: list[Outcome]) -> None:
+    """nbgrader's export of the gradebook into `out`, without the submissions that were not graded."""
+    run = _nbgrader(["export", f"--to={out}", f"--CourseDirectory.db_url={db_url}"], root)
+    if run.returncode != 0:
+        raise GradingError(f"nbgrader export failed: {_last_error(run.stdout + run.stderr)}", "see nbgrader's log")
+    not_graded = {outcome.student for outcome in outcomes if not outcome.graded}
+    if not_graded:
+        _drop_rows(out, not_graded)
+
+
+def _drop_rows(path: Path, students: set[str]) -> None:
+    """Remove the assignment's rows of `students` from an nbgrader export."""
+    with open(path, newline="") as f:
+        header, *rows = list(csv.reader(f))
+    assignment, student = header.index("assignment"), header.index("student_id")
+    kept = [row for row in rows if not (row[assignment] == ASSIGNMENT and row[student] in students)]
+    with atomic_file(path, "w") as f:
+        csv.writer(f, lineterminator="\n").writerows([header, *kept])
 
 
 def write_details(outcomes: list[Outcome], path: Path) -> None:
@@ -199,8 +263,9 @@ def summary(outcomes: list[Outcome]) -> str:
         per_notebook = ", ".join(f"{name} {sum(p.score for p in parts):g}/{sum(p.max_score for p in parts):g}"
                                  for name, parts in sorted(by_notebook.items()))
         lines.append(f"{outcome.student}: {outcome.score:g}/{outcome.max_score:g} ({per_notebook})")
+        lines += [f"    {name}: not handed in" for name in outcome.missing]
         for part in outcome.parts:
-            if part.score < part.max_score:
+            if part.score < part.max_score and f"{part.notebook}.ipynb" not in outcome.missing:
                 lines.append(f"    {part.notebook} {part.test}: {part.score:g}/{part.max_score:g}  {part.message}")
     return "\n".join(lines)
 
@@ -216,6 +281,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-feedback", dest="feedback", action="store_false")
     args = parser.parse_args(argv)
     root = (args.course_dir or paths.kit_root()).resolve()
+    check_course_folder(root)
+    with grading_lock(root):
+        return _grade(root, args)
+
+
+def _grade(root: Path, args: argparse.Namespace) -> int:
+    """main's work, with the course folder locked."""
     submitted = (args.submitted or root / "submitted").resolve()
     db_url = prepare(root)
     if args.exchange:
@@ -233,9 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.feedback:
         feedback(root, submitted, db_url)
     out = (args.out or root / "grades.csv").resolve()
-    run = _nbgrader(["export", f"--to={out}", f"--CourseDirectory.db_url={db_url}"], root)
-    if run.returncode != 0:
-        raise GradingError(f"nbgrader export failed: {_last_error(run.stdout + run.stderr)}", "see nbgrader's log")
+    export(root, db_url, out, outcomes)
     details = out.with_name(out.stem + "-details.csv")
     write_details(outcomes, details)
     print("\n" + summary(outcomes))
@@ -247,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
           + (f"; feedback: {root / 'feedback'}" if args.feedback else ""))
     failed = [o.student for o in outcomes if not o.graded]
     if failed:
-        print(f"NOT GRADED: {', '.join(failed)}", file=sys.stderr)
+        print(f"NOT GRADED: {', '.join(failed)} (left out of {out.name}; the reason is in {details.name})",
+              file=sys.stderr)
         return 1
     return 0
 

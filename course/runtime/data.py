@@ -32,6 +32,7 @@ CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 CIFAR_ARCHIVE = "cifar-10-python.tar.gz"
 CIFAR_ARCHIVE_MD5 = "c58f30108f718f92721af3b95e74349a"
 KEYS = ("train_x", "train_y", "test_x", "test_y")
+N_CLASSES = 10  # CIFAR-10's labels are 0..9
 # The synthetic set's default size: enough for a few CPU epochs of a width-16 VGG in minutes.
 SYNTHETIC_TRAIN, SYNTHETIC_TEST = 4000, 1000
 
@@ -118,27 +119,41 @@ class Arrays:
         return int(round((self.train_x.shape[1] / 3) ** 0.5))
 
 
+def _name_of(path: Path) -> str:
+    """The data set a file in the data folder holds (the inverse of path_for)."""
+    return REAL if path.name == "cifar-10.npz" else path.stem
+
+
 def _save(path: Path, arrays: Arrays, compress: bool) -> None:
+    _check_arrays(arrays, f"not writing {path}", _name_of(path))
     with atomic_file(path) as f:
         save = np.savez_compressed if compress else np.savez
         save(f, train_x=arrays.train_x, train_y=arrays.train_y, test_x=arrays.test_x,
              test_y=arrays.test_y, meta=np.array(json.dumps(arrays.meta, sort_keys=True)))
 
 
-def _check_arrays(arrays: Arrays, where: str) -> None:
+def _check_arrays(arrays: Arrays, where: str, name: str) -> None:
+    """DatasetError unless both splits hold images in Chainer's layout, each with a CIFAR-10 label."""
     for split in ("train", "test"):
         x, y = getattr(arrays, f"{split}_x"), getattr(arrays, f"{split}_y")
         size = int(round((x.shape[1] / 3) ** 0.5)) if x.ndim == 2 else 0
         if x.dtype != np.uint8 or x.ndim != 2 or 3 * size * size != x.shape[1]:
             raise DatasetError(f"{where}: {split} images are {x.dtype} {x.shape}, "
-                               "expected uint8 N x 3*S*S", _prepare_hint(arrays.meta.get("name", "")))
-        if y.shape != (x.shape[0],) or (y.size and int(y.max()) >= 10):
-            raise DatasetError(f"{where}: {split} labels do not match the images (shape {y.shape})",
-                               _prepare_hint(arrays.meta.get("name", "")))
+                               "expected uint8 N x 3*S*S", _prepare_hint(name))
+        if x.shape[0] == 0:  # training would divide by the number of images
+            raise DatasetError(f"{where}: the {split} set has 0 images", _prepare_hint(name))
+        if y.shape != (x.shape[0],):
+            raise DatasetError(f"{where}: {split} labels have shape {y.shape}, expected one label for each "
+                               f"of the {x.shape[0]} images", _prepare_hint(name))
+        wrong = np.unique(y[(y < 0) | (y >= N_CLASSES)])
+        if wrong.size:
+            shown = ", ".join(str(v) for v in wrong[:5]) + (", ..." if wrong.size > 5 else "")
+            raise DatasetError(f"{where}: {split} labels must be 0..{N_CLASSES - 1} (CIFAR-10's ten classes), "
+                               f"found {shown}", _prepare_hint(name))
 
 
 def read_arrays(name: str) -> Arrays:
-    """The raw uint8 arrays of a prepared data set; DatasetError if missing or damaged."""
+    """The raw uint8 arrays of a prepared data set; DatasetError if missing, damaged or empty."""
     path = path_for(name)
     if not path.exists():
         raise DatasetError(f"data set {name!r} is not prepared: {path} does not exist", _prepare_hint(name))
@@ -157,7 +172,7 @@ def read_arrays(name: str) -> Arrays:
         raise DatasetError(f"{path} is truncated or corrupt ({type(e).__name__}: {e})",
                            "delete it, then " + _prepare_hint(name)) from None
     arrays = Arrays(meta={**meta, "name": name}, **loaded)
-    _check_arrays(arrays, str(path))
+    _check_arrays(arrays, str(path), name)
     return arrays
 
 
@@ -172,7 +187,7 @@ def available() -> list[str]:
     folder = data_dir()
     if not folder.is_dir():
         return []
-    names = [REAL if p.name == "cifar-10.npz" else p.stem for p in sorted(folder.glob("*.npz"))]
+    names = [_name_of(p) for p in sorted(folder.glob("*.npz"))]
     return sorted(names)
 
 
@@ -225,12 +240,15 @@ def prepare_synthetic(n_train: int = SYNTHETIC_TRAIN, n_test: int = SYNTHETIC_TE
     """Generate the synthetic set (32 px); the same seed always gives the same file contents."""
     if n_train < 10 or n_test < 10:
         raise DatasetError(f"too few images ({n_train} training, {n_test} test)", "ask for at least 10 of each")
+    _save(path_for(name), _synthetic_arrays(n_train, n_test, seed), compress=True)
+    return info(name)  # the generated arrays are freed by now: only the copy read back is in memory
+
+
+def _synthetic_arrays(n_train: int, n_test: int, seed: int) -> Arrays:
     train_x, train_y = synthetic.generate(n_train, seed=seed)
     test_x, test_y = synthetic.generate(n_test, seed=seed + 1_000_003)
     meta = {"source": f"synthetic (seed {seed})", "seed": seed, "generator": "course.synthetic v1"}
-    arrays = Arrays(train_x.reshape(n_train, -1), train_y, test_x.reshape(n_test, -1), test_y, meta)
-    _save(path_for(name), arrays, compress=True)
-    return info(name)
+    return Arrays(train_x.reshape(n_train, -1), train_y, test_x.reshape(n_test, -1), test_y, meta)
 
 
 class _CifarUnpickler(pickle.Unpickler):
