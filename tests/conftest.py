@@ -61,3 +61,19 @@ def student_run(quick_env, tmp_path_factory) -> Path:
     from course.instructor import demo
 
     return demo.play_student(ROOT, tmp_path_factory.mktemp("student-run"), echo=lambda line: None, env=quick_env)
+
+
+@pytest.fixture
+def grading_config(tmp_path, monkeypatch, request) -> Path:
+    """The test module's GRADING text as grading.toml, the one course.instructor.scoring reads."""
+    path = tmp_path / "grading.toml"
+    path.write_text(request.module.GRADING)
+    monkeypatch.setenv("COURSE_GRADING_CONFIG", str(path))
+    return path
+
+
+@pytest.fixture
+def folder(tmp_path) -> Path:
+    """Where the student submits from: runs/ and the job logs."""
+    (tmp_path / "student").mkdir()
+    return tmp_path / "student"

@@ -40,18 +40,7 @@ tiers = [[1.5, 1.0], [1.0, 0.5]]
 """
 
 
-@pytest.fixture(autouse=True)
-def grading_config(tmp_path, monkeypatch):
-    path = tmp_path / "grading.toml"
-    path.write_text(GRADING)
-    monkeypatch.setenv("COURSE_GRADING_CONFIG", str(path))
-
-
-@pytest.fixture
-def folder(tmp_path):
-    """Where the student submits from: runs/ and the job logs."""
-    (tmp_path / "student").mkdir()
-    return tmp_path / "student"
+pytestmark = pytest.mark.usefixtures("grading_config")  # this module's GRADING (tests/conftest.py)
 
 
 # --- the learning-rate rules on a real trainer ---------------------------------------------------

@@ -28,5 +28,6 @@ def test_interleaved_ranks_splits_the_efficiency(data_root):
 def test_autograde_time_grades_a_solved_run(tmp_path, student_run):
     result = bench.autograde_time(tmp_path, repeats=1, student=student_run)
     assert result["notebooks"] == 3 and result["seconds_per_notebook"] > 0
-    # All but stage 2's throughput (4 points, needs GPUs); stage 3's efficiency tier may vary on tiny runs.
-    assert 25 <= result["scores"][0] <= 28
+    # All but stage 2's throughput (4 points, needs GPUs); stage 3's efficiency tier may vary on tiny runs, and
+    # the kit's grading.toml has no accuracy target for the tests' "small" data set (2 points).
+    assert 27 <= result["scores"][0] <= 30

@@ -51,10 +51,13 @@ def test_jobs_left_traced_results_and_the_notebooks_show_them(student_run):
     single = evidence.runs("single_gpu", student_run)
     multi = evidence.runs("multi_node", student_run)
     assert [run.traced for run in single] == [True]
-    assert sorted((run.workers, run.setting) for run in multi) == [(1, "naive"), (2, "naive"), (2, "naive/ring")]
+    assert sorted((run.workers, run.setting, run.lr_rule) for run in multi) == [
+        (1, "naive", "warmup"), (2, "naive", "constant"), (2, "naive", "linear"), (2, "naive", "warmup"),
+        (2, "naive/ring", "warmup")]
     assert all(run.traced for run in multi), [run.problems for run in multi]
     for run in single + multi:
         assert run.record["complete"] and run.log.name.startswith(("run_single_gpu", "run_multi_node"))
+        assert "\x1b[" not in run.log.read_text(), "job logs hold no terminal codes"
     for name in ("01_single_gpu.ipynb", "03_multi_node.ipynb"):
         kinds = {key for o in outputs(student_run / name, "report") for key in o.get("data", {})}
         assert {"text/html", "image/png"} <= kinds, f"{name} shows its table and plot"
@@ -94,7 +97,7 @@ def test_released_notebooks_fail_only_at_their_stubs(quick_env, tmp_path):
         "02_multi_gpu.ipynb": {"check_train_iterators", "check_devices", "check_learning_rate", "check_trainer",
                                "submit"},
         "03_multi_node.ipynb": {"check_communicator", "check_device_binding", "check_scatter", "check_optimizer",
-                                "check_trainer", "submit"},
+                                "check_learning_rate_schedule", "check_trainer", "submit"},
     }
     for name, cells in expected.items():
         demo.run_notebook(folder / name, env=quick_env)

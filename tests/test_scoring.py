@@ -31,18 +31,7 @@ suspicious_above = 1.25
 """
 
 
-@pytest.fixture(autouse=True)
-def grading_config(tmp_path, monkeypatch):
-    path = tmp_path / "grading.toml"
-    path.write_text(GRADING)
-    monkeypatch.setenv("COURSE_GRADING_CONFIG", str(path))
-
-
-@pytest.fixture
-def folder(tmp_path):
-    """Where the student submits from: runs/ and the job logs."""
-    (tmp_path / "student").mkdir()
-    return tmp_path / "student"
+pytestmark = pytest.mark.usefixtures("grading_config")  # this module's GRADING (tests/conftest.py)
 
 
 def make_run(folder, stage: str, number: int, images_per_sec: float, workers: int = 1, *, device_kind="gpu",

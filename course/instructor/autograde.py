@@ -49,6 +49,10 @@ class Part:
     score: float
     max_score: float
     message: str = ""
+    by_hand: bool = False  # a written answer: the instructor grades it in the Formgrader
+
+BY_HAND = "a written answer: grade it by hand in the Formgrader"
+UNANSWERED = "a written answer left as it was released (nbgrader scores it 0)"
 
 
 @dataclass
@@ -123,8 +127,12 @@ def _read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) 
             for grade in sorted(notebook.grades, key=lambda g: g.name):
                 if grade.max_score:
                     score = grade.score or 0.0
-                    message = messages.get(grade.name, "") if score < grade.max_score else ""
-                    outcome.parts.append(Part(notebook.name, grade.name, score, grade.max_score, message))
+                    by_hand = grade.cell_type == "markdown"
+                    if by_hand:
+                        message = BY_HAND if grade.needs_manual_grade else UNANSWERED if score < grade.max_score else ""
+                    else:
+                        message = messages.get(grade.name, "") if score < grade.max_score else ""
+                    outcome.parts.append(Part(notebook.name, grade.name, score, grade.max_score, message, by_hand))
 
 
 def check_course_folder(root: Path) -> None:
@@ -265,7 +273,7 @@ def summary(outcomes: list[Outcome]) -> str:
         lines.append(f"{outcome.student}: {outcome.score:g}/{outcome.max_score:g} ({per_notebook})")
         lines += [f"    {name}: not handed in" for name in outcome.missing]
         for part in outcome.parts:
-            if part.score < part.max_score and f"{part.notebook}.ipynb" not in outcome.missing:
+            if part.score < part.max_score and not part.by_hand and f"{part.notebook}.ipynb" not in outcome.missing:
                 lines.append(f"    {part.notebook} {part.test}: {part.score:g}/{part.max_score:g}  {part.message}")
     return "\n".join(lines)
 

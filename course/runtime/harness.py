@@ -352,6 +352,14 @@ def _clean_reports(trainer) -> None:
             report._out = _LogStream(report._out)
 
 
+@chainer.training.make_extension(trigger=(1, "iteration"), priority=chainer.training.PRIORITY_WRITER)
+def _observe_rate(trainer) -> None:
+    """The rate the optimizer really uses, into the log (LogReport averages it per entry); any optimizer."""
+    rate = _learning_rate(trainer.updater.get_optimizer("main"))
+    if rate is not None:
+        chainer.reporter.report({"lr": rate})
+
+
 def _require_throughput(trainer) -> None:
     try:
         trainer.get_extension("Throughput")
@@ -380,8 +388,7 @@ def run(trainer: chainer.training.Trainer, args: argparse.Namespace, *, comm=Non
         except ValueError:
             trainer.extend(extensions.LogReport())
         trainer.extend(_ResultsWriter(record), name="course_results")
-        # The rate the optimizer really uses, into the log (LogReport averages it per entry).
-        trainer.extend(extensions.observe_lr(), trigger=(1, "iteration"), name="course_observe_lr")
+        trainer.extend(_observe_rate, name="course_observe_lr")
         _clean_reports(trainer)
         print(record.header(), flush=True)
         if record.record["device_kind"] == "gpu" and not chainer.backends.cuda.cudnn_enabled:
