@@ -96,7 +96,8 @@ def test_the_stage_scripts_take_an_lr_rule_with_the_taught_warm_up_by_default():
     ("warmup", ["--lr-warmup-epochs", "0"], {"rule": "warmup", "start": 0.4, "target": 0.4, "warmup_iterations": 0,
                                              "drop_from_iteration": 8}, [0.4] * 8 + [0.04] * 8),
     ("warmup", ["--lr-drop-epochs", "0"], {"rule": "warmup", "start": 0.1, "target": 0.4, "warmup_iterations": 6,
-                                           "drop_from_iteration": None}, [0.1, 0.15, 0.2, 0.25, 0.3, 0.35] + [0.4] * 10),
+                                           "drop_from_iteration": None},
+     [0.1, 0.15, 0.2, 0.25, 0.3, 0.35] + [0.4] * 10),
 ], ids=["constant", "linear", "warmup", "warmup of 0 epochs", "warmup without the final drop"])
 def test_apply_lr_rule_sets_the_rate_of_every_update(tmp_path, rule, more, plan, rates):
     args = stage_3_args(tmp_path, "--lr-rule", rule, "--lr-warmup-epochs", "0.7", *more)

@@ -128,6 +128,11 @@ def accuracy_target(dataset: str) -> float | None:
     return float(value) if value is not None else None
 
 
+def _near(a: float | None, b: float | None) -> bool:
+    """Whether two learning rates are the same up to the 5% that averaging over an epoch's updates blurs."""
+    return a is not None and b is not None and abs(a - b) <= 0.05 * abs(b)
+
+
 def collapse_hint(run: Run, base: Run) -> str:
     """What most likely kept a run below the target, from the learning rates it really used (the log's
     `lr`, observed at every update) and its updates against stage 1's."""
@@ -136,11 +141,10 @@ def collapse_hint(run: Run, base: Run) -> str:
     rates = [point["lr"] for point in run.accuracy_curve
              if point.get("lr") is not None and (drop is None or (point["iteration"] or 0) <= drop)]
     start, target = plan.get("start"), plan.get("target")
-    near = (lambda a, b: a is not None and b is not None and abs(a - b) <= 0.05 * abs(b))  # noqa: E731
-    if rates and target and run.workers > 1 and near(rates[0], target) and not near(start, target):
+    if rates and target and run.workers > 1 and _near(rates[0], target) and not _near(start, target):
         return (f"the learning rate was already {rates[0]:.3g} (N x the single-worker rate) in the first epoch: no "
                 "warm-up; check learning_rate_schedule (the check above)")
-    if rates and run.workers > 1 and near(rates[-1], plan.get("start") or rates[-1]) and not near(rates[-1], target):
+    if rates and run.workers > 1 and _near(rates[-1], plan.get("start") or rates[-1]) and not _near(rates[-1], target):
         return (f"the learning rate stayed at {rates[-1]:.3g}, the single-worker rate, with an N times larger batch: "
                 "no scaling; check learning_rate_schedule")
     updates = (run.accuracy_curve[-1]["iteration"] if run.accuracy_curve else 0) or 0

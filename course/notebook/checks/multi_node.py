@@ -224,8 +224,8 @@ def learning_rate_schedule(schedule, base_lr: float = 0.1, n_workers: int = 4, w
            f"{target:g} (rates used: {shown})", "end the ramp at base_lr * n_workers")
     expect(close(used[0], base_lr), f"the first update used the rate {used[0]:.3g}, not the single-worker rate "
            f"{base_lr} (rates used: {shown}): no warm-up, so the first updates of a large batch take too large "
-           "steps", f"start the ramp at base_lr: LinearShift('lr', (base_lr, base_lr * n_workers), "
-           f"(0, warmup_iterations))")
+           "steps", "start the ramp at base_lr: LinearShift('lr', (base_lr, base_lr * n_workers), "
+           "(0, warmup_iterations))")
     expect(all(close(a, b) for a, b in zip(used, ramp)),
            f"the rates used were {shown}; a linear ramp over {warmup_iterations} updates gives "
            f"{', '.join(f'{r:.3g}' for r in ramp)}", "grow the rate linearly over warmup_iterations updates")
