@@ -13,6 +13,7 @@ from course.errors import CourseError
 COMMANDS = {  # name: (module, what it does)
     "doctor": ("course.doctor", "what works on this machine, and how to fix the rest"),
     "env": ("course.gpu", "shell lines that make the gpu extra's CUDA libraries findable (eval their output)"),
+    "kernels": ("course.kernels", "compile the course's CUDA kernels for P100 to H100 with NVRTC (no GPU needed)"),
     "data": ("course.runtime.data", "prepare CIFAR-10, the synthetic set, or a variant; list what is prepared"),
     "train": ("course.runtime.reference", "the kit's reference CIFAR-10 training (one device, or ranks under mpiexec)"),
     "submit": ("course.cluster.submit", "submit a job script: to qsub, or run it here as PBS would (local profile)"),

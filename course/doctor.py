@@ -79,6 +79,35 @@ def _nccl() -> Check:
                  'pip install -e ".[gpu]"   (installs nvidia-nccl-cu12)')
 
 
+def _kernels() -> Check:
+    """Compile one CuPy kernel: loading the libraries is not enough, CuPy also needs CUDA's headers."""
+    if not gpu.cupy_installed():
+        return Check(NOT_HERE, "CUDA kernels", "needs CuPy")
+    from course import kernels
+
+    archs = sorted(set(gpu.compute_capabilities())) or list(kernels.ARCHITECTURES)
+    try:
+        version = ".".join(map(str, kernels.nvrtc_version()))
+    except Exception as e:  # CuPy raises RuntimeError or ImportError when libnvrtc.so.12 cannot be loaded
+        return Check(PROBLEM, "CUDA kernels", f"NVRTC cannot be loaded: {e}",
+                     'pip install -e ".[gpu]"  (installs nvidia-cuda-nvrtc-cu12)')
+    try:
+        probe = kernels.probe_kernel()
+        for arch in archs:
+            kernels.compile_kernel(probe, arch)
+    except kernels.KernelError as e:
+        log = str(e).splitlines()
+        cause = next((line.strip() for line in log if "error" in line), log[-1])
+        fix = "reinstall the environment: make clean venv gpu"
+        if "cannot open source file" in cause or "no CUDA headers" in cause:
+            fix = (f'pip install "nvidia-cuda-runtime-cu12=={version}.*"  (CuPy takes the CUDA headers from it, '
+                   "at NVRTC's version; the gpu extra pins it)")
+        return Check(PROBLEM, "CUDA kernels", f"NVRTC {version} cannot compile CuPy's kernels: {cause}", fix)
+    where = ", ".join(kernels.header_folders()) or "the CUDA toolkit"
+    return Check(OK, "CUDA kernels", f"NVRTC {version} compiles for {', '.join(f'sm_{a}' for a in archs)} "
+                                     f"(headers: {where})")
+
+
 def _mpi() -> Check:
     launcher = paths.find_program("mpiexec", environment_first=True)
     import mpi4py
@@ -125,8 +154,8 @@ def _dataset() -> Check:
     return Check(OK, "data", f"{', '.join(described)} in {data.data_dir()}")
 
 
-CHECKS: list[Callable[[], Check]] = [_python, _chainer, _cupy, _gpus, _cudnn, _nccl, _mpi, _scheduler,
-                                     _site, _dataset]
+CHECKS: list[Callable[[], Check]] = [_python, _chainer, _cupy, _gpus, _cudnn, _nccl, _kernels, _mpi,
+                                     _scheduler, _site, _dataset]
 
 
 def run_checks() -> list[Check]:
@@ -155,7 +184,13 @@ def render(checks: list[Check]) -> str:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    argparse.ArgumentParser(prog="course doctor", description=__doc__).parse_args(argv or [])
+    parser = argparse.ArgumentParser(prog="course doctor", description=__doc__)
+    parser.add_argument("--gpu-selftest", action="store_true",
+                        help="on a GPU node: run a kernel, cuDNN, NCCL and a few training steps (course.selftest)")
+    if parser.parse_args(argv or []).gpu_selftest:
+        from course import selftest
+
+        return selftest.run()
     checks = run_checks()
     print(render(checks))
     return 1 if any(c.status == PROBLEM for c in checks) else 0

@@ -8,11 +8,14 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from course import paths
 
 # Sonames that CuPy 13 and cuDNN 8 link to, each after the libraries it needs, with the
 # folder of the nvidia-*-cu12 wheel that holds it (site-packages/nvidia/<folder>/lib).
@@ -133,6 +136,61 @@ def visible_gpus(timeout: float = 20.0) -> VisibleGpus:
             return VisibleGpus()
         return VisibleGpus([n for n in out.splitlines() if n.strip()])
     return VisibleGpus()
+
+
+def _smi_query(field: str, timeout: float = 20.0) -> list[str]:
+    """One nvidia-smi --query-gpu field for every GPU, CUDA_VISIBLE_DEVICES applied ([] without nvidia-smi)."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return []
+    try:
+        out = subprocess.run([smi, f"--query-gpu=index,uuid,{field}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=timeout, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return []
+    rows = [[c.strip() for c in line.split(",", 2)] for line in out.splitlines() if line.count(",") >= 2]
+    return [g[2] for g in _apply_visible_devices([(r[0], r[1], r[2]) for r in rows])]
+
+
+def compute_capabilities() -> list[str]:
+    """The visible GPUs' compute capabilities as NVRTC names them ('80' for 8.0), from nvidia-smi."""
+    return [c.replace(".", "") for c in _smi_query("compute_cap") if c.replace(".", "").isdigit()]
+
+
+def gpu_models(device_ids: list[int]) -> list[str]:
+    """The model of each of these GPUs (CUDA ids, CUDA_VISIBLE_DEVICES applied), without touching CUDA:
+    MultiprocessParallelUpdater forks its workers from this process, which must not hold a CUDA context."""
+    names = visible_gpus().names
+    return [names[i] for i in device_ids if 0 <= i < len(names)]
+
+
+def assigned_devices(devices: dict | list) -> tuple[list[str], str | None]:
+    """(device names, GPU model) of the GPUs given to MultiprocessParallelUpdater: ids (0, 1, ...), '@cupy:N'
+    names, or its {'main': id, ...} dict. The model is None when no GPU with these ids is visible."""
+    ids = []
+    for device in devices.values() if isinstance(devices, dict) else devices:
+        match = re.fullmatch(r"(?:@cupy:)?(\d+)", str(device))
+        if not match:
+            raise ValueError(f"not a GPU id or @cupy:N device: {device!r}")
+        ids.append(int(match.group(1)))
+    models = sorted(set(gpu_models(ids)))
+    return [f"@cupy:{i}" for i in ids], ", ".join(models) or None
+
+
+def mpi_cuda_aware(timeout: float = 20.0) -> bool | None:
+    """Whether the MPI that jobs start can move GPU memory: Open MPI's ompi_info says so; None when
+    that cannot be told (another MPI, or no ompi_info)."""
+    ompi_info = paths.find_program("ompi_info", environment_first=True)
+    if not ompi_info:
+        return None
+    try:
+        out = subprocess.run([ompi_info, "--parsable", "--all"], capture_output=True, text=True,
+                             timeout=timeout, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return None
+    # Open MPI 4 names it mpi_built_with_cuda_support, Open MPI 5 opal_built_with_cuda_support.
+    found = re.findall(r"_built_with_cuda_support:value:(true|false)", out)
+    return None if not found else "true" in found
 
 
 def resolve_device(spec: str) -> str:

@@ -60,7 +60,10 @@ def student_run(quick_env, tmp_path_factory) -> Path:
     """A student who solved every notebook and ran each top to bottom, real jobs included."""
     from course.instructor import demo
 
-    return demo.play_student(ROOT, tmp_path_factory.mktemp("student-run"), echo=lambda line: None, env=quick_env)
+    # A CPU student, on GPU nodes too (CUDA_VISIBLE_DEVICES= hides the GPUs from the kit and CuPy): the tests
+    # that use it expect the CPU course (stage 2 refused, naive in stage 3). The gpu tests run their own jobs.
+    return demo.play_student(ROOT, tmp_path_factory.mktemp("student-run"), echo=lambda line: None,
+                             env={**quick_env, "CUDA_VISIBLE_DEVICES": ""})
 
 
 @pytest.fixture

@@ -455,7 +455,8 @@ def test_the_plot_draws_accuracy_per_epoch_per_update_and_over_time(compared):
 # --- the comparison plan ------------------------------------------------------------------------
 
 
-def test_the_comparison_plan_adds_the_other_lr_rules_on_the_most_ranks(tmp_path):
+def test_the_comparison_plan_adds_the_other_lr_rules_on_the_most_ranks(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the CPU plan, on a GPU node too (local GPUs: tests/test_gpu.py)
     (tmp_path / "jobs").mkdir()
     (tmp_path / "jobs" / siteenv.FILE).write_text(siteenv.render(sites.load_profile("local")))
     plan = submit.comparison_plan(tmp_path)

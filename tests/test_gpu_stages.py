@@ -41,6 +41,10 @@ def test_stage2_multiprocess_parallel_updater_on_every_gpu(assignment, quick_env
     out = submit(assignment, quick_env, "jobs/run_multi_gpu_training.sh", "-l", f"ngpus={count}")
     [run] = evidence.runs("multi_gpu", assignment)
     assert run.traced and run.workers == count and run.record["updater"] == "MultiprocessParallelUpdater"
+    # The record names the GPUs the updater was given, so that it compares with stage 1's GPU run.
+    assert run.record["devices"] == [f"@cupy:{i}" for i in range(count)] and run.record["device_kind"] == "gpu"
+    [base] = evidence.runs("single_gpu", assignment)
+    assert run.record["gpu_model"] and not evidence.comparable(run, base)
     assert "optimizer.lr is changed to" in out  # the updater divides the lr by the GPUs, as the notebook says
 
 

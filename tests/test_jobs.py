@@ -156,7 +156,8 @@ def test_qsub_options_and_the_sites_limits():
         submit.check_site_request(script, ["-l", "select=1:mpiprocs=4"], settings)
 
 
-def test_the_comparison_plan_follows_the_site_profile(assignment):
+def test_the_comparison_plan_follows_the_site_profile(assignment, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the CPU plan, on a GPU workstation too
     plan = submit.comparison_plan(assignment)
     assert [(r.nodes, r.per_node, r.communicator, r.allreduce, r.lr_rule) for r in plan] == [
         (1, 1, "naive", "", "warmup"), (1, 2, "naive", "", "warmup"), (1, 2, "naive", "ring", "warmup"),

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course import joblog, paths, stages
+from course import gpu, joblog, paths, stages
 from course.cluster import localsched, pbs, siteenv
 from course.errors import CourseError, JobError
 from course.stubs import stubbed_functions
@@ -387,12 +387,50 @@ class PlannedRun:
                 f"qsub -j oe -l select={request} -v {variables} {stages.MULTI_NODE.job_path}")
 
 
+# On GPUs NCCL moves the gradients: pure_nccl everywhere, non_cuda_aware (NCCL in a node, MPI between nodes).
+_GPU_COMMUNICATION = ("pure_nccl", "non_cuda_aware")
+# These hand GPU memory to MPI, which only a CUDA-aware MPI can take.
+_THROUGH_MPI = ("naive", "flat")
+
+
+def _local_gpu_comparison(settings: dict[str, str], shapes: list[tuple[int, int]],
+                          communication: list[tuple[str, str]]) -> tuple[list[tuple[int, int]], list[tuple[str, str]]]:
+    """The comparison the `local` profile can run on this machine's GPUs: one rank per GPU, NCCL communicators.
+
+    A local profile that leaves gpus_per_node at 0 plans for CPU cores (naive); on GPUs its settings give way
+    to pure_nccl and non_cuda_aware. One that declares GPUs means its settings for them, and naive or flat
+    there is refused unless this machine's MPI is CUDA-aware (the PyPI Open MPI is not).
+    """
+    found = gpu.visible_gpus().count
+    if found < 2:
+        raise CourseError(
+            "this machine has 1 GPU: stage 3 runs one rank per GPU and NCCL refuses two ranks on one GPU, so "
+            "there is no multi-rank run to compare here",
+            "compare on a node with 2 or more GPUs, or on CPU cores: hide the GPU from every stage (stage 1 "
+            "included, so that the runs compare) with  export CUDA_VISIBLE_DEVICES=  before starting Jupyter")
+    shapes = list(dict.fromkeys((nodes, min(per_node, found // nodes)) for nodes, per_node in shapes
+                                if found // nodes))
+    if settings.get("COURSE_GPUS_PER_NODE", "0") == "0":
+        return shapes, [(name, "") for name in _GPU_COMMUNICATION]
+    through_mpi = sorted({name for name, _ in communication if name in _THROUGH_MPI})
+    if through_mpi and not gpu.mpi_cuda_aware():
+        raise CourseError(
+            f"the site profile compares {', '.join(through_mpi)} on this machine's GPUs, which hands GPU memory "
+            "to MPI, and this MPI is not CUDA-aware (ompi_info does not say it was built with CUDA)",
+            f"use {' and '.join(_GPU_COMMUNICATION)} in the profile's [scaling] communication, or an MPI built "
+            "with CUDA support")
+    return shapes, communication
+
+
 def comparison_plan(workdir: str | Path = ".") -> list[PlannedRun]:
     """The site profile's stage-3 comparison: each rank count with the first communication setting;
-    on the most ranks, every other communication setting, then every other learning-rate rule."""
+    on the most ranks, every other communication setting, then every other learning-rate rule.
+    With the `local` scheduler on a machine with GPUs, the runs fit its GPUs (_local_gpu_comparison)."""
     settings = site_settings(Path(workdir))
     shapes = [tuple(int(x) for x in run.split("x")) for run in settings.get("COURSE_SCALING_RUNS", "1x2").split()]
     communication = [c.partition("/")[::2] for c in settings.get("COURSE_COMMUNICATION", "naive").split()]
+    if settings.get("COURSE_SCHEDULER") == "local" and gpu.resolve_device("auto") != "@numpy":
+        shapes, communication = _local_gpu_comparison(settings, shapes, communication)
     plan = [PlannedRun(nodes, per_node, *communication[0]) for nodes, per_node in shapes]
     nodes, per_node = max(shapes, key=lambda shape: shape[0] * shape[1])
     plan += [PlannedRun(nodes, per_node, *setting) for setting in communication[1:]]

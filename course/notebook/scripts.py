@@ -22,7 +22,10 @@ from course.runtime import mains
 from course.stubs import stubbed_functions
 
 # The names a script's functions may use besides their own; the notebooks' setup cells import the same.
+# `import course` comes first: it loads the gpu extra's CUDA libraries (cuDNN, cuBLAS), which CuPy finds
+# only when they are loaded before Chainer imports it, so that a script run by hand works on a GPU too.
 IMPORTS = """\
+import course  # first: it makes the CUDA libraries of the gpu extra findable before Chainer loads CuPy
 import chainer
 import chainer.functions as F
 import chainer.links as L
@@ -30,7 +33,6 @@ import numpy as np
 from chainer import training
 from chainer.training import extensions
 {extra}
-import course
 from course.runtime import harness
 """
 

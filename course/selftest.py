@@ -1,0 +1,178 @@
+"""`python -m course doctor --gpu-selftest`: run the GPU paths of the course on this node, briefly.
+
+For an instructor on a GPU node (inside a job on a cluster). Each step runs for real and prints
+what it measured; the whole output is what to paste into a bug report:
+
+  1. compile and run a CuPy kernel, checked against NumPy
+  2. cuDNN convolution forward and backward against Chainer on NumPy
+  3. a 1-rank NCCL allreduce
+  4. a few iterations of stage 1's reference training with and without cuDNN, and the speedup
+  5. with 2 or more GPUs: MultiprocessParallelUpdater (stage 2) for a few iterations, over NCCL
+
+Steps 4 and 5 run in child processes: MultiprocessParallelUpdater refuses a parent holding a CUDA
+context, and each training run starts clean.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from course import gpu
+
+# Stage 2 in a child: the updater forks one worker per GPU and all-reduces their gradients with NCCL.
+_STAGE2 = """
+import course  # before Chainer: it loads the gpu extra's CUDA libraries
+import sys, numpy as np, chainer, chainer.links as L
+from chainer import training
+from chainer.training.updaters import MultiprocessParallelUpdater
+import course.runtime.models as models
+n = int(sys.argv[1])
+x = np.random.rand(256, 3, 32, 32).astype(np.float32)
+t = np.random.randint(0, 10, 256).astype(np.int32)
+data = chainer.datasets.TupleDataset(x, t)
+iterators = [chainer.iterators.SerialIterator(part, 32) for part in chainer.datasets.split_dataset_n_random(data, n)]
+model = L.Classifier(models.build("vgg", width=8))
+optimizer = chainer.optimizers.MomentumSGD(0.01)
+optimizer.setup(model)
+devices = {"main": 0, **{f"w{i}": i for i in range(1, n)}}
+updater = MultiprocessParallelUpdater(iterators, optimizer, devices=devices)
+trainer = training.Trainer(updater, (5, "iteration"), out="{out}")
+trainer.run()
+nccl = chainer.backends.cuda.cupy.cuda.nccl.get_version()
+print("MultiprocessParallelUpdater: {} iterations on {} GPUs, NCCL {}".format(updater.iteration, n, nccl))
+"""
+
+
+class _Failed(Exception):
+    pass
+
+
+def _kernel() -> str:
+    import numpy
+    import cupy
+
+    square = cupy.ElementwiseKernel("T x", "T y", "y = x * x", "course_selftest_square")
+    x = numpy.arange(1000, dtype=numpy.float32)
+    y = square(cupy.asarray(x)).get()
+    if not numpy.array_equal(y, x * x):
+        raise _Failed("an elementwise kernel computed wrong values")
+    device = cupy.cuda.Device()
+    return f"compiled and ran on GPU {device.id} (compute capability {device.compute_capability})"
+
+
+def _cudnn_convolution() -> str:
+    import chainer
+    import chainer.functions as F
+    import numpy
+
+    cuda = chainer.backends.cuda
+    if not cuda.cudnn_enabled:
+        raise _Failed('Chainer does not use cuDNN: pip install -e ".[gpu]"; eval "$(python -m course env)"')
+    rng = numpy.random.default_rng(0)
+    x, w, gy = (rng.standard_normal(s).astype(numpy.float32) for s in ((4, 3, 16, 16), (8, 3, 3, 3), (4, 8, 16, 16)))
+
+    def grads(xp_x, xp_w, xp_gy):
+        vx, vw = chainer.Variable(xp_x), chainer.Variable(xp_w)
+        y = F.convolution_2d(vx, vw, pad=1)
+        y.grad = xp_gy
+        y.backward()
+        return [cuda.to_cpu(a) for a in (y.array, vx.grad, vw.grad)]
+
+    expected = grads(x, w, gy)
+    with chainer.using_config("use_cudnn", "always"):
+        if not chainer.should_use_cudnn(">=auto"):
+            raise _Failed("chainer.should_use_cudnn is False with use_cudnn='always'")
+        found = grads(*(cuda.to_gpu(a) for a in (x, w, gy)))
+    for name, a, b in zip(("forward", "input gradient", "weight gradient"), found, expected):
+        if not numpy.allclose(a, b, rtol=1e-3, atol=1e-3):
+            raise _Failed(f"cuDNN {name} differs from NumPy by up to {abs(a - b).max():.2e}")
+    return f"cuDNN {cuda.libcudnn.getVersion()}: forward and backward match NumPy"
+
+
+def _nccl() -> str:
+    import cupy
+    from cupy.cuda import nccl
+
+    if not nccl.available:
+        raise _Failed('CuPy cannot load NCCL: pip install -e ".[gpu]"  (installs nvidia-nccl-cu12)')
+    comm = nccl.NcclCommunicator(1, nccl.get_unique_id(), 0)
+    x = cupy.arange(16, dtype=cupy.float32)
+    y = cupy.empty_like(x)
+    comm.allReduce(x.data.ptr, y.data.ptr, x.size, nccl.NCCL_FLOAT32, nccl.NCCL_SUM,
+                   cupy.cuda.Stream.null.ptr)
+    cupy.cuda.Stream.null.synchronize()
+    if not bool((x == y).all()):
+        raise _Failed("a 1-rank NCCL allreduce changed the data")
+    return f"NCCL {nccl.get_version()}: 1-rank allreduce"
+
+
+def _course(env: dict[str, str], *arguments: str, timeout: float = 900) -> str:
+    run = subprocess.run([sys.executable, "-m", "course", *arguments], capture_output=True, text=True, env=env,
+                         timeout=timeout)
+    if run.returncode != 0:
+        raise _Failed(f"python -m course {' '.join(arguments)} failed:\n{(run.stdout + run.stderr)[-2000:]}")
+    return run.stdout
+
+
+def _stage1(folder: Path) -> str:
+    env = {**os.environ, "CHAINER_DATASET_ROOT": str(folder / "data")}
+    _course(env, "data", "synthetic", "--train", "4096", "--test", "256", "--name", "selftest")
+    rates = {}
+    for cudnn in ("always", "never"):
+        out = _course({**env, "CHAINER_USE_CUDNN": cudnn}, "train", "--device", "@cupy:0", "--dataset", "selftest",
+                      "--width", "32", "--batchsize", "64", "--iterations", "40", "--warmup", "10", "--no-eval",
+                      "--out", str(folder / f"cudnn-{cudnn}"))
+        match = re.search(r"^Throughput: ([\d.]+)", out, re.M)
+        if not match:
+            raise _Failed(f"no Throughput line with use_cudnn={cudnn}:\n{out[-1500:]}")
+        rates[cudnn] = float(match.group(1))
+    return (f"stage 1, 40 iterations: {rates['always']:.0f} img/s with cuDNN, {rates['never']:.0f} without "
+            f"(x{rates['always'] / rates['never']:.2f})")
+
+
+def _stage2(folder: Path, count: int) -> str:
+    script = folder / "stage2.py"
+    script.write_text(_STAGE2.replace("{out}", str(folder / "stage2")))
+    run = subprocess.run([sys.executable, str(script), str(count)], capture_output=True, text=True, timeout=900)
+    if run.returncode != 0:
+        raise _Failed(f"MultiprocessParallelUpdater on {count} GPUs failed:\n{(run.stdout + run.stderr)[-2000:]}")
+    return run.stdout.strip().splitlines()[-1]
+
+
+def run(echo: Callable[[str], None] = print) -> int:
+    """Run the steps on this node's GPUs; 0 when all pass, 1 when one fails or there is no GPU."""
+    found = gpu.visible_gpus()
+    echo(f"course GPU self-test on {platform.node()} (Python {platform.python_version()})")
+    if found.count == 0:
+        echo("  [!!] no GPU: this machine has none visible (nvidia-smi and CuPy see none). Run the self-test "
+             "on a GPU node, e.g. inside a job:  python -m course doctor --gpu-selftest")
+        return 1
+    if not gpu.cupy_installed():
+        echo('  [!!] CuPy is not installed: pip install -e ".[gpu]"  (or: make gpu)')
+        return 1
+    echo(f"  GPUs: {found.count} ({', '.join(found.names)}), driver {found.driver or 'unknown'}")
+    gpu.preload_cuda_libraries()
+    steps: list[tuple[str, Callable[[], str]]] = [("kernel", _kernel), ("cuDNN", _cudnn_convolution),
+                                                  ("NCCL", _nccl)]
+    with tempfile.TemporaryDirectory(prefix="course-selftest-") as tmp:
+        steps.append(("stage 1", lambda: _stage1(Path(tmp))))
+        if found.count >= 2:
+            steps.append(("stage 2", lambda: _stage2(Path(tmp), found.count)))
+        failed = 0
+        for name, step in steps:
+            started = time.monotonic()
+            try:
+                echo(f"  [ok] {name:<8} {step()} ({time.monotonic() - started:.1f} s)")
+            except Exception as e:  # each step's failure is a finding; the others still run
+                failed += 1
+                echo(f"  [!!] {name:<8} {type(e).__name__ if not isinstance(e, _Failed) else 'failed'}: {e}")
+    if found.count < 2:
+        echo("  [--] stage 2  needs 2 or more GPUs (NCCL refuses two ranks on one GPU): not run")
+    return 1 if failed else 0
