@@ -76,6 +76,23 @@ class Run:
     def describe(self) -> str:
         return f"{self.path.parent.name} (job {(self.record.get('job') or {}).get('id')})"
 
+    @property
+    def segments(self) -> list[dict]:
+        """The jobs that trained this run, in order (several when it resumed after a walltime)."""
+        return self.record.get("segments") or []
+
+    def snapshot_cost(self) -> dict | None:
+        """{snapshots, seconds (mean per snapshot), epoch_seconds (mean), share (of an epoch)}; None: no snapshots."""
+        seconds = (self.record.get("snapshots") or {}).get("seconds") or []
+        times = [point["seconds"] for point in self.accuracy_curve if point["seconds"] is not None]
+        epochs = [b - a for a, b in zip([0.0, *times], times)]  # a resumed run's clock leaves the restart out
+        if not seconds:
+            return None
+        mean = sum(seconds) / len(seconds)
+        epoch = sum(epochs) / len(epochs) if epochs else None
+        return {"snapshots": len(seconds), "seconds": mean, "epoch_seconds": epoch,
+                "share": mean / epoch if epoch else None}
+
 
 def trace(path: Path, folder: Path | None = None) -> Run:
     """Load a results file and check it against the job log in `folder` (default: beside runs/)."""
@@ -119,10 +136,34 @@ def trace(path: Path, folder: Path | None = None) -> Run:
     if not any({k: header[k] for k in shown} == shown for header in joblog.run_headers(text)):
         run.problems.append(f"the log does not show a {record['stage']} run of job {job_id} "
                             f"with {run.workers} worker(s)")
+    run.problems += _earlier_segments(run, folder)
     script = folder / (record.get("script") or {}).get("name", "")
     if script.is_file() and sha256_file(script) != record["script"].get("sha256"):
         run.notes.append(f"{script.name} has changed since this job ran it: run the job again after your last change")
     return run
+
+
+def _earlier_segments(run: Run, folder: Path) -> list[str]:
+    """Why the jobs this run resumed from do not count: each must have left its log, shown this run, and
+    written the snapshot the next job resumed from before it ended."""
+    problems = []
+    for segment in run.segments[:-1]:
+        job = segment.get("job") or {}
+        log = joblog.find(folder, job.get("id") or "", job.get("name")) if job.get("id") else None
+        if log is None:
+            problems.append(f"the run resumed from job {job.get('id') or '(none)'}, whose log is not beside the "
+                            "notebooks: hand in every job's log together with runs/")
+            continue
+        text = log.read_text(errors="replace")
+        ended, shown = joblog.ended_at(text), joblog.until_end(text)
+        if not any(header["job"] == job["id"] and header["stage"] == run.record["stage"]
+                   for header in joblog.run_headers(shown)):
+            problems.append(f"the log {log.name} does not show job {job['id']} training this run")
+        taken = segment.get("snapshot_at")
+        if not taken or (ended and datetime.fromisoformat(taken) > ended):
+            problems.append(f"job {job['id']} wrote the snapshot this run resumed from "
+                            f"{'after it ended' if taken else 'at no recorded time'}")
+    return problems
 
 
 def runs(stage: str, folder: Path = Path(".")) -> list[Run]:

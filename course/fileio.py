@@ -82,3 +82,23 @@ def file_digest(path: Path, algorithm: str) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes free for this user on the file system of `path` (or of its nearest existing parent)."""
+    path = Path(path).absolute()
+    while not path.exists():
+        path = path.parent
+    stats = os.statvfs(path)
+    return stats.f_bavail * stats.f_frsize
+
+
+def require_free_space(path: Path, needed: int, what: str) -> None:
+    """CourseError naming `path` when its file system has less than `needed` bytes free for `what`."""
+    from course.errors import CourseError
+
+    free = free_bytes(path)
+    if free < needed:
+        raise CourseError(f"only {free // 2**20} MiB free on the file system of {Path(path).absolute()}; "
+                          f"{what} need about {needed // 2**20} MiB",
+                          "free space there (old runs/ folders, snapshots), or pass --out on another file system")

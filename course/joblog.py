@@ -138,6 +138,23 @@ def results_digests(text: str, run_folder: str, filename: str) -> list[str]:
     return re.findall(rf"^course: results \S*{rel} sha256=([0-9a-f]{{64}})$", text, re.MULTILINE)
 
 
+# --- resuming a run from its snapshot ----------------------------------------------------------
+
+NO_SNAPSHOTS = ("course: this trainer takes no snapshots, so a job killed at its walltime starts over "
+                "(add the snapshot extension: the notebook's add_snapshots exercise)")
+_RESUMED = re.compile(r"^course: resuming (?P<folder>\S+) at iteration (?P<iteration>\d+) "
+                      r"from the snapshot job (?P<job>\S+) wrote$", re.MULTILINE)
+
+
+def resumed_line(folder: Path | str, iteration: int, job_id: str | None) -> str:
+    return f"course: resuming {folder} at iteration {iteration} from the snapshot job {job_id or '-'} wrote"
+
+
+def resumptions(text: str) -> list[dict]:
+    """{folder, iteration, job} of every resume a log shows."""
+    return [{**m.groupdict(), "iteration": int(m["iteration"])} for m in _RESUMED.finditer(text)]
+
+
 # --- how the job ended --------------------------------------------------------------------------
 #
 # The job shell's last line says how it ended and when (UTC); a scheduler's kill notice, where

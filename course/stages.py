@@ -20,6 +20,7 @@ class Stage:
     job_script: str  # in jobs/: what `qsub -j oe` is given
     functions: tuple[str, ...]  # what the student writes, in the order the script holds them
     extra_imports: tuple[str, ...] = ()  # beyond the imports every stage's script has
+    job_functions: tuple[str, ...] = ()  # what the student writes for the job script, not the training script
 
     @property
     def job_path(self) -> str:
@@ -27,7 +28,8 @@ class Stage:
 
 
 SINGLE_GPU = Stage("single_gpu", 1, "one GPU", "01_single_gpu.ipynb", "train_cifar_single.py",
-                   "run_single_gpu_training.sh", ("make_iterators", "make_model_and_optimizer", "build_trainer"))
+                   "run_single_gpu_training.sh",
+                   ("make_iterators", "make_model_and_optimizer", "build_trainer", "add_snapshots"))
 MULTI_GPU = Stage("multi_gpu", 2, "every GPU of one node (MultiprocessParallelUpdater)", "02_multi_gpu.ipynb",
                   "train_cifar_multi_gpu.py", "run_multi_gpu_training.sh",
                   ("make_train_iterators", "make_devices", "scaled_learning_rate", "build_trainer"))
@@ -35,7 +37,7 @@ MULTI_NODE = Stage("multi_node", 3, "many nodes (ChainerMN)", "03_multi_node.ipy
                    "run_multi_node_training.sh",
                    ("make_communicator", "device_for_rank", "shard_datasets", "make_optimizer",
                     "learning_rate_schedule", "build_trainer"),
-                   extra_imports=("chainermn",))
+                   extra_imports=("chainermn",), job_functions=("resource_request",))
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (SINGLE_GPU, MULTI_GPU, MULTI_NODE)}
 NAMES = tuple(STAGES)

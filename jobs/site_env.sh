@@ -21,6 +21,8 @@ export CHAINERMN_FORCE_ABORT_ON_EXCEPTION=1  # one rank's exception ends the job
 export COURSE_SELECT='{nodes}:mpiprocs={ranks_per_node}'
 export COURSE_RESOURCES=''  # the site's own -l resources, besides PBS's
 export COURSE_QUEUES=''
+export COURSE_QUEUE=''  # the -q of its #PBS lines
+export COURSE_GROUP=''  # their -W group_list
 export COURSE_GPUS_PER_NODE=0
 export COURSE_SCALING_RUNS='1x1 1x2'
 export COURSE_COMMUNICATION='naive naive/ring'

@@ -107,6 +107,7 @@ SlurmdLogFile={folder}/slurmd.log
 SlurmUser=root
 ReturnToService=2
 MpiDefault=none
+KillWait=5
 JobAcctGatherType=jobacct_gather/none
 NodeName=localhost CPUs={os.cpu_count() or 1} RealMemory={_memory_mb()} State=UNKNOWN
 PartitionName={PARTITION} Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE

@@ -73,9 +73,12 @@ def test_stage_1_solutions_pass_the_visible_and_hidden_checks(stage_1, capsys):
     single.model_and_optimizer(stage_1.make_model_and_optimizer, model_name="resnet", width=4, lr=0.03)
     single.trainer(stage_1.build_trainer)
     single.trainer(stage_1.build_trainer, epochs=3, batchsize=4)
+    single.snapshots(stage_1.add_snapshots)
+    single.snapshots(stage_1.add_snapshots, epochs=4, batchsize=3)
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 6 and all(line.startswith("OK: ") for line in lines), lines
-    assert "trained 3 epochs" in lines[-1]
+    assert len(lines) == 8 and all(line.startswith("OK: ") for line in lines), lines
+    assert "trained 3 epochs" in lines[-3]
+    assert "stopped after 3 epochs and resumed from its snapshot ended with the same weights" in lines[-1]
 
 
 @pytest.mark.parametrize("old,new,words", [
@@ -118,6 +121,29 @@ def test_make_model_and_optimizer_mistakes(stage_1, old, new, words):
 def test_build_trainer_mistakes(stage_1, old, new, words):
     with pytest.raises(CheckFailed, match=words):
         single.trainer(planted(stage_1.build_trainer, old, new))
+
+
+@pytest.mark.parametrize("old,new,words", [
+    ("extensions.snapshot(n_retains=2)", "extensions.snapshot_object(trainer.updater, 'updater_{.updater.iteration}', "
+     "n_retains=2)", "the snapshot saves one object, not the trainer"),
+    ("n_retains=2", "", "every snapshot is kept, so a long run fills the disk"),
+    ('trigger=(1, "epoch")', 'trigger=(100, "iteration")', r"the snapshot runs every 100 iteration\(s\)"),
+    ("extensions.snapshot(n_retains=2)", "extensions.snapshot(filename='snap_{.updater.epoch}', n_retains=2)",
+     "the next job looks for snapshot_iter_<iteration>"),
+    ("    trainer.extend(", "    pass  # trainer.extend(", "add_snapshots added 0 snapshot extensions"),
+], ids=["not the trainer", "every snapshot kept", "not per epoch", "another name", "none"])
+def test_add_snapshots_mistakes(stage_1, old, new, words):
+    with pytest.raises(CheckFailed, match=words):
+        single.snapshots(planted(stage_1.add_snapshots, old, new))
+
+
+def test_a_resume_that_loses_the_random_state_is_caught(stage_1, monkeypatch):
+    """The check compares weights: a snapshot without the generators' states ends elsewhere (dropout, shuffle)."""
+    from course.runtime import checkpoint
+
+    monkeypatch.setattr(checkpoint.ResumeState, "serialize", lambda self, serializer: None)
+    with pytest.raises(CheckFailed, match="the run ends with other weights"):
+        single.snapshots(stage_1.add_snapshots)
 
 
 def test_the_students_own_errors_pass_through_with_a_note(stage_1):
@@ -252,6 +278,7 @@ STAGE_3_CHECKS = {
     "check_optimizer": (multi_node.optimizer, "make_optimizer"),
     "check_learning_rate_schedule": (multi_node.learning_rate_schedule, "learning_rate_schedule"),
     "check_trainer": (multi_node.trainer, "build_trainer"),
+    "check_resource_request": (multi_node.resource_request, "resource_request"),
 }
 
 # case -> (the function planted, old, new in its source), the one check it must fail, with words of its message
@@ -271,6 +298,19 @@ STAGE_3_MISTAKES = {
                     "(base_lr * n_workers, base_lr * n_workers)"), "check_learning_rate_schedule", "no warm-up"),
     "GPU 0 for every rank": (("device_for_rank", 'f"@cupy:{comm.intra_rank}"', '"@cupy:0"'),
                              "check_device_binding", "would use ['@cupy:0', '@cupy:0']"),
+    "walltime copied from the default": (("resource_request", 'f"#PBS -l walltime={walltime}"',
+                                          '"#PBS -l walltime=00:30:00"'), "check_resource_request",
+                                         "the lines ask for 00:30:00; the run needs 00:15:00"),
+    "misspelt select": (("resource_request", "select=", "selct="), "check_resource_request",
+                        "unknown resource 'selct'"),
+    "ranks as nodes": (("resource_request", "select={nodes}:mpiprocs={ranks_per_node}",
+                        "select={nodes * ranks_per_node}:mpiprocs=1"), "check_resource_request",
+                       "the lines ask for 2 nodes; the run needs 1"),
+    "no group": (("resource_request",
+                  "    if site.group:\n        lines.append(f\"#PBS -W group_list={site.group}\")\n", ""),
+                 "check_resource_request", "runs jobs in group gt00; the lines name no group"),
+    "a queue where there is none": (("resource_request", ' if site.queue else []', ""), "check_resource_request",
+                                    "has no queues, and the lines name queue None"),
 }
 
 
@@ -288,7 +328,7 @@ def run_stage_3_checks(module) -> dict[str, str]:
 def test_stage_3_solutions_pass_every_check_on_two_ranks(tmp_path, capsys):
     assert run_stage_3_checks(notebook_module(tmp_path, "multi_node")) == {}
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(STAGE_3_CHECKS) == 6 and all(line.startswith("OK: ") for line in lines), lines
+    assert len(lines) == len(STAGE_3_CHECKS) == 7 and all(line.startswith("OK: ") for line in lines), lines
     assert lines[4].startswith("OK: learning_rate_schedule: the rate ramps linearly from 0.1 to 0.4 over 8 updates")
 
 

@@ -93,11 +93,13 @@ def test_released_notebooks_fail_only_at_their_stubs(quick_env, tmp_path):
     folder = tmp_path / paths.ASSIGNMENT
     shutil.copytree(ROOT / "notebooks" / paths.ASSIGNMENT, folder)
     expected = {
-        "01_single_gpu.ipynb": {"check_iterators", "check_model_and_optimizer", "check_trainer", "submit"},
+        "01_single_gpu.ipynb": {"check_iterators", "check_model_and_optimizer", "check_trainer", "check_snapshots",
+                                "submit"},
         "02_multi_gpu.ipynb": {"check_train_iterators", "check_devices", "check_learning_rate", "check_trainer",
                                "submit"},
         "03_multi_node.ipynb": {"check_communicator", "check_device_binding", "check_scatter", "check_optimizer",
-                                "check_learning_rate_schedule", "check_trainer", "submit"},
+                                "check_learning_rate_schedule", "check_trainer", "check_resource_request",
+                                "use_request", "submit"},
     }
     for name, cells in expected.items():
         demo.run_notebook(folder / name, env=quick_env)

@@ -41,7 +41,7 @@ def functions(module, stage: stages.Stage) -> list:
 
 @pytest.mark.parametrize("stage", stages.STAGES.values(), ids=stages.NAMES)
 def test_each_solution_notebook_defines_exactly_its_stage_s_functions_in_order(stage):
-    assert list(solution_functions(stage.name)) == list(stage.functions)
+    assert list(solution_functions(stage.name)) == [*stage.functions, *stage.job_functions]
 
 
 @pytest.mark.parametrize("stage", stages.STAGES.values(), ids=stages.NAMES)
@@ -78,9 +78,9 @@ def test_a_function_not_written_yet_becomes_a_stub(tmp_path):
 
 
 @pytest.mark.parametrize("names", [
-    ["make_iterators", "make_model_and_optimizer"],
+    ["make_iterators", "make_model_and_optimizer", "build_trainer"],
     ["make_iterators", "make_model_and_optimizer", "build_trainer", "build_trainer"],
-    ["make_iterators", "make_model_and_optimizer", "build_the_trainer"],
+    ["make_iterators", "make_model_and_optimizer", "build_the_trainer", "add_snapshots"],
 ], ids=["one missing", "one twice", "another name"])
 def test_the_wrong_functions_are_refused_naming_the_expected_ones(tmp_path, names):
     renamed = solution_functions("single_gpu")["build_trainer"].replace("def build_trainer(", "def build_the_trainer(")
@@ -89,9 +89,9 @@ def test_the_wrong_functions_are_refused_naming_the_expected_ones(tmp_path, name
         scripts.assemble_script("single_gpu", [getattr(module, name) for name in names])
     error = raised.value
     assert error.message.startswith("stage single_gpu needs exactly the functions make_iterators, "
-                                    "make_model_and_optimizer, build_trainer; got make_iterators, ")
+                                    "make_model_and_optimizer, build_trainer, add_snapshots; got make_iterators, ")
     assert error.hint == ('course.notebook.write_script("single_gpu", '
-                          '[make_iterators, make_model_and_optimizer, build_trainer])')
+                          '[make_iterators, make_model_and_optimizer, build_trainer, add_snapshots])')
 
 
 def test_another_stage_s_functions_are_refused(tmp_path):
@@ -161,7 +161,7 @@ def test_write_script_writes_the_whole_script_and_says_so(tmp_path, capsys):
     assert path == folder / "train_cifar_single.py" and path.read_text() == text
     assert [p.name for p in folder.iterdir()] == ["train_cifar_single.py"], "no partial file is left behind"
     assert capsys.readouterr().out == (f"wrote {path}: {len(text.splitlines())} lines, your make_iterators, "
-                                       "make_model_and_optimizer, build_trainer and main()\n")
+                                       "make_model_and_optimizer, build_trainer, add_snapshots and main()\n")
 
 
 def test_write_script_names_the_stubs_still_to_write(tmp_path, capsys):

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from course import evidence, paths
+from course import evidence, joblog, paths, results
 from course.cluster import sites, submit
 from tests import slurm_cluster
 from tests.conftest import PYTHON, ROOT
@@ -64,3 +64,27 @@ def test_a_request_the_cluster_cannot_meet_is_refused_at_submission(cluster, ass
                          env=cluster.env(quick_env), capture_output=True, text=True)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "qsub refused" in run.stderr and "Invalid generic resource" in run.stderr
+
+
+def test_a_job_killed_at_its_walltime_is_continued_by_the_next_from_its_snapshot(cluster, assignment, quick_env):
+    """Slurm's time limits have a resolution of a minute and are enforced within about 30 s of it: the
+    run takes about two minutes, so that the first job ends at its one-minute walltime part-way."""
+    env = cluster.env({**quick_env, "COURSE_TRAIN_ARGS": "--model vgg --width 8 --batchsize 32 --epoch 32 --warmup 2"})
+    jobs = []
+    for _ in range(5):
+        run = subprocess.run(["qsub", "-j", "oe", "-l", "walltime=00:01:00", "jobs/run_single_gpu_training.sh"],
+                             cwd=assignment, env=env, capture_output=True, text=True, check=True)
+        jobs.append(submit.Job(run.stdout.strip(), assignment, "qsub"))
+        jobs[-1].wait(timeout=600, echo=None, poll=2)
+        if any(results.load(path).get("complete") for path in results.find(assignment)):
+            break  # its job may still have been killed at the walltime while the run ended
+        text = jobs[-1].find_log().read_text()
+        assert "DUE TO TIME LIMIT" in text and jobs[-1].ending().says == "was killed at its walltime", text
+    assert len(jobs) >= 2, [job.find_log().read_text()[-600:] for job in jobs]
+    [run_] = evidence.runs("single_gpu", assignment)
+    assert run_.traced, run_.problems
+    assert [segment["job"]["id"] for segment in run_.segments] == [job.id for job in jobs]
+    for job in jobs[1:]:
+        [said] = joblog.resumptions(job.find_log().read_text())
+        assert said["folder"].endswith(run_.path.parent.name) and said["iteration"] > 0
+    assert [entry["epoch"] for entry in run_.record["log"]] == list(range(1, 33))

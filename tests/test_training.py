@@ -71,7 +71,8 @@ def test_the_same_seed_gives_the_same_run_and_another_seed_another(tmp_path, dat
 def test_two_mpi_ranks_with_the_naive_communicator(tmp_path, data_root, mpi_env):
     data.prepare_synthetic(1280, 256)
     mpiexec = find_program("mpiexec", environment_first=True)
-    out = subprocess.run([mpiexec, "-n", "2", PYTHON, "-m", "course", "train", "--communicator", "naive",
+    # --no-gpu: on a GPU node `auto` would give each rank a GPU, and naive would hand GPU memory to this MPI.
+    out = subprocess.run([mpiexec, "-n", "2", PYTHON, "-m", "course", "train", "--communicator", "naive", "--no-gpu",
                           "--width", "8", "--epoch", "1", "--batchsize", "32", "--warmup", "2"],
                          cwd=tmp_path, capture_output=True, text=True, check=True, env=mpi_env, timeout=300).stdout
     assert out.count("Throughput:") == 1, "only rank 0 reports"
@@ -127,7 +128,8 @@ def _tiny_trainer(out, fail_at_epoch=None, optimizer=None):
 
 
 def _args(**overrides):
-    defaults = dict(stage="single_gpu", batchsize=10, warmup=1, model="linear", width=0, dataset="fixture", epoch=3)
+    defaults = dict(stage="single_gpu", batchsize=10, warmup=1, model="linear", width=0, dataset="fixture", epoch=3,
+                    resume=True)
     return argparse.Namespace(**{**defaults, **overrides})
 
 

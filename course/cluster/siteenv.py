@@ -47,6 +47,11 @@ def read(path: Path) -> dict[str, str]:
     return settings
 
 
+def _in_pbs_lines(profile: Profile, field: str) -> bool:
+    """Whether the profile's #PBS lines carry `field` (a Slurm site may charge its group with #SBATCH)."""
+    return any(line.startswith("#PBS") and f"{{{field}}}" in line for line in profile.directives)
+
+
 def render(profile: Profile) -> str:
     setup = ("\n".join(profile.setup) if profile.setup
              else ": # nothing to load: jobs inherit the submitting environment")
@@ -78,6 +83,8 @@ export CHAINERMN_FORCE_ABORT_ON_EXCEPTION=1  # one rank's exception ends the job
 export COURSE_SELECT='{select}'
 export COURSE_RESOURCES='{" ".join(profile.resources)}'  # the site's own -l resources, besides PBS's
 export COURSE_QUEUES='{" ".join(profile.queues)}'
+export COURSE_QUEUE='{profile.queue if _in_pbs_lines(profile, "queue") else ""}'  # the -q of its #PBS lines
+export COURSE_GROUP='{profile.group if _in_pbs_lines(profile, "group") else ""}'  # their -W group_list
 export COURSE_GPUS_PER_NODE={profile.gpus_per_node}
 export COURSE_SCALING_RUNS='{" ".join(f"{n}x{r}" for n, r in profile.scaling_runs)}'
 export COURSE_COMMUNICATION='{" ".join(profile.communication)}'

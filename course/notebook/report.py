@@ -172,6 +172,22 @@ def show(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
     return table
 
 
+def snapshot_cost(folder: Path = Path(".")) -> dict | None:
+    """Print what snapshots cost in the latest traced stage-1 run; return evidence.Run.snapshot_cost()."""
+    traced = [run for run in evidence.runs(stages.BASELINE.name, folder) if run.traced]
+    cost = traced[-1].snapshot_cost() if traced else None
+    if cost is None:
+        print("No traced stage-1 run with snapshots yet: write add_snapshots, write the script, submit the job.")
+        return None
+    line = (f"{traced[-1].describe()}: {cost['snapshots']} snapshot(s), {cost['seconds']:.3f} s each on average "
+            "(serialising the trainer and writing the file)")
+    if cost["epoch_seconds"]:
+        line += (f"; an epoch took {cost['epoch_seconds']:.1f} s, so one snapshot per epoch costs "
+                 f"{100 * cost['share']:.2f}% of the training time")
+    print(line)
+    return cost
+
+
 def check_runs(stage: str, folder: Path = Path(".")) -> list[evidence.Run]:
     """Print whether the job outputs of `stage` will count (a visible self-check; never raises)."""
     found = evidence.runs(stage, folder)

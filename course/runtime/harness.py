@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import errno
 import os
 import platform
 import random
@@ -21,14 +22,16 @@ import chainer
 import numpy as np
 from chainer.training import extensions
 
-from course import __version__, gpu, joblog, results, stages
+from course import __version__, fileio, gpu, joblog, results, stages
 from course.cluster import hosts
 from course.errors import CourseError
 from course.fileio import sha256_file
-from course.runtime import data, models
+from course.runtime import checkpoint, data, models
 from course.runtime.throughput import ThroughputStats
 
 DEFAULT_SEED = 0
+# Free space a run needs before it starts: a few snapshots of the course's models and the results.
+MIN_FREE_BYTES = 256 * 2**20
 
 COMMUNICATOR_NAMES = {
     "NaiveCommunicator": "naive",
@@ -72,6 +75,8 @@ def parser(stage: str) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
                         help="seed of the weights, the batch order, dropout and the data's split over ranks")
     parser.add_argument("--out", default=None, help="run folder (default runs/<stage>-<job id>)")
+    parser.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
+                        help="continue an unfinished run of the same training from its newest snapshot")
     if stage == stages.SINGLE_GPU.name:
         parser.add_argument("--device", default="auto", help="@cupy:0, @numpy, or auto")
     elif stage == stages.MULTI_GPU.name:
@@ -173,6 +178,16 @@ class _FinalDrop(chainer.training.Extension):
             self._rate = optimizer.lr if self._rate is None else self._rate
             optimizer.lr = self._rate * 0.1
 
+    def initialize(self, trainer) -> None:
+        """A run resumed inside the drop trains at the dropped rate from its first step (the optimizer's
+        rate is not in a snapshot)."""
+        if self._rate is not None:
+            trainer.updater.get_optimizer("main").lr = self._rate * 0.1
+
+    def serialize(self, serializer) -> None:
+        rate = serializer("rate", -1.0 if self._rate is None else self._rate)
+        self._rate = None if rate < 0 else float(rate)
+
 
 def _iterations_per_epoch(trainer, args: argparse.Namespace) -> int:
     return max(1, len(trainer.updater.get_iterator("main").dataset) // args.batchsize)
@@ -219,6 +234,7 @@ def _versions(comm) -> dict:
     cuda = chainer.backends.cuda
     if cuda.available:
         found["cupy"] = cuda.cupy.__version__
+        found["cuda_driver"] = gpu.visible_gpus().driver or None  # nvidia-smi's: asking CUDA would initialise it
         found["cudnn"] = cuda.libcudnn.getVersion() if cuda.cudnn_enabled else None
         try:
             found["nccl"] = cuda.cupy.cuda.nccl.get_version()
@@ -242,14 +258,18 @@ def _learning_rate(optimizer) -> float | None:
     return None  # AdaDelta and the like have none
 
 
-def _device_of(model) -> tuple[str, str | None]:
-    """(device name, GPU model or None) of a model's parameters."""
+def _device_of(model, devices: dict | list | None = None) -> tuple[list[str], str | None]:
+    """(device names, GPU model or None): the GPUs MultiprocessParallelUpdater was given (it moves the
+    model to them only at its first update, after the record is made), else the model's device.
+    GPU models come from nvidia-smi where it is, so that every stage names a GPU the same way."""
+    if devices is not None:
+        return gpu.assigned_devices(devices)  # named without initialising CUDA before the updater forks
     device = model.device
     if isinstance(device, chainer.backend.GpuDevice):
-        props = chainer.backends.cuda.cupy.cuda.runtime.getDeviceProperties(device.device.id)
-        name = props["name"]
-        return str(device), name.decode() if isinstance(name, bytes) else name
-    return str(device), None
+        name = (gpu.gpu_models([device.device.id]) or
+                [chainer.backends.cuda.cupy.cuda.runtime.getDeviceProperties(device.device.id)["name"]])[0]
+        return [str(device)], name.decode() if isinstance(name, bytes) else name
+    return [str(device)], None
 
 
 class _ResultsWriter(chainer.training.Extension):
@@ -268,17 +288,17 @@ class _ResultsWriter(chainer.training.Extension):
 class _Run:
     """One training run's record, kept by the reporting worker."""
 
-    def __init__(self, trainer, args, stage: str, comm, devices) -> None:
-        self.args, self.stage, self.comm = args, stage, comm
+    def __init__(self, trainer, args, stage: str, comm, devices, state: checkpoint.ResumeState | None) -> None:
+        self.args, self.stage, self.comm, self.state = args, stage, comm, state
         self.job = hosts.detect()
         self.started = datetime.datetime.now().astimezone()
         self.path = Path(trainer.out) / results.FILENAME
         optimizer = trainer.updater.get_optimizer("main")
         self.model = model = optimizer.target
-        device, gpu_model = _device_of(model)
+        device, gpu_model = _device_of(model, devices)
         gather = comm.mpi_comm.allgather if comm is not None else (lambda x: [x])
         self.hosts = gather(socket.gethostname())
-        self.devices = gather(device) if devices is None else [str(d) for d in devices]
+        self.devices = gather(device[0]) if devices is None else device
         self.workers = comm.size if comm is not None else len(self.devices)
         updater = type(trainer.updater).__name__
         lr = _learning_rate(optimizer)
@@ -310,6 +330,15 @@ class _Run:
             "started_at": self.started.isoformat(timespec="seconds"),
         }
 
+    def _segments(self, trainer) -> dict:
+        """The jobs that worked on this run and what its snapshots cost (no snapshots: nothing)."""
+        if self.state is None:
+            return {"segments": None, "snapshots": None}
+        segments = self.state.all_segments(trainer.updater.iteration)
+        return {"started_at": segments[0]["started_at"], "segments": segments,
+                "snapshots": {"seconds": self.state.snapshot_seconds,
+                              "files": [p.name for p in checkpoint.snapshot_files(trainer.out)]}}
+
     def header(self) -> str:
         return joblog.RunHeader(
             stage=self.stage, job_id=self.job.job_id, scheduler=self.job.scheduler, workers=self.workers,
@@ -326,6 +355,7 @@ class _Run:
         model = {**self.record["model"], "parameters": models.count_parameters(self.model)}
         record = {**self.record, "model": model, "complete": complete, "error": error,
                   "throughput": throughput.as_dict() if throughput else None,
+                  **self._segments(trainer),
                   "log": [dict(entry) for entry in log],
                   "finished_at": finished.isoformat(timespec="seconds"),
                   "wall_seconds": round((finished - self.started).total_seconds(), 3)}
@@ -369,19 +399,40 @@ def _require_throughput(trainer) -> None:
                           ) from None
 
 
+def _claim_run_folder(trainer, args: argparse.Namespace, comm, devices, state) -> int | None:
+    """Train in an unfinished run of the same training when there is one (--resume), else in args.out;
+    load its newest snapshot. Returns the iteration resumed from (None: a new run)."""
+    reporting = comm is None or comm.rank == 0
+    workers = comm.size if comm is not None else len(devices or [None])
+    if reporting:
+        script = Path(sys.argv[0])
+        key = checkpoint.run_key(args, workers, sha256_file(script) if script.is_file() else None)
+        claimed = checkpoint.claim_folder(trainer.out, args.stage, key, resume=args.resume and state is not None)
+    else:
+        claimed = None
+    trainer.out, resuming = comm.mpi_comm.bcast(claimed, root=0) if comm is not None else claimed
+    args.out = trainer.out
+    if reporting:
+        fileio.require_free_space(Path(trainer.out), MIN_FREE_BYTES, "its results and snapshots")
+    return checkpoint.resume(trainer, comm) if resuming else None
+
+
 def run(trainer: chainer.training.Trainer, args: argparse.Namespace, *, comm=None,
         devices: dict | list | None = None) -> ThroughputStats | None:
     """Run `trainer`; on the reporting worker print the summary and write the results file.
 
     comm: the ChainerMN communicator (stage 3); every rank must call run().
     devices: the devices of MultiprocessParallelUpdater (stage 2).
+    A run of the same training that a job left unfinished (its walltime ran out) continues from its
+    newest snapshot (course.runtime.checkpoint). Stage 1's snapshots are the student's exercise;
+    stages 2 and 3 get Chainer's and ChainerMN's from here.
     Returns the ThroughputStats (None when too few iterations were counted).
     """
     _require_throughput(trainer)
     reporting = comm is None or comm.rank == 0
-    if comm is not None:  # every rank writes (LogReport, snapshots) under rank 0's folder
-        trainer.out = comm.mpi_comm.bcast(trainer.out, root=0)
-    record = _Run(trainer, args, args.stage, comm, devices)
+    state = checkpoint.attach(trainer, comm, add=args.stage != stages.SINGLE_GPU.name)
+    resumed_from = _claim_run_folder(trainer, args, comm, devices, state)
+    record = _Run(trainer, args, args.stage, comm, devices, state)
     if reporting:
         try:
             trainer.get_extension("LogReport")
@@ -391,6 +442,10 @@ def run(trainer: chainer.training.Trainer, args: argparse.Namespace, *, comm=Non
         trainer.extend(_observe_rate, name="course_observe_lr")
         _clean_reports(trainer)
         print(record.header(), flush=True)
+        if resumed_from is not None:
+            print(joblog.resumed_line(trainer.out, resumed_from, state.segments[-1]["job"]["id"]), flush=True)
+        elif state is None:
+            print(joblog.NO_SNAPSHOTS, flush=True)
         if record.record["device_kind"] == "gpu" and not chainer.backends.cuda.cudnn_enabled:
             print("course: warning: Chainer does not use cuDNN here, so convolutions run slower; "
                   "python -m course doctor says how to fix it", flush=True)
@@ -398,7 +453,10 @@ def run(trainer: chainer.training.Trainer, args: argparse.Namespace, *, comm=Non
         trainer.run()
     except BaseException as e:
         if reporting:
-            record.write(trainer, complete=False, error=f"{type(e).__name__}: {e}")
+            record.write(trainer, complete=False, error=_failure(e, trainer.out))
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            raise CourseError(_failure(e, trainer.out), "free space there, or train with --out on another "
+                              "file system; the job resumes from its last snapshot when submitted again") from e
         raise
     stats = trainer.get_extension("Throughput").stats()
     if reporting:
@@ -409,4 +467,12 @@ def run(trainer: chainer.training.Trainer, args: argparse.Namespace, *, comm=Non
             print(joblog.throughput_line(stats.images_per_sec, stats.counted_iterations, stats.warmup_iterations,
                                          stats.excluded_iterations), flush=True)
         print(joblog.results_line(record.path, digest), flush=True)
+        checkpoint.keep_last(trainer)
     return stats
+
+
+def _failure(error: BaseException, out: str) -> str:
+    """The error for the results file; a full disk names the file system's folder and what is left there."""
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        return f"no space left on the file system of {out} ({fileio.free_bytes(Path(out)) // 2**20} MiB free)"
+    return f"{type(error).__name__}: {error}"

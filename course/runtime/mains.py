@@ -18,6 +18,7 @@ def single_gpu():
     train_iter, test_iter = make_iterators(train, test, args.batchsize)
     model, optimizer = make_model_and_optimizer(args, device)
     trainer = build_trainer(args, train_iter, test_iter, model, optimizer, device)
+    add_snapshots(trainer)  # a job killed at its walltime leaves a snapshot the next job resumes from
     harness.apply_lr_rule(trainer, args, 1, None)  # one worker: args.lr, then the final drop, as every stage
     harness.run(trainer, args)
 

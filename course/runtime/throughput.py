@@ -6,7 +6,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from chainer import reporter
+import numpy as np
+from chainer import reporter, serializer as serializers
 from chainer.training import extension
 
 from course.errors import CourseError
@@ -66,6 +67,7 @@ class Throughput(extension.Extension):
         self._seen = 0
         self._durations: list[float] = []
         self._excluded = 0
+        self._earlier_warmup = 0  # warm-up iterations of the jobs this run resumed from
 
     @property
     def images_per_iteration(self) -> int:
@@ -109,6 +111,19 @@ class Throughput(extension.Extension):
             images_per_iteration=self.images_per_iteration,
             counted_iterations=len(self._durations),
             counted_seconds=seconds,
-            warmup_iterations=min(self._seen, self.warmup),
+            warmup_iterations=self._warmup_so_far(),
             excluded_iterations=self._excluded,
         )
+
+    def _warmup_so_far(self) -> int:
+        return self._earlier_warmup + min(self._seen, self.warmup)
+
+    def serialize(self, serializer) -> None:
+        """Carry the counted steps across a resume, in the trainer's snapshot. A resumed job warms up
+        again, and that warm-up (and the restart before it) is left out like the first job's."""
+        if isinstance(serializer, serializers.Serializer):
+            serializer("durations", np.asarray(self._durations, dtype=np.float64))
+            serializer("counts", np.asarray([self._excluded, self._warmup_so_far()], dtype=np.int64))
+            return
+        self._durations = [float(d) for d in serializer("durations", None)]
+        self._excluded, self._earlier_warmup = (int(n) for n in serializer("counts", None))

@@ -231,3 +231,31 @@ def learning_rate_schedule(schedule, base_lr: float = 0.1, n_workers: int = 4, w
            f"{', '.join(f'{r:.3g}' for r in ramp)}", "grow the rate linearly over warmup_iterations updates")
     passed(f"learning_rate_schedule: the rate ramps linearly from {base_lr} to {target:g} over {warmup_iterations} "
            f"updates, then stays ({shown})")
+
+
+# Sites unlike the course's own, so that lines copied from the job script's defaults do not pass.
+_OTHER_SITES = (("pbs-gpu", "h-regular", "gt00", 2, 2, "00:20:00"),  # the seed hands-on's machine, 2 nodes x 2 GPUs
+                ("no-queue", None, None, 4, 1, "01:30:00"),
+                ("queue-only", "short", None, 1, 8, "00:05:00"))
+
+
+def resource_request(function, cases=_OTHER_SITES, folder: Path = Path(".")) -> None:
+    """The #PBS lines of resource_request(site, nodes, ranks_per_node, walltime), read with the kit's
+    directive parser, for this folder's site (when a profile is applied) and for `cases`."""
+    __tracebackhide__ = True
+    from course.cluster import siteenv
+    from course.errors import CourseError
+    from course.notebook import directives
+
+    sites = [(directives.Site(name, queue, group), nodes, ranks, walltime)
+             for name, queue, group, nodes, ranks, walltime in cases]
+    if (Path(folder) / "jobs" / siteenv.FILE).is_file():
+        sites.insert(0, (directives.applied_site(folder), *directives.request_shape(folder), "00:15:00"))
+    for site, nodes, ranks, walltime in sites:
+        lines = call(function, site, nodes, ranks, walltime)
+        try:
+            directives.check(lines, site, nodes, ranks, walltime)
+        except CourseError as e:
+            fail(f"for {site!r}, {nodes} node(s) x {ranks} rank(s), {walltime}: {e.message}", e.hint)
+    passed(f"resource_request: the right #PBS lines for {len(sites)} sites and shapes, "
+           f"e.g. {' | '.join(call(function, *sites[0]))}")

@@ -149,3 +149,79 @@ def trainer(build_trainer, epochs: int = 2, batchsize: int = 8) -> None:
     passed(f"build_trainer: StandardUpdater, {epochs} epochs, Evaluator, Throughput, LogReport and PrintReport; "
            f"it trained {len(log)} epochs on a small set (loss {log[-1]['main/loss']:.2f})")
 
+
+
+def _tiny_trainer(out: str, epochs: int, batchsize: int, seed: int = 0) -> training.Trainer:
+    """A small trainer of the kit's own, so that what the check finds is add_snapshots' doing alone."""
+    np.random.seed(seed)
+    train, test = labelled_dataset(4 * batchsize), labelled_dataset(batchsize, seed=1)
+    model = L.Classifier(models.build("vgg", width=4))
+    optimizer = chainer.optimizers.MomentumSGD(0.05)
+    optimizer.setup(model)
+    updater = training.updaters.StandardUpdater(chainer.iterators.SerialIterator(train, batchsize), optimizer)
+    built = training.Trainer(updater, (epochs, "epoch"), out=out)
+    built.extend(extensions.Evaluator(chainer.iterators.SerialIterator(test, batchsize, repeat=False,
+                                                                       shuffle=False), model))
+    built.extend(extensions.LogReport())
+    return built
+
+
+def _train(built: training.Trainer) -> dict:
+    with contextlib.redirect_stdout(io.StringIO()):
+        call(built.run)
+    return {name: param.array.copy() for name, param in built.updater.get_optimizer("main").target.namedparams()}
+
+
+def snapshots(add_snapshots, epochs: int = 3, batchsize: int = 4) -> None:
+    """add_snapshots(trainer) snapshots the whole trainer every epoch, keeping a few, and a run stopped
+    early then resumed from its snapshot ends with the weights of a run that was never stopped."""
+    __tracebackhide__ = True
+    import tempfile
+
+    from chainer.training.extensions import _snapshot
+
+    from course.runtime import checkpoint
+
+    with tempfile.TemporaryDirectory() as tmp:
+        whole = _tiny_trainer(f"{tmp}/whole", epochs, batchsize)
+        call(add_snapshots, whole)
+        found = [(entry.extension, entry.trigger) for entry in whole._extensions.values()
+                 if isinstance(entry.extension, _snapshot._Snapshot)]
+        expect(len(found) == 1, f"add_snapshots added {len(found)} snapshot extensions; one is needed",
+               "trainer.extend(extensions.snapshot(...), trigger=(1, 'epoch'))")
+        snapshot, trigger = found[0]
+        expect(snapshot._target is None,
+               "the snapshot saves one object, not the trainer: a resumed run would lose the optimizer's momentum, "
+               "the iterator's place in the epoch and the log", "extensions.snapshot(...) saves the whole trainer")
+        expect(snapshot.filename == "snapshot_iter_{.updater.iteration}",
+               f"the snapshots are named {snapshot.filename!r}; the next job looks for snapshot_iter_<iteration>",
+               "keep the default filename of extensions.snapshot")
+        expect(snapshot.n_retains >= 1, "every snapshot is kept, so a long run fills the disk",
+               "keep the newest few: extensions.snapshot(n_retains=2)")
+        expect((getattr(trigger, "period", None), getattr(trigger, "unit", None)) == (1, "epoch"),
+               f"the snapshot runs every {getattr(trigger, 'period', '?')} {getattr(trigger, 'unit', '?')}(s); "
+               "take one at every epoch end", "trigger=(1, 'epoch')")
+        checkpoint.attach(whole, add=False)  # as the job does: the random generators go into the snapshots
+        expected = _train(whole)
+        written = checkpoint.snapshot_files(f"{tmp}/whole")
+        expect(0 < len(written) <= snapshot.n_retains,
+               f"after {epochs} epochs the run folder holds {len(written)} snapshots (n_retains={snapshot.n_retains})")
+
+        stopped = _tiny_trainer(f"{tmp}/resumed", epochs - 1, batchsize)
+        call(add_snapshots, stopped)
+        checkpoint.attach(stopped, add=False)
+        _train(stopped)
+        resumed = _tiny_trainer(f"{tmp}/resumed", epochs, batchsize, seed=99)  # other weights until it loads
+        call(add_snapshots, resumed)
+        checkpoint.attach(resumed, add=False)
+        at = checkpoint.resume(resumed)
+        expect(at == stopped.updater.iteration,
+               f"the resumed trainer starts at iteration {at}, not at {stopped.updater.iteration} where the "
+               "snapshot was taken")
+        got = _train(resumed)
+        differ = [name for name in expected if not np.array_equal(expected[name], got[name])]
+        expect(not differ, f"resumed from its snapshot, the run ends with other weights ({differ[:2]}) than the "
+                           "run that was never stopped")
+    passed(f"add_snapshots: the whole trainer at every epoch end, the newest {snapshot.n_retains} kept; a run "
+           f"stopped after {epochs - 1} epochs and resumed from its snapshot ended with the same weights as a "
+           f"{epochs}-epoch run that was never stopped")
