@@ -17,11 +17,13 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 c.ClearSolutions.code_stub = {"python": "# PUT YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# The stage-3 checks start two MPI ranks (a few seconds; more on a loaded machine).
-c.Execute.timeout = 180
-# ipykernel logs a warning about its local TCP transport at every kernel start; keep the kernels'
-# own log to errors, so that the grading output shows the students' problems only.
-c.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
+# Autograde runs no kernel: the verifier runs each test cell on the student's functions in a sandbox
+# (course/instructor/verify.py), and nbgrader scores the outputs it produced.
+from course.instructor.nbgrader_hook import autograde_preprocessors  # noqa: E402
+
+c.Autograde.autograde_preprocessors = autograde_preprocessors()
+# Seconds a test cell may run (the stage-3 checks start MPI ranks: a few seconds, more on a loaded machine).
+c.VerifiedExecute.timeout = 180
 
 # Autograde copies the submission's files, then overwrites the ones whose names the source folder
 # also has with the instructor's copies. These the student's notebook writes itself: keep theirs.

@@ -5,10 +5,20 @@ and the scheduler's joined log of its job (``<name>.o<number>``, beside the note
 the same job, the same images/sec and the file's SHA-256 (course.joblog reads those lines).
 Efficiency is weak-scaling efficiency against the student's own stage-1 run: speedup divided
 by the number of workers, with the same device kind, GPU model, model and batch per worker.
+The log must show each of those lines once for its job, the run header must name the results
+file's devices and GPU model, and a stage-3 run's workers must be the ranks `course launch` started.
+Where the grader reaches the scheduler's accounting (Accounting), the job must be there, be the
+student's, and have had the nodes, GPUs and time the run claims; where it cannot, the run's notes
+say that it was not checked.
 The report shows what this finds; course.instructor.scoring turns it into points.
 """
 from __future__ import annotations
 
+import functools
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -94,8 +104,9 @@ class Run:
                 "share": mean / epoch if epoch else None}
 
 
-def trace(path: Path, folder: Path | None = None) -> Run:
-    """Load a results file and check it against the job log in `folder` (default: beside runs/)."""
+def trace(path: Path, folder: Path | None = None, accounting: Accounting | None = None) -> Run:
+    """Load a results file and check it against the job log in `folder` (default: beside runs/), and, with
+    `accounting`, a traced run's jobs against the scheduler's records."""
     path = Path(path)
     folder = Path(folder) if folder else path.parent.parent.parent
     record = results.load(path)
@@ -125,22 +136,78 @@ def trace(path: Path, folder: Path | None = None) -> Run:
     digests = joblog.results_digests(text, path.parent.name, results.FILENAME)
     if not digests:
         run.problems.append(f"the log {run.log.name} does not name this results file")
+    elif len(digests) > 1:  # a job writes its results line once: a second one was added to the log
+        run.problems.append(f"the log {run.log.name} names {path.parent.name}/{results.FILENAME} {len(digests)} times; "
+                            "a job writes one results line: the log was edited")
     elif sha256_file(path) not in digests:
         run.problems.append(f"the results file differs from the one job {job_id} wrote "
                             f"(see its sha256 in {run.log.name})")
     rates = joblog.throughputs(text)
-    if run.images_per_sec and not any(joblog.same_throughput(rate, run.images_per_sec) for rate in rates):
+    if len(rates) > 1:
+        run.problems.append(f"the log {run.log.name} shows {len(rates)} Throughput lines "
+                            f"({', '.join(f'{r:.2f}' for r in rates)}); a job prints one: the log was edited")
+    elif run.images_per_sec and not any(joblog.same_throughput(rate, run.images_per_sec) for rate in rates):
         run.problems.append(f"images/sec in the results ({run.images_per_sec:.2f}) is not what the log shows "
                             f"({', '.join(f'{r:.2f}' for r in rates) or 'none'})")
-    shown = {"stage": record["stage"], "job": job_id, "workers": run.workers}
-    if not any({k: header[k] for k in shown} == shown for header in joblog.run_headers(text)):
-        run.problems.append(f"the log does not show a {record['stage']} run of job {job_id} "
-                            f"with {run.workers} worker(s)")
+    run.problems += _header_problems(run, text)
+    run.problems += _launch_problems(run, text)
     run.problems += _earlier_segments(run, folder)
     script = folder / (record.get("script") or {}).get("name", "")
     if script.is_file() and sha256_file(script) != record["script"].get("sha256"):
         run.notes.append(f"{script.name} has changed since this job ran it: run the job again after your last change")
+    if accounting is not None and run.traced:  # only runs that count are worth asking the scheduler about
+        problems, notes = accounting.check(run)
+        run.problems += problems
+        run.notes += notes
     return run
+
+
+def _header_problems(run: Run, text: str) -> list[str]:
+    """Why the log's run header of this job does not show this run: one header, with the results file's stage,
+    workers, devices and GPU model; a stage-2 run on GPUs."""
+    record, job_id = run.record, run.record["job"]["id"]
+    headers = [header for header in joblog.run_headers(text) if header["job"] == job_id]
+    shown = {"stage": record["stage"], "workers": run.workers}
+    if len(headers) > 1:
+        return [f"the log {run.log.name} shows {len(headers)} run headers of job {job_id}; a job starts one run: "
+                "the log was edited"]
+    if not headers or {k: headers[0][k] for k in shown} != shown:
+        return [f"the log does not show a {record['stage']} run of job {job_id} with {run.workers} worker(s)"]
+    problems = []
+    devices, model = record.get("devices"), record.get("gpu_model")
+    if (headers[0]["devices"], headers[0]["gpu_model"]) != (devices, model):
+        problems.append(f"the log's run header shows devices {', '.join(headers[0]['devices'])} "
+                        f"(GPU model {headers[0]['gpu_model'] or 'none'}), the results file {', '.join(devices)} "
+                        f"(GPU model {model or 'none'})")
+    gpus = record.get("device_kind") == "gpu" and model and all(str(d).startswith("@cupy") for d in devices)
+    if record["stage"] == stages.MULTI_GPU.name and not gpus:
+        problems.append(f"a {record['stage']} run trains on GPUs, and this one shows devices {', '.join(devices)} "
+                        f"with GPU model {model or 'none'}")
+    return problems
+
+
+def _launch_problems(run: Run, text: str) -> list[str]:
+    """Why a stage-3 run's workers are not the ranks its job's `course launch` started (other stages run
+    one process, without it)."""
+    job_id = run.record["job"]["id"]
+    if run.record["stage"] != stages.MULTI_NODE.name:
+        return []
+    launched = [launch for launch in joblog.launches(text) if launch["job"] == job_id]
+    if not launched:
+        return [f"the log {run.log.name} does not show course launch starting the ranks of job {job_id} "
+                "(stage 3 runs through jobs/run_multi_node_training.sh, which prints it)"]
+    if len(launched) > 1:
+        return [f"the log {run.log.name} shows course launch starting job {job_id} {len(launched)} times; "
+                "a job launches once: the log was edited"]
+    [launch] = launched
+    problems = []
+    if launch["slots"] != run.workers:
+        problems.append(f"the results file says {run.workers} worker(s), but course launch started "
+                        f"{launch['slots']} rank(s) in job {job_id}")
+    if launch["command_ranks"] is not None and launch["command_ranks"] != launch["slots"]:
+        problems.append(f"the launcher's command in {run.log.name} starts {launch['command_ranks']} rank(s), "
+                        f"not the {launch['slots']} slot(s) course launch names")
+    return problems
 
 
 def _earlier_segments(run: Run, folder: Path) -> list[str]:
@@ -166,12 +233,12 @@ def _earlier_segments(run: Run, folder: Path) -> list[str]:
     return problems
 
 
-def runs(stage: str, folder: Path = Path(".")) -> list[Run]:
-    """Every results file of `stage` under folder/runs, traced, oldest first."""
+def runs(stage: str, folder: Path = Path("."), accounting: Accounting | None = None) -> list[Run]:
+    """Every results file of `stage` under folder/runs, traced (against `accounting` too, when given), oldest first."""
     found = []
     for path in results.find(folder, stage):
         try:
-            found.append(trace(path, folder))
+            found.append(trace(path, folder, accounting))
         except ResultsError as e:
             found.append(Run(path, {"stage": stage}, problems=[e.message]))
     return found
@@ -224,14 +291,201 @@ class Coverage:
 
 
 def accuracy_candidates(found: list[Run], base: Run) -> list[Run]:
-    """The stage-3 runs whose accuracy is graded: traced, comparable with stage 1, with the taught
-    learning-rate rule, on the most ranks (2 or more) such runs have."""
+    """The stage-3 runs whose accuracy may be graded: traced, on 2 or more ranks, comparable with stage 1,
+    with the taught learning-rate rule, the most ranks first (scoring takes the best of them: another run
+    never costs points)."""
     taught = [run for run in found if run.traced and run.workers > 1 and run.lr_rule == stages.TAUGHT_LR_RULE
               and not comparable(run, base)]
-    most = max((run.workers for run in taught), default=0)
-    return [run for run in taught if run.workers == most]
+    return sorted(taught, key=lambda run: -run.workers)  # the most ranks first, as the report names them
 
 
 def comparison_coverage(found: list[Run]) -> Coverage:
     traced = [run for run in found if run.traced]
     return Coverage(sorted({run.workers for run in traced}), sorted({run.setting for run in traced}))
+
+
+# --- the scheduler's accounting ----------------------------------------------------------------
+#
+# The results file and the log both live in the student's folder; the scheduler's records do not.
+# Where the grader can ask them (sacct on Slurm, else scontrol for a job it still holds; qstat -x -f on
+# PBS), a run's jobs must be there, be the student's, and the last one must have had the nodes, GPUs
+# and time the run claims. Where it cannot, the run's notes say so: it was not checked.
+
+ELAPSED_SLACK = 2.0  # seconds: schedulers count whole seconds
+
+
+@dataclass(frozen=True)
+class JobAccount:
+    """A job as the scheduler's records show it."""
+
+    user: str
+    nodes: int
+    gpus: int | None  # None: these records do not count GPUs
+    elapsed: float  # seconds
+    source: str  # the command that told
+
+
+@dataclass(frozen=True)
+class Lookup:
+    account: JobAccount | None
+    why: str = ""  # without an account: why
+    absent: bool = False  # the records were read and hold no such job (else they could not be read)
+
+
+def _seconds(clock: str) -> float:
+    """[DD-]HH:MM:SS (or MM:SS) as seconds."""
+    days, _, rest = clock.rpartition("-")
+    total = 0
+    for part in rest.split(":"):
+        total = total * 60 + int(part)
+    return total + 86400 * int(days or 0)
+
+
+def _gres_gpus(tres: str) -> int | None:
+    """GPUs in a TRES list such as cpu=2,node=1,gres/gpu=2,gres/gpu:p100=2 (typed entries repeat the count)."""
+    found = re.search(r"(?:^|,)gres/gpu=(\d+)", tres)
+    return int(found.group(1)) if found else None
+
+
+def parse_sacct(text: str, source: str = "sacct") -> JobAccount | None:
+    """`sacct -X -n -P -o User,NNodes,AllocTRES,ElapsedRaw` output; None for no line. sacct records GPUs only
+    where AccountingStorageTRES lists gres/gpu, so a TRES without it says nothing about GPUs."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return None
+    user, nodes, tres, elapsed = lines[0].split("|")[:4]
+    return JobAccount(user, int(nodes), _gres_gpus(tres), float(elapsed), source)
+
+
+def parse_scontrol(text: str, source: str = "scontrol show job") -> JobAccount | None:
+    """`scontrol show job -o ID` output (Key=Value words); its TRES is the allocation, so no gres/gpu is 0 GPUs."""
+    fields = dict(re.findall(r"(?:^|\s)([\w/:]+)=(\S*)", text))
+    if "UserId" not in fields:
+        return None
+    return JobAccount(fields["UserId"].split("(")[0], int(fields.get("NumNodes", "0").split("-")[0]),
+                      _gres_gpus(fields.get("TRES", "")) or 0, _seconds(fields.get("RunTime", "0:0")), source)
+
+
+def parse_qstat(text: str, source: str = "qstat -x -f") -> JobAccount | None:
+    """PBS Pro's `qstat -x -f ID` output: `    key = value` lines, long values continued on tab-indented lines."""
+    fields: dict[str, str] = {}
+    key = None
+    for line in text.splitlines():
+        if line.startswith("\t") and key:
+            fields[key] += line.strip()
+        elif " = " in line:
+            key, _, value = line.strip().partition(" = ")
+            fields[key] = value
+    if "Job_Owner" not in fields:
+        return None
+    hosts = {chunk.split("/")[0] for chunk in fields.get("exec_host", "").split("+") if chunk}
+    nodes = int(fields.get("Resource_List.nodect") or len(hosts))
+    return JobAccount(fields["Job_Owner"].split("@")[0], nodes, int(fields.get("Resource_List.ngpus") or 0),
+                      _seconds(fields.get("resources_used.walltime") or "0:0"), source)
+
+
+def _ask(command: list[str]) -> subprocess.CompletedProcess | str:
+    """The command's result, or why it could not run."""
+    if shutil.which(command[0]) is None:
+        return f"{command[0]} is not installed where grading runs"
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{' '.join(command)} failed ({e})"
+
+
+def _said(done: subprocess.CompletedProcess) -> str:
+    """A failed command's last word on why."""
+    said = (done.stderr or done.stdout).strip()
+    return said.splitlines()[-1] if said else f"exit status {done.returncode}"
+
+
+@functools.cache
+def lookup(scheduler: str, job_id: str) -> Lookup:
+    """Job `job_id` in the records of the scheduler that ran it (cached: grading asks once per job)."""
+    if scheduler == "slurm":
+        sacct = _ask(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "User,NNodes,AllocTRES,ElapsedRaw"])
+        if not isinstance(sacct, str) and sacct.returncode == 0:
+            account = parse_sacct(sacct.stdout, f"sacct -j {job_id}")
+            return Lookup(account, "" if account else f"sacct -j {job_id} knows no such job", absent=account is None)
+        # Without slurmdbd, slurmctld still holds a finished job for MinJobAge (300 s by default).
+        held = _ask(["scontrol", "show", "job", "-o", job_id])
+        account = None if isinstance(held, str) or held.returncode else parse_scontrol(held.stdout)
+        if account:
+            return Lookup(account)
+        return Lookup(None, f"{sacct if isinstance(sacct, str) else 'sacct: ' + _said(sacct)}; "
+                            f"scontrol no longer holds job {job_id}")
+    if scheduler == "pbs":
+        done = _ask(["qstat", "-x", "-f", job_id])
+        if isinstance(done, str):
+            return Lookup(None, done)
+        account = parse_qstat(done.stdout) if done.returncode == 0 else None
+        # PBS keeps finished jobs for job_history_duration (two weeks by default): not found may be purged
+        return Lookup(account) if account else Lookup(None, f"qstat -x -f {job_id}: {_said(done)}")
+    return Lookup(None, f"the {scheduler} scheduler keeps no accounting" if scheduler == "local"
+                  else f"the kit cannot read the accounting of scheduler {scheduler!r}")
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """Checking runs against the scheduler's records, for one student (`user`: theirs on the cluster,
+    from the instructor's mapping; None: compared with nothing, only reported)."""
+
+    student: str | None = None
+    user: str | None = None
+    enabled: bool = True  # False: the instructor grades where the scheduler is not the students' one
+    records: Callable[[str, str], Lookup] = lookup  # (scheduler, job id) -> what its records say
+
+    def check(self, run: Run) -> tuple[list[str], list[str]]:
+        """(problems, notes) of a run's jobs against the records: each job the student's, the last one
+        with the nodes, GPUs and time the run claims."""
+        problems, notes = [], []
+        job = run.record["job"]
+        jobs = {segment["job"]["id"]: segment["job"].get("scheduler") for segment in run.segments[:-1]
+                if (segment.get("job") or {}).get("id")}
+        jobs[job["id"]] = job.get("scheduler")
+        for job_id, scheduler in jobs.items():
+            found = self.records(scheduler or "none", job_id) if self.enabled else \
+                Lookup(None, "grading.toml [accounting] has enabled = false")
+            if found.absent:
+                problems.append(f"job {job_id} is not in the scheduler's records ({found.why}): "
+                                "it did not run on this cluster")
+            if found.account is None:
+                if not found.absent:
+                    notes.append(f"job {job_id} was not checked against the scheduler's records: {found.why}")
+                continue
+            account = found.account
+            if self.user is None:
+                notes.append(f"job {job_id} ran as user {account.user} ({account.source}); whose job it was is not "
+                             "compared: grading.toml [accounting] users maps no user to "
+                             f"{self.student or 'this folder'}")
+            elif account.user != self.user:
+                problems.append(f"job {job_id} ran as user {account.user} ({account.source}), not as {self.user}, "
+                                f"the user of {self.student}: it is someone else's job")
+            if job_id == job["id"]:
+                problems += self._allocation(run, job_id, account)
+                notes.append(self._checked(job_id, account))
+        return problems, notes
+
+    @staticmethod
+    def _allocation(run: Run, job_id: str, account: JobAccount) -> list[str]:
+        """Why the job's allocation cannot have run this run: fewer nodes, GPUs or seconds than it claims."""
+        problems = []
+        nodes = len(set(run.record.get("hosts") or []))
+        if nodes > account.nodes:
+            problems.append(f"the run names {nodes} node(s), but job {job_id} had {account.nodes} ({account.source})")
+        if run.record.get("device_kind") == "gpu" and account.gpus is not None:
+            gpus = len(set(zip(run.record.get("hosts") or [], run.record.get("devices") or [])))
+            if gpus > account.gpus:
+                problems.append(f"the run names {gpus} GPU(s), but job {job_id} had {account.gpus} ({account.source})")
+        wall = run.record.get("wall_seconds")
+        if wall and account.elapsed + ELAPSED_SLACK < wall:
+            problems.append(f"job {job_id} ran {account.elapsed:.0f} s ({account.source}), less than the run's own "
+                            f"{wall:.0f} s")
+        return problems
+
+    @staticmethod
+    def _checked(job_id: str, account: JobAccount) -> str:
+        gpus = "GPUs not recorded, so not checked" if account.gpus is None else f"{account.gpus} GPU(s)"
+        return (f"job {job_id} checked against {account.source}: user {account.user}, {account.nodes} node(s), "
+                f"{gpus}, {account.elapsed:.0f} s")

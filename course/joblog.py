@@ -5,9 +5,10 @@ writes these lines into it, and reads them back to follow a job and to trace a r
 
 | line | written by | read by |
 |---|---|---|
-| the run header `course: run ...` | the training harness (rank 0) | evidence (stage, job, workers) |
-| `Throughput: ... [images/sec.]` | the training harness | evidence (equals the results file's) |
-| `course: results PATH sha256=...` | the training harness | evidence (the file the job wrote) |
+| `course launch: job ID (SCHED); N slot(s) on M node(s): ...`, command | `course launch` | evidence (stage 3's ranks) |
+| the run header `course: run ...` | the training harness (rank 0) | evidence (stage, job, workers, devices; once) |
+| `Throughput: ... [images/sec.]` | the training harness | evidence (equals the results file's; one per job) |
+| `course: results PATH sha256=...` | the training harness | evidence (the file the job wrote; one per run file) |
 | `course: job ID ended with exit status N at TIME` | jobs/site_env.sh's EXIT trap | submit (how), evidence (when) |
 | `course: job ID was killed by SIGNAME at TIME` | jobs/site_env.sh's signal traps | the same |
 | a walltime kill notice | the local scheduler; PBS and Slurm their own | the submitter, the diagnosis |
@@ -19,6 +20,7 @@ Each line's format and its parser stand side by side below; tests/test_joblog.py
 from __future__ import annotations
 
 import re
+import shlex
 import signal
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -56,6 +58,56 @@ def clean(line: str) -> str:
     return _ESCAPES.sub("", line)
 
 
+# --- what `course launch` started ---------------------------------------------------------------
+#
+# Two lines: the job's slots (one MPI rank each), then the launcher's command as it ran. A site's
+# template may name the rank count (-n, -np, --np, srun's --ntasks); where it does, the reader takes it.
+
+LAUNCH_PREFIX = "course launch: "
+
+
+def launch_line(job_id: str | None, scheduler: str, hosts: list[tuple[str, int]]) -> str:
+    """The job's slots, from its (host, slots) list in order."""
+    where = ", ".join(f"{host} x{slots}" for host, slots in hosts)
+    job = f"job {job_id} ({scheduler})" if job_id else "no scheduler"
+    return f"{LAUNCH_PREFIX}{job}; {sum(slots for _, slots in hosts)} slot(s) on {len(hosts)} node(s): {where}"
+
+
+def launch_command_line(argv: list[str]) -> str:
+    return LAUNCH_PREFIX + shlex.join(argv)
+
+
+_LAUNCH = re.compile(r"^course launch: (?:job (?P<job>\S+) \((?P<scheduler>\w+)\)|no scheduler); "
+                     r"(?P<slots>\d+) slot\(s\) on (?P<nodes>\d+) node\(s\): .*\n"
+                     r"(?:course launch: warning: .*\n)*"
+                     r"course launch: (?P<command>.*)$", re.MULTILINE)
+_RANK_FLAGS = ("-n", "-np", "--np", "--n", "--ntasks")  # not -c: srun's cpus per task
+
+
+def _command_ranks(command: str) -> int | None:
+    """The rank count a launcher's command names before the program it starts (python ...), None where it
+    names none."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    for word, following in zip(words, [*words[1:], ""]):
+        if Path(word).name.startswith("python") or word.endswith(".py"):
+            return None
+        flag, _, value = word.partition("=")
+        if flag in _RANK_FLAGS:
+            count = value if value else following
+            return int(count) if count.isdigit() else None
+    return None
+
+
+def launches(text: str) -> list[dict]:
+    """{job, scheduler, slots, nodes, command_ranks} of every launch a log shows (command_ranks: None
+    where the launcher's command does not name a count)."""
+    return [{"job": m["job"], "scheduler": m["scheduler"], "slots": int(m["slots"]), "nodes": int(m["nodes"]),
+             "command_ranks": _command_ranks(m["command"])} for m in _LAUNCH.finditer(text)]
+
+
 # --- the run header -----------------------------------------------------------------------------
 
 
@@ -73,6 +125,7 @@ class RunHeader:
     lr_rule: str | None = None
     communicator: str | None = None
     allreduce: str | None = None
+    gpu_model: str | None = None
 
     def format(self) -> str:
         job = f"job {self.job_id} ({self.scheduler})" if self.job_id else "no job"
@@ -82,19 +135,22 @@ class RunHeader:
         lr = "n/a" if self.learning_rate is None else f"{self.learning_rate:g}"
         if self.lr_rule:
             lr += f" ({self.lr_rule})"
+        model = f" ({self.gpu_model})" if self.gpu_model else ""
         return (f"course: run {self.stage} | {job} | {self.workers} worker(s) on {', '.join(sorted(set(self.hosts)))}: "
-                f"{', '.join(self.devices)} | batch {self.batch_per_worker} per worker, "
+                f"{', '.join(self.devices)}{model} | batch {self.batch_per_worker} per worker, "
                 f"{self.batch_per_worker * self.workers} total | lr {lr} | seed {self.seed}{comm}")
 
 
 _HEADER = re.compile(r"^course: run (?P<stage>\w+) \| (?:job (?P<job>\S+) \((?P<scheduler>\w+)\)|no job) \| "
-                     r"(?P<workers>\d+) worker\(s\) on ", re.MULTILINE)
+                     r"(?P<workers>\d+) worker\(s\) on [^:|]*: (?P<devices>[^|(]*?)(?: \((?P<gpu_model>[^)|]+)\))? \| ",
+                     re.MULTILINE)
 
 
 def run_headers(text: str) -> list[dict]:
-    """{stage, job, scheduler, workers} of every run header in a log."""
-    return [{"stage": m["stage"], "job": m["job"], "scheduler": m["scheduler"], "workers": int(m["workers"])}
-            for m in _HEADER.finditer(text)]
+    """{stage, job, scheduler, workers, devices, gpu_model} of every run header in a log (gpu_model: None
+    where the header names none: CPU runs, and logs of kits before it was added)."""
+    return [{"stage": m["stage"], "job": m["job"], "scheduler": m["scheduler"], "workers": int(m["workers"]),
+             "devices": m["devices"].split(", "), "gpu_model": m["gpu_model"]} for m in _HEADER.finditer(text)]
 
 
 # --- the throughput summary ---------------------------------------------------------------------

@@ -80,3 +80,25 @@ def folder(tmp_path) -> Path:
     """Where the student submits from: runs/ and the job logs."""
     (tmp_path / "student").mkdir()
     return tmp_path / "student"
+
+
+def bubblewrap() -> bool:
+    """Whether the grading sandbox can run here; installs Debian's bubblewrap where root and apt-get can."""
+    import shutil
+
+    if not shutil.which("bwrap") and os.geteuid() == 0 and shutil.which("apt-get"):
+        import subprocess
+
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "bubblewrap"]):
+            subprocess.run(command, capture_output=True, env=env, timeout=600)
+    if not shutil.which("bwrap"):
+        return False
+    from course.instructor import verify
+    from course.errors import GradingError
+
+    try:
+        verify.check_sandbox()
+    except GradingError:
+        return False
+    return True

@@ -219,7 +219,10 @@ def traced_run(folder, stage: str, number: int, curve: list[tuple[float, float]]
         header = joblog.RunHeader(stage=stage, job_id=job_id, scheduler="local", workers=workers, hosts=["n1"],
                                   devices=record["devices"], batch_per_worker=32, learning_rate=0.05, seed=0,
                                   lr_rule=lr_rule, communicator=record["communicator"])
-        lines = [header.format(), joblog.throughput_line(images_per_sec, 40, 5, 3),
+        launched = [joblog.launch_line(job_id, "local", [("n1", workers)]),
+                    joblog.launch_command_line(["mpiexec", "-n", str(workers), "python", job.script])] \
+            if stage == stages.MULTI_NODE.name else []
+        lines = [*launched, header.format(), joblog.throughput_line(images_per_sec, 40, 5, 3),
                  joblog.results_line(path.relative_to(folder), digest), joblog.end_line(job_id, 0)]
         (folder / joblog.log_name(job.job_script, number)).write_text("\n".join(lines) + "\n")
     return path
@@ -284,8 +287,8 @@ def test_a_warm_up_run_reaching_the_target_earns_half_and_its_speedup_tier_the_r
     traced_run(folder, "single_gpu", 1, REACHES_AT_100)
     traced_run(folder, "multi_node", 2, [(seconds / 2, 0.6), (seconds, 0.82)], workers=4, lr_rule="warmup")
     assert scoring.grade_accuracy_at_scale(2, folder) == points
-    assert capsys.readouterr().out == (
-        f"multi_node-2.local (job 2.local) reached {TARGET} at epoch 2 (iteration 32, {seconds:.0f} s); stage 1 "
+    assert capsys.readouterr().out.endswith(  # after the notes on what the scheduler's records could not check
+        f"\nmulti_node-2.local (job 2.local) reached {TARGET} at epoch 2 (iteration 32, {seconds:.0f} s); stage 1 "
         f"took 100 s: time-to-accuracy speedup {100 / seconds:.2f} on 4 ranks -> {share} of the speedup points\n")
 
 
@@ -297,14 +300,22 @@ def test_when_stage_1_never_reached_the_target_only_the_reaching_half_is_earned(
            in capsys.readouterr().out
 
 
-def test_the_warm_up_run_on_the_most_ranks_is_graded(folder, capsys):
+def test_the_warm_up_run_earning_the_most_is_graded_and_extra_runs_never_lower_it(folder, capsys):
     traced_run(folder, "single_gpu", 1, REACHES_AT_100)
-    traced_run(folder, "multi_node", 2, [(5.0, 0.6), (10.0, 0.82)], workers=2, lr_rule="warmup")
-    traced_run(folder, "multi_node", 3, [(40.0, 0.6), (80.0, 0.82)], workers=4, lr_rule="warmup")
+    traced_run(folder, "multi_node", 2, [(40.0, 0.6), (80.0, 0.82)], workers=4, lr_rule="warmup")
     assert scoring.grade_accuracy_at_scale(2, folder) == 1.5
+    traced_run(folder, "multi_node", 3, [(5.0, 0.6), (10.0, 0.82)], workers=2, lr_rule="warmup")
+    assert scoring.grade_accuracy_at_scale(2, folder) == 2
     assert "multi_node-3.local (job 3.local) reached" in capsys.readouterr().out
     traced_run(folder, "multi_node", 4, NEVER, workers=8, lr_rule="warmup")
-    assert "multi_node-4.local (job 4.local) on 8 ranks ended at validation accuracy 0.700" in failure(
+    assert scoring.grade_accuracy_at_scale(2, folder) == 2
+
+
+def test_the_run_on_the_most_ranks_is_named_when_none_reached_the_target(folder):
+    traced_run(folder, "single_gpu", 1, REACHES_AT_100)
+    traced_run(folder, "multi_node", 2, NEVER, workers=2, lr_rule="warmup")
+    traced_run(folder, "multi_node", 3, NEVER, workers=8, lr_rule="warmup")
+    assert "multi_node-3.local (job 3.local) on 8 ranks ended at validation accuracy 0.700" in failure(
         scoring.grade_accuracy_at_scale, 2, folder)
 
 
@@ -415,13 +426,13 @@ def test_check_accuracy_without_stage_3_runs_says_not_yet(folder, capsys):
                                               "traced stage-3 runs.")
 
 
-def test_check_accuracy_agrees_with_the_grader_on_the_run_on_the_most_ranks(folder, capsys):
+def test_check_accuracy_agrees_with_the_grader_that_any_warm_up_run_counts(folder, capsys):
     traced_run(folder, "single_gpu", 1, REACHES_AT_100)
     traced_run(folder, "multi_node", 2, [(10.0, 0.82)], workers=2, lr_rule="warmup")
     traced_run(folder, "multi_node", 3, NEVER, workers=4, lr_rule="warmup")
-    assert "on 4 ranks ended at validation accuracy 0.700" in failure(scoring.grade_accuracy_at_scale, 2, folder)
+    assert scoring.grade_accuracy_at_scale(2, folder) == 2
     report.check_accuracy(folder)
-    assert "NOT YET" in capsys.readouterr().out
+    assert capsys.readouterr().out.endswith("OK: a run on 2 ranks with the warmup rule reached the target.\n")
 
 
 def test_check_accuracy_reports_a_stage_3_run_without_evaluations(folder, capsys):

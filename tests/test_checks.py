@@ -2,9 +2,11 @@
 
 The solutions are the functions of solutions/distributed_training/*.ipynb (tests/solutions.py reads
 them), loaded from a real file as a notebook's namespace holds them; a planted mistake is a solution
-with one piece of its source replaced. Stages 1 and 2 run in this process on real Chainer objects.
-Stage 3's checks run the functions on two real MPI ranks (mpiexec -n 2, once per distinct set of
-functions): one case per mistake.
+with one piece of its source replaced. Stages 1 and 2 run in this process on real Chainer objects
+(stage 2's MultiprocessParallelUpdater, which needs GPUs, through the check's recording stand-in).
+Stage 3's check cells run as the notebook has them, visible and hidden lines: the functions on real
+MPI ranks of simulated nodes (4 ranks on 2 nodes, then 6 on 3), once per distinct set of functions
+and layout: one case per mistake.
 """
 from __future__ import annotations
 
@@ -13,13 +15,14 @@ import inspect
 import textwrap
 
 import chainer
+import nbformat
 import pytest
 from chainer import training
-from chainer.training import extensions
 
-import course
-from course.notebook.checks import CheckFailed, multi_gpu, multi_node, single
-from tests.solutions import solution_functions
+from course import stages
+from course.notebook import checks
+from course.notebook.checks import CheckFailed, multi_gpu, single
+from tests.solutions import SOLUTIONS, solution_functions
 
 # What the notebooks' setup cells import for the students' functions.
 SETUP = """\
@@ -172,10 +175,12 @@ def test_stage_2_solutions_pass_the_visible_and_hidden_checks(stage_2, capsys):
     multi_gpu.devices(stage_2.make_devices, id_lists=([7, 3], [0, 1, 2]))
     multi_gpu.learning_rate(stage_2.scaled_learning_rate)
     multi_gpu.learning_rate(stage_2.scaled_learning_rate, cases=((0.2, 16, 64, 0.8), (0.05, 100, 50, 0.025)))
-    multi_gpu.trainer_source(stage_2.build_trainer)
+    multi_gpu.trainer(stage_2.build_trainer)
+    multi_gpu.trainer(stage_2.build_trainer, **HIDDEN_TRAINER_2)
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 7 and all(line.startswith("OK: ") for line in lines), lines
+    assert len(lines) == 8 and all(line.startswith("OK: ") for line in lines), lines
     assert "{'main': 0, 'gpu1': 1}" in lines[2]
+    assert "it trained 3 epochs on the CPU" in lines[-1]
 
 
 def whole_set_per_gpu(train, batchsize, n_devices):
@@ -227,59 +232,69 @@ def test_scaled_learning_rate_that_is_not_linear(mistake, words):
         multi_gpu.learning_rate(mistake)
 
 
-def standard_updater(args, train_iters, test, model, optimizer, devices):
-    updater = training.updaters.StandardUpdater(train_iters[0], optimizer, device=devices["main"])
-    trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
-    trainer.extend(extensions.Evaluator(chainer.iterators.SerialIterator(test, 8, repeat=False), model))
-    trainer.extend(course.Throughput(args.batchsize, workers=len(devices)))
-    return trainer
+MPU = "    updater = training.updaters.MultiprocessParallelUpdater(train_iters, optimizer, devices=devices)\n"
+HIDDEN_TRAINER_2 = dict(n_devices=3, epochs=3, batchsize=4)  # notebook 02's hidden test of build_trainer
 
 
-def no_devices(args, train_iters, test, model, optimizer, devices):
-    updater = training.updaters.MultiprocessParallelUpdater(train_iters, optimizer)
-    return training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
-
-
-def one_worker_throughput(args, train_iters, test, model, optimizer, devices):
-    updater = training.updaters.MultiprocessParallelUpdater(train_iters, optimizer, devices=devices)
-    trainer = training.Trainer(updater, (args.epoch, "epoch"), out=args.out)
-    trainer.extend(extensions.Evaluator(chainer.iterators.SerialIterator(test, 8, repeat=False), model))
-    trainer.extend(course.Throughput(args.batchsize, warmup=args.warmup))
-    return trainer
-
-
-def stub_trainer(args, train_iters, test, model, optimizer, devices):
-    # PUT YOUR CODE HERE
-    raise NotImplementedError()
-
-
-@pytest.mark.parametrize("mistake,words", [
-    (standard_updater, "build_trainer does not create a MultiprocessParallelUpdater"),
-    (no_devices, "MultiprocessParallelUpdater is not given the devices"),
-    (one_worker_throughput, "Throughput counts one worker only"),
-])
-def test_multi_gpu_trainer_source_mistakes(mistake, words):
+@pytest.mark.parametrize("old,new,words,hidden", [
+    (MPU, "    if False:\n    " + MPU + "    updater = training.updaters.StandardUpdater(train_iters[0], optimizer)\n",
+     "the trainer trains with a StandardUpdater, not a MultiprocessParallelUpdater", False),
+    ("MultiprocessParallelUpdater(train_iters, optimizer, devices=devices)",
+     "StandardUpdater(train_iters[0], optimizer)", "not a MultiprocessParallelUpdater", False),
+    (", devices=devices)", ")", "MultiprocessParallelUpdater is not given the devices", False),
+    ("optimizer, devices=devices)", "optimizer, devices)", "MultiprocessParallelUpdater is not given the devices",
+     False),
+    ("(train_iters, optimizer", "(train_iters[:1], optimizer", "gets 1 iterator\\(s\\) for 2 GPUs", False),
+    ("workers=len(devices), ", "", "Throughput counts 8 images per step; 2 GPUs x 8 move 16", False),
+    ("workers=len(devices)", "workers=2", "Throughput counts 8 images per step; 3 GPUs x 4 move 12", True),
+    (', device=devices["main"])', ")", "the Evaluator does not run on devices\\['main'\\]", False),
+    pytest.param("repeat=False, ", "", "the trainer needs one Evaluator on one pass over test", False,
+                 marks=pytest.mark.filterwarnings("ignore:The `repeat` property:UserWarning")),  # Chainer's own
+    ("    trainer.extend(extensions.LogReport())\n", "", "the trainer needs a LogReport and a PrintReport", False),
+], ids=["MultiprocessParallelUpdater only if False", "StandardUpdater", "no devices", "devices as the converter",
+        "one iterator", "one-worker Throughput", "Throughput of 2 workers", "Evaluator off the main GPU",
+        "test repeats", "no LogReport"])
+def test_multi_gpu_trainer_mistakes(stage_2, old, new, words, hidden):
+    """Each fails the check (`hidden`: only its hidden test, on 3 GPUs)."""
+    mistake = planted(stage_2.build_trainer, old, new)
+    if hidden:
+        multi_gpu.trainer(mistake)  # the visible check, on 2 GPUs, cannot tell
     with pytest.raises(CheckFailed, match=words):
-        multi_gpu.trainer_source(mistake)
+        multi_gpu.trainer(mistake, **(HIDDEN_TRAINER_2 if hidden else {}))
 
 
-def test_multi_gpu_trainer_source_of_a_stub():
-    with pytest.raises(NotImplementedError, match="still has its PUT YOUR CODE HERE stub"):
-        multi_gpu.trainer_source(stub_trainer)
+def test_multi_gpu_trainer_finds_the_updater_under_any_name_and_puts_it_back(stage_2, capsys):
+    real = training.updaters.MultiprocessParallelUpdater
+    source = replaced_once(textwrap.dedent(inspect.getsource(stage_2.build_trainer)),
+                           "training.updaters.MultiprocessParallelUpdater(", "MultiprocessParallelUpdater(")
+    namespace = {**stage_2.build_trainer.__globals__, "MultiprocessParallelUpdater": real}
+    exec(compile(source, "<imported by name>", "exec"), namespace)
+    multi_gpu.trainer(namespace["build_trainer"])
+    assert capsys.readouterr().out.startswith("OK: build_trainer: MultiprocessParallelUpdater of the 2 iterators")
+    assert namespace["MultiprocessParallelUpdater"] is real
+    assert training.updaters.MultiprocessParallelUpdater is real
+    assert training.updaters.multiprocess_parallel_updater.MultiprocessParallelUpdater is real
 
 
-# --- stage 3 on two MPI ranks: the solutions of 03_multi_node.ipynb, and one mistake per case -------
+def test_multi_gpu_trainer_of_a_stub(stage_2):
+    stub = planted(stage_2.build_trainer, MPU, "    raise NotImplementedError()\n" + MPU)
+    with pytest.raises(NotImplementedError) as raised:
+        multi_gpu.trainer(stub)
+    assert "build_trainer still has its PUT YOUR CODE HERE stub" in raised.value.__notes__[0]
 
-# the notebook's grade_id -> (the check, the function it checks), in the notebook's order
-STAGE_3_CHECKS = {
-    "check_communicator": (multi_node.communicator, "make_communicator"),
-    "check_device_binding": (multi_node.device_binding, "device_for_rank"),
-    "check_scatter": (multi_node.scatter, "shard_datasets"),
-    "check_optimizer": (multi_node.optimizer, "make_optimizer"),
-    "check_learning_rate_schedule": (multi_node.learning_rate_schedule, "learning_rate_schedule"),
-    "check_trainer": (multi_node.trainer, "build_trainer"),
-    "check_resource_request": (multi_node.resource_request, "resource_request"),
-}
+
+# --- stage 3 on MPI ranks of simulated nodes: the solutions of 03_multi_node.ipynb, one mistake per case ---
+
+STAGE_3_CELLS = ("check_communicator", "check_device_binding", "check_scatter", "check_optimizer",
+                 "check_learning_rate_schedule", "check_trainer", "check_resource_request")
+
+
+def check_cells(stage_name: str) -> dict[str, str]:
+    """{grade_id: source} of the notebook's graded cells that check functions, hidden tests included."""
+    notebook = nbformat.read(SOLUTIONS / stages.get(stage_name).notebook, as_version=4)
+    return {cell.metadata.nbgrader.grade_id: cell.source for cell in notebook.cells
+            if cell.metadata.get("nbgrader", {}).get("grade") and cell.source.startswith("checks.")}
+
 
 # case -> (the function planted, old, new in its source), the one check it must fail, with words of its message
 STAGE_3_MISTAKES = {
@@ -287,17 +302,35 @@ STAGE_3_MISTAKES = {
                     "    test = chainermn.scatter_dataset(test, comm)\n", ""),
                    "check_scatter", "rank 1 has no train set"),
     "scatter without shuffle": (("shard_datasets", "(train, comm, shuffle=True, seed=seed)", "(train, comm)"),
-                                "check_scatter", "it is not shuffled"),
+                                "check_scatter", "rank 0's training part is examples 0 to 15, one block of the "
+                                "stored order: it is not shuffled"),
+    "shuffled after the scatter": (("shard_datasets", "(train, comm, shuffle=True, seed=seed)\n",
+                                    "(train, comm)\n    train = chainer.datasets.split_dataset_random(train, "
+                                    "len(train), seed)[0]\n"), "check_scatter", "it is not shuffled"),
     "shuffle without the seed": (("shard_datasets", "shuffle=True, seed=seed)", "shuffle=True)"),
                                  "check_scatter", "two calls with the same seed split the training set differently"),
     "plain optimizer": (("make_optimizer", "    optimizer = chainermn.create_multi_node_optimizer(optimizer, comm)\n",
                          ""), "check_optimizer", "which does not exchange gradients between ranks"),
     "lr scaled in make_optimizer": (("make_optimizer", "MomentumSGD(args.lr)", "MomentumSGD(args.lr * comm.size)"),
-                                    "check_optimizer", "with args.lr = 0.1 on 2 ranks the optimizer starts at 0.2"),
+                                    "check_optimizer", "with args.lr = 0.1 on 4 ranks the optimizer starts at 0.4"),
+    "lr x2 in make_optimizer": (("make_optimizer", "MomentumSGD(args.lr)", "MomentumSGD(args.lr * 2)"),
+                                "check_optimizer", "with args.lr = 0.1 on 4 ranks the optimizer starts at 0.2"),
     "no warm-up": (("learning_rate_schedule", "(base_lr, base_lr * n_workers)",
                     "(base_lr * n_workers, base_lr * n_workers)"), "check_learning_rate_schedule", "no warm-up"),
+    "lr x2 in the schedule": (("learning_rate_schedule", "base_lr * n_workers)", "base_lr * 2)"),
+                              "check_learning_rate_schedule", "after the warm-up the rate is 0.2, not base_lr x "
+                              "n_workers = 0.4"),
     "GPU 0 for every rank": (("device_for_rank", 'f"@cupy:{comm.intra_rank}"', '"@cupy:0"'),
-                             "check_device_binding", "would use ['@cupy:0', '@cupy:0']"),
+                             "check_device_binding", "would use ['@cupy:0', '@cupy:0', '@cupy:0', '@cupy:0']"),
+    "GPU by rank": (("device_for_rank", "comm.intra_rank", "comm.rank"), "check_device_binding",
+                    "would use ['@cupy:0', '@cupy:1', '@cupy:2', '@cupy:3']; the GPU of each rank's number within "
+                    "its node is ['@cupy:0', '@cupy:1', '@cupy:0', '@cupy:1']"),
+    "GPU by rank % 2": (("device_for_rank", "comm.intra_rank", "comm.rank % 2"), "check_device_binding",
+                        "ranks 0-5 would use ['@cupy:0', '@cupy:1', '@cupy:0', '@cupy:1', '@cupy:0', '@cupy:1']"),
+    "Throughput of 2 workers": (("build_trainer", "comm=comm", "workers=2"), "check_trainer",
+                                "Throughput counts 16 images per step; 4 ranks x 8 move 32"),
+    "Throughput of 4 workers": (("build_trainer", "comm=comm", "workers=4"), "check_trainer",
+                                "Throughput counts 32 images per step; 6 ranks x 8 move 48"),
     "walltime copied from the default": (("resource_request", 'f"#PBS -l walltime={walltime}"',
                                           '"#PBS -l walltime=00:30:00"'), "check_resource_request",
                                          "the lines ask for 00:30:00; the run needs 00:15:00"),
@@ -315,21 +348,24 @@ STAGE_3_MISTAKES = {
 
 
 def run_stage_3_checks(module) -> dict[str, str]:
-    """{check: its CheckFailed message} of the checks that fail."""
+    """{grade_id: its CheckFailed message} of the check cells that fail, each run as nbgrader runs it."""
     failed = {}
-    for name, (check, function) in STAGE_3_CHECKS.items():
+    for grade_id, source in check_cells("multi_node").items():
         try:
-            check(getattr(module, function))
+            exec(source, {"checks": checks, **vars(module)})
         except CheckFailed as e:
-            failed[name] = str(e)
+            failed[grade_id] = str(e)
     return failed
 
 
-def test_stage_3_solutions_pass_every_check_on_two_ranks(tmp_path, capsys):
+def test_stage_3_solutions_pass_every_check_and_hidden_test(tmp_path, capsys):
+    assert tuple(check_cells("multi_node")) == STAGE_3_CELLS
     assert run_stage_3_checks(notebook_module(tmp_path, "multi_node")) == {}
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(STAGE_3_CHECKS) == 7 and all(line.startswith("OK: ") for line in lines), lines
-    assert lines[4].startswith("OK: learning_rate_schedule: the rate ramps linearly from 0.1 to 0.4 over 8 updates")
+    assert len(lines) == 2 * len(STAGE_3_CELLS) and all(line.startswith("OK: ") for line in lines), lines
+    assert "(@cupy:0, @cupy:1, @cupy:0, @cupy:1; 4 ranks on 2 simulated nodes of 2" in lines[2]
+    assert "(@cupy:0, @cupy:0, @cupy:0, @cupy:1, @cupy:1, @cupy:1; 6 ranks on 3 simulated nodes of 2" in lines[3]
+    assert lines[8].startswith("OK: learning_rate_schedule: the rate ramps linearly from 0.1 to 0.4 over 8 updates")
 
 
 @pytest.mark.parametrize("case", STAGE_3_MISTAKES)

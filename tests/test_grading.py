@@ -13,7 +13,8 @@ import pytest
 
 from course import paths
 from course.instructor import autograde, demo
-from tests.conftest import PYTHON, ROOT
+from tests.conftest import PYTHON, ROOT, bubblewrap
+from tests.solutions import solution_functions
 
 pytestmark = pytest.mark.slow
 A = paths.ASSIGNMENT
@@ -78,11 +79,108 @@ PLANTED = {
     "ivan": (lambda f: set_cell(f, "01_single_gpu.ipynb", "make_iterators",
                                 "train_iter = SerialIterator(train, 64)  # a stray line that raises\n\n"
                                 "def make_iterators(train, test, batchsize):\n    return None"),
-             SOLVED - 2, {("01_single_gpu", "check_iterators"): "NameError"}),
+             SOLVED - 2, {("01_single_gpu", "check_iterators"): "returned NoneType, not the pair"}),
     "kate": (set_schedule("base_lr * n_workers", "base_lr * n_workers"), SOLVED - 2,
              {("03_multi_node", "check_learning_rate_schedule"): "no warm-up"}),
     "leo": (set_schedule("base_lr", "base_lr"), SOLVED - 2,
             {("03_multi_node", "check_learning_rate_schedule"): "no scaling"}),
+    # A second, forged Throughput line in the stage-1 log.
+    "sybil": (lambda f: [log.write_text(log.read_text().replace(
+        "course: results", "Throughput: 999.00 [images/sec.] over 9 steady iterations (warm-up 5, 0 left out after "
+        "epoch ends)\ncourse: results")) for log in f.glob("run_single_gpu_training.sh.o*")],
+        SOLVED - 8, {("01_single_gpu", "check_results"): "a job prints one: the log was edited",
+                     ("03_multi_node", "check_efficiency"): "no traced stage-1 run",
+                     ("03_multi_node", "check_accuracy"): "no traced stage-1 run"}),
+    # Logs edited to show 1 rank launched where the results say 2 (a stage-1 run passed off as stage 3's, reversed).
+    "trent": (lambda f: [log.write_text(log.read_text().replace("2 slot(s) on 1 node(s): localhost x2",
+                                                                "1 slot(s) on 1 node(s): localhost x1"))
+                         for log in f.glob("run_multi_node_training.sh.o*")],
+              SOLVED - 6, {("03_multi_node", "check_efficiency"): "course launch started 1 rank(s)",
+                           ("03_multi_node", "check_comparisons"): "", ("03_multi_node", "check_accuracy"): ""}),
+    # Wrong code that passed the checks of two ranks on one node: hidden and visible checks now catch it.
+    "uma": (lambda f: set_cell(f, "03_multi_node.ipynb", "make_communicator", solution_functions("multi_node")[
+        "make_communicator"] + "\n\n" + solution_functions("multi_node")["device_for_rank"].replace(
+            "comm.intra_rank", "comm.rank")),
+        SOLVED - 1, {("03_multi_node", "check_device_binding"): "'@cupy:0', '@cupy:1', '@cupy:2', '@cupy:3'"}),
+    "wendy": (lambda f: set_cell(f, "03_multi_node.ipynb", "build_trainer", solution_functions("multi_node")[
+        "build_trainer"].replace("comm=comm,", "workers=2,")),
+        SOLVED - 2, {("03_multi_node", "check_trainer"): "Throughput counts 16 images per step"}),
+    "xavier": (lambda f: set_cell(f, "02_multi_gpu.ipynb", "build_trainer", solution_functions("multi_gpu")[
+        "build_trainer"].replace("    updater = training.updaters.MultiprocessParallelUpdater(",
+                                 "    if False:\n        updater = training.updaters.MultiprocessParallelUpdater(")
+        .replace("optimizer, devices=devices)\n", "optimizer, devices=devices)\n    else:\n        updater = "
+                 "training.updaters.StandardUpdater(train_iters[0], optimizer)\n", 1)),
+        SOLVED - 2, {("02_multi_gpu", "check_trainer"): "not a MultiprocessParallelUpdater"}),
+    # A classmate's whole folder, handed in as one's own: full points, and the plagiarism table says so.
+    "victor": (lambda f: None, SOLVED, {}),
+}
+
+
+def with_lines(stage: str, name: str, lines: str) -> str:
+    """The solution function `name` of `stage` with `lines` (indented, Python) run first in its body."""
+    source = solution_functions(stage)[name]
+    head, body = source.split(":\n", 1)
+    return f"{head}:\n" + "".join(f"    {line}\n" for line in lines.splitlines()) + body
+
+
+def unsolved(folder: Path) -> None:
+    """The student release as it was handed out, in place of the solved notebooks."""
+    for notebook in (ROOT / "notebooks" / A).glob("*.ipynb"):
+        shutil.copy(notebook, folder / notebook.name)
+
+
+CELL_TIMEOUT = 20  # seconds a test cell may run in this batch (course grade --cell-timeout)
+# The points of the handed-in runs alone (stage-1 results 3, stage-3 efficiency 3, accuracy 2, comparisons 1):
+# an unsolved release handed in with the solved run's runs/ and logs earns these and no more.
+RUN_POINTS = 9
+
+# A student's code trying to reach what is not theirs, as a function the checks call (course root filled in).
+SNOOP = """import os
+for path in ('{root}/solutions/distributed_training', '{root}/submitted', '{root}/autograded'):
+    try:
+        print('SNOOPED', path, 'FOUND:' + '|'.join(sorted(os.listdir(path))))
+    except OSError:
+        pass
+for path in ('{root}/gradebook.db', '{root}/grading.toml', '{root}/submitted/alice/distributed_training/runs'):
+    try:
+        with open(path, 'w') as f:
+            f.write('overwritten by peggy')
+    except OSError:
+        pass
+"""
+
+# (submission, how to make it from the solved run, expected score or None (not graded), {test: words}, flags)
+ATTACKS = {
+    # A solution cell that patches the check it should pass: the patch never runs in the grader.
+    "mallory": (lambda f, root: set_cell(
+        f, "03_multi_node.ipynb", "make_optimizer",
+        "import course.notebook.checks.multi_node as m\nm.optimizer = lambda function: None\n\n"
+        "def make_optimizer(args, comm, model):\n    optimizer = chainer.optimizers.MomentumSGD(args.lr)\n"
+        "    optimizer.setup(model)\n    return optimizer"),
+        SOLVED - 2, {("03_multi_node", "check_optimizer"): "does not exchange gradients"},
+        {("03_multi_node", ""): "runs code outside a function"}),
+    # An IPython handler that hides every error, on the unsolved release: still nothing.
+    "nina": (lambda f, root: [unsolved(f), set_cell(
+        f, "01_single_gpu.ipynb", "make_iterators",
+        "get_ipython().set_custom_exc((BaseException,), lambda *args, **kwargs: None)\n\n"
+        "def make_iterators(train, test, batchsize):\n    raise NotImplementedError()")],
+        RUN_POINTS, None, {("01_single_gpu", ""): "uses get_ipython"}),
+    # A course/ package of its own beside the notebooks, to shadow the kit's checks.
+    "oscar": (lambda f, root: [unsolved(f), (f / "course").mkdir(), (f / "course" / "__init__.py").write_text(
+        "raise SystemExit('the kit was shadowed')\n")], RUN_POINTS, None,
+        {("", ""): "course, which would shadow the kit"}),
+    # Reading the hidden tests and classmates' work, overwriting the gradebook, grading.toml, a classmate's runs.
+    "peggy": (lambda f, root: set_cell(f, "01_single_gpu.ipynb", "make_iterators",
+                                       with_lines("single_gpu", "make_iterators", SNOOP.format(root=root))),
+              SOLVED, {}, {("01_single_gpu", ""): "uses open, os"}),
+    # Killing the grader from a function: this submission is not graded, every other one is.
+    "quentin": (lambda f, root: set_cell(f, "01_single_gpu.ipynb", "make_iterators", with_lines(
+        "single_gpu", "make_iterators", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")),
+        None, "ended without a result", {}),
+    # An endless loop: the cell's time runs out, and says so.
+    "rita": (lambda f, root: set_cell(f, "01_single_gpu.ipynb", "make_model_and_optimizer", with_lines(
+        "single_gpu", "make_model_and_optimizer", "while True:\n    pass")),
+        SOLVED - 2, {("01_single_gpu", "check_model_and_optimizer"): f"ran past the {CELL_TIMEOUT:g} s limit"}, {}),
 }
 
 
@@ -106,10 +204,16 @@ def graded(student_run, tmp_path_factory):
     for student, (plant, _, _) in PLANTED.items():
         shutil.copytree(student_run, submitted / student / A)
         plant(submitted / student / A)
+    for student, (plant, *_) in ATTACKS.items():
+        shutil.copytree(student_run, submitted / student / A)
+        plant(submitted / student / A, course)
     shutil.copytree(student_run, submitted / "judy" / A)
     (submitted / "judy" / A / "01_single_gpu.ipynb").write_text('{"cells": [')  # a broken file
-    run = subprocess.run([PYTHON, "-m", "course", "grade", "--course-dir", str(course)],
-                         capture_output=True, text=True, env=paths.tool_environment())
+    env = paths.tool_environment()
+    if not bubblewrap():
+        env["COURSE_SANDBOX"] = "off"
+    run = subprocess.run([PYTHON, "-m", "course", "grade", "--course-dir", str(course),
+                          "--cell-timeout", str(CELL_TIMEOUT)], capture_output=True, text=True, env=env)
     with open(course / "grades.csv") as f:
         totals = {row["student_id"]: float(row["score"]) for row in csv.DictReader(f)}
     with open(course / "grades-details.csv") as f:
@@ -161,9 +265,9 @@ def test_a_planted_mistake_costs_exactly_its_points(graded, student):
 def test_one_broken_submission_is_named_and_the_others_are_graded(graded):
     run, totals, details, _ = graded
     assert run.returncode == 1
-    assert "NOT GRADED: judy" in run.stderr
+    assert "NOT GRADED: judy, quentin" in run.stderr
     assert "judy" not in totals or totals["judy"] == 0
-    assert set(PLANTED) | {"alice", "bob"} <= set(totals)
+    assert set(PLANTED) | {"alice", "bob"} | {s for s, a in ATTACKS.items() if a[1] is not None} <= set(totals)
     [judy] = [row for row in details if row["student"] == "judy"]
     assert judy["message"].startswith("NOT GRADED: 01_single_gpu.ipynb") and "JSON" in judy["message"]
 
@@ -175,3 +279,54 @@ def test_grading_never_trains_and_gives_feedback(graded):
         autograded = sorted(p.name for p in (course / "autograded" / student / A / "runs").iterdir())
         assert autograded == submitted, "autograde must grade the student's own job outputs, and run no job"
         assert (course / "feedback" / student / A / "01_single_gpu.html").is_file()
+
+
+def flags(details, student) -> dict[tuple[str, str], str]:
+    return {(row["notebook"], row["test"]): row["flags"] for row in details
+            if row["student"] == student and row["flags"]}
+
+
+@pytest.mark.parametrize("student", sorted(ATTACKS))
+def test_a_students_attack_on_the_grader_earns_nothing_and_is_flagged(graded, student):
+    run, totals, details, _ = graded
+    if "WITHOUT the sandbox" in run.stdout:
+        pytest.skip("bubblewrap cannot run here (it needs root or user namespaces): the sandbox is off")
+    _, expected_score, messages, expected_flags = ATTACKS[student]
+    if expected_score is None:
+        [row] = [row for row in details if row["student"] == student]
+        assert row["message"].startswith("NOT GRADED: ") and messages in row["message"], row["message"]
+        assert student not in totals
+        return
+    assert totals[student] == expected_score, lost(details, student)
+    if messages is not None:
+        assert set(lost(details, student)) == set(messages) | {NO_GPU}
+        for test, words in messages.items():
+            assert words in lost(details, student)[test]
+    found = flags(details, student)
+    for where, words in expected_flags.items():
+        assert words in found.get(where, ""), found
+
+
+def test_no_attack_reached_the_course_or_a_classmate(graded):
+    run, totals, details, course = graded
+    if "WITHOUT the sandbox" in run.stdout:
+        pytest.skip("bubblewrap cannot run here: the sandbox is off")
+    assert "overwritten by peggy" not in (course / "grading.toml").read_text()
+    assert "overwritten by peggy" not in (course / "gradebook.db").read_bytes().decode(errors="replace")
+    assert totals["alice"] == SOLVED and (course / "submitted" / "alice" / A / "runs").is_dir()
+    feedback = (course / "feedback" / "peggy" / A / "01_single_gpu.html").read_text()
+    snooped = dict(re.findall(r"SNOOPED (\S+) FOUND:([^<\n]*)", feedback))
+    assert snooped, "the function ran and printed what it found"
+    assert not any(name in listing for listing in snooped.values() for name in ("alice", "ipynb", "gradebook")), \
+        snooped
+    assert "BEGIN HIDDEN TESTS" not in feedback
+
+
+def test_copied_job_outputs_are_in_the_plagiarism_table(graded):
+    _, _, _, course = graded
+    with open(course / "grades-plagiarism.csv") as f:
+        rows = list(csv.DictReader(f))
+    shared = {(row["kind"], row["students"]) for row in rows}
+    assert any(kind == "results seal" and "alice" in students and "victor" in students for kind, students in shared)
+    assert any(kind == "job log" and "alice" in students and "victor" in students for kind, students in shared)
+    assert not any("bob" in students for _, students in shared), "the untouched release shares no job output"

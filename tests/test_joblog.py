@@ -23,14 +23,24 @@ def test_run_header_round_trip():
     assert line.startswith("course: run multi_node | job 15.pbs-admin (pbs) | 4 worker(s) on a087, a088: ")
     assert "batch 32 per worker, 128 total | lr 0.2 | seed 0 | communicator pure_nccl" in line
     assert joblog.run_headers(line) == [{"stage": "multi_node", "job": "15.pbs-admin", "scheduler": "pbs",
-                                        "workers": 4}]
+                                        "workers": 4, "devices": ["@cupy:0", "@cupy:1", "@cupy:0", "@cupy:1"],
+                                        "gpu_model": None}]
+
+
+def test_run_header_names_the_gpu_model():
+    line = header(gpu_model="Tesla P100-PCIE-16GB").format()
+    assert "4 worker(s) on a087, a088: @cupy:0, @cupy:1, @cupy:0, @cupy:1 (Tesla P100-PCIE-16GB) | batch 32" in line
+    [read] = joblog.run_headers(line)
+    assert read["devices"] == ["@cupy:0", "@cupy:1", "@cupy:0", "@cupy:1"]
+    assert read["gpu_model"] == "Tesla P100-PCIE-16GB"
 
 
 def test_run_header_without_a_job_or_learning_rate():
     line = header(stage="single_gpu", job_id=None, scheduler=None, workers=1, hosts=["laptop"], devices=["@numpy"],
                   learning_rate=None, communicator=None).format()
     assert "| no job |" in line and "lr n/a" in line
-    assert joblog.run_headers(line) == [{"stage": "single_gpu", "job": None, "scheduler": None, "workers": 1}]
+    assert joblog.run_headers(line) == [{"stage": "single_gpu", "job": None, "scheduler": None, "workers": 1,
+                                        "devices": ["@numpy"], "gpu_model": None}]
 
 
 def test_every_run_header_of_a_log_is_read_with_the_allreduce_setting():
@@ -42,6 +52,30 @@ def test_every_run_header_of_a_log_is_read_with_the_allreduce_setting():
     log = f"mpiexec -n 1 ...\n{first}\nepoch  main/loss\n{second}\n"
     assert [(h["job"], h["workers"]) for h in joblog.run_headers(log)] == [("3.local", 1), ("4.local", 2)]
     assert joblog.run_headers("course: run single_gpu was not started\n") == []
+
+
+@pytest.mark.parametrize("template,ranks", [
+    ("mpiexec -n 4 --hostfile /tmp/h --bind-to core", 4),
+    ("mpirun --mca btl_openib_want_cuda_gdr 1 -np 4 -machinefile /tmp/h -npernode 2", 4),
+    ("srun --ntasks=4 --cpus-per-task 1 -c 1", 4),
+    ("mpiexec --hostfile /tmp/h", None),  # Open MPI then starts one rank per slot of the host file
+])
+def test_launch_lines_round_trip_with_the_launcher_s_rank_count(template, ranks):
+    slots = joblog.launch_line("15.pbs-admin", "pbs", [("a087", 2), ("a088", 2)])
+    assert slots == "course launch: job 15.pbs-admin (pbs); 4 slot(s) on 2 node(s): a087 x2, a088 x2"
+    command = joblog.launch_command_line([*template.split(), "python", "train.py", "-n", "9"])
+    warning = "course launch: warning: 2 ranks per node but this node has 1 GPU(s); ranks past the last GPU cannot"
+    assert joblog.launches(f"{slots}\n{warning}\n{command}\ncourse: run ...\n") == [
+        {"job": "15.pbs-admin", "scheduler": "pbs", "slots": 4, "nodes": 2, "command_ranks": ranks}]
+
+
+def test_a_log_of_an_older_kit_reads_as_the_same_launch():
+    log = ("course launch: job 2.local (local); 1 slot(s) on 1 node(s): localhost x1\n"
+           "course launch: /v/bin/mpiexec -n 1 --hostfile /tmp/course-launch-8ao2eqw5/hostfile --bind-to core python "
+           "train_cifar_multi_node.py --model vgg\n")
+    assert joblog.launches(log) == [{"job": "2.local", "scheduler": "local", "slots": 1, "nodes": 1,
+                                     "command_ranks": 1}]
+    assert joblog.launches("course launch: nothing to launch\n  -> python -m course launch -- python train.py\n") == []
 
 
 def test_throughput_line_round_trip():

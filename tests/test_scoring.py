@@ -59,9 +59,12 @@ def make_run(folder, stage: str, number: int, images_per_sec: float, workers: in
     if log:
         header = joblog.RunHeader(stage=stage, job_id=job_id, scheduler="local", workers=logged_workers or workers,
                                   hosts=record["hosts"], devices=devices, batch_per_worker=32, learning_rate=0.05,
-                                  seed=0, communicator=communicator, allreduce=allreduce)
+                                  seed=0, communicator=communicator, allreduce=allreduce, gpu_model=record["gpu_model"])
         rate = images_per_sec if logged_images_per_sec is None else logged_images_per_sec
-        lines = [header.format(), "epoch  main/loss", joblog.throughput_line(rate, 40, 5, 3),
+        launched = [joblog.launch_line(job_id, "local", [("n1", workers)]),
+                    joblog.launch_command_line(["mpiexec", "-n", str(workers), job.script])] \
+            if stage == stages.MULTI_NODE.name else []
+        lines = [*launched, header.format(), "epoch  main/loss", joblog.throughput_line(rate, 40, 5, 3),
                  joblog.results_line(path.relative_to(folder), digest), joblog.end_line(job_id, 0)]
         (folder / joblog.log_name(job.job_script, number)).write_text("\n".join(lines) + "\n")
     return path, digest
@@ -80,7 +83,8 @@ def test_a_traced_run_gets_its_points(folder, capsys):
     make_run(folder, "single_gpu", 1, 51.123)
     assert scoring.grade_run("single_gpu", 3, folder) == 3
     out = capsys.readouterr().out
-    assert out == ("OK: single_gpu-1.local (job 1.local): 51.1 img/s on 1 worker(s), "
+    assert out == ("note: job 1.local was not checked against the scheduler's records: the local scheduler keeps no "
+                   "accounting\nOK: single_gpu-1.local (job 1.local): 51.1 img/s on 1 worker(s), "
                    "traced to run_single_gpu_training.sh.o1\n")
 
 
@@ -201,19 +205,39 @@ def test_cpu_runs_below_their_last_tier_or_above_their_ceiling_get_nothing(folde
     assert words in failure(scoring.grade_efficiency, "multi_node", 3, folder)
 
 
-def test_a_stage_without_a_cpu_table_uses_its_own_tiers_on_cpus(folder):
+def test_a_stage_2_run_on_cpus_earns_nothing(folder):
+    """Stage 2 is MultiprocessParallelUpdater on GPUs: a CPU run, e.g. one forged with the kit's writer, is refused."""
     make_run(folder, "single_gpu", 1, 100.0, device_kind="cpu")
     make_run(folder, "multi_gpu", 2, 140.0, workers=2, device_kind="cpu")
-    assert scoring.grade_efficiency("multi_gpu", 4, folder) == 2  # 0.7: the middle tier of multi_gpu
+    message = failure(scoring.grade_efficiency, "multi_gpu", 4, folder)
+    assert "a multi_gpu run trains on GPUs, and this one shows devices @numpy, @numpy with GPU model none" in message
 
 
-def test_the_run_on_the_most_workers_below_the_ceiling_is_graded(folder, capsys):
+def test_the_run_earning_the_most_below_the_ceiling_is_graded(folder, capsys):
     make_run(folder, "single_gpu", 1, 100.0)
-    make_run(folder, "multi_node", 2, 190.0, workers=2, communicator="pure_nccl")
+    make_run(folder, "multi_node", 2, 190.0, workers=2, communicator="pure_nccl")  # 0.95
     make_run(folder, "multi_node", 3, 440.0, workers=4, communicator="pure_nccl")  # 1.1: implausible
     make_run(folder, "multi_node", 4, 240.0, workers=4, communicator="non_cuda_aware")  # 0.6
-    assert scoring.grade_efficiency("multi_node", 3, folder) == 1.5
-    assert "multi_node-4.local (job 4.local): 240.0 img/s on 4 workers" in capsys.readouterr().out
+    assert scoring.grade_efficiency("multi_node", 3, folder) == 3
+    assert "multi_node-2.local (job 2.local): 190.0 img/s on 2 workers" in capsys.readouterr().out
+
+
+def test_an_extra_run_on_more_workers_never_lowers_the_efficiency_points(folder):
+    make_run(folder, "single_gpu", 1, 100.0)
+    make_run(folder, "multi_node", 2, 180.0, workers=2, communicator="pure_nccl")  # 0.9: all the points
+    assert scoring.grade_efficiency("multi_node", 3, folder) == 3
+    make_run(folder, "multi_node", 3, 220.0, workers=4, communicator="pure_nccl")  # 0.55: half
+    assert scoring.grade_efficiency("multi_node", 3, folder) == 3
+    make_run(folder, "multi_node", 4, 90.0, workers=8, communicator="pure_nccl")  # 0.11: nothing
+    assert scoring.grade_efficiency("multi_node", 3, folder) == 3
+
+
+def test_efficiency_is_the_best_against_any_comparable_stage_1_run(folder, capsys):
+    make_run(folder, "single_gpu", 1, 100.0, age=60)
+    make_run(folder, "multi_node", 2, 180.0, workers=2, communicator="pure_nccl")  # 0.9 against job 1
+    make_run(folder, "single_gpu", 3, 100.0, width=8)  # newer, and another model width: compares with nothing
+    assert scoring.grade_efficiency("multi_node", 3, folder) == 3
+    assert "against 100.0 img/s on 1 in single_gpu-1.local (job 1.local)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("change,difference", [
@@ -252,8 +276,16 @@ def comparison_runs(folder, settings):
 def test_two_rank_counts_and_two_settings_pass_the_comparison(folder, capsys):
     comparison_runs(folder, [(1, None), (2, None), (2, "ring")])
     assert scoring.grade_comparisons(1, folder) == 1
-    assert capsys.readouterr().out == ("OK: stage-3 runs compare rank counts [1, 2] and communication settings "
-                                       "['naive', 'naive/ring']\n")
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "OK: stage-3 runs compare rank counts [1, 2] and communication settings ['naive', 'naive/ring']"
+    assert out[:-1] == [f"note: job {n}.local was not checked against the scheduler's records: the local scheduler "
+                        "keeps no accounting" for n in (1, 2, 3)]
+
+
+def test_an_extra_run_never_lowers_the_comparison(folder):
+    comparison_runs(folder, [(1, None), (2, None), (2, "ring"), (4, None)])
+    (folder / "run_multi_node_training.sh.o4").write_text("forged\n")  # an extra run that does not count
+    assert scoring.grade_comparisons(1, folder) == 1
 
 
 @pytest.mark.parametrize("settings,covered", [

@@ -223,8 +223,9 @@ def play_small_student(workdir: Path) -> Path:
     return demo.play_student(paths.kit_root(), workdir / "play", echo=lambda line: None, env=env)
 
 
-def autograde_time(workdir: Path, repeats: int, student: Path | None = None) -> dict:
-    """Seconds per submission and per notebook of `course grade` on a solved student run (played if not given)."""
+def autograde_time(workdir: Path, repeats: int, student: Path | None = None, jobs: int = 0) -> dict:
+    """`course grade`'s time for `repeats` copies of a solved student run (played if not given), sandbox on:
+    wall seconds for the class, per submission, and each submission's own verification time."""
     import shutil
 
     from course.instructor import autograde, demo
@@ -234,10 +235,14 @@ def autograde_time(workdir: Path, repeats: int, student: Path | None = None) -> 
     for i in range(repeats):
         shutil.copytree(student, course / "submitted" / f"student{i}" / paths.ASSIGNMENT)
     db_url = autograde.prepare(course)
-    outcomes = autograde.autograde(course, course / "submitted", [f"student{i}" for i in range(repeats)], db_url)
-    notebooks = len(demo.NOTEBOOKS)
-    return {"seconds_per_submission": outcomes[0].seconds, "seconds_per_notebook": outcomes[0].seconds / notebooks,
-            "notebooks": notebooks, "submissions": repeats, "scores": [o.score for o in outcomes]}
+    started = time.monotonic()
+    outcomes = autograde.autograde(course, course / "submitted", [f"student{i}" for i in range(repeats)], db_url,
+                                   jobs)
+    wall = time.monotonic() - started
+    verified = [o.seconds for o in outcomes]
+    return {"wall_seconds": wall, "seconds_per_submission": wall / repeats, "jobs": jobs or os.cpu_count(),
+            "verify_seconds_median": statistics.median(verified), "verify_seconds_max": max(verified),
+            "notebooks": len(demo.NOTEBOOKS), "submissions": repeats, "scores": [o.score for o in outcomes]}
 
 
 def _fmt(values: list[float], digits: int = 3) -> str:
@@ -253,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--pairs", type=int, default=3, help="1-rank/2-rank run pairs")
     parser.add_argument("--out", type=Path, default=Path("build/bench/bench.json"))
+    parser.add_argument("--class-size", type=int, default=6, help="submissions graded for (c)")
     args = parser.parse_args(argv)
     os.environ.update(mpi.ONE_THREAD)
     # The bench's own data set, in its own folder: the user's data stays untouched.
@@ -280,10 +286,11 @@ def main(argv: list[str] | None = None) -> int:
           f"    end to end, {args.pairs} run pairs: efficiency {_fmt(e2e['efficiency_per_pair'])} "
           f"({_fmt(e2e['images_per_sec_2'], 1)} / {_fmt(e2e['images_per_sec_1'], 1)} img/s)", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        grading = autograde_time(Path(tmp), repeats=3)
-    print(f"(c) autograde: {grading['seconds_per_notebook']:.1f} s per notebook "
-          f"({grading['seconds_per_submission']:.1f} s per submission of {grading['notebooks']} notebooks, "
-          f"{grading['submissions']} graded in one nbgrader run)", flush=True)
+        grading = autograde_time(Path(tmp), repeats=args.class_size)
+    print(f"(c) course grade, sandbox on: {grading['submissions']} submissions in {grading['wall_seconds']:.0f} s "
+          f"({grading['seconds_per_submission']:.1f} s per submission, {grading['jobs']} verified at a time; one "
+          f"verification {grading['verify_seconds_median']:.1f} s median, {grading['verify_seconds_max']:.1f} s "
+          f"max); 100 submissions: about {100 * grading['seconds_per_submission'] / 60:.1f} min", flush=True)
     report = {"settings": vars(args) | {"out": str(args.out)}, "machine": {"cpus": os.cpu_count()},
               "loop_overhead": overhead, "weak_scaling": scaling, "autograde": grading,
               "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}

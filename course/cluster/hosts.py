@@ -35,11 +35,6 @@ class JobEnvironment:
     def per_node(self) -> int:
         return max((slots for _, slots in self.hosts), default=1)
 
-    def describe(self) -> str:
-        where = ", ".join(f"{h} x{n}" for h, n in self.hosts)
-        job = f"job {self.job_id} ({self.scheduler})" if self.job_id else "no scheduler"
-        return f"{job}; {self.nprocs} slot(s) on {self.nodes} node(s): {where}"
-
 
 _HOST = r"(?:[^,\[\]]|\[[^\[\]]*\])+"  # a name, with bracketed number ranges anywhere in it
 

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course import gpu, paths
+from course import gpu, joblog, paths
 from course.cluster import hosts, mpi, procs
 from course.errors import JobError
 
@@ -76,12 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     template = os.environ.get("COURSE_MPIEXEC") or DEFAULT_TEMPLATE
     with tempfile.TemporaryDirectory(prefix="course-launch-") as tmp:
         argv_, extra = build(job, command, template, write_hostfile(job, Path(tmp)), args.allreduce)
-        print(f"course launch: {job.describe()}", flush=True)
+        print(joblog.launch_line(job.job_id, job.scheduler, job.hosts), flush=True)
         found = gpu.visible_gpus()
         if found.count and job.per_node > found.count:
             print(f"course launch: warning: {job.per_node} ranks per node but this node has {found.count} GPU(s); "
                   "ranks past the last GPU cannot bind one", flush=True)
-        print(f"course launch: {shlex.join(argv_)}", flush=True)
+        print(joblog.launch_command_line(argv_), flush=True)
         return run(argv_, {**os.environ, **extra})
 
 

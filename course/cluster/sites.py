@@ -15,12 +15,15 @@ import string
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import jsonschema
 
 from course import paths
 from course.cluster import siteenv
 from course.errors import SiteError
+
+if TYPE_CHECKING:
+    import jsonschema
 
 BEGIN = "# >>> site directives: written by `python -m course site apply` >>>"
 END = "# <<< site directives <<<"
@@ -170,6 +173,8 @@ def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> S
 
 def validate(data: dict, where: str, text: str) -> None:
     """SiteError for the first problem PROFILE_SCHEMA finds; unknown keys first, as they explain the rest."""
+    import jsonschema  # here, not at the top: it takes a second to import, and only profiles need it
+
     errors = jsonschema.Draft202012Validator(PROFILE_SCHEMA).iter_errors(data)
     first = min(errors, key=lambda e: (e.validator != "additionalProperties", e.validator != "required",
                                        [str(p) for p in e.absolute_path]), default=None)

@@ -4,11 +4,14 @@
     python -m course grade path/to/submitted    # another folder in nbgrader's submitted/ layout
     python -m course grade --exchange /srv/nbgrader/exchange   # collect from an exchange first
 
-It drives nbgrader's own apps (generate_assignment into the gradebook, collect, autograde,
-generate_feedback, export). nbgrader's autograde carries on past a submission it cannot grade and
-names it in its log; this command reads that log, so a broken submission is named in the summary
-and never stops the others. Exit status: 0 when every submission was graded (a score of 0 is a
-grade), 1 when some could not be, 2 when grading could not start at all.
+Every submission is first verified in its own sandboxed process, several at a time
+(course.instructor.verify: the student's functions only, each test in a clean child process); nbgrader's
+autograde then scores the outputs the verifier produced (its Execute step replaced, in nbgrader_config.py),
+so no student code runs in nbgrader or a kernel. It drives nbgrader's own apps (generate_assignment into
+the gradebook, collect, autograde, generate_feedback, export). nbgrader's autograde carries on past a
+submission it cannot grade and names it in its log; this command reads that log, so a broken
+submission is named in the summary and never stops the others. Exit status: 0 when every submission
+was graded (a score of 0 is a grade), 1 when some could not be, 2 when grading could not start at all.
 
 grades.csv is nbgrader's export without the submissions that could not be graded: the export would
 give them whatever partial score the gradebook holds, which is not a grade. Those are named, with
@@ -37,6 +40,7 @@ from pathlib import Path
 from course import paths
 from course.errors import GradingError
 from course.fileio import atomic_file
+from course.instructor import nbgrader_hook, plagiarism, sandbox, verify
 
 ASSIGNMENT = paths.ASSIGNMENT
 LOCK = "gradebook.lock"
@@ -50,6 +54,7 @@ class Part:
     max_score: float
     message: str = ""
     by_hand: bool = False  # a written answer: the instructor grades it in the Formgrader
+    flags: list[str] = field(default_factory=list)  # what the instructor should look at (not a score)
 
 BY_HAND = "a written answer: grade it by hand in the Formgrader"
 UNANSWERED = "a written answer left as it was released (nbgrader scores it 0)"
@@ -65,11 +70,12 @@ class Outcome:
     parts: list[Part] = field(default_factory=list)
     failure: str = ""
     missing: list[str] = field(default_factory=list)  # notebooks not handed in, e.g. 03_multi_node.ipynb
+    flags: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (notebook, test or "") -> notes
 
 
-def _nbgrader(args: list[str], root: Path, extra: list[str] = (), timeout: float | None = None
-              ) -> subprocess.CompletedProcess:
-    env = paths.tool_environment()
+def _nbgrader(args: list[str], root: Path, extra: list[str] = (), timeout: float | None = None,
+              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**paths.tool_environment(), **(env or {})}
     env["COURSE_GRADING_CONFIG"] = str(root / "grading.toml")
     command = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={root}", *extra]
     return subprocess.run(command, cwd=root, capture_output=True, text=True, env=env, timeout=timeout)
@@ -132,7 +138,8 @@ def _read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) 
                         message = BY_HAND if grade.needs_manual_grade else UNANSWERED if score < grade.max_score else ""
                     else:
                         message = messages.get(grade.name, "") if score < grade.max_score else ""
-                    outcome.parts.append(Part(notebook.name, grade.name, score, grade.max_score, message, by_hand))
+                    outcome.parts.append(Part(notebook.name, grade.name, score, grade.max_score, message, by_hand,
+                                              outcome.flags.get((notebook.name, grade.name), [])))
 
 
 def check_course_folder(root: Path) -> None:
@@ -198,23 +205,60 @@ def _failures(log: str, students: list[str]) -> dict[str, str]:
     return failures
 
 
-def autograde(root: Path, submitted: Path, students: list[str], db_url: str) -> list[Outcome]:
-    """nbgrader autograde over every submission, in one process; outcomes read from the gradebook."""
-    started = time.monotonic()
-    common = [f"--CourseDirectory.submitted_directory={submitted}", f"--CourseDirectory.db_url={db_url}"]
-    try:
-        run = _nbgrader(["autograde", ASSIGNMENT, "--create", "--force"], root, common, timeout=6 * 3600)
-        log = run.stdout + run.stderr
-    except subprocess.TimeoutExpired:
-        raise GradingError("nbgrader autograde ran for more than 6 hours",
-                           "grade fewer submissions at a time") from None
-    seconds = (time.monotonic() - started) / max(1, len(students))
+def verify_all(root: Path, submitted: Path, students: list[str], verdicts: Path, jobs: int,
+               cell_timeout: float) -> dict[str, tuple[float, dict, str]]:
+    """Verify every submission, `jobs` at a time, each in its own sandboxed process; leave the verdicts in
+    `verdicts` for nbgrader's step. {student: (seconds, flags by (notebook, test), failure or "")}."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    plans = verify.plans(root / "solutions" / ASSIGNMENT)
+    hidden = verify.private_paths(root, submitted)
+
+    def one(student: str) -> tuple[float, dict, str]:
+        folder = submitted / student / ASSIGNMENT
+        started = time.monotonic()
+        try:
+            found = verify.verify(folder, plans, hidden=hidden, grading_config=root / "grading.toml",
+                                  timeout=cell_timeout)
+        except verify.VerificationError as e:
+            nbgrader_hook.write_verdicts(verdicts, student, None, e.message)
+            return time.monotonic() - started, {}, e.message
+        nbgrader_hook.write_verdicts(verdicts, student, found)
+        flags = {(Path(v.notebook).stem, test): notes for v in found for test, notes in v.flags.items()}
+        if verify.shadowing(folder):
+            flags[("", "")] = verify.shadowing(folder)
+        for v in found:
+            for test in verify.disagreements(folder / v.notebook, v):
+                flags.setdefault((Path(v.notebook).stem, test), []).append(
+                    "the notebook as handed in shows this test passing, the grader's run fails it "
+                    "(changed after it ran, or tampering)")
+        return time.monotonic() - started, flags, ""
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return dict(zip(students, pool.map(one, students)))
+
+
+def autograde(root: Path, submitted: Path, students: list[str], db_url: str, jobs: int = 0,
+              cell_timeout: float = verify.CELL_TIMEOUT) -> list[Outcome]:
+    """Verify every submission, then nbgrader autograde over them in one process; outcomes from the gradebook."""
+    with tempfile.TemporaryDirectory(prefix="course-verdicts-") as verdicts:
+        verified = verify_all(root, submitted, students, Path(verdicts), jobs or os.cpu_count() or 1, cell_timeout)
+        common = [f"--CourseDirectory.submitted_directory={submitted}", f"--CourseDirectory.db_url={db_url}"]
+        try:
+            run = _nbgrader(["autograde", ASSIGNMENT, "--create", "--force"], root, common, timeout=6 * 3600,
+                            env={nbgrader_hook.VERDICTS: verdicts})
+            log = run.stdout + run.stderr
+        except subprocess.TimeoutExpired:
+            raise GradingError("nbgrader autograde ran for more than 6 hours",
+                               "grade fewer submissions at a time") from None
     failures = _failures(log, students)
+    failures.update({student: failure for student, (_, _, failure) in verified.items() if failure})
     if run.returncode != 0 and not failures:
         raise GradingError(f"nbgrader autograde failed: {_last_error(log)}", "see nbgrader's log above")
     outcomes = []
     for student in students:
-        outcome = Outcome(student, student not in failures, seconds, failure=failures.get(student, ""))
+        seconds, flags, _ = verified[student]
+        outcome = Outcome(student, student not in failures, seconds, failure=failures.get(student, ""), flags=flags)
         if outcome.graded:
             _read_gradebook(root, submitted, db_url, outcome)
         outcomes.append(outcome)
@@ -251,12 +295,16 @@ def _drop_rows(path: Path, students: set[str]) -> None:
 def write_details(outcomes: list[Outcome], path: Path) -> None:
     with atomic_file(path, "w") as f:
         writer = csv.writer(f)
-        writer.writerow(["student", "notebook", "test", "score", "max_score", "message"])
+        writer.writerow(["student", "notebook", "test", "score", "max_score", "message", "flags"])
         for outcome in outcomes:
             if not outcome.graded:
-                writer.writerow([outcome.student, "", "", "", "", f"NOT GRADED: {outcome.failure}"])
+                writer.writerow([outcome.student, "", "", "", "", f"NOT GRADED: {outcome.failure}", ""])
+            for (notebook, test), notes in sorted(outcome.flags.items()):
+                if not test:  # about the notebook as a whole
+                    writer.writerow([outcome.student, notebook, "", "", "", "", " | ".join(notes)])
             for part in outcome.parts:
-                writer.writerow([outcome.student, part.notebook, part.test, part.score, part.max_score, part.message])
+                writer.writerow([outcome.student, part.notebook, part.test, part.score, part.max_score, part.message,
+                                 " | ".join(part.flags)])
 
 
 def summary(outcomes: list[Outcome]) -> str:
@@ -272,6 +320,8 @@ def summary(outcomes: list[Outcome]) -> str:
                                  for name, parts in sorted(by_notebook.items()))
         lines.append(f"{outcome.student}: {outcome.score:g}/{outcome.max_score:g} ({per_notebook})")
         lines += [f"    {name}: not handed in" for name in outcome.missing]
+        lines += [f"    FLAG {' '.join(filter(None, (notebook, test))) or 'submission'}: {note}"
+                  for (notebook, test), notes in sorted(outcome.flags.items()) for note in notes]
         for part in outcome.parts:
             if part.score < part.max_score and not part.by_hand and f"{part.notebook}.ipynb" not in outcome.missing:
                 lines.append(f"    {part.notebook} {part.test}: {part.score:g}/{part.max_score:g}  {part.message}")
@@ -287,6 +337,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exchange", type=Path, default=None, help="nbgrader collect from this exchange first")
     parser.add_argument("--out", type=Path, default=None, help="the gradebook CSV (default: <course>/grades.csv)")
     parser.add_argument("--no-feedback", dest="feedback", action="store_false")
+    parser.add_argument("--jobs", "-j", type=int, default=0,
+                        help="submissions verified at a time (default: one per CPU core)")
+    parser.add_argument("--cell-timeout", type=float, default=verify.CELL_TIMEOUT,
+                        help="seconds a test cell may run (default %(default)g)")
     args = parser.parse_args(argv)
     root = (args.course_dir or paths.kit_root()).resolve()
     check_course_folder(root)
@@ -308,19 +362,26 @@ def _grade(root: Path, args: argparse.Namespace) -> int:
     if not students:
         raise GradingError(f"no submissions in {submitted} (expected <student>/{ASSIGNMENT}/)",
                            "give the folder that holds the students' folders")
+    verify.check_sandbox()
     print(f"grading {len(students)} submission(s) of {ASSIGNMENT} from {submitted}", flush=True)
-    outcomes = autograde(root, submitted, students, db_url)
+    outcomes = autograde(root, submitted, students, db_url, args.jobs, args.cell_timeout)
     if args.feedback:
         feedback(root, submitted, db_url)
     out = (args.out or root / "grades.csv").resolve()
     export(root, db_url, out, outcomes)
     details = out.with_name(out.stem + "-details.csv")
     write_details(outcomes, details)
+    shared = out.with_name(out.stem + "-plagiarism.csv")
+    copied = plagiarism.find({student: submitted / student / ASSIGNMENT for student in students})
+    plagiarism.write_csv(copied, shared)
+    if copied:
+        print(f"plagiarism: {len(copied)} job output(s) shared between submissions, in {shared}", file=sys.stderr)
     print("\n" + summary(outcomes))
     notebooks = len(list((root / "solutions" / ASSIGNMENT).glob("*.ipynb")))
-    per_student = outcomes[0].seconds
-    print(f"\nautograde: {per_student:.1f} s per student ({per_student / max(1, notebooks):.1f} s per notebook, "
-          f"nbgrader's start-up shared)")
+    per_student = sum(o.seconds for o in outcomes) / len(outcomes)
+    print(f"\nverified: {per_student:.1f} s per student ({per_student / max(1, notebooks):.1f} s per notebook), "
+          f"{args.jobs or os.cpu_count()} at a time" + ("" if sandbox.enabled() else
+                                                         f"; WITHOUT the sandbox ({sandbox.SWITCH}=off)"))
     print(f"gradebook: {out} (nbgrader export), per test: {details}"
           + (f"; feedback: {root / 'feedback'}" if args.feedback else ""))
     failed = [o.student for o in outcomes if not o.graded]

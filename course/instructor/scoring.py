@@ -3,7 +3,8 @@
 The hidden tests of the notebooks call these: a traced run of a stage, its weak-scaling
 efficiency against the student's own stage-1 run (in credit tiers), and stage 3's comparison.
 Each either returns the points it gives or raises CheckFailed saying why it gives none;
-course.evidence decides which runs count.
+course.evidence decides which runs count (against the scheduler's records where it can reach them,
+grading.toml [accounting]). Each grade is the best the traced runs support: a run more never costs points.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import os
 import tomllib
 from pathlib import Path
 
-from course import evidence, results, stages
+from course import evidence, paths, results, stages
 from course.errors import GradingError
 from course.evidence import Run, comparable, efficiency
 from course.notebook.checks import fail, passed
@@ -33,9 +34,24 @@ def config() -> dict:
                        "grade inside the kit's course folder, or set COURSE_GRADING_CONFIG")
 
 
+def accounting(folder: Path) -> evidence.Accounting:
+    """What runs are checked against: the scheduler's records, for the student whose nbgrader folder this is
+    (<student>/<assignment>), with their cluster user from grading.toml [accounting] users."""
+    settings = config().get("accounting", {})
+    where = Path(folder).resolve()
+    student = where.parent.name if where.name == paths.ASSIGNMENT else None
+    return evidence.Accounting(student, (settings.get("users") or {}).get(student), settings.get("enabled", True))
+
+
+def _notes(*runs: Run) -> None:
+    for run in runs:
+        for note in run.notes:
+            print(f"note: {note}")
+
+
 def _latest_traced(stage: str, folder: Path) -> Run:
     __tracebackhide__ = True
-    found = evidence.runs(stage, folder)
+    found = evidence.runs(stage, folder, accounting(folder))
     if not found:
         fail(f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}/",
               "submit the stage's job and hand in runs/ with its log (<job script>.o<number>)")
@@ -50,8 +66,7 @@ def grade_run(stage: str, points: float, folder: Path = Path(".")) -> float:
     """Full points for a traced, complete run of `stage`; CheckFailed (no points) otherwise."""
     __tracebackhide__ = True
     run = _latest_traced(stage, folder)
-    for note in run.notes:
-        print(f"note: {note}")
+    _notes(run)
     passed(f"{run.describe()}: {run.images_per_sec:.1f} img/s on {run.workers} worker(s), traced to {run.log.name}")
     return points
 
@@ -67,54 +82,67 @@ def _limits(stage: str, kind: str) -> tuple[list, float]:
     return sorted(tiers, reverse=True), ceiling
 
 
-def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> float:
-    """Points by weak-scaling efficiency: the best traced `stage` run on the most workers that
-    stays below the sanity ceiling, against the student's own stage-1 run."""
+def _baselines(folder: Path, checked: evidence.Accounting) -> list[Run]:
+    """The traced stage-1 runs, oldest first; CheckFailed when there is none."""
     __tracebackhide__ = True
-    base = evidence.baseline(folder)
-    if base is None:
+    bases = [run for run in evidence.runs(stages.BASELINE.name, folder, checked) if run.traced]
+    if not bases:
         fail("no traced stage-1 run to compare with", "stage 1's results and job log must come with the submission")
-    found = evidence.runs(stage, folder)
+    return bases
+
+
+def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> float:
+    """Points by weak-scaling efficiency: the most any traced `stage` run on 2 or more workers earns against
+    a traced stage-1 run it compares with, at or below the sanity ceiling."""
+    __tracebackhide__ = True
+    checked = accounting(folder)
+    bases = _baselines(folder, checked)
+    found = evidence.runs(stage, folder, checked)
     if not found:
         fail(f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}/",
               "submit the stage's job where it can run (stage 2 needs a node with 2 or more GPUs) and hand in "
               "runs/ with the job log")
-    candidates = [run for run in found if run.traced and run.workers > 1 and not comparable(run, base)]
-    if not candidates:
+    pairs = [(run, base) for run in found if run.traced and run.workers > 1 for base in bases
+             if not comparable(run, base)]
+    if not pairs:
         untraced = [run for run in found if run.workers > 1]
-        why = "; ".join(run.problems[0] if run.problems else comparable(run, base)[0] for run in untraced[-3:])
+        why = "; ".join(run.problems[0] if run.problems else comparable(run, bases[-1])[0] for run in untraced[-3:])
         fail(f"no traced {stage} run on 2 or more workers compares with stage 1 ({why or 'none found'})",
               "run every stage with the same site settings (model, width, batch per worker, data set)")
-    tiers, ceiling = _limits(stage, base.record.get("device_kind", "gpu"))
-    most = max(run.workers for run in candidates)
-    ranked = sorted((run for run in candidates if run.workers == most), key=lambda run: efficiency(run, base))
-    plausible = [run for run in ranked if efficiency(run, base) <= ceiling]
-    best = plausible[-1] if plausible else ranked[0]
-    value = efficiency(best, base)
+    graded = []  # (share, None above the ceiling; efficiency; tier reached; ceiling; lowest tier; run; base)
+    for run, base in pairs:
+        tiers, ceiling = _limits(stage, base.record.get("device_kind", "gpu"))
+        value = efficiency(run, base)
+        minimum, share = next(((minimum, share) for minimum, share in tiers if value >= minimum), (None, 0.0))
+        graded.append((share if value <= ceiling else None, value, minimum, ceiling, tiers[-1][0] if tiers else 0,
+                       run, base))
+    plausible = [entry for entry in graded if entry[0] is not None]
+    share, value, minimum, ceiling, lowest, best, base = (max(plausible, key=lambda e: (e[0], e[1])) if plausible
+                                                          else min(graded, key=lambda e: e[1]))
     measured = (f"{best.describe()}: {best.images_per_sec:.1f} img/s on {best.workers} workers against "
                 f"{base.images_per_sec:.1f} img/s on 1 in {base.describe()}: efficiency {value:.3f}")
-    if value > ceiling:
+    if share is None:
         fail(f"{measured}, above {ceiling}: more than linear speedup means the runs do not compare",
               "run stage 1 and this stage again with the same settings, on the same kind of node")
-    for minimum, share in tiers:
-        if value >= minimum:
-            print(f"{measured} >= {minimum}: {share:.0%} of the points")
-            return round(points * share, 3)
-    lowest = tiers[-1][0] if tiers else 0
-    fail(f"{measured}, below {lowest}",
-          "look at the job log: too few steady iterations, other jobs on the node, or too small a batch per "
-          "worker for the communication to hide behind")
+    if not share:
+        fail(f"{measured}, below {lowest}",
+              "look at the job log: too few steady iterations, other jobs on the node, or too small a batch per "
+              "worker for the communication to hide behind")
+    _notes(best, base)
+    print(f"{measured} >= {minimum}: {share:.0%} of the points")
+    return round(points * share, 3)
 
 
 def grade_comparisons(points: float, folder: Path = Path(".")) -> float:
     """Stage 3: traced runs with at least two rank counts and two communication settings."""
     __tracebackhide__ = True
-    found = evidence.runs(stages.MULTI_NODE.name, folder)
+    found = evidence.runs(stages.MULTI_NODE.name, folder, accounting(folder))
     coverage = evidence.comparison_coverage(found)
     if not coverage.complete:
         left_out = "".join(f"; {run.describe()} does not count: {run.problems[0]}" for run in found if not run.traced)
         fail(f"traced stage-3 runs cover {coverage.describe()}{left_out}",
              f"the comparison needs at least {coverage.NEEDED} of each: run the notebook's comparison cell")
+    _notes(*(run for run in found if run.traced))
     passed(f"stage-3 runs compare {coverage.describe()}")
     return points
 
@@ -154,40 +182,48 @@ def collapse_hint(run: Run, base: Run) -> str:
 
 
 def grade_accuracy_at_scale(points: float, folder: Path = Path(".")) -> float:
-    """Stage 3 on the most ranks with the taught warm-up rule: half the points for reaching the target
-    accuracy, half (in grading.toml's tiers) for its time-to-accuracy speedup over stage 1."""
+    """Stage 3 with the taught warm-up rule, on 2 or more ranks: half the points for reaching the target
+    accuracy, half (in grading.toml's tiers) for the time-to-accuracy speedup over a traced stage-1 run; the
+    most any such run earns."""
     __tracebackhide__ = True
-    base = evidence.baseline(folder)
-    if base is None:
-        fail("no traced stage-1 run to compare with", "stage 1's results and job log must come with the submission")
-    dataset = (base.record.get("dataset") or {}).get("name", "")
-    target = accuracy_target(dataset)
-    if target is None:
-        fail(f"grading.toml sets no accuracy target for the data set {dataset!r}",
+    checked = accounting(folder)
+    bases = _baselines(folder, checked)
+    found = evidence.runs(stages.MULTI_NODE.name, folder, checked)
+    targets = {base.path: accuracy_target((base.record.get("dataset") or {}).get("name", "")) for base in bases}
+    if all(target is None for target in targets.values()):
+        fail(f"grading.toml sets no accuracy target for the data set "
+             f"{(bases[-1].record.get('dataset') or {}).get('name', '')!r}",
              "the instructor adds it under [accuracy] target")
-    candidates = evidence.accuracy_candidates(evidence.runs(stages.MULTI_NODE.name, folder), base)
-    if not candidates:
+    pairs = [(run, base, targets[base.path]) for base in bases if targets[base.path] is not None
+             for run in evidence.accuracy_candidates(found, base)]
+    if not pairs:
         fail(f"no traced stage-3 run on 2 or more workers with the {stages.TAUGHT_LR_RULE} rule compares with "
              "stage 1", "run the notebook's comparison cell and hand in runs/ with the job logs")
-    most = candidates[0].workers
-    reached = [(run, point) for run in candidates if (point := run.time_to_accuracy(target))]
+    reached = [(run, base, target, point) for run, base, target in pairs if (point := run.time_to_accuracy(target))]
     if not reached:
-        best = max(candidates, key=lambda run: run.final_accuracy or 0.0)
-        ended = "made no evaluation" if best.final_accuracy is None else \
-            f"ended at validation accuracy {best.final_accuracy:.3f}"
-        fail(f"{best.describe()} on {most} ranks {ended}, below the target {target}",
-             f"most likely: {collapse_hint(best, base)}")
-    run, point = min(reached, key=lambda pair: pair[1]["seconds"])
-    earned = points / 2
+        run, base, target = max(pairs, key=lambda pair: (pair[0].final_accuracy or 0.0, pair[0].workers))
+        ended = "made no evaluation" if run.final_accuracy is None else \
+            f"ended at validation accuracy {run.final_accuracy:.3f}"
+        fail(f"{run.describe()} on {run.workers} ranks {ended}, below the target {target}",
+             f"most likely: {collapse_hint(run, base)}")
+    earned, run, base, said = max((_accuracy_points(points, *entry) for entry in reached),
+                                  key=lambda graded: (graded[0], graded[1].workers))
+    _notes(run, base)
+    print(said)
+    return earned
+
+
+def _accuracy_points(points: float, run: Run, base: Run, target: float, point: dict) -> tuple[float, Run, Run, str]:
+    """(points, run, base, what to print) for a run that reached `target` at `point`."""
     measured = (f"{run.describe()} reached {target} at epoch {point['epoch']} (iteration {point['iteration']}, "
                 f"{point['seconds']:.0f} s)")
     base_point = base.time_to_accuracy(target)
     if base_point is None:
-        print(f"{measured}; stage 1 ({base.describe()}) never reached it, so there is no speedup to compare")
-        return round(earned, 3)
+        return (round(points / 2, 3), run, base,
+                f"{measured}; stage 1 ({base.describe()}) never reached it, so there is no speedup to compare")
     speedup = base_point["seconds"] / point["seconds"]
     tiers = sorted(config().get("accuracy", {}).get("speedup", {}).get("tiers", []), reverse=True)
     share = next((share for minimum, share in tiers if speedup >= minimum), 0.0)
-    print(f"{measured}; stage 1 took {base_point['seconds']:.0f} s: time-to-accuracy speedup {speedup:.2f} on {most} "
-          f"ranks -> {share:.0%} of the speedup points")
-    return round(earned + points / 2 * share, 3)
+    return (round(points / 2 + points / 2 * share, 3), run, base,
+            f"{measured}; stage 1 took {base_point['seconds']:.0f} s: time-to-accuracy speedup {speedup:.2f} on "
+            f"{run.workers} ranks -> {share:.0%} of the speedup points")

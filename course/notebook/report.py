@@ -249,8 +249,9 @@ def check_accuracy(folder: Path = Path("."), baseline: str | None = None) -> lis
         final = "no evaluation" if run.final_accuracy is None else f"final accuracy {run.final_accuracy:.3f}"
         print(f"{run.describe()}: {run.workers} worker(s){rule}: {final}; {reached}")
     graded = evidence.accuracy_candidates(found, base)
-    if target is not None and any(run.time_to_accuracy(target) for run in graded):
-        print(f"OK: a run on {graded[0].workers} ranks with the {stages.TAUGHT_LR_RULE} rule reached the target.")
+    reached = [run for run in graded if target is not None and run.time_to_accuracy(target)]
+    if reached:
+        print(f"OK: a run on {reached[0].workers} ranks with the {stages.TAUGHT_LR_RULE} rule reached the target.")
     elif target is not None:
         where = f"on {graded[0].workers} ranks" if graded else "on 2 or more ranks"
         print(f"NOT YET: no run {where} with the {stages.TAUGHT_LR_RULE} rule reached {target}: check "

@@ -345,7 +345,8 @@ class _Run:
             hosts=self.hosts, devices=self.devices, batch_per_worker=self.args.batchsize,
             learning_rate=self.record["learning_rate"], seed=self.record["seed"],
             lr_rule=(self.record["lr_schedule"] or {}).get("rule"),
-            communicator=self.record["communicator"], allreduce=self.record["allreduce"]).format()
+            communicator=self.record["communicator"], allreduce=self.record["allreduce"],
+            gpu_model=self.record["gpu_model"]).format()
 
     def write(self, trainer, complete: bool, error: str | None = None) -> str:
         throughput = trainer.get_extension("Throughput").stats()

@@ -1,11 +1,14 @@
-"""Runs under `mpiexec -n 2`: exercises a stage-3 module's functions on two real ranks.
+"""Runs under `mpiexec -n N`: exercises a stage-3 module's functions on N real ranks.
 
-    mpiexec -n 2 python -m course.notebook.checks.mn_probe MODULE.py
+    COURSE_PROBE_HOSTS=node0,node0,node1,node1 mpiexec -n 4 python -m course.notebook.checks.mn_probe MODULE.py
 
 Each part runs on every rank and is recorded separately (an error in one part does not hide
 the others); later parts use the kit's own communicator, data and optimizer, so that each
 part is judged on its own. Rank 0 prints the facts as JSON on its last line; the notebook's
 checks (course.notebook.checks.multi_node) decide what they mean.
+
+COURSE_PROBE_HOSTS names the node of each rank, so that ranks on one machine act as ranks of
+several nodes (comm.rank and comm.intra_rank then differ): see _simulate_hosts.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import contextlib
 import importlib.util
 import io
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -24,10 +28,28 @@ import numpy as np
 from chainer.training import extensions
 
 from course.notebook.checks import example_ids, labelled_dataset, small_args
+from course.notebook.checks.multi_node import BATCH, HOSTS, TEST_PER_RANK, TRAIN_PER_RANK
 from course.runtime import models
 from course.runtime.throughput import Throughput
 
 SEED = 7  # the seed the checks hand to shard_datasets (and SEED + 1)
+
+
+def _simulate_hosts() -> None:
+    """Give this rank the node name HOSTS assigns it, before any communicator exists.
+
+    ChainerMN 7 groups ranks into nodes by MPI.Get_processor_name(): create_communicator gathers every
+    rank's name, and the ranks sharing a name get intra_rank 0, 1, ... in rank order, the names in order of
+    their first rank inter_rank 0, 1, ... (chainermn/communicators/_communication_utility.py, init_ranks).
+    On one machine all ranks share its host name; the kit's probe (trusted code, before the student's
+    module is loaded) answers with the simulated names instead. Nothing else of MPI changes.
+    """
+    names = os.environ.get(HOSTS)
+    if names:
+        from mpi4py import MPI
+
+        name = names.split(",")[MPI.COMM_WORLD.rank]
+        MPI.Get_processor_name = lambda: name
 
 
 def _error(e: BaseException, module_path: str) -> str:
@@ -53,13 +75,12 @@ def _run_parts(module, comm, path: str) -> dict:
                 "intra_rank": getattr(own, "intra_rank", None)}
 
     def devices():
-        return {"gpu": str(module.device_for_rank(comm, True)), "cpu": str(module.device_for_rank(comm, False)),
-                "intra_rank": comm.intra_rank}
+        return {"gpu": str(module.device_for_rank(comm, True)), "cpu": str(module.device_for_rank(comm, False))}
 
     def shards():
         def split(seed: int) -> dict:
-            train = labelled_dataset(64) if comm.rank == 0 else None
-            test = labelled_dataset(32, seed=1) if comm.rank == 0 else None
+            train = labelled_dataset(TRAIN_PER_RANK * comm.size) if comm.rank == 0 else None
+            test = labelled_dataset(TEST_PER_RANK * comm.size, seed=1) if comm.rank == 0 else None
             got = module.shard_datasets(train, test, comm, seed)
             # None on rank 1 is the usual mistake (no scatter): a finding for the check, not a crash
             return {"train": None if got[0] is None else example_ids(got[0]),
@@ -80,12 +101,14 @@ def _run_parts(module, comm, path: str) -> dict:
                 "weights": float(np.abs(model.predictor.W.array).sum())}
 
     def trainer():
-        args = small_args("multi_node", epoch=1, batchsize=8, warmup=1)
+        args = small_args("multi_node", epoch=1, batchsize=BATCH, warmup=1)
         model = L.Classifier(models.build("vgg", width=2))
         optimizer = chainermn.create_multi_node_optimizer(chainer.optimizers.MomentumSGD(0.05), comm)
         optimizer.setup(model)
-        train = chainermn.scatter_dataset(labelled_dataset(32) if comm.rank == 0 else None, comm, shuffle=True)
-        test = chainermn.scatter_dataset(labelled_dataset(16, seed=1) if comm.rank == 0 else None, comm)
+        train = chainermn.scatter_dataset(labelled_dataset(TRAIN_PER_RANK * comm.size) if comm.rank == 0 else None,
+                                          comm, shuffle=True)
+        test = chainermn.scatter_dataset(labelled_dataset(TEST_PER_RANK * comm.size, seed=1) if comm.rank == 0
+                                         else None, comm)
         built = module.build_trainer(args, comm, train, test, model, optimizer, chainer.get_device("@numpy"))
         found = {name: entry.extension for name, entry in built._extensions.items()}
         for ext in found.values():
@@ -110,6 +133,7 @@ def _run_parts(module, comm, path: str) -> dict:
 
 
 def main(path: str) -> None:
+    _simulate_hosts()
     comm = chainermn.create_communicator("naive")
     spec = importlib.util.spec_from_file_location("student_stage3", path)
     module = importlib.util.module_from_spec(spec)
@@ -118,6 +142,7 @@ def main(path: str) -> None:
         facts = _run_parts(module, comm, path)
     except Exception as e:
         facts = {"errors": {"module": _error(e, path)}}
+    facts["intra_rank"] = comm.intra_rank  # the kit's communicator's: the check verifies the simulated nodes
     gathered = comm.mpi_comm.gather(facts, root=0)
     if comm.rank == 0:
         print(json.dumps({"size": comm.size, "ranks": gathered}))

@@ -99,7 +99,8 @@ def extensions_of(trainer) -> dict:
     return {name: entry.extension for name, entry in trainer._extensions.items()}
 
 
-def _of_type(trainer, kind) -> list:
+def of_type(trainer, kind) -> list:
+    """The trainer's extensions of class `kind`."""
     return [ext for ext in extensions_of(trainer).values() if isinstance(ext, kind)]
 
 
@@ -126,23 +127,23 @@ def trainer(build_trainer, epochs: int = 2, batchsize: int = 8) -> None:
            f"({epochs}) epochs", "training.Trainer(updater, (args.epoch, 'epoch'), out=args.out)")
     expect(built.out == args.out, "the trainer writes to another folder than args.out",
            "pass out=args.out: the results file goes there")
-    evaluators = _of_type(built, extensions.Evaluator)
+    evaluators = of_type(built, extensions.Evaluator)
     expect(len(evaluators) == 1 and evaluators[0].get_iterator("main") is test_iter,
            "the trainer needs one Evaluator on test_iter",
            "trainer.extend(extensions.Evaluator(test_iter, model, device=device))")
-    meters = _of_type(built, Throughput)
+    meters = of_type(built, Throughput)
     expect(len(meters) == 1, "the trainer has no course.Throughput",
            "trainer.extend(course.Throughput(args.batchsize, warmup=args.warmup))")
     expect(meters[0].images_per_iteration == batchsize,
            f"Throughput counts {meters[0].images_per_iteration} images per step; one device draws {batchsize}",
            "one device is one worker: course.Throughput(args.batchsize, ...)")
-    expect(_of_type(built, extensions.LogReport) and _of_type(built, extensions.PrintReport),
+    expect(of_type(built, extensions.LogReport) and of_type(built, extensions.PrintReport),
            "the trainer needs a LogReport and a PrintReport", "the job log shows the PrintReport table per epoch")
-    for report in _of_type(built, extensions.PrintReport):
+    for report in of_type(built, extensions.PrintReport):
         report._out = io.StringIO()  # it holds on to sys.stdout from when it was made
     with contextlib.redirect_stdout(io.StringIO()):
         call(built.run)
-    log = _of_type(built, extensions.LogReport)[0].log
+    log = of_type(built, extensions.LogReport)[0].log
     expect(len(log) == epochs and all(k in log[-1] for k in ("main/loss", "validation/main/accuracy")),
            f"after {epochs} epochs the log has {len(log)} entries with {sorted(log[-1]) if log else []}",
            "LogReport() with its default (1, 'epoch') trigger; the Evaluator reports validation/main/*")

@@ -1,0 +1,83 @@
+"""The plagiarism table of one grading run: job outputs that two or more submissions share.
+
+A traced run proves that a results file and a log agree, not whose they are: a classmate's runs/ and
+logs copied whole trace as well as one's own. What two students cannot both have made is flagged here,
+by hashing files (nothing is trained or re-run):
+
+| kind | shared | why it cannot be two students' own |
+|---|---|---|
+| job id | a PBS or Slurm job of a run (or of a segment it resumed from) | the scheduler gives each job its own id |
+| run folder | runs/<stage>-<job id> with a PBS or Slurm job id | the same, as the folder name |
+| results seal | the seal of a results file | it covers start times, hosts and the loss curve |
+| results file | a results file's SHA-256 | the same, byte for byte |
+| job log | a job log's SHA-256 | it holds times, hosts and the job id |
+
+The kit's local scheduler numbers jobs per machine from 1, so its job ids and run folders are the same
+for every student who used it: they are not flagged (their seals and logs are).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from course import results
+from course.fileio import atomic_file, sha256_file
+
+SCHEDULED = ("pbs", "slurm")  # schedulers whose job ids are unique across students
+_LOG = re.compile(r"\.o\d+$")
+
+
+@dataclass(frozen=True)
+class Flag:
+    kind: str  # job id, run folder, results seal, results file, job log
+    value: str
+    students: tuple[str, ...]
+    files: tuple[str, ...]  # student: path in their folder, for each file that shares it
+
+
+def _keys(folder: Path) -> list[tuple[str, str, Path]]:
+    """(kind, value, file) for everything in one submission that must be its own."""
+    found = []
+    for path in results.find(folder):
+        found.append(("results file", sha256_file(path), path))
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue  # an unreadable file still has its digest above
+        if not isinstance(record, dict):
+            continue
+        if record.get("seal"):
+            found.append(("results seal", str(record["seal"]), path))
+        jobs = [record.get("job"), *((segment or {}).get("job") for segment in record.get("segments") or [])]
+        scheduled = {f"{job['scheduler']}:{job['id']}" for job in jobs
+                     if isinstance(job, dict) and job.get("id") and job.get("scheduler") in SCHEDULED}
+        found += [("job id", key, path) for key in sorted(scheduled)]
+        job = record.get("job") if isinstance(record.get("job"), dict) else {}
+        if job.get("scheduler") in SCHEDULED and job.get("id"):
+            found.append(("run folder", f"{path.parent.name} (job {job['scheduler']}:{job['id']})", path))
+    found += [("job log", sha256_file(log), log) for log in sorted(Path(folder).glob("*.o*"))
+              if _LOG.search(log.name) and log.is_file()]
+    return found
+
+
+def find(submissions: dict[str, Path]) -> list[Flag]:
+    """What two or more of `submissions` ({student: their assignment folder}) share, by kind, then value."""
+    shared: dict[tuple[str, str], dict[str, list[str]]] = {}
+    for student, folder in sorted(submissions.items()):
+        for kind, value, path in _keys(Path(folder)):
+            shared.setdefault((kind, value), {}).setdefault(student, []).append(str(path.relative_to(folder)))
+    return [Flag(kind, value, tuple(owners), tuple(f"{student}: {file}" for student in owners
+                                                    for file in owners[student]))
+            for (kind, value), owners in sorted(shared.items()) if len(owners) > 1]
+
+
+def write_csv(flags: list[Flag], path: Path) -> None:
+    """One row per shared item: kind, value, the students, and their files."""
+    with atomic_file(path, "w") as f:
+        writer = csv.writer(f)
+        writer.writerow(["kind", "shared", "students", "files"])
+        for flag in flags:
+            writer.writerow([flag.kind, flag.value, " ".join(flag.students), "; ".join(flag.files)])
