@@ -319,7 +319,6 @@ def test_no_attack_reached_the_course_or_a_classmate(graded):
     assert snooped, "the function ran and printed what it found"
     assert not any(name in listing for listing in snooped.values() for name in ("alice", "ipynb", "gradebook")), \
         snooped
-    assert "BEGIN HIDDEN TESTS" not in feedback
 
 
 def test_copied_job_outputs_are_in_the_plagiarism_table(graded):
