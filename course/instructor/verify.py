@@ -33,6 +33,7 @@ from course.errors import CourseError, GradingError
 
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
+ALWAYS_HIDDEN_MARKERS = ("### BEGIN ALWAYS HIDDEN TESTS", "### END ALWAYS HIDDEN TESTS")  # nbgrader's, kept from feedback
 CELL_TIMEOUT = 180.0  # seconds, as nbgrader's Execute.timeout in nbgrader_config.py
 # Names a solution never needs; where one appears the instructor is told (not a penalty by itself).
 SUSPICIOUS = {"get_ipython", "sys", "gc", "inspect", "ctypes", "builtins", "__builtins__", "importlib", "os",
@@ -57,8 +58,8 @@ def _split(source: str) -> tuple[str, str]:
     """(visible part, hidden part) of a test cell's source."""
     visible, hidden, inside = [], [], False
     for line in source.splitlines():
-        if line.strip() in HIDDEN_MARKERS:
-            inside = line.strip() == HIDDEN_MARKERS[0]
+        if line.strip() in HIDDEN_MARKERS + ALWAYS_HIDDEN_MARKERS:
+            inside = line.strip() in (HIDDEN_MARKERS[0], ALWAYS_HIDDEN_MARKERS[0])
             continue
         (hidden if inside else visible).append(line)
     return "\n".join(visible), "\n".join(hidden)
