@@ -33,8 +33,9 @@ from course.errors import CourseError, GradingError
 
 SOLUTION_MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
-ALWAYS_HIDDEN_MARKERS = ("### BEGIN ALWAYS HIDDEN TESTS", "### END ALWAYS HIDDEN TESTS")  # nbgrader's, kept from feedback
-CELL_TIMEOUT = 180.0  # seconds, as nbgrader's Execute.timeout in nbgrader_config.py
+# nbgrader's markers of hidden tests that its feedback leaves out too
+ALWAYS_HIDDEN_MARKERS = ("### BEGIN ALWAYS HIDDEN TESTS", "### END ALWAYS HIDDEN TESTS")
+CELL_TIMEOUT = 180.0  # seconds a test cell may run (VerifiedExecute.timeout in nbgrader_config.py)
 # Names a solution never needs; where one appears the instructor is told (not a penalty by itself).
 SUSPICIOUS = {"get_ipython", "sys", "gc", "inspect", "ctypes", "builtins", "__builtins__", "importlib", "os",
               "subprocess", "signal", "socket", "setattr", "delattr", "globals", "locals", "vars", "exec", "eval",
