@@ -50,3 +50,19 @@ def test_a_package_of_the_kits_name_in_a_submission_is_named(tmp_path):
     (tmp_path / "course.txt").write_text("")
     notes = verify.shadowing(tmp_path)
     assert len(notes) == 2 and "holds course, which would shadow" in notes[0] and "numpy.py" in notes[1]
+
+
+def test_grading_without_bubblewrap_says_how_to_get_it(monkeypatch):
+    import pytest
+
+    from course.errors import GradingError
+    from course.instructor import sandbox
+
+    monkeypatch.delenv(sandbox.SWITCH, raising=False)
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    with pytest.raises(GradingError) as raised:
+        verify.check_sandbox()
+    assert "bubblewrap (bwrap) is not installed" in raised.value.message
+    assert "apt install bubblewrap" in raised.value.hint and "COURSE_SANDBOX=off" in raised.value.hint
+    monkeypatch.setenv(sandbox.SWITCH, "off")
+    verify.check_sandbox()  # switched off on purpose: grading goes on, and its summary says so
