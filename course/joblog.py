@@ -7,6 +7,7 @@ writes these lines into it, and reads them back to follow a job and to trace a r
 |---|---|---|
 | `course launch: job ID (SCHED); N slot(s) on M node(s): ...`, command | `course launch` | evidence (stage 3's ranks) |
 | the run header `course: run ...` | the training harness (rank 0) | evidence (stage, job, workers, devices; once) |
+| `course: rank R of N on HOST: intra_rank ...` | the harness (rank 0, for each rank of stage 3) | students, tests |
 | `Throughput: ... [images/sec.]` | the training harness | evidence (equals the results file's; one per job) |
 | `course: results PATH sha256=...` | the training harness | evidence (the file the job wrote; one per run file) |
 | `course: job ID ended with exit status N at TIME` | jobs/site_env.sh's EXIT trap | submit (how), evidence (when) |
@@ -151,6 +152,40 @@ def run_headers(text: str) -> list[dict]:
     where the header names none: CPU runs, and logs of kits before it was added)."""
     return [{"stage": m["stage"], "job": m["job"], "scheduler": m["scheduler"], "workers": int(m["workers"]),
              "devices": m["devices"].split(", "), "gpu_model": m["gpu_model"]} for m in _HEADER.finditer(text)]
+
+
+# --- where each rank of a ChainerMN run is ---------------------------------------------------------
+#
+# One line per rank, printed by rank 0 after the run header: the host the rank ran on, its place within
+# that host (intra_rank: the GPU it binds) and among the hosts (inter_rank), its device and the training
+# examples scatter_dataset gave it. On a cluster rank and intra_rank differ from the second node on.
+
+
+@dataclass(frozen=True)
+class RankPlace:
+    rank: int
+    size: int
+    host: str
+    intra_rank: int
+    inter_rank: int
+    device: str
+    train_examples: int
+
+    def format(self) -> str:
+        return (f"course: rank {self.rank} of {self.size} on {self.host}: intra_rank {self.intra_rank}, "
+                f"inter_rank {self.inter_rank}, device {self.device}, {self.train_examples} training examples")
+
+
+_RANK = re.compile(r"^course: rank (?P<rank>\d+) of (?P<size>\d+) on (?P<host>\S+): "
+                   r"intra_rank (?P<intra_rank>\d+), inter_rank (?P<inter_rank>\d+), device (?P<device>\S+), "
+                   r"(?P<train_examples>\d+) training examples$",
+                   re.MULTILINE)
+
+
+def rank_places(text: str) -> list[RankPlace]:
+    """Every rank line of a log, in order."""
+    return [RankPlace(**{key: value if key in ("host", "device") else int(value)
+                         for key, value in m.groupdict().items()}) for m in _RANK.finditer(text)]
 
 
 # --- the throughput summary ---------------------------------------------------------------------

@@ -78,6 +78,15 @@ def test_a_log_of_an_older_kit_reads_as_the_same_launch():
     assert joblog.launches("course launch: nothing to launch\n  -> python -m course launch -- python train.py\n") == []
 
 
+def test_rank_lines_round_trip_in_a_log_with_other_lines():
+    places = [joblog.RankPlace(rank, 4, host, rank % 2, rank // 2, "@numpy", 256)
+              for rank, host in enumerate(["cnode1", "cnode1", "cnode2", "cnode2"])]
+    assert places[2].format() == ("course: rank 2 of 4 on cnode2: intra_rank 0, inter_rank 1, device @numpy, "
+                                  "256 training examples")
+    log = "course: run multi_node | ...\n" + "\n".join(p.format() for p in places) + "\nepoch  main/loss\n"
+    assert joblog.rank_places(log) == places
+
+
 def test_throughput_line_round_trip():
     line = joblog.throughput_line(51.1234, counted=120, warmup=5, excluded=3)
     assert line == ("Throughput: 51.12 [images/sec.] over 120 steady iterations "

@@ -1,15 +1,14 @@
 """The course's job scripts under a real Slurm scheduler, submitted with `qsub -j oe` as students do."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
 
 from course import evidence, joblog, paths, results
-from course.cluster import sites, submit
+from course.cluster import submit
 from tests import slurm_cluster
-from tests.conftest import PYTHON, ROOT
+from tests.conftest import PYTHON
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -29,10 +28,7 @@ def cluster(tmp_path_factory):
 @pytest.fixture
 def assignment(student_run, tmp_path):
     """The solved assignment, its job scripts set up for the Slurm cluster, its job outputs removed."""
-    folder = tmp_path / paths.ASSIGNMENT
-    shutil.copytree(student_run, folder, ignore=shutil.ignore_patterns("runs", "*.o*"))
-    sites.apply(sites.load_profile(str(ROOT / "sites" / "slurm-cpu.toml")), folder / "jobs")
-    return folder
+    return slurm_cluster.assignment(student_run, tmp_path / paths.ASSIGNMENT)
 
 
 def test_stage1_job_submitted_with_qsub(cluster, assignment, quick_env):

@@ -298,6 +298,9 @@ class _Run:
         device, gpu_model = _device_of(model, devices)
         gather = comm.mpi_comm.allgather if comm is not None else (lambda x: [x])
         self.hosts = gather(socket.gethostname())
+        train_examples = len(trainer.updater.get_iterator("main").dataset)
+        self.places = [] if comm is None else [joblog.RankPlace(rank, comm.size, *place) for rank, place in enumerate(
+            gather((socket.gethostname(), comm.intra_rank, comm.inter_rank, device[0], train_examples)))]
         self.devices = gather(device[0]) if devices is None else device
         self.workers = comm.size if comm is not None else len(self.devices)
         updater = type(trainer.updater).__name__
@@ -323,7 +326,7 @@ class _Run:
             "optimizer": {"name": type(optimizer).__name__, "lr": lr},
             "model": {"name": args.model, "width": args.width},
             "dataset": {"name": args.dataset,
-                        "train_per_worker": len(trainer.updater.get_iterator("main").dataset)},
+                        "train_per_worker": train_examples},
             "epochs_planned": args.epoch,
             "seed": getattr(args, "seed", None),
             "versions": _versions(comm),
@@ -443,6 +446,8 @@ def run(trainer: chainer.training.Trainer, args: argparse.Namespace, *, comm=Non
         trainer.extend(_observe_rate, name="course_observe_lr")
         _clean_reports(trainer)
         print(record.header(), flush=True)
+        for place in record.places:
+            print(place.format(), flush=True)
         if resumed_from is not None:
             print(joblog.resumed_line(trainer.out, resumed_from, state.segments[-1]["job"]["id"]), flush=True)
         elif state is None:

@@ -5,7 +5,8 @@ it is given; ones not written yet act as stubs), runs them once under `mpiexec` 
 course.notebook.checks.mn_probe, and caches those facts until a function's source changes: the other
 checks of the notebook then cost nothing. The ranks run on simulated nodes (a Layout), so that
 comm.rank and comm.intra_rank differ as on a cluster: the visible checks use 2 nodes x 2 ranks, the
-hidden tests another layout and rank count.
+hidden tests another layout and rank count. Inside a job whose nodes match a layout (e.g. a 2-node
+job for the visible checks) they run on those nodes instead, with their real host names.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course import stages
-from course.cluster import mpi
+from course.cluster import hosts as job_hosts, mpi
 from course.errors import JobError
 from course.fileio import atomic_file
 from course.notebook import scripts
@@ -62,8 +63,33 @@ class Layout:
 
     def __str__(self) -> str:
         placed = "" if self.map_by == "slot" else ", placed round-robin (mpiexec --map-by node)"
-        return (f"{self.size} ranks on {self.nodes} simulated nodes of {self.ranks_per_node}{placed}: the nodes of "
-                f"ranks 0-{self.size - 1} are {self.node_of()}")
+        real = job_nodes(self)
+        nodes = (f"this job's nodes {', '.join(real)}, {self.ranks_per_node} each" if real else
+                 f"{self.nodes} simulated nodes of {self.ranks_per_node}")
+        return f"{self.size} ranks on {nodes}{placed}: the nodes of ranks 0-{self.size - 1} are {self.node_of()}"
+
+
+def job_nodes(layout: Layout) -> list[str] | None:
+    """The nodes of the job this runs in, where it has the layout's node count (2 or more) with a slot for
+    each of its ranks on every node: the probe's ranks then run there, as the training's would, with their
+    real host names. None elsewhere (no job, one node, another shape): the nodes are simulated."""
+    job = job_hosts.detect()
+    if job.scheduler == "none" or layout.nodes < 2 or job.nodes != layout.nodes:
+        return None
+    if any(slots < layout.ranks_per_node for _, slots in job.hosts):
+        return None
+    return [host for host, _ in job.hosts]
+
+
+def _command(mpiexec: str, layout: Layout, nodes: list[str] | None, folder: Path) -> list[str]:
+    """The probe's launch: on the job's real nodes (a host file, ranks placed by the layout), else all on
+    this machine."""
+    if nodes is None:
+        return [mpiexec, "-n", str(layout.size), "--oversubscribe"]
+    hostfile = folder / "hostfile"
+    hostfile.write_text("".join(f"{node} slots={layout.ranks_per_node}\n" for node in nodes))
+    return [mpiexec, "-n", str(layout.size), "--hostfile", str(hostfile), "--map-by", layout.map_by,
+            "--bind-to", "none"]
 
 
 def probe(function, layout: Layout = Layout()) -> dict:
@@ -72,8 +98,9 @@ def probe(function, layout: Layout = Layout()) -> dict:
     namespace = function.__globals__
     text = scripts.assemble_script("multi_node", {name: namespace.get(name)
                                                   for name in stages.MULTI_NODE.functions})
+    nodes = job_nodes(layout)
     hosts = ",".join(f"node{node}" for node in layout.node_of())
-    key = hashlib.sha256(f"{hosts}\n{text}".encode()).hexdigest()
+    key = hashlib.sha256(f"{nodes or hosts}\n{text}".encode()).hexdigest()
     shared = Path(os.environ[CACHE], f"{key}.json") if os.environ.get(CACHE) else None
     if key not in _facts and shared is not None and shared.is_file():
         _facts[key] = json.loads(shared.read_text())
@@ -83,12 +110,17 @@ def probe(function, layout: Layout = Layout()) -> dict:
         mpiexec = mpi.mpiexec()
     except JobError as e:
         fail(f"{e.message}, so the {layout.size}-rank check cannot run", e.hint)
-    env = mpi.local_run_environment(CHAINERMN_FORCE_ABORT_ON_EXCEPTION="", **{HOSTS: hosts})
-    with tempfile.TemporaryDirectory(prefix="course-probe-") as tmp:
+    env = mpi.local_run_environment(CHAINERMN_FORCE_ABORT_ON_EXCEPTION="", **({} if nodes else {HOSTS: hosts}))
+    if nodes:
+        env.pop(HOSTS, None)
+    # Inside a job on several nodes mpiexec may start ranks on any of them: the module goes in a folder every
+    # node reads, the working folder (as a job's is), not in this node's /tmp.
+    spread = nodes is not None or job_hosts.detect().nodes > 1
+    with tempfile.TemporaryDirectory(prefix="course-probe-", dir=Path.cwd() if spread else None) as tmp:
         module = Path(tmp) / "stage3_functions.py"
         module.write_text(text)
         try:
-            run = subprocess.run([mpiexec, "-n", str(layout.size), "--oversubscribe", sys.executable, "-m",
+            run = subprocess.run([*_command(mpiexec, layout, nodes, Path(tmp)), sys.executable, "-m",
                                   "course.notebook.checks.mn_probe", str(module)], capture_output=True, text=True,
                                  timeout=TIMEOUT, env=env, cwd=tmp)
         except subprocess.TimeoutExpired:
@@ -101,10 +133,12 @@ def probe(function, layout: Layout = Layout()) -> dict:
     except (IndexError, json.JSONDecodeError):
         fail(f"the {layout.size}-rank run failed (exit status {run.returncode}): {run.stderr.strip()[-800:]}",
              "run the cells above again; if it persists, run python -m course doctor")
-    simulated = [found.get("intra_rank") for found in facts["ranks"]]
-    if simulated != layout.intra_ranks():  # the kit's own communicator: a fault of the kit, not of the student
-        raise RuntimeError(f"the probe's simulated nodes did not take effect: the kit's communicator has intra "
-                           f"ranks {simulated}, not {layout.intra_ranks()} ({layout})")
+    found = [ranked.get("intra_rank") for ranked in facts["ranks"]]
+    if found != layout.intra_ranks():  # the kit's own communicator: a fault of the kit, not of the student
+        where = (f"the ranks on the job's nodes {', '.join(nodes)} (hosts {[r.get('host') for r in facts['ranks']]})"
+                 if nodes else "the probe's simulated nodes")
+        raise RuntimeError(f"{where} did not take the layout: the kit's communicator has intra ranks {found}, "
+                           f"not {layout.intra_ranks()} ({layout})")
     _facts[key] = facts
     if shared is not None:
         with atomic_file(shared, "w") as f:
