@@ -11,7 +11,7 @@ export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: demo test test-fast bench venv gpu release lock clean
+.PHONY: demo test test-fast bench venv gpu release student-bundle lock clean
 
 demo: $(VENV)/.installed
 	$(PY) -m course demo
@@ -47,6 +47,11 @@ gpu: $(VENV)/.installed
 # Regenerate the student release notebooks/ from solutions/ with nbgrader.
 release: $(VENV)/.installed
 	$(PY) -m course release
+
+# What to hand out to students (never the repository: it holds solutions/): build/student-bundle.
+BUNDLE ?= build/student-bundle
+student-bundle: $(VENV)/.installed
+	rm -rf $(BUNDLE) && $(PY) -m course bundle --out $(BUNDLE)
 
 # Re-resolve the full lock (every transitive version) from the pins in pyproject.toml.
 lock:

@@ -12,8 +12,11 @@ notebook uses are imported on first use:
     course.models.build(...)    the course's networks (course.runtime.models)
     course.notebook.setup(...), course.notebook.write_script(...)
     course.submit(...)          qsub -j oe, or the local scheduler (course.cluster.submit)
-    course.comparison_plan()    the site's stage-3 runs
+    course.comparison_plan()    the site's stage-3 runs; course.profile_plan(): the profiled ones
     course.report.show()        the table and plots of your runs (course.notebook.report)
+    course.profile_report.show()  where a step's time goes, per rank (course.notebook.profile_report)
+    course.one_node.show()      stage 2 beside stage 3 on one node's GPUs (course.notebook.one_node)
+    course.allreduce_report.show()  the allreduce benchmark, fitted and compared (course.notebook.allreduce_report)
 """
 from __future__ import annotations
 
@@ -30,6 +33,10 @@ _LAZY = {
     "notebook": ("course.notebook", None),
     "submit": ("course.cluster.submit", "submit"),
     "comparison_plan": ("course.cluster.submit", "comparison_plan"),
+    "profile_plan": ("course.cluster.submit", "profile_plan"),
+    "profile_report": ("course.notebook.profile_report", None),
+    "one_node": ("course.notebook.one_node", None),
+    "allreduce_report": ("course.notebook.allreduce_report", None),
     "report": ("course.notebook.report", None),
 }
 

@@ -23,6 +23,7 @@ COMMANDS = {  # name: (module, what it does)
     "report": ("course.notebook.report", "the table of your runs: images/sec, speedup and efficiency vs stage 1"),
     "release": ("course.instructor.release", "make the student release notebooks/ from solutions/ (nbgrader)"),
     "grade": ("course.instructor.autograde", "autograde submissions with nbgrader, feedback and a CSV gradebook"),
+    "bundle": ("course.instructor.bundle", "make the folder to hand out to students (no solutions, no grader)"),
     "demo": ("course.instructor.demo", "the whole course on this machine: release, a student, the jobs, grading"),
 }
 
@@ -43,7 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"course: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[name][0])
+    try:
+        module = importlib.import_module(COMMANDS[name][0])
+    except ModuleNotFoundError as e:
+        if e.name and e.name.startswith("course."):  # the student bundle leaves the instructor's modules out
+            print(f"course {name}: an instructor's command, not in the students' copy of the kit", file=sys.stderr)
+            return 2
+        raise
     return guarded(name, lambda: module.main(rest))
 
 

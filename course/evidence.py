@@ -254,21 +254,43 @@ def baseline(folder: Path = Path("."), name: str | None = None) -> Run | None:
     return named[0] if named else (traced[-1] if traced else None)
 
 
-def comparable(run: Run, base: Run) -> list[str]:
-    """Why `run` cannot be compared with the stage-1 `base` run (empty if it can)."""
+def _batch(run: Run, kind: str) -> int | None:
+    return (run.record.get("batch_size") or {}).get(kind)
+
+
+def comparable(run: Run, base: Run, scaling: str = "weak") -> list[str]:
+    """Why `run` cannot be compared with the stage-1 `base` run (empty if it can).
+
+    scaling: weak (each worker the batch stage 1 had: the work grows with the workers) or strong (stage 1's
+    batch split over the workers: the same work, done by more of them)."""
+    batch = ("batch per worker", "per_worker") if scaling == "weak" else ("total batch", "total")
     differences = []
-    for label, get in (("device kind", lambda r: r.record.get("device_kind")),
-                       ("GPU model", lambda r: r.record.get("gpu_model")),  # a slower stage-1 GPU flatters
-                       ("model", lambda r: (r.record.get("model") or {}).get("name")),
-                       ("model width", lambda r: (r.record.get("model") or {}).get("width")),
-                       ("batch per worker", lambda r: (r.record.get("batch_size") or {}).get("per_worker")),
-                       ("data set", lambda r: (r.record.get("dataset") or {}).get("name"))):
-        if get(run) != get(base):
-            differences.append(f"{label}: {get(run)} here, {get(base)} in stage 1")
+    for label, mine, theirs in (
+            ("device kind", run.record.get("device_kind"), base.record.get("device_kind")),
+            ("GPU model", run.record.get("gpu_model"), base.record.get("gpu_model")),  # a slower one flatters
+            ("model", (run.record.get("model") or {}).get("name"), (base.record.get("model") or {}).get("name")),
+            ("model width", (run.record.get("model") or {}).get("width"),
+             (base.record.get("model") or {}).get("width")),
+            (batch[0], _batch(run, batch[1]), _batch(base, "per_worker")),
+            ("data set", (run.record.get("dataset") or {}).get("name"),
+             (base.record.get("dataset") or {}).get("name"))):
+        if mine != theirs:
+            differences.append(f"{label}: {mine} here, {theirs} in stage 1")
     return differences
 
 
+def scaling(run: Run, base: Run) -> str | None:
+    """How `run` compares with the stage-1 `base`: weak, strong (on 2 or more workers), or None."""
+    if not comparable(run, base):
+        return "weak"
+    if run.workers > 1 and not comparable(run, base, "strong"):
+        return "strong"
+    return None
+
+
 def efficiency(run: Run, base: Run) -> float:
+    """Speedup over stage 1 divided by the workers: weak scaling (N times the work in the same time is 1.0) and
+    strong scaling (the same work in 1/N of the time is 1.0) alike."""
     return run.images_per_sec / (run.workers * base.images_per_sec)
 
 

@@ -21,6 +21,7 @@ class Stage:
     functions: tuple[str, ...]  # what the student writes, in the order the script holds them
     extra_imports: tuple[str, ...] = ()  # beyond the imports every stage's script has
     job_functions: tuple[str, ...] = ()  # what the student writes for the job script, not the training script
+    model_functions: tuple[str, ...] = ()  # what the student writes to model the measurements (in no script)
 
     @property
     def job_path(self) -> str:
@@ -37,7 +38,8 @@ MULTI_NODE = Stage("multi_node", 3, "many nodes (ChainerMN)", "03_multi_node.ipy
                    "run_multi_node_training.sh",
                    ("make_communicator", "device_for_rank", "shard_datasets", "make_optimizer",
                     "learning_rate_schedule", "build_trainer"),
-                   extra_imports=("chainermn",), job_functions=("resource_request",))
+                   extra_imports=("chainermn",), job_functions=("resource_request",),
+                   model_functions=("allreduce_time", "fit_alpha_beta"))
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (SINGLE_GPU, MULTI_GPU, MULTI_NODE)}
 NAMES = tuple(STAGES)

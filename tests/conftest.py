@@ -47,7 +47,8 @@ def quick_env(tmp_path_factory) -> dict[str, str]:
     """Settings for short course runs, for kernels and jobs (this process's environment is left alone)."""
     root = tmp_path_factory.mktemp("quick")
     env = {**os.environ, "CHAINER_DATASET_ROOT": str(root / "data"), "XDG_STATE_HOME": str(root / "state"),
-           "COURSE_DATASET": "small", "COURSE_TRAIN_ARGS": "--model vgg --width 8 --batchsize 32 --epoch 2 --warmup 2"}
+           "COURSE_DATASET": "small", "COURSE_TRAIN_ARGS": "--model vgg --width 8 --batchsize 32 --epoch 2 --warmup 2",
+           "ROUNDS": "1", "BUDGET": "0.3"}  # the allreduce benchmark: one turn of each algorithm, briefly
     import subprocess
 
     subprocess.run([PYTHON, "-m", "course", "data", "synthetic", "--train", "1024", "--test", "256",
@@ -102,3 +103,23 @@ def bubblewrap() -> bool:
     except GradingError:
         return False
     return True
+
+
+@pytest.fixture(scope="session")
+def chromium() -> tuple[str, str]:
+    """(browser, driver): Debian's chromium and its chromedriver, installed with apt-get where root can; else
+    the test is skipped with the reason (no browser is downloaded from anywhere else)."""
+    import shutil
+    import subprocess
+
+    if not (shutil.which("chromium") and shutil.which("chromedriver")) and os.geteuid() == 0 \
+            and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium",
+                                                       "chromium-driver"]):
+            subprocess.run(command, capture_output=True, env=env, timeout=900)
+    browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (browser and driver):
+        pytest.skip("needs Debian's chromium and chromium-driver: apt-get install chromium chromium-driver "
+                    "(as root)")
+    return browser, driver

@@ -473,8 +473,9 @@ def test_the_comparison_plan_adds_the_other_lr_rules_on_the_most_ranks(tmp_path,
     plan = submit.comparison_plan(tmp_path)
     assert [(r.nodes, r.per_node, r.communicator, r.allreduce, r.lr_rule) for r in plan] == [
         (1, 1, "naive", "", "warmup"), (1, 2, "naive", "", "warmup"), (1, 2, "naive", "ring", "warmup"),
-        (1, 2, "naive", "", "constant"), (1, 2, "naive", "", "linear")]
+        (1, 2, "naive", "", "constant"), (1, 2, "naive", "", "linear"),
+        (1, 2, "naive", "", "constant")]  # the last: strong scaling (tests/test_jobs.py)
     assert plan[2].env == {"COMMUNICATOR": "naive", "ALLREDUCE": "ring", "LR_RULE": "warmup"}
-    assert plan[-1].env == {"COMMUNICATOR": "naive", "LR_RULE": "linear"}
-    assert plan[-1].describe().endswith(", lr rule linear:  qsub -j oe -l select=1:mpiprocs=2 "
+    assert plan[4].env == {"COMMUNICATOR": "naive", "LR_RULE": "linear"}
+    assert plan[4].describe().endswith(", lr rule linear:  qsub -j oe -l select=1:mpiprocs=2 "
                                         "-v COMMUNICATOR=naive,LR_RULE=linear jobs/run_multi_node_training.sh")

@@ -33,4 +33,4 @@ def test_autograde_time_grades_a_solved_run(tmp_path, student_run, monkeypatch):
     assert result["notebooks"] == 3 and result["seconds_per_submission"] > 0 and result["verify_seconds_max"] > 0
     # All but stage 2's throughput (4 points, needs GPUs); stage 3's efficiency tier may vary on tiny runs, and
     # the kit's grading.toml has no accuracy target for the tests' "small" data set (2 points).
-    assert 31 <= result["scores"][0] <= 34
+    assert 34 <= result["scores"][0] <= 37

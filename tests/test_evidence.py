@@ -224,3 +224,29 @@ def test_a_slurm_job_is_checked_against_the_clusters_own_records(cluster, studen
     gone = evidence.lookup("slurm", "999999")
     assert (gone.account, gone.absent) == (None, False)
     assert gone.why == "sacct: Slurm accounting storage is disabled; scontrol no longer holds job 999999"
+
+
+# --- weak and strong scaling -----------------------------------------------------------------------
+
+
+def sized(workers: int, per_worker: int, **record) -> evidence.Run:
+    base = {"device_kind": "cpu", "gpu_model": None, "model": {"name": "vgg", "width": 16},
+            "dataset": {"name": "synthetic"}, "workers": workers}
+    return evidence.Run(ROOT / "runs" / "x" / "results.json", {
+        **base, "batch_size": {"per_worker": per_worker, "total": per_worker * workers}, **record})
+
+
+@pytest.mark.parametrize("run, kind", [
+    (sized(2, 64), "weak"),  # each rank stage 1's batch
+    (sized(4, 16), "strong"),  # stage 1's 64 split over 4 ranks
+    (sized(2, 48), None),  # neither: the runs do not compare
+    (sized(1, 64), "weak"),
+    (sized(2, 32, model={"name": "vgg", "width": 64}), None),  # the same split of another network
+])
+def test_a_stage_3_run_compares_with_stage_1_by_weak_or_strong_scaling(run, kind):
+    base = sized(1, 64)
+    assert evidence.scaling(run, base) == kind
+    if kind is None:
+        assert evidence.comparable(run, base) and evidence.comparable(run, base, "strong")
+    elif kind == "strong":
+        assert evidence.comparable(run, base) == ["batch per worker: 16 here, 64 in stage 1"]

@@ -116,7 +116,8 @@ def test_on_local_gpus_the_comparison_uses_nccl_with_a_rank_per_gpu(tmp_path, fa
     plan = submit.comparison_plan(_local_site(tmp_path))
     assert [(r.nodes, r.per_node, r.communicator, r.allreduce, r.lr_rule) for r in plan] == [
         (1, 1, "pure_nccl", "", "warmup"), (1, 2, "pure_nccl", "", "warmup"), (1, 2, "non_cuda_aware", "", "warmup"),
-        (1, 2, "pure_nccl", "", "constant"), (1, 2, "pure_nccl", "", "linear")]
+        (1, 2, "pure_nccl", "", "constant"), (1, 2, "pure_nccl", "", "linear"),
+        (1, 2, "pure_nccl", "", "constant")]  # the last: strong scaling, the site's batch over the 2 GPUs
 
 
 def test_one_local_gpu_has_no_multi_rank_comparison(tmp_path, fake_gpus):

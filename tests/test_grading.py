@@ -29,20 +29,22 @@ def set_cell(folder, notebook, grade_id, source):
 
 
 def speed_up_ring_run(folder):
-    """Edit images/sec in the results of the ring-allreduce run, as a student faking a figure would."""
+    """Edit images/sec in the results of the ring-allreduce runs (the comparison's and the step profile's), as a
+    student faking a figure would."""
+    edited = 0
     for path in (folder / "runs").glob("multi_node-*/results.json"):
         record = json.loads(path.read_text())
-        if record.get("allreduce") == "ring":
+        if record.get("allreduce") == "ring" and record["workers"] > 1:
             record["throughput"]["images_per_sec"] *= 1.3
             path.write_text(json.dumps(record))
-            return
-    raise AssertionError("the solved run has no ring-allreduce run")
+            edited += 1
+    assert edited, "the solved run has no ring-allreduce run"
 
 
 # The tests' "small" data set trains 2 short epochs of a width-8 VGG (tests/conftest.py: quick_env) and barely
 # learns; seeded, its 2-rank warm-up run ends at 0.125. The test is about the grading path, not the lesson.
 SMALL_TARGET = 0.12
-SOLVED = 36  # all the automatic points but stage 2's throughput (4), which needs two GPUs this machine lacks
+SOLVED = 39  # all the automatic points but stage 2's throughput (4), which needs two GPUs this machine lacks
 
 
 def set_schedule(first: str, last: str):
@@ -95,8 +97,9 @@ PLANTED = {
     "trent": (lambda f: [log.write_text(log.read_text().replace("2 slot(s) on 1 node(s): localhost x2",
                                                                 "1 slot(s) on 1 node(s): localhost x1"))
                          for log in f.glob("run_multi_node_training.sh.o*")],
-              SOLVED - 6, {("03_multi_node", "check_efficiency"): "course launch started 1 rank(s)",
-                           ("03_multi_node", "check_comparisons"): "", ("03_multi_node", "check_accuracy"): ""}),
+              SOLVED - 7, {("03_multi_node", "check_efficiency"): "course launch started 1 rank(s)",
+                           ("03_multi_node", "check_comparisons"): "", ("03_multi_node", "check_accuracy"): "",
+                           ("03_multi_node", "check_prediction"): "no profiled stage-3 run on 2 or more ranks"}),
     # Wrong code that passed the checks of two ranks on one node: hidden and visible checks now catch it.
     "uma": (lambda f: set_cell(f, "03_multi_node.ipynb", "make_communicator", solution_functions("multi_node")[
         "make_communicator"] + "\n\n" + solution_functions("multi_node")["device_for_rank"].replace(
@@ -243,12 +246,13 @@ def test_the_untouched_release_gets_nothing(graded):
     _, totals, details, _ = graded
     assert totals["bob"] == 0
     code_checks = [row for row in details if row["student"] == "bob" and row["test"] != "check_results"
-                   and row["test"] not in ("check_efficiency", "check_comparisons", "check_accuracy")
+                   and row["test"] not in ("check_efficiency", "check_comparisons", "check_accuracy",
+                                           "check_prediction")  # these read job outputs first
                    and not row["test"].startswith("answer_")]
     assert code_checks and all(float(row["score"]) == 0 for row in code_checks)
     assert all("NotImplementedError" in row["message"] for row in code_checks)
     answers = [row["message"] for row in details if row["student"] == "bob" and row["test"].startswith("answer_")]
-    assert answers == [autograde.UNANSWERED] * 3
+    assert answers == [autograde.UNANSWERED] * 4
 
 
 @pytest.mark.parametrize("student", sorted(PLANTED))

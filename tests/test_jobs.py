@@ -159,11 +159,18 @@ def test_qsub_options_and_the_sites_limits():
 def test_the_comparison_plan_follows_the_site_profile(assignment, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the CPU plan, on a GPU workstation too
     plan = submit.comparison_plan(assignment)
-    assert [(r.nodes, r.per_node, r.communicator, r.allreduce, r.lr_rule) for r in plan] == [
-        (1, 1, "naive", "", "warmup"), (1, 2, "naive", "", "warmup"), (1, 2, "naive", "ring", "warmup"),
-        (1, 2, "naive", "", "constant"), (1, 2, "naive", "", "linear")]
+    assert [(r.nodes, r.per_node, r.communicator, r.allreduce, r.lr_rule, r.batch_per_worker) for r in plan] == [
+        (1, 1, "naive", "", "warmup", None), (1, 2, "naive", "", "warmup", None),
+        (1, 2, "naive", "ring", "warmup", None), (1, 2, "naive", "", "constant", None),
+        (1, 2, "naive", "", "linear", None),
+        (1, 2, "naive", "", "constant", 32)]  # strong scaling: the local profile's batch of 64 over 2 ranks
     assert plan[2].describe().endswith("qsub -j oe -l select=1:mpiprocs=2 -v COMMUNICATOR=naive,ALLREDUCE=ring,"
                                        "LR_RULE=warmup jobs/run_multi_node_training.sh")
+    assert plan[-1].describe().endswith("-v COMMUNICATOR=naive,LR_RULE=constant,BATCHSIZE=32 "
+                                        "jobs/run_multi_node_training.sh")
+    profiled = submit.profile_plan(assignment)  # one rank and the most, with the setting that names an algorithm
+    assert [(r.nodes, r.per_node, r.allreduce, r.env.get("PROFILE")) for r in profiled] == [
+        (1, 1, "ring", "1"), (1, 2, "ring", "1")]
 
 
 def test_course_submit_returns_the_jobs_exit_status(state):
@@ -178,6 +185,26 @@ def test_course_submit_returns_the_jobs_exit_status(state):
     run = subprocess.run([PYTHON, "-m", "course", "submit", "jobs/missing.sh"], cwd=state, capture_output=True,
                          text=True)
     assert run.returncode == 2 and "Traceback" not in run.stderr and "no job script" in run.stderr
+
+
+def test_a_job_asking_for_missing_gpus_is_skipped_with_a_message_only_when_asked(state, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU, on a GPU workstation too
+    monkeypatch.chdir(state)
+    (state / "jobs").mkdir()
+    shutil.copy(ROOT / "jobs" / "site_env.sh", state / "jobs")
+    (state / "jobs" / "gpus.sh").write_text("#!/bin/bash\n#PBS -l select=1:mpiprocs=1\n#PBS -l ngpus=2\nexit 0\n")
+    said = []
+    assert submit.submit("jobs/gpus.sh", skip_without_gpus=True, scheduler="local", echo=said.append) is None
+    assert said == ["NOT SUBMITTED: this machine has no GPU and jobs/gpus.sh asks for 2 GPU(s) per node, so its "
+                    "job cannot run here. Submit it on a GPU node of a cluster: qsub -j oe jobs/gpus.sh. The rest "
+                    "of this notebook runs here: read on."]
+    assert not list(state.glob("gpus.sh.o*")), "nothing ran"
+    with pytest.raises(JobError, match="asks for 2 GPU"):  # without the flag: an error, as before
+        submit.submit("jobs/gpus.sh", scheduler="local", echo=None)
+    # A job that can run is submitted as usual, and its failure is still its exit status.
+    (state / "jobs" / "fails.sh").write_text("#!/bin/bash\n#PBS -l walltime=00:01:00\nexit 4\n")
+    job = submit.submit("jobs/fails.sh", skip_without_gpus=True, scheduler="local", echo=None)
+    assert job.wait(timeout=60, echo=None) == 4
 
 
 def test_job_scripts_name_no_absolute_paths():

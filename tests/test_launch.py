@@ -38,6 +38,7 @@ def test_allreduce_algorithms_go_to_open_mpi(tmp_path):
     job = pbs_job(tmp_path, ["localhost"])
     _, extra = launch.build(job, ["true"], "mpiexec -n {nprocs}", tmp_path / "h", allreduce="rabenseifner")
     assert extra["OMPI_MCA_coll_tuned_allreduce_algorithm"] == "6" and extra["COURSE_ALLREDUCE"] == "rabenseifner"
+    assert extra["OMPI_MCA_coll"] == "^han"  # so that tuned, which takes the algorithm, runs across nodes too
     with pytest.raises(JobError, match="unknown allreduce algorithm"):
         launch.build(job, ["true"], "mpiexec -n {nprocs}", tmp_path / "h", allreduce="butterfly")
 

@@ -41,7 +41,7 @@ def functions(module, stage: stages.Stage) -> list:
 
 @pytest.mark.parametrize("stage", stages.STAGES.values(), ids=stages.NAMES)
 def test_each_solution_notebook_defines_exactly_its_stage_s_functions_in_order(stage):
-    assert list(solution_functions(stage.name)) == [*stage.functions, *stage.job_functions]
+    assert list(solution_functions(stage.name)) == [*stage.functions, *stage.job_functions, *stage.model_functions]
 
 
 @pytest.mark.parametrize("stage", stages.STAGES.values(), ids=stages.NAMES)

@@ -1,14 +1,16 @@
 """The course's job scripts under a real Slurm scheduler, submitted with `qsub -j oe` as students do."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 
 import pytest
 
 from course import evidence, joblog, paths, results
-from course.cluster import submit
+from course.cluster import sites, submit
 from tests import slurm_cluster
-from tests.conftest import PYTHON
+from tests.conftest import PYTHON, ROOT
+from tests.test_allreduce_bench import check_benchmark_job
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -84,3 +86,17 @@ def test_a_job_killed_at_its_walltime_is_continued_by_the_next_from_its_snapshot
         [said] = joblog.resumptions(job.find_log().read_text())
         assert said["folder"].endswith(run_.path.parent.name) and said["iteration"] > 0
     assert [entry["epoch"] for entry in run_.record["log"]] == list(range(1, 33))
+
+
+def test_the_allreduce_benchmark_job_submitted_with_qsub(cluster, tmp_path, quick_env):
+    folder = tmp_path / "student"
+    shutil.copytree(ROOT / "jobs", folder / "jobs")
+    sites.apply(sites.load_profile("slurm-cpu"), folder / "jobs")
+    run = subprocess.run(["qsub", "-j", "oe", "-l", "select=1:mpiprocs=2", "jobs/run_allreduce_benchmark.sh"],
+                         cwd=folder, env=cluster.env({**quick_env, "ROUNDS": "2"}), capture_output=True, text=True,
+                         check=True)
+    job = submit.Job(run.stdout.strip(), folder, "qsub")
+    assert job.wait(timeout=300, echo=None, poll=2) == 0, job.find_log().read_text()
+    assert job.find_log().name == f"run_allreduce_benchmark.sh.o{job.number}"
+    check_benchmark_job(folder, 2, job.find_log())
+    assert {path.parent.name for path in folder.glob("runs/allreduce-*/*.json")} == {f"allreduce-{job.id}"}

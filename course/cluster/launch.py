@@ -40,8 +40,13 @@ def build(job: hosts.JobEnvironment, command: list[str], template: str, hostfile
     if allreduce:
         if allreduce not in ALLREDUCE:
             raise JobError(f"unknown allreduce algorithm {allreduce!r}", f"one of {', '.join(ALLREDUCE)}")
+        # Open MPI 5's hierarchical `han` component outranks `tuned` on communicators that span nodes and
+        # would choose its own algorithm: left out, so that the one asked for runs there too.
         extra.update(COURSE_ALLREDUCE=allreduce, OMPI_MCA_coll_tuned_use_dynamic_rules="1",
-                     OMPI_MCA_coll_tuned_allreduce_algorithm=str(ALLREDUCE[allreduce]))
+                     OMPI_MCA_coll_tuned_allreduce_algorithm=str(ALLREDUCE[allreduce]), OMPI_MCA_coll="^han")
+    oversubscribed = job.per_node > (os.cpu_count() or 1)  # the local scheduler allows it, with a warning
+    if oversubscribed:  # ranks that busy-wait on a shared core wait for its time slice: let them yield it
+        extra["OMPI_MCA_mpi_yield_when_idle"] = "1"
     names = sorted({*FORWARDED, *extra, *(k for k in os.environ if k.startswith("COURSE_"))})
     export = " ".join(f"-x {name}" for name in names if name in os.environ or name in extra)
     try:
@@ -51,6 +56,9 @@ def build(job: hosts.JobEnvironment, command: list[str], template: str, hostfile
         raise JobError(f"the site's launcher template has an unknown field {e}: {template!r}",
                        "fields: {nprocs} {ranks_per_node} {nodes} {hostfile} {export}") from None
     argv = shlex.split(filled)
+    if oversubscribed:  # else Open MPI refuses to bind more ranks than cores
+        argv = [f"{word}:overload-allowed" if before == "--bind-to" and ":" not in word else word
+                for before, word in zip(["", *argv], argv)]
     launcher = mpi.mpiexec() if argv[0] == "mpiexec" else paths.find_program(argv[0], environment_first=True)
     if launcher is None:
         raise JobError(f"{argv[0]} is not found", "load the site's MPI module in the site profile's setup, "

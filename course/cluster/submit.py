@@ -266,24 +266,27 @@ def qsub_options(settings: dict[str, str], nodes: int | None, per_node: int | No
 
 def submit(script: str | Path, *, nodes: int | None = None, per_node: int | None = None,
            env: dict[str, str] | None = None, options: list[str] = (), scheduler: str = "auto",
-           workdir: str | Path | None = None, echo: Callable[[str], None] | None = print) -> Job | None:
+           workdir: str | Path | None = None, echo: Callable[[str], None] | None = print,
+           skip_without_gpus: bool = False) -> Job | None:
     """Submit a job script as `qsub -j oe` would; None while nbgrader runs the notebook.
 
     nodes, per_node: override the script's `select` (N nodes, M MPI ranks on each).
     env: variables for the job (qsub -v), e.g. {"COMMUNICATOR": "naive"}.
     options: further qsub options, e.g. ["-l", "walltime=00:05:00"].
     scheduler: auto (from the site profile), local or qsub.
+    skip_without_gpus: when the job would run on this machine (local scheduler) and asks for more GPUs than
+        it has, say so and return None instead of raising JobError, so that a notebook's Run All goes on.
     """
     __tracebackhide__ = True
     try:
-        return _submit(script, nodes, per_node, env, options, scheduler, workdir, echo)
+        return _submit(script, nodes, per_node, env, options, scheduler, workdir, echo, skip_without_gpus)
     except NotImplementedError as e:  # the training script still has stubs
         raise NotImplementedError(str(e)) from None  # shown from here: the student's cell, then the message
     except CourseError as e:
         raise type(e)(e.message, e.hint) from None
 
 
-def _submit(script, nodes, per_node, env, options, scheduler, workdir, echo) -> Job | None:
+def _submit(script, nodes, per_node, env, options, scheduler, workdir, echo, skip_without_gpus) -> Job | None:
     if nbgrader_running():
         if echo:
             echo(f"nbgrader is running this notebook: {script} is not submitted; the grader reads the job "
@@ -306,6 +309,11 @@ def _submit(script, nodes, per_node, env, options, scheduler, workdir, echo) -> 
         env = {**(env or {}), **pbs.apply_options(variables).variables}
     options = qsub_options(settings, nodes, per_node, None if by_environment else env) + list(options)
     if scheduler == "local":
+        lacking = missing_gpus(script, workdir, options, settings) if skip_without_gpus else None
+        if lacking:
+            if echo:
+                echo(lacking)
+            return None
         local = localsched.start(workdir / script, options, workdir, resources=site_resources(settings))
         job = Job(local.id, workdir, "local", local.log, local)
     elif scheduler == "qsub":
@@ -315,6 +323,18 @@ def _submit(script, nodes, per_node, env, options, scheduler, workdir, echo) -> 
     if echo:
         echo(f"submitted {script} as job {job.id} ({job.scheduler})")
     return job
+
+
+def missing_gpus(script: Path, workdir: Path, options: list[str], settings: dict[str, str]) -> str | None:
+    """Why this machine cannot run the job for want of GPUs, with what to do instead; None when it has enough."""
+    request = pbs.read_request((workdir / script).read_text(), options, site_resources(settings))
+    found = gpu.visible_gpus()
+    if found.count >= request.ngpus:
+        return None
+    have = f"has {found.count} GPU(s) ({', '.join(found.names)})" if found.count else "has no GPU"
+    return (f"NOT SUBMITTED: this machine {have} and {script} asks for {request.ngpus} GPU(s) per node, so "
+            f"its job cannot run here. Submit it on a GPU node of a cluster: qsub -j oe {script}. "
+            "The rest of this notebook runs here: read on.")
 
 
 def check_site_request(script: Path, options: list[str], settings: dict[str, str]) -> None:
@@ -373,17 +393,22 @@ class PlannedRun:
     communicator: str
     allreduce: str = ""
     lr_rule: str = stages.TAUGHT_LR_RULE
+    batch_per_worker: int | None = None  # strong scaling: the site's batch split over the ranks
+    profile: bool = False  # time each step's phases per rank (course/runtime/profile.py)
 
     @property
     def env(self) -> dict[str, str]:
         return {"COMMUNICATOR": self.communicator, **({"ALLREDUCE": self.allreduce} if self.allreduce else {}),
-                "LR_RULE": self.lr_rule}
+                "LR_RULE": self.lr_rule, **({"BATCHSIZE": str(self.batch_per_worker)} if self.batch_per_worker else {}),
+                **({"PROFILE": "1"} if self.profile else {})}
 
     def describe(self, select: str = "{nodes}:mpiprocs={ranks_per_node}") -> str:
         variables = ",".join(f"{k}={v}" for k, v in self.env.items())
         request = select.format(nodes=self.nodes, ranks_per_node=self.per_node)
+        strong = f", strong scaling ({self.batch_per_worker} per rank)" if self.batch_per_worker else ""
         return (f"{self.nodes} node(s) x {self.per_node} rank(s), {self.communicator}"
-                f"{' with ' + self.allreduce + ' allreduce' if self.allreduce else ''}, lr rule {self.lr_rule}:  "
+                f"{' with ' + self.allreduce + ' allreduce' if self.allreduce else ''}, lr rule {self.lr_rule}{strong}"
+                f"{', step profile' if self.profile else ''}:  "
                 f"qsub -j oe -l select={request} -v {variables} {stages.MULTI_NODE.job_path}")
 
 
@@ -422,20 +447,50 @@ def _local_gpu_comparison(settings: dict[str, str], shapes: list[tuple[int, int]
     return shapes, communication
 
 
-def comparison_plan(workdir: str | Path = ".") -> list[PlannedRun]:
-    """The site profile's stage-3 comparison: each rank count with the first communication setting;
-    on the most ranks, every other communication setting, then every other learning-rate rule.
-    With the `local` scheduler on a machine with GPUs, the runs fit its GPUs (_local_gpu_comparison)."""
+def _site_plan(workdir: str | Path) -> tuple[dict[str, str], list[tuple[int, int]], list[tuple[str, str]]]:
+    """(site settings, the shapes NODESxRANKS, the communication settings) this machine can run."""
     settings = site_settings(Path(workdir))
     shapes = [tuple(int(x) for x in run.split("x")) for run in settings.get("COURSE_SCALING_RUNS", "1x2").split()]
     communication = [c.partition("/")[::2] for c in settings.get("COURSE_COMMUNICATION", "naive").split()]
     if settings.get("COURSE_SCHEDULER") == "local" and gpu.resolve_device("auto") != "@numpy":
         shapes, communication = _local_gpu_comparison(settings, shapes, communication)
+    return settings, shapes, communication
+
+
+def site_batch(settings: dict[str, str]) -> int:
+    """The batch per worker the jobs train with: --batchsize in COURSE_TRAIN_ARGS, which a job takes from the
+    environment it is submitted from where set there (as jobs/site_env.sh does), else from the site's."""
+    train_args = os.environ.get("COURSE_TRAIN_ARGS") or settings.get("COURSE_TRAIN_ARGS", "")
+    found = re.search(r"(?:--batchsize|-b)[= ](\d+)", train_args)
+    return int(found.group(1)) if found else 64  # the harness's default
+
+
+def comparison_plan(workdir: str | Path = ".") -> list[PlannedRun]:
+    """The site profile's stage-3 comparison: each rank count with the first communication setting;
+    on the most ranks, every other communication setting, every other learning-rate rule, and a strong-scaling
+    run (the site's batch split over the ranks, so the total batch and with it the rate stay those of one
+    worker: lr rule constant). With the `local` scheduler on a machine with GPUs, the runs fit its GPUs
+    (_local_gpu_comparison)."""
+    settings, shapes, communication = _site_plan(workdir)
     plan = [PlannedRun(nodes, per_node, *communication[0]) for nodes, per_node in shapes]
     nodes, per_node = max(shapes, key=lambda shape: shape[0] * shape[1])
     plan += [PlannedRun(nodes, per_node, *setting) for setting in communication[1:]]
     others = [rule for rule in stages.LR_RULES if rule != stages.TAUGHT_LR_RULE]
-    return plan + [PlannedRun(nodes, per_node, *communication[0], lr_rule=rule) for rule in others]
+    plan += [PlannedRun(nodes, per_node, *communication[0], lr_rule=rule) for rule in others]
+    split = site_batch(settings) // (nodes * per_node)
+    if split >= 1:
+        plan.append(PlannedRun(nodes, per_node, *communication[0], lr_rule="constant", batch_per_worker=split))
+    return plan
+
+
+def profile_plan(workdir: str | Path = ".") -> list[PlannedRun]:
+    """Two profiled runs: one rank (no exchange to wait for) and the most ranks of the site's comparison,
+    with its first setting that names an allreduce algorithm (so that the cost model knows which), else
+    its first."""
+    _, shapes, communication = _site_plan(workdir)
+    nodes, per_node = max(shapes, key=lambda shape: shape[0] * shape[1])
+    setting = next((c for c in communication if c[1]), communication[0])
+    return [PlannedRun(1, 1, *setting, profile=True), PlannedRun(nodes, per_node, *setting, profile=True)]
 
 
 def main(argv: list[str]) -> int:

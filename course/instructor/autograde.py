@@ -353,8 +353,10 @@ def _grade(root: Path, args: argparse.Namespace) -> int:
     submitted = (args.submitted or root / "submitted").resolve()
     db_url = prepare(root)
     if args.exchange:
-        run = _nbgrader(["collect", ASSIGNMENT], root, [f"--Exchange.root={args.exchange.resolve()}",
-                                                        f"--CourseDirectory.submitted_directory={submitted}"])
+        # --update: a student's newer submission replaces the one collected before
+        run = _nbgrader(["collect", ASSIGNMENT, "--update"], root,
+                        [f"--Exchange.root={args.exchange.resolve()}",
+                         f"--CourseDirectory.submitted_directory={submitted}"])
         if run.returncode != 0:
             raise GradingError(f"nbgrader collect failed: {_last_error(run.stdout + run.stderr)}",
                                "check --exchange and the course id in nbgrader_config.py")

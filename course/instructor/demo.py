@@ -1,18 +1,25 @@
-"""`python -m course demo` (make demo): the whole course on this machine, as a newcomer sees it.
+"""`python -m course demo` (make demo): a term of the course on this machine, with nbgrader's own apps.
 
 1. data: the data set the site profile names (the synthetic set is made when missing);
 2. doctor: what works here;
-3. release: the student release, made from solutions/ by nbgrader, in a fresh course folder;
-4. a student: takes the release, writes the solutions into the exercise cells and runs every notebook
-   top to bottom, which submits the real jobs (run here by the embedded scheduler, or by qsub where
-   the site profile says so);
-5. the instructor: collects the student's folder and grades it with `course grade` (nbgrader autograde,
-   feedback, CSV export);
-6. the gradebook and the scaling figures.
+3. the instructor: makes the release from solutions/ with nbgrader and releases it to an exchange
+   (`nbgrader release_assignment`);
+4. two students, each in their own folder with the students' nbgrader_config.py (what
+   `python -m course bundle` hands out) and their own nbgrader cache, as two accounts would be:
+   each fetches the assignment (`nbgrader fetch_assignment`), works and submits (`nbgrader submit`).
+   One solves every notebook and runs each top to bottom, which submits the real jobs (run here by the
+   embedded scheduler, or by qsub where the site profile says so). The other solves only part of
+   notebook 01 and runs only that notebook: its trainer is still a stub, so its job cannot be submitted
+   (the kit refuses a stub), as a student who stopped there would hand in; it adds a submission to
+   grade without adding training time;
+5. the instructor: `course grade --exchange` (nbgrader collect, the sandboxed verifier, nbgrader
+   autograde, generate_feedback, the CSV export), then `nbgrader release_feedback`;
+6. each student fetches their feedback (`nbgrader fetch_feedback`);
+7. the gradebook and the solved student's scaling figures.
 
-Everything goes to build/demo/ in the kit's folder. On a machine without GPUs stage 2's job cannot
-run: its notebook stops at that cell with the message a student would see, and its throughput earns
-no points.
+Everything goes to build/demo/ in the kit's folder (the exchange too: build/demo/exchange). On a machine
+without GPUs stage 2's job cannot run: its notebook says so at that cell, and its throughput earns no
+points.
 """
 from __future__ import annotations
 
@@ -20,35 +27,55 @@ import argparse
 import os
 import shutil
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from course import doctor, paths, stages
 from course.cluster import siteenv
 from course.errors import GradingError
-from course.instructor import autograde, release, sandbox, verify
-from course.notebook import report
+from course.instructor import autograde, exchange, release, sandbox, verify
+from course.notebook import allreduce_report, report
 from course.runtime import data
 
-STUDENT = "demo-student"
 NOTEBOOKS = tuple(stage.notebook for stage in stages.STAGES.values())
 
 
-def student_copy(release_folder: Path, solutions_folder: Path, destination: Path) -> Path:
-    """A copy of the release whose exercise cells hold the solutions, as a student would write them."""
+@dataclass(frozen=True)
+class Student:
+    name: str
+    notebooks: tuple[str, ...]  # the notebooks they work on and run; the others are handed in as fetched
+    left: frozenset[str] = frozenset()  # exercises (grade ids) they leave as released
+
+
+STUDENTS = (Student("ada-solved", NOTEBOOKS),
+            Student("ben-partial", (NOTEBOOKS[0],), frozenset({"build_trainer", "add_snapshots",
+                                                                "answer_snapshot_cost"})))
+
+
+def solve(folder: Path, solutions_folder: Path, notebooks: tuple[str, ...] = NOTEBOOKS,
+          left: frozenset[str] = frozenset()) -> None:
+    """Write the solutions into the exercise cells of `notebooks` in `folder` (but those in `left`), as a
+    student would write them."""
     import nbformat
 
-    shutil.copytree(release_folder, destination)
-    for name in NOTEBOOKS:
-        notebook = nbformat.read(destination / name, as_version=4)
+    for name in notebooks:
+        notebook = nbformat.read(folder / name, as_version=4)
         source = nbformat.read(solutions_folder / name, as_version=4)
         answers = {cell.metadata["nbgrader"]["grade_id"]: cell.source for cell in source.cells
                    if cell.metadata.get("nbgrader", {}).get("solution")}
         for cell in notebook.cells:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if grade_id in answers:
+            if grade_id in answers and grade_id not in left:
                 cell.source = "\n".join(line for line in answers[grade_id].splitlines()
                                         if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
-        nbformat.write(notebook, destination / name)
+        nbformat.write(notebook, folder / name)
+
+
+def student_copy(release_folder: Path, solutions_folder: Path, destination: Path) -> Path:
+    """A copy of the release whose exercise cells hold the solutions, as a student would write them."""
+    shutil.copytree(release_folder, destination)
+    solve(destination, solutions_folder)
     return destination
 
 
@@ -84,18 +111,68 @@ def course_folder(root: Path, destination: Path) -> Path:
     return destination
 
 
+def run_all(folder: Path, notebooks: tuple[str, ...], echo: Callable[[str], None] = print,
+            env: dict[str, str] | None = None) -> None:
+    """Run `notebooks` of `folder` one after the other, saying how long each took and where it stopped."""
+    for name in notebooks:
+        started = time.monotonic()
+        errors = run_notebook(folder / name, env=env)
+        echo(f"  {name}: ran in {time.monotonic() - started:.0f} s"
+             + ("" if not errors else "; stopped with: " + "; ".join(errors)))
+
+
 def play_student(root: Path, workdir: Path, echo=print, env: dict[str, str] | None = None) -> Path:
     """Release, then a student who solves and runs every notebook; returns the student's folder."""
     released = Path(workdir) / "release"
     release.generate(root, released)
     student = student_copy(released / paths.ASSIGNMENT, root / "solutions" / paths.ASSIGNMENT,
                            Path(workdir) / "student" / paths.ASSIGNMENT)
-    for name in NOTEBOOKS:
-        started = time.monotonic()
-        errors = run_notebook(student / name, env=env)
-        echo(f"  {name}: ran in {time.monotonic() - started:.0f} s"
-             + ("" if not errors else "; stopped with: " + "; ".join(errors)))
+    run_all(student, NOTEBOOKS, echo, env)
     return student
+
+
+def play_term(root: Path, out: Path, students: tuple[Student, ...] = STUDENTS,
+              env: dict[str, str] | None = None) -> tuple[int, dict[str, Path]]:
+    """Release, fetch, work, submit, grade and return feedback through the exchange out/exchange with
+    nbgrader's apps; (course grade's exit status, each student's assignment folder).
+
+    env: the students' kernels' environment (default: this process's)."""
+    course = course_folder(root, out / "course")
+    release.generate(root, course / "notebooks")
+    ex = out / "exchange"
+    exchange.run("release_assignment", [paths.ASSIGNMENT], course, ex)
+    settings = exchange.settings(course)
+    print(f"released {paths.ASSIGNMENT} to {ex}")
+    homes, folders = {}, {}
+    for student in students:
+        home = homes[student.name] = out / "students" / student.name
+        home.mkdir(parents=True)
+        (home / "nbgrader_config.py").write_text(exchange.student_config(settings, ex))
+        exchange.run("fetch_assignment", [paths.ASSIGNMENT], home, ex, cache=home / ".nbgrader-cache")
+        folder = folders[student.name] = exchange.assignment_folder(home, settings)
+        print(f"{student.name}: fetched into {folder}; works on {', '.join(student.notebooks)}"
+              + (f", leaving {', '.join(sorted(student.left))} as released" if student.left else ""))
+        solve(folder, root / "solutions" / paths.ASSIGNMENT, student.notebooks, student.left)
+        run_all(folder, student.notebooks, env=env)
+        exchange.run("submit", [paths.ASSIGNMENT, f"--student={student.name}"], home, ex,
+                     cache=home / ".nbgrader-cache")
+        sent = max((ex / settings.course_id / "inbound").glob(f"{student.name}+{paths.ASSIGNMENT}+*"))
+        print(f"  submitted: {exchange.size(sent) / 1e3:.0f} kB reached the exchange, of "
+              f"{exchange.size(folder) / 1e6:.1f} MB in the folder (snapshots stay; nbgrader refuses a folder "
+              f"over {settings.max_dir_size / 1e3:g} MB, ignored files counted)")
+
+    print("\n== 5. The instructor collects and grades the submissions with nbgrader")
+    status = autograde.main(["--course-dir", str(course), "--exchange", str(ex)])
+    exchange.run("release_feedback", [paths.ASSIGNMENT], course, ex)
+
+    print("\n== 6. Each student fetches their feedback")
+    for student in students:
+        home = homes[student.name]
+        exchange.run("fetch_feedback", [paths.ASSIGNMENT, f"--student={student.name}"], home, ex,
+                     cache=home / ".nbgrader-cache")
+        fetched = sorted(p.relative_to(home) for p in (folders[student.name] / "feedback").rglob("*.html"))
+        print(f"{student.name}: {len(fetched)} feedback file(s), e.g. {fetched[0] if fetched else '-'}")
+    return status, folders
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,24 +196,25 @@ def main(argv: list[str] | None = None) -> int:
     print("\n== 2. What works on this machine")
     print(doctor.render(doctor.run_checks()))
 
-    print("\n== 3-4. The student release, and a student who works through it (the jobs run now)")
-    student = play_student(root, out)
-
-    print("\n== 5. The instructor grades the submission with nbgrader")
-    course = course_folder(root, out / "course")
-    shutil.copytree(student, course / "submitted" / STUDENT / paths.ASSIGNMENT)
     try:
         verify.check_sandbox()
-    except GradingError as e:  # the demo grades its own student: say what a real grading run needs, go on
-        print(f"Note: {e.message}\n  -> {e.hint}\n  The demo grades its own student without the sandbox.")
+    except GradingError as e:  # the demo grades its own students: say what a real grading run needs, go on
+        print(f"\nNote: {e.message}\n  -> {e.hint}\n  The demo grades its own students without the sandbox.")
         os.environ[sandbox.SWITCH] = "off"
-    status = autograde.main(["--course-dir", str(course)])
 
-    print("\n== 6. The student's runs: throughput, scaling, accuracy and time to accuracy")
-    table = report.rows(student)
+    print("\n== 3-4. The release through nbgrader's exchange, and two students who work and submit (the jobs "
+          "run now)")
+    status, folders = play_term(root, out)
+
+    solved = folders[STUDENTS[0].name]
+    print(f"\n== 7. {STUDENTS[0].name}'s runs: throughput, scaling, accuracy and time to accuracy")
+    table = report.rows(solved)
     print(report.table_text(table))
-    for line in report.notes(table, report.target_of(student)):
+    for line in report.notes(table, report.target_of(solved)):
         print(line)
-    print(f"\nDemo finished in {(time.monotonic() - started) / 60:.1f} min. The student's folder: {student}")
-    print(f"Feedback for the student: {course / 'feedback' / STUDENT / paths.ASSIGNMENT}")
+    print(f"\n== 8. Where {STUDENTS[0].name}'s step time goes, and the allreduce predicted, then measured")
+    for line in allreduce_report.summary(solved):
+        print(line)
+    print(f"\nDemo finished in {(time.monotonic() - started) / 60:.1f} min. The students' folders: "
+          f"{out / 'students'}; the exchange: {out / 'exchange'}; the gradebook: {out / 'course' / 'grades.csv'}")
     return status

@@ -15,6 +15,7 @@ from pathlib import Path
 from course import paths
 from course.cluster import sites
 from course.errors import CourseError
+from course.instructor import exchange
 
 JOB_OUTPUTS = ("runs", "*.o[0-9]*", "train_cifar_*.py", "result")
 
@@ -62,4 +63,6 @@ def main(argv: list[str] | None = None) -> int:
     for path in sorted(folder.rglob("*")):
         if path.is_file():
             print(f"  {path.relative_to(release)}")
+    print(f"To the students: nbgrader release_assignment {paths.ASSIGNMENT} (here; the exchange is "
+          f"{exchange.settings(root).root}), and hand out make student-bundle")
     return 0

@@ -227,3 +227,25 @@ def _accuracy_points(points: float, run: Run, base: Run, target: float, point: d
     return (round(points / 2 + points / 2 * share, 3), run, base,
             f"{measured}; stage 1 took {base_point['seconds']:.0f} s: time-to-accuracy speedup {speedup:.2f} on "
             f"{run.workers} ranks -> {share:.0%} of the speedup points")
+
+
+def grade_allreduce_prediction(points: float, predicted_seconds: float, measured_seconds: float,
+                               what: str = "the gradient allreduce") -> float:
+    """Full points when the cost model's prediction is within grading.toml [allreduce] prediction_factor of
+    the measured time, either way; CheckFailed (no points) otherwise. Both in seconds per step."""
+    __tracebackhide__ = True
+    factor = float(config().get("allreduce", {}).get("prediction_factor", 4.0))
+    for name, value in (("predicted", predicted_seconds), ("measured", measured_seconds)):
+        if not (isinstance(value, (int, float)) and value > 0):
+            fail(f"the {name} time of {what} is {value!r}, not a positive number of seconds",
+                 "run the benchmark and the step profile jobs, then the cells above this one")
+    ratio = predicted_seconds / measured_seconds
+    said = (f"{what}: predicted {predicted_seconds * 1e3:.3g} ms, measured {measured_seconds * 1e3:.3g} ms "
+            f"(ratio {ratio:.2f})")
+    if not 1 / factor <= ratio <= factor:
+        fail(f"{said}, more than {factor:g}x apart",
+             "check the model's inputs: the bytes are parameters x 4, the ranks and algorithm those of the measured "
+             "run, alpha and beta from your fit of that rank count; the naive communicator sends one allreduce per "
+             "parameter array, each paying alpha")
+    passed(f"{said}: within {factor:g}x")
+    return points

@@ -7,7 +7,7 @@ from pathlib import Path
 from course import evidence, results, stages
 from course.errors import CourseError
 
-COLUMNS = ("run", "stage", "workers", "devices", "setting", "img/s", "spread", "speedup", "efficiency",
+COLUMNS = ("run", "stage", "workers", "scaling", "devices", "setting", "img/s", "spread", "speedup", "efficiency",
            "val. accuracy", "time to target", "TTA speedup", "counts")
 
 
@@ -16,11 +16,21 @@ def target_of(folder: Path = Path("."), baseline: str | None = None) -> float | 
     return _target(evidence.baseline(folder, baseline))
 
 
+def _scoring():
+    """course.instructor.scoring (it reads grading.toml); None in the students' bundle, which has neither."""
+    try:
+        from course.instructor import scoring
+    except ModuleNotFoundError as e:
+        if e.name != "course.instructor":
+            raise
+        return None
+    return scoring
+
+
 def _target(base: evidence.Run | None) -> float | None:
     """The course's accuracy target for the baseline's data set (grading.toml), where it can be found."""
-    from course.instructor import scoring
-
-    if base is None:
+    scoring = _scoring()
+    if base is None or scoring is None:
         return None
     try:
         return scoring.accuracy_target((base.record.get("dataset") or {}).get("name", ""))
@@ -38,11 +48,15 @@ def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
     for stage in stages.NAMES:
         for run in evidence.runs(stage, folder):
             record = run.record
-            comparable = base is not None and run.traced and not evidence.comparable(run, base)
+            scaling = evidence.scaling(run, base) if base is not None and run.traced else None
+            comparable = scaling is not None
             tta = run.time_to_accuracy(target) if target is not None else None
             setting = f"{run.setting}, lr {run.lr_rule}" if stage == stages.MULTI_NODE.name else "-"
+            if record.get("profile"):
+                setting += ", profiled"
             table.append({
                 "run": run.path.parent.name, "stage": stage, "workers": run.workers,
+                "scaling": scaling if scaling and run.workers > 1 else "-",
                 "devices": ", ".join(sorted(set(record.get("devices") or []))) + (
                     f" on {len(set(record.get('hosts') or []))} node(s)" if record.get("hosts") else ""),
                 "setting": setting, "img/s": run.images_per_sec,
@@ -66,9 +80,14 @@ def _cell(value) -> str:
     return html.escape(str(value))
 
 
+# An inline style, which JupyterLab's output sanitizer lets through (white-space is among the properties it
+# allows). No cell wraps, so a run id stays on one line and the wide table scrolls sideways instead.
+_NOWRAP = 'style="white-space: nowrap"'
+
+
 def table_html(table: list[dict]) -> str:
-    head = "".join(f"<th>{c}</th>" for c in COLUMNS)
-    body = "".join("<tr>" + "".join(f'<td style="white-space: nowrap">{_cell(row[c])}</td>' for c in COLUMNS)
+    head = "".join(f"<th {_NOWRAP}>{c}</th>" for c in COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td {_NOWRAP}>{_cell(row[c])}</td>" for c in COLUMNS)
                    + "</tr>" for row in table)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -99,8 +118,9 @@ def notes(table: list[dict], target: float | None = None) -> list[str]:
 
 def references() -> dict[str, dict[str, float]]:
     """Reference images/sec per GPU model from grading.toml, where it can be found."""
-    from course.instructor import scoring
-
+    scoring = _scoring()
+    if scoring is None:
+        return {}
     try:
         return scoring.config().get("reference", {})
     except CourseError:
@@ -120,20 +140,34 @@ def plot(table: list[dict]):
     speed, by_epoch, by_update, by_time = axes.flat
     markers = dict(zip(stages.NAMES, "os^"))
     for stage in stages.NAMES:
-        points = [row for row in table if row["stage"] == stage]
-        if points:
-            speed.scatter([row["workers"] for row in points], [row["img/s"] for row in points],
-                          marker=markers[stage], s=40, label=stage, zorder=3)
+        for scaling in ("weak", "strong"):  # strong: stage 1's batch split over the workers
+            points = [row for row in table if row["stage"] == stage and (row.get("scaling") == "strong") ==
+                      (scaling == "strong")]
+            if points:
+                speed.scatter([row["workers"] for row in points], [row["img/s"] for row in points],
+                              marker=markers[stage], s=40, zorder=3, facecolors="none" if scaling == "strong" else None,
+                              edgecolors="C3" if scaling == "strong" else None,
+                              label=f"{stage} (strong scaling)" if scaling == "strong" else stage)
+    most = max(2, max(row["workers"] for row in table))
+    top = max(row["img/s"] for row in table)
     bases = [row for row in table if row["baseline"]]
     if bases:
-        most = max(2, max(row["workers"] for row in table))
-        speed.plot([1, most], [bases[0]["img/s"], most * bases[0]["img/s"]], color="black", linestyle="--",
-                   linewidth=1.5, label="ideal (linear, from the baseline)", zorder=2)
+        ideal = [bases[0]["img/s"], most * bases[0]["img/s"]]
+        speed.plot([1, most], ideal, color="black", linestyle="--", linewidth=1.5,
+                   label="ideal (linear, from the baseline)", zorder=2)
+        top = max(top, ideal[1])
+    # From 0, so that the gap to the ideal line reads as the share of throughput lost; the whole line fits
+    # (and an axis of runs that measured nothing, 0 img/s, still has a height).
+    speed.set(xlim=(0.5, most + 0.5), ylim=(0, max(1.05 * top, 1.0)))
+    # One colour per label on the three accuracy plots, so that a run keeps its colour from plot to plot.
+    colours = {}
     for row in table:
         curve = row["_curve"]
         if not curve:
             continue
-        style = dict(marker=markers[row["stage"]], label=_label(row))
+        label = _label(row)
+        colour = colours.setdefault(label, f"C{len(colours) % 10}")
+        style = dict(marker=markers[row["stage"]], label=label, color=colour)
         by_epoch.plot([p["epoch"] for p in curve], [p["accuracy"] for p in curve], **style)
         by_update.plot([p["iteration"] for p in curve], [p["accuracy"] for p in curve], **style)
         by_time.plot([p["seconds"] for p in curve], [p["accuracy"] for p in curve], **style)
@@ -142,12 +176,14 @@ def plot(table: list[dict]):
     by_update.set(xlabel="updates (iterations): N ranks make N times fewer per epoch", ylabel="validation accuracy",
                   title="Accuracy per update", ylim=(0, 1))
     by_time.set(xlabel="wall time (s)", ylabel="validation accuracy", title="Accuracy over time", ylim=(0, 1))
-    for axis in (speed.xaxis, by_epoch.xaxis):
-        axis.set_major_locator(MaxNLocator(integer=True))
-    speed.set_xlim(0.5, None)
+    # Workers, epochs and updates are counts. min_n_ticks=1: with the default (2) the locator falls back to
+    # fractional ticks when the axis holds one integer only (a one-epoch run).
+    for axis in (speed.xaxis, by_epoch.xaxis, by_update.xaxis):
+        axis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     for ax in axes.flat:
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+        handles = dict(zip(*reversed(ax.get_legend_handles_labels())))  # one entry per label
+        if handles:
+            ax.legend(handles.values(), handles.keys(), fontsize=7)
     figure.tight_layout()
     return figure
 

@@ -7,6 +7,7 @@ the job log (course.joblog), and writes the results file (course.results).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import errno
 import os
@@ -26,7 +27,7 @@ from course import __version__, fileio, gpu, joblog, results, stages
 from course.cluster import hosts
 from course.errors import CourseError
 from course.fileio import sha256_file
-from course.runtime import checkpoint, data, models
+from course.runtime import checkpoint, data, models, profile
 from course.runtime.throughput import ThroughputStats
 
 DEFAULT_SEED = 0
@@ -86,6 +87,8 @@ def parser(stage: str) -> argparse.ArgumentParser:
                             help="ChainerMN communicator; auto: pure_nccl on GPUs, naive on CPUs")
         parser.add_argument("--gpu", action=argparse.BooleanOptionalAction, default=None,
                             help="one GPU per rank (default: when the node has GPUs)")
+        parser.add_argument("--profile", action="store_true",
+                            help="time every step's data, forward, backward, allreduce and update, per rank")
     return parser
 
 
@@ -356,7 +359,9 @@ class _Run:
         log = trainer.get_extension("LogReport").log
         finished = datetime.datetime.now().astimezone()
         # Counted here: layers with lazily sized inputs have no parameters before the first step.
-        model = {**self.record["model"], "parameters": models.count_parameters(self.model)}
+        # The sizes of the arrays too: ChainerMN's naive communicator allreduces each on its own (the cost model).
+        model = {**self.record["model"], "parameters": models.count_parameters(self.model),
+                 "arrays": [p.size for p in self.model.params() if p.array is not None]}
         record = {**self.record, "model": model, "complete": complete, "error": error,
                   "throughput": throughput.as_dict() if throughput else None,
                   **self._segments(trainer),
@@ -455,8 +460,10 @@ def run(trainer: chainer.training.Trainer, args: argparse.Namespace, *, comm=Non
         if record.record["device_kind"] == "gpu" and not chainer.backends.cuda.cudnn_enabled:
             print("course: warning: Chainer does not use cuDNN here, so convolutions run slower; "
                   "python -m course doctor says how to fix it", flush=True)
+    profiler = profile.StepProfile(trainer, comm, args.warmup) if getattr(args, "profile", False) else None
     try:
-        trainer.run()
+        with profiler.hook if profiler else contextlib.nullcontext():
+            trainer.run()
     except BaseException as e:
         if reporting:
             record.write(trainer, complete=False, error=_failure(e, trainer.out))
@@ -465,7 +472,11 @@ def run(trainer: chainer.training.Trainer, args: argparse.Namespace, *, comm=Non
                               "file system; the job resumes from its last snapshot when submitted again") from e
         raise
     stats = trainer.get_extension("Throughput").stats()
+    if profiler is not None:
+        record.record["profile"] = profiler.gathered()  # every rank sends its phases to rank 0
     if reporting:
+        for summary in (record.record.get("profile") or {}).get("ranks", []):
+            print(profile.line(summary), flush=True)
         digest = record.write(trainer, complete=True)
         if stats is None:
             print(joblog.throughput_not_measured(args.warmup), flush=True)

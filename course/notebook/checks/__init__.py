@@ -85,4 +85,4 @@ def small_args(stage: str = "single_gpu", **overrides) -> argparse.Namespace:
 
 
 # The stage modules use the helpers above, so they come last.
-from course.notebook.checks import multi_gpu, multi_node, single  # noqa: E402, F401 (checks.single, ...)
+from course.notebook.checks import allreduce, multi_gpu, multi_node, single  # noqa: E402, F401 (checks.single, ...)

@@ -14,7 +14,15 @@ source jobs/site_env.sh
 # course launch starts $COURSE_MPIEXEC with the job's hosts and one rank per slot, and prints it.
 # COMMUNICATOR: a ChainerMN communicator (default: pure_nccl on GPUs, naive on CPUs);
 # ALLREDUCE: Open MPI's allreduce algorithm under it (ring, recursive_doubling, ...);
-# LR_RULE: how the learning rate follows the total batch (constant, linear, warmup).
-python -m course launch --allreduce "${ALLREDUCE:-}" -- \
+# LR_RULE: how the learning rate follows the total batch (constant, linear, warmup);
+# BATCHSIZE: images per rank and step, instead of the site's (strong scaling: the site's batch / ranks);
+# PROFILE=1: time each step's phases per rank; PROFILE=nsys: that, under Nsight Systems, one report per rank.
+profiler=()
+if [ "${PROFILE:-}" = nsys ]; then
+    command -v nsys >/dev/null || { echo "PROFILE=nsys: nsys (Nsight Systems) is not on this node's PATH; load its module in the site profile's setup, or use PROFILE=1"; exit 2; }
+    mkdir -p runs
+    profiler=(nsys profile --trace=cuda,nvtx,mpi --output "runs/nsys-${PBS_JOBID:-${SLURM_JOB_ID:-job}}-rank%q{OMPI_COMM_WORLD_RANK}")
+fi
+python -m course launch --allreduce "${ALLREDUCE:-}" -- "${profiler[@]}" \
     python train_cifar_multi_node.py $COURSE_TRAIN_ARGS --communicator "${COMMUNICATOR:-auto}" \
-    --lr-rule "${LR_RULE:-warmup}"
+    --lr-rule "${LR_RULE:-warmup}" ${BATCHSIZE:+--batchsize "$BATCHSIZE"} ${PROFILE:+--profile}

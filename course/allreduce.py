@@ -1,0 +1,90 @@
+"""The allreduce micro-benchmark's results file and its job-log line: the one writer and reader of each.
+
+One sealed JSON file per mpiexec burst, ``runs/allreduce-<job id>/<algorithm>-<ranks>r-<round>.json``:
+a job that alternates algorithms (jobs/run_allreduce_benchmark.sh) leaves one file per burst in one
+folder, so that the reader can pool the rounds of each (ranks, algorithm). The seal is the results
+file's (course.results.compute_seal); the job log records each file's digest on the line below.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from course import results
+from course.errors import ResultsError
+from course.fileio import atomic_file, sha256_file
+
+SCHEMA = "course-allreduce/1"
+PREFIX = "allreduce"  # the run folder is runs/allreduce-<job id>
+DEFAULT_ALGORITHM = "default"  # no --allreduce: Open MPI's own decision rules pick per size
+
+
+def run_folder(root: Path, tag: str) -> Path:
+    return Path(root) / results.RUNS_DIR / f"{PREFIX}-{tag}"
+
+
+def next_path(folder: Path, algorithm: str, ranks: int) -> Path:
+    """The first free <algorithm>-<ranks>r-<round>.json of a run folder (rounds count from 1)."""
+    round_ = 1
+    while (path := Path(folder) / f"{algorithm}-{ranks}r-{round_}.json").exists():
+        round_ += 1
+    return path
+
+
+def write(path: Path, data: dict) -> str:
+    """Seal and write `data` atomically; return the SHA-256 of the file written."""
+    sealed = {**data, "schema": SCHEMA}
+    sealed["seal"] = results.compute_seal(sealed)
+    with atomic_file(path, "w") as f:
+        json.dump(sealed, f, indent=1, sort_keys=True)
+        f.write("\n")
+    return sha256_file(path)
+
+
+def load(path: Path) -> dict:
+    """One benchmark file; ResultsError when it is unreadable, not one, or edited after the run."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ResultsError(f"{path} is not a readable allreduce file ({e})",
+                           "run jobs/run_allreduce_benchmark.sh again") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ResultsError(f"{path} is not an allreduce benchmark file (schema {SCHEMA} expected)",
+                           "pass a file that jobs/run_allreduce_benchmark.sh wrote")
+    if not results.seal_ok(data):
+        raise ResultsError(f"{path} was changed after the benchmark wrote it (its seal does not match)",
+                           "run jobs/run_allreduce_benchmark.sh again; do not edit its files")
+    data["_path"] = str(path)
+    return data
+
+
+def find(folder: Path = Path(".")) -> list[Path]:
+    """Every benchmark file under folder/runs, in name order."""
+    return sorted((Path(folder) / results.RUNS_DIR).glob(f"{PREFIX}-*/*.json"))
+
+
+def summarize(seconds: list[float]) -> tuple[float, float, float]:
+    """(median, first quartile, third quartile): the quartiles are the spread a reader compares against,
+    robust to the odd repeat a shared machine stalls."""
+    q1, median, q3 = np.percentile(np.asarray(seconds, dtype=float), [25, 50, 75])
+    return float(median), float(q1), float(q3)
+
+
+# --- the job-log line --------------------------------------------------------------------------
+
+
+def log_line(path: Path | str, sha256: str, algorithm: str, ranks: int) -> str:
+    return f"course: allreduce {path} sha256={sha256} | {algorithm} on {ranks} rank(s)"
+
+
+_LINE = re.compile(r"^course: allreduce (?P<path>\S+) sha256=(?P<sha256>[0-9a-f]{64}) \| "
+                   r"(?P<algorithm>\w+) on (?P<ranks>\d+) rank\(s\)$", re.MULTILINE)
+
+
+def logged(text: str) -> list[dict]:
+    """{path, sha256, algorithm, ranks} of every benchmark file a job log names."""
+    return [{**m.groupdict(), "ranks": int(m["ranks"])} for m in _LINE.finditer(text)]

@@ -1,0 +1,140 @@
+"""`python -m course bundle --out DIR` (make student-bundle): the folder to hand out to students.
+
+Hand out this folder (or an archive of it), never the repository: the repository holds solutions/
+with every answer and hidden test. DIR holds
+
+  README.md, install.sh      how to start; the student environment (.venv with the course's pins)
+  start-jupyterlab.sh        JupyterLab with jupyter/ as its configuration
+  jupyter/                   nbgrader's Assignment List and Validate on; Formgrader, Create Assignment
+                             and Course List off (and locked)
+  nbgrader_config.py         the course id and the exchange (made from the course's nbgrader_config.py)
+  pyproject.toml, constraints.txt
+  course/                    the kit's package without course/instructor/ (the grader) and the reference
+                             training (its code answers the exercises)
+  <course id>/distributed_training/
+                             the release (notebooks/ with jobs/), where nbgrader's submit looks for it
+
+and no solutions/, hidden tests, grading.toml, instructor configuration or course/instructor/.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from course import paths
+from course.errors import CourseError
+from course.instructor import exchange, release
+
+# nbgrader's instructor tools (its installation guide names them); the Assignment List and Validate stay.
+LAB_EXTENSIONS_OFF = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
+                      "@jupyter/nbgrader:course-list")
+SERVER_EXTENSIONS_OFF = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
+KIT_FILES = ("pyproject.toml", "constraints.txt")
+# Of course/: the grader, and the kit's reference training (`course train`, for benchmarks), whose code is
+# the stages' answers.
+LEFT_OUT = ("instructor", "runtime/reference.py")
+CACHES = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+INSTALL = """#!/usr/bin/env bash
+# The student environment: .venv here, with the course's pinned packages (needs Python 3.11).
+#   ./install.sh                      # with an MPI for a laptop (the mpi extra)
+#   EXTRAS=gpu ./install.sh           # on a cluster's GPU node: the site's MPI, CUDA 12 wheels
+set -euo pipefail
+cd "$(dirname "$0")"
+PYTHON=${{PYTHON:-python3.11}}
+EXTRAS=${{EXTRAS-mpi}}
+"$PYTHON" -m venv .venv
+.venv/bin/pip install -q -c constraints.txt {bootstrap}
+# Chainer 7.8.1 builds only with setuptools<70: no build isolation.
+.venv/bin/pip install -q -c constraints.txt --no-build-isolation -e ".${{EXTRAS:+[$EXTRAS]}}"
+echo "Installed. Start JupyterLab with ./start-jupyterlab.sh"
+"""
+
+START = """#!/usr/bin/env bash
+# JupyterLab for the course, with jupyter/ as its configuration: no instructor tools.
+cd "$(dirname "$0")"
+export JUPYTER_CONFIG_DIR="$PWD/jupyter"
+exec .venv/bin/jupyter lab --ServerApp.root_dir="$PWD" "$@"
+"""
+
+README = """# {course_id}: distributed deep learning with Chainer and ChainerMN
+
+1. `./install.sh` once (Python 3.11; `EXTRAS=gpu ./install.sh` on a GPU node of a cluster).
+2. `./start-jupyterlab.sh`, then open **Assignment List** (the Nbgrader menu): fetch `{assignment}` if it
+   is not already in `{folder}/`, and work through `01_single_gpu`, `02_multi_gpu` and `03_multi_node`
+   there. Each notebook submits its training jobs for you (`qsub -j oe`, or this machine when the
+   course runs without a cluster).
+3. Submit from the Assignment List (or `nbgrader submit {assignment}` in this folder). What your
+   jobs wrote travels with it: `runs/` and the job logs (`run_*.sh.o<number>`); the snapshots do not.
+   Feedback comes back through the same list (**Fetch Feedback**).
+
+The exchange your instructor set is in `nbgrader_config.py`; `COURSE_EXCHANGE=/path` overrides it.
+`.venv/bin/python -m course doctor` says what works on the machine you are on.
+"""
+
+
+def student_jupyter_config(folder: Path) -> Path:
+    """A Jupyter configuration folder with nbgrader's instructor tools off: the lab extensions disabled
+    and locked with `jupyter labextension` (user level), the server extensions off in jupyter_server_config.json
+    (`jupyter server extension disable --user` refuses extensions enabled at another level)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    env = {**paths.tool_environment(), "JUPYTER_CONFIG_DIR": str(folder)}
+    jupyter = str(Path(sys.executable).parent / "jupyter")
+    for action in ("disable", "lock"):
+        done = subprocess.run([jupyter, "labextension", action, "--level=user", *LAB_EXTENSIONS_OFF],
+                              capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            raise CourseError(f"jupyter labextension {action} failed: {(done.stdout + done.stderr).strip()[-300:]}",
+                              "check that JupyterLab is installed in this environment (make venv)")
+    server = {"ServerApp": {"jpserver_extensions": {name: False for name in SERVER_EXTENSIONS_OFF}}}
+    (folder / "jupyter_server_config.json").write_text(json.dumps(server, indent=2) + "\n")
+    return folder
+
+
+def build(root: Path, out: Path, exchange_root: Path | None = None) -> Path:
+    """Make the student bundle of the kit at `root` in the new folder `out`; returns `out`."""
+    released = root / "notebooks" / paths.ASSIGNMENT
+    if not released.is_dir():
+        raise CourseError(f"no release in {released}", "make release first")
+    if release.job_outputs(released):
+        raise CourseError(f"{released} holds job outputs", "remove them (or make release) before bundling")
+    if out.exists() and any(out.iterdir()):
+        raise CourseError(f"{out} exists and is not empty", "give a new folder, or remove that one first")
+    course = exchange.settings(root)
+    target = exchange.assignment_folder(out, course)
+    shutil.copytree(released, target, ignore=shutil.ignore_patterns(*course.ignore))
+    package = root / "course"
+    shutil.copytree(package, out / "course", ignore=lambda folder, names: set(CACHES(folder, names)) | {
+        name for name in names if (Path(folder) / name).relative_to(package).as_posix() in LEFT_OUT})
+    for name in KIT_FILES:
+        shutil.copy(root / name, out / name)
+    (out / "nbgrader_config.py").write_text(exchange.student_config(course, exchange_root))
+    student_jupyter_config(out / "jupyter")
+    bootstrap = subprocess.run([sys.executable, str(root / "tools" / "pins.py"), "bootstrap"], check=True,
+                               capture_output=True, text=True).stdout.strip()
+    for name, text in (("install.sh", INSTALL.format(bootstrap=bootstrap)), ("start-jupyterlab.sh", START)):
+        (out / name).write_text(text)
+        os.chmod(out / name, 0o755)
+    (out / "README.md").write_text(README.format(course_id=course.course_id, assignment=paths.ASSIGNMENT,
+                                                 folder=target.parent.relative_to(out)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="course bundle", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, help="a new folder for the bundle")
+    parser.add_argument("--exchange", type=Path, default=None,
+                        help="the exchange students use (default: the course's, from nbgrader_config.py)")
+    args = parser.parse_args(argv)
+    root = paths.kit_root()
+    out = build(root, args.out.resolve(), args.exchange.resolve() if args.exchange else None)
+    files = sum(1 for path in out.rglob("*") if path.is_file())
+    print(f"student bundle: {out} ({files} files). Hand out this folder, never the repository (it holds the "
+          f"solutions).\nIts exchange: {exchange.settings(out).root} (students can override it with {exchange.ENV})")
+    return 0

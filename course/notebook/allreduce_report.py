@@ -1,0 +1,262 @@
+"""The allreduce micro-benchmark as the notebook shows it: the table, the fitted α and β, the plot.
+
+    from course.notebook import allreduce_report
+    table = allreduce_report.show()          # every (ranks, algorithm) measured in runs/allreduce-*/
+
+Each (ranks, algorithm) comes from its newest job, all of that job's bursts pooled: a job that alternates
+algorithms (jobs/run_allreduce_benchmark.sh) gives each the same machine, minute by minute. The spread is
+the quartiles of the pooled repeats; two algorithms differ beyond noise at a size only where their
+quartile ranges do not overlap.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course import allreduce, costmodel
+from course.errors import ResultsError
+
+
+@dataclass
+class Series:
+    """One (ranks, algorithm): per message size, the median and quartiles of every repeat of its bursts."""
+
+    ranks: int
+    algorithm: str
+    job: str
+    nodes: int
+    cores: int  # of the node rank 0 ran on
+    bursts: int
+    sizes: list[int] = field(default_factory=list)
+    median: list[float] = field(default_factory=list)
+    q1: list[float] = field(default_factory=list)
+    q3: list[float] = field(default_factory=list)
+    repeats: list[int] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.algorithm}, {self.ranks} ranks"
+
+    @property
+    def oversubscribed(self) -> bool:
+        return self.nodes == 1 and self.ranks > self.cores
+
+
+def measured_table(folder: Path = Path(".")) -> list[Series]:
+    """Every (ranks, algorithm) the benchmark measured in folder/runs, ordered by ranks then algorithm;
+    files whose seal does not match are left out with a note."""
+    by_job: dict[tuple[int, str], dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for path in allreduce.find(folder):
+        try:
+            record = allreduce.load(path)
+        except ResultsError as e:
+            print(f"note: left out: {e.message}")
+            continue
+        by_job[(record["ranks"], record["algorithm"])][path.parent.name].append(record)
+    table = []
+    for (ranks, algorithm), jobs in sorted(by_job.items()):
+        # The newest job by the time its bursts started (file times do not survive a copy of the folder).
+        job, records = max(jobs.items(), key=lambda item: max(r.get("started", 0) for r in item[1]))
+        table.append(_series(ranks, algorithm, job, records))
+    return table
+
+
+def _series(ranks: int, algorithm: str, job: str, records: list[dict]) -> Series:
+    pooled: dict[int, list[float]] = defaultdict(list)
+    for record in records:
+        for size in record["sizes"]:
+            pooled[size["bytes"]] += size["seconds"]
+    series = Series(ranks, algorithm, job, nodes=len(set(records[0]["hosts"])), cores=records[0].get("cores") or 0,
+                    bursts=len(records))
+    for nbytes in sorted(pooled):
+        median, q1, q3 = allreduce.summarize(pooled[nbytes])
+        series.sizes.append(nbytes)
+        series.median.append(median)
+        series.q1.append(q1)
+        series.q3.append(q3)
+        series.repeats.append(len(pooled[nbytes]))
+    return series
+
+
+def fits(table: list[Series]) -> dict[tuple[int, str], tuple[float, float]]:
+    """The kit's (α, β) per (ranks, algorithm) with a cost model, fitted on the medians."""
+    return {(s.ranks, s.algorithm): costmodel.fit(s.sizes, s.median, s.algorithm, s.ranks)
+            for s in table if s.algorithm in costmodel.ALGORITHMS and s.ranks > 1 and len(s.sizes) > 1}
+
+
+def _bytes(n: int) -> str:
+    unit, name = (2 ** 20, "MiB") if n >= 2 ** 20 else (1024, "KiB")
+    return f"{n // unit} {name}" if n % unit == 0 else f"{n / unit:.1f} {name}"
+
+
+def table_text(table: list[Series]) -> str:
+    """Sizes down, (ranks, algorithm) across: median and quartiles in microseconds."""
+    sizes = sorted({n for s in table for n in s.sizes})
+    header = f"{'size':>8} | " + " | ".join(f"{s.label:^28}" for s in table)
+    lines = [header, "-" * len(header)]
+    for n in sizes:
+        cells = []
+        for s in table:
+            if n in s.sizes:
+                i = s.sizes.index(n)
+                cells.append(f"{s.median[i] * 1e6:9.1f} us ({s.q1[i] * 1e6:.0f}-{s.q3[i] * 1e6:.0f})".center(28))
+            else:
+                cells.append(" " * 28)
+        lines.append(f"{_bytes(n):>8} | " + " | ".join(cells))
+    return "\n".join(lines)
+
+
+def compare(table: list[Series], first: str = "ring", second: str = "recursive_doubling") -> list[str]:
+    """Per rank count measured with both algorithms, where they differ beyond the spread and where not."""
+    by = {(s.ranks, s.algorithm): s for s in table}
+    said = []
+    for ranks in sorted({s.ranks for s in table}):
+        a, b = by.get((ranks, first)), by.get((ranks, second))
+        if not (a and b):
+            continue
+        beyond, within = [], []
+        for n in sorted(set(a.sizes) & set(b.sizes)):
+            i, j = a.sizes.index(n), b.sizes.index(n)
+            apart = a.q3[i] < b.q1[j] or b.q3[j] < a.q1[i]  # the quartile ranges do not overlap
+            faster = first if a.median[i] < b.median[j] else second
+            ratio = max(a.median[i], b.median[j]) / min(a.median[i], b.median[j])
+            (beyond if apart else within).append(f"{_bytes(n)} ({faster} {ratio:.2f}x faster)" if apart
+                                                 else _bytes(n))
+        said.append(f"{ranks} ranks, {first} vs {second}: beyond the spread at "
+                    f"{', '.join(beyond) or 'no size'}; within it (noise) at {', '.join(within) or 'no size'}")
+    if said:
+        said.append("The alpha-beta model has no term for the sums themselves (the seed's table 1 counts them as "
+                    "computation): recursive doubling adds the whole vector at each of its log2(p) steps, the ring "
+                    "(p-1)/p of it in all. On one node, where a message is a memory copy, an addition costs about "
+                    "what a copy does, so on 2 ranks, where both send n bytes, the ring can still win.")
+    return said
+
+
+def notes(table: list[Series], fitted: dict[tuple[int, str], tuple[float, float]]) -> list[str]:
+    """Where model and measurement part, per series, and why on a shared machine."""
+    said = []
+    for s in table:
+        if (s.ranks, s.algorithm) not in fitted:
+            continue
+        alpha, beta = fitted[(s.ranks, s.algorithm)]
+        errors = [costmodel.allreduce_seconds(s.algorithm, s.ranks, n, alpha, beta) / t - 1
+                  for n, t in zip(s.sizes, s.median)]
+        worst = max(range(len(errors)), key=lambda i: abs(errors[i]))
+        close = [_bytes(n) for n, e in zip(s.sizes, errors) if abs(e) <= 0.25]
+        line = (f"{s.label}: alpha {alpha * 1e6:.2f} us, beta {beta * 1e9:.3f} ns/byte "
+                f"({1 / beta / 1e9:.2f} GB/s); the model is within 25% of the median at "
+                f"{', '.join(close) or 'no size'} and misses most at {_bytes(s.sizes[worst])} "
+                f"({errors[worst]:+.0%})" if beta > 0 else f"{s.label}: the fit gives beta <= 0: no bandwidth term")
+        if alpha <= 0:
+            line += "; alpha <= 0: the latency is below what these sizes resolve"
+        if s.nodes == 1 and errors[worst] < 0 and s.sizes[worst] >= 4 * 2 ** 20:
+            line += ("; from a few MiB on the messages no longer fit in the caches and each copy runs at memory "
+                     "speed: one beta cannot hold both")
+        if s.oversubscribed:
+            line += (f". {s.ranks} ranks on {s.cores} cores: ranks take turns on a core, so a step waits for a "
+                     "rank to be scheduled as well as for its message, and the times are not the network's")
+        elif s.nodes == 1:
+            line += (". One node: the 'network' is shared memory, and the ranks share caches and memory "
+                     "bandwidth, which the model's one β per link does not know")
+        said.append(line)
+    return said
+
+
+WIDTHS = (16, 64)  # the course network's width on CPUs and on GPUs
+
+
+def gradient_bytes(model: str = "vgg", widths: tuple[int, ...] = WIDTHS) -> dict[int, int]:
+    """The gradient of the course network at each width, in bytes (float32, all parameters in one buffer)."""
+    from course.notebook.checks.allreduce import parameter_arrays
+
+    return {width: costmodel.BYTES_PER_PARAMETER * sum(parameter_arrays(model, width)) for width in widths}
+
+
+def by_width(table: list[Series], sizes: dict[int, int]) -> list[str]:
+    """What each series measured at the gradient size of each width (log-log between the nearest sizes
+    measured): the CPU course's width against the GPU course's, in the same job."""
+    import numpy as np
+
+    said = []
+    for s in table:
+        at = {width: float(np.exp(np.interp(np.log(n), np.log(s.sizes), np.log(s.median))))
+              for width, n in sizes.items() if min(s.sizes) <= n <= max(s.sizes)}
+        if len(at) == len(sizes):
+            (w1, t1), (w2, t2) = list(at.items())[:2]
+            said.append(f"{s.label}: the width-{w1} gradient ({_bytes(sizes[w1])}) {t1 * 1e3:.2f} ms, the width-{w2} "
+                        f"one ({_bytes(sizes[w2])}, {sizes[w2] / sizes[w1]:.0f}x the bytes) {t2 * 1e3:.2f} ms: "
+                        f"{t2 / t1:.1f}x the time")
+    return said
+
+
+def plot(table: list[Series], fitted: dict[tuple[int, str], tuple[float, float]],
+         marks: dict[int, int] | None = None):
+    """Median time against message size (log-log), quartiles as error bars, the fitted model as lines."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    figure, ax = plt.subplots(figsize=(8, 5))
+    for k, s in enumerate(table):
+        colour = f"C{k % 10}"
+        median = np.asarray(s.median)
+        ax.errorbar(s.sizes, median, yerr=[median - np.asarray(s.q1), np.asarray(s.q3) - median], fmt="o",
+                    color=colour, capsize=3, label=f"{s.label} (measured)")
+        if (s.ranks, s.algorithm) in fitted:
+            grid = np.geomspace(min(s.sizes), max(s.sizes), 50)
+            model = [costmodel.allreduce_seconds(s.algorithm, s.ranks, n, *fitted[(s.ranks, s.algorithm)])
+                     for n in grid]
+            ax.plot(grid, model, color=colour, linestyle="--", label=f"{s.label} (model)")
+    for width, n in (marks or {}).items():
+        ax.axvline(n, color="grey", linewidth=0.8, linestyle=":")
+        ax.annotate(f"VGG width {width}", (n, 1.0), xycoords=("data", "axes fraction"), rotation=90, fontsize=7,
+                    ha="right", va="top", color="grey")
+    ax.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="allreduce time (s)",
+           title="Allreduce: measured (median, quartiles) and the fitted alpha-beta model")
+    ax.legend(fontsize=7)
+    figure.tight_layout()
+    return figure
+
+
+def show(folder: Path = Path(".")) -> list[Series]:
+    """Print the table, the fits and where they part from the measurement, and display the plot."""
+    import matplotlib.pyplot as plt
+    from IPython.display import display
+
+    table = measured_table(folder)
+    if not table:
+        print("No allreduce measurements yet: submit jobs/run_allreduce_benchmark.sh, then run this cell again.")
+        return table
+    fitted = fits(table)
+    sizes = gradient_bytes()
+    print(table_text(table))
+    for line in [*notes(table, fitted), *compare(table), *by_width(table, sizes)]:
+        print(line)
+    display(plot(table, fitted, sizes))
+    plt.close("all")
+    return table
+
+
+def summary(folder: Path = Path(".")) -> list[str]:
+    """For a terminal (the demo): the step profiles, the fitted alpha and beta, and the kit's prediction of the
+    profiled run's gradient allreduce against what its profile measured."""
+    from course.notebook import profile_report
+    from course.notebook.checks.allreduce import parameter_arrays
+    from course.runtime.profile import PHASES
+
+    lines = [f"step profile, {row['ranks']} rank(s), rank {row['rank']} on {row['host']}: "
+             + ", ".join(f"{phase} {row[phase]:.1f}" for phase in PHASES if row[phase] is not None) + " ms"
+             for row in profile_report.rows(folder)]
+    fitted = fits(measured_table(folder))
+    lines += [f"allreduce fit, {algorithm} on {ranks} ranks: alpha {alpha * 1e6:.2f} us, beta {beta * 1e9:.3f} ns/byte"
+              for (ranks, algorithm), (alpha, beta) in sorted(fitted.items())]
+    measured = profile_report.measured_allreduce_seconds(folder)
+    if measured is not None and (measured["ranks"], measured["algorithm"]) in fitted:
+        arrays = measured["arrays"] or parameter_arrays(measured["model"], measured["width"])
+        predicted = costmodel.predict_gradient_allreduce(
+            arrays if measured["communicator"] == "naive" else sum(arrays), measured["algorithm"], measured["ranks"],
+            *fitted[(measured["ranks"], measured["algorithm"])])
+        lines.append(f"gradient allreduce of {measured['run']} ({sum(arrays):,} parameters, {measured['algorithm']} on "
+                     f"{measured['ranks']} ranks): predicted {predicted * 1e3:.2f} ms, measured "
+                     f"{measured['seconds'] * 1e3:.2f} ms (ratio {predicted / measured['seconds']:.2f})")
+    return lines

@@ -1,0 +1,151 @@
+"""Where a training step's time goes, per rank: `--profile` on stage 3 (`qsub -v PROFILE=1`).
+
+Each step of the trainer is cut into data loading (the iterator and the converter), forward, backward,
+waiting for the slowest rank (a barrier the profile adds before the exchange), gradient exchange
+(ChainerMN's allreduce of the gradients) and update (the optimizer's rule), plus what is left (the
+updater's own work). The cuts come from Chainer's and ChainerMN's own
+objects, wrapped on the student's trainer: the updater's `update` (a step), a `chainer.FunctionHook` (the
+first function of the forward pass and the first of the backward pass), the communicator's
+`multi_node_mean_grad` and the wrapped optimizer's `update`. On a GPU every cut first waits for the GPU
+(the kernels run asynchronously), and each phase is an NVTX range, so that Nsight Systems shows the same
+phases in its timeline (`qsub -v PROFILE=nsys`).
+
+The contract of the results file's `profile` field (written by the harness, read by the report) is here:
+`{"phases": [...], "ranks": [{"rank", "host", "steps", "median_ms": {phase: ms}}]}`.
+"""
+from __future__ import annotations
+
+import socket
+import statistics
+import time
+
+import chainer
+import numpy
+
+PHASES = ("data", "forward", "backward", "wait", "allreduce", "update", "other")
+# The moments that begin each phase after "data", in order within a step, and the step's end.
+_CUTS = (*PHASES[1:], "end")
+
+
+class _Cuts(chainer.FunctionHook):
+    """Notes the first forward and the first backward function of a step (Chainer calls these hooks for
+    every function; only the first of each kind matters)."""
+
+    name = "CourseStepProfile"
+
+    def __init__(self, profile: StepProfile) -> None:
+        self._profile = profile
+
+    def forward_preprocess(self, function, in_data) -> None:
+        self._profile.cut("forward")
+
+    def backward_preprocess(self, function, in_data, out_grad) -> None:
+        self._profile.cut("backward")
+
+
+class StepProfile:
+    """The phases of every steady step of one rank's trainer (steps after `warmup`)."""
+
+    def __init__(self, trainer, comm, warmup: int) -> None:
+        self.comm, self.warmup = comm, warmup
+        self.steps: list[dict[str, float]] = []
+        self._times: dict[str, float] | None = None  # the cuts of the step under way
+        self._open: str | None = None  # the phase whose NVTX range is open
+        self._complete = 0  # steps with every cut seen
+        optimizer = trainer.updater.get_optimizer("main")
+        actual, communicator = (getattr(optimizer, name, None) for name in ("actual_optimizer", "communicator"))
+        if actual is None or not hasattr(communicator, "multi_node_mean_grad"):
+            raise ValueError("--profile needs ChainerMN's multi-node optimizer (stage 3): "
+                             "chainermn.create_multi_node_optimizer(optimizer, comm)")
+        self._gpu = optimizer.target.xp is not numpy
+        self.hook = _Cuts(self)
+        self._wrap(trainer.updater, "update", start="data", end="end")
+        # Before the exchange every rank waits at a barrier for the slowest: the allreduce phase is then the
+        # exchange itself, and "wait" is what synchronous training costs when ranks run at different speeds.
+        self._wrap(communicator, "multi_node_mean_grad", start="allreduce", end="update")
+        exchange = communicator.multi_node_mean_grad
+
+        def barrier_first(*args, **kwargs):
+            self.cut("wait")
+            communicator.mpi_comm.Barrier()
+            return exchange(*args, **kwargs)
+
+        communicator.multi_node_mean_grad = barrier_first
+        self._wrap(actual, "update", start=None, end="other")
+
+    def _wrap(self, owner, method: str, start: str | None, end: str) -> None:
+        original = getattr(owner, method)
+
+        def timed(*args, **kwargs):
+            if start == "data":
+                self._begin()
+            elif start is not None:
+                self.cut(start)
+            result = original(*args, **kwargs)
+            self.cut(end)
+            if end == "end":
+                self._finish()
+            return result
+
+        setattr(owner, method, timed)  # on this object only: its class (and other trainers) stay as they were
+
+    def _now(self) -> float:
+        if self._gpu:  # the GPU's queued kernels belong to the phase that queued them
+            import cupy
+
+            cupy.cuda.get_current_stream().synchronize()
+        return time.perf_counter()
+
+    def _nvtx(self, phase: str | None) -> None:
+        """Close the open NVTX range, open `phase`'s (Nsight Systems shows them per rank)."""
+        if self._gpu:
+            from cupy.cuda import nvtx
+
+            if self._open is not None:
+                nvtx.RangePop()
+            if phase is not None:
+                nvtx.RangePush(phase)
+        self._open = phase
+
+    def _begin(self) -> None:
+        self._times = {"start": self._now()}
+        self._nvtx("data")
+
+    def cut(self, name: str) -> None:
+        """The moment phase `name` begins ("end": the step ends); the first time only, within a step."""
+        if self._times is None or name in self._times:
+            return
+        self._times[name] = self._now()
+        self._nvtx(name if name in PHASES else None)
+
+    def _finish(self) -> None:
+        times, self._times = self._times, None
+        self._nvtx(None)
+        # The first update of a multi-node optimizer broadcasts the weights and exchanges no gradients:
+        # that step (and any step missing a cut) is not one of the steady pattern.
+        if times is None or any(cut not in times for cut in _CUTS):
+            return
+        self._complete += 1
+        if self._complete > self.warmup:
+            moments = [times["start"], *(times[cut] for cut in _CUTS)]
+            self.steps.append({phase: moments[i + 1] - moments[i] for i, phase in enumerate(PHASES)})
+
+    def summary(self) -> dict:
+        """This rank's median milliseconds per phase over its steady steps."""
+        median = {phase: round(1000 * statistics.median(step[phase] for step in self.steps), 3) if self.steps
+                  else None for phase in PHASES}
+        return {"rank": self.comm.rank, "host": socket.gethostname(), "steps": len(self.steps), "median_ms": median}
+
+    def gathered(self) -> dict:
+        """Every rank's summary (every rank must call this; rank 0 gets them all)."""
+        ranks = self.comm.mpi_comm.gather(self.summary(), root=0)
+        return {"phases": list(PHASES), "ranks": ranks}
+
+
+def line(summary: dict) -> str:
+    """The job log's line for one rank's profile."""
+    medians = summary["median_ms"]
+    parts = " | ".join(f"{phase} {medians[phase]:.2f} ms" if medians.get(phase) is not None else f"{phase} n/a"
+                       for phase in PHASES)
+    return (f"course: profile rank {summary['rank']} on {summary['host']}: {parts} "
+            f"(median of {summary['steps']} steps)")

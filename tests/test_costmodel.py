@@ -1,0 +1,274 @@
+"""The allreduce cost model (course.costmodel), its notebook checks, its results file, reader and scoring."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from course import allreduce, costmodel
+from course.errors import ResultsError
+from course.instructor import scoring
+from course.notebook import allreduce_report
+from course.notebook.checks import CheckFailed
+from course.notebook.checks import allreduce as checks
+from tests.solutions import solution_functions
+
+GRADING = """
+[allreduce]
+prediction_factor = 4.0
+"""
+SIZES = [1024 * 4 ** k for k in range(1, 9)]
+
+
+def test_known_values_of_both_formulas():
+    # ring: 2(p-1) alpha + 2(p-1)/p n beta; recursive doubling: log2(p) (alpha + n beta)
+    assert costmodel.allreduce_seconds("ring", 4, 2 ** 20, 5e-6, 1e-9) == pytest.approx(6 * 5e-6 + 1.5 * 2 ** 20 * 1e-9)
+    assert costmodel.allreduce_seconds("recursive_doubling", 4, 2 ** 20, 5e-6, 1e-9) == \
+        pytest.approx(2 * (5e-6 + 2 ** 20 * 1e-9))
+    assert costmodel.allreduce_seconds("recursive_doubling", 8, 100, 1.0, 0.0) == pytest.approx(3.0)
+    assert costmodel.allreduce_seconds("ring", 8, 0, 1.0, 0.0) == 14
+    assert costmodel.allreduce_seconds("ring", 1, 2 ** 20, 5e-6, 1e-9) == 0  # one rank exchanges nothing
+    with pytest.raises(ValueError, match="no cost model"):
+        costmodel.allreduce_seconds("rabenseifner", 4, 1, 1, 1)
+
+
+@pytest.mark.parametrize("algorithm, ranks", [("ring", 2), ("ring", 4), ("recursive_doubling", 4),
+                                              ("recursive_doubling", 16)])
+def test_the_fit_recovers_alpha_and_beta_from_exact_times(algorithm, ranks):
+    seconds = [costmodel.allreduce_seconds(algorithm, ranks, n, 4e-6, 3e-10) for n in SIZES]
+    assert costmodel.fit(SIZES, seconds, algorithm, ranks) == pytest.approx((4e-6, 3e-10), rel=1e-9)
+
+
+def test_the_fit_weighs_every_size_alike():
+    """With 10% noise on every time, the relative-error fit still finds the latency; an unweighted fit
+    is set by the largest messages alone and gets it wrong by far more."""
+    rng = np.random.default_rng(0)
+    exact = np.array([costmodel.allreduce_seconds("ring", 4, n, 5e-6, 5e-10) for n in SIZES])
+    noisy = exact * (1 + 0.1 * rng.standard_normal(len(SIZES)))
+    alpha, beta = costmodel.fit(SIZES, noisy, "ring", 4)
+    a, b = costmodel.coefficients("ring", 4)
+    (plain_alpha, _), *_ = np.linalg.lstsq(np.column_stack([np.full(len(SIZES), a), b * np.array(SIZES)]), noisy,
+                                           rcond=None)
+    assert abs(alpha / 5e-6 - 1) < 0.2 and abs(beta / 5e-10 - 1) < 0.1
+    assert abs(plain_alpha / 5e-6 - 1) > 5 * abs(alpha / 5e-6 - 1)
+
+
+def test_gradient_prediction_uses_four_bytes_per_parameter():
+    one = costmodel.predict_gradient_allreduce(1000, "ring", 2, 1e-6, 1e-9)
+    assert one == pytest.approx(2e-6 + 4000e-9)
+    per_array = costmodel.predict_gradient_allreduce([400, 600], "ring", 2, 1e-6, 1e-9)
+    assert per_array == pytest.approx(4e-6 + 4000e-9)  # the naive communicator pays alpha per array
+
+
+# --- the notebook checks --------------------------------------------------------------------------
+
+
+# The notebook's solutions (solutions/.../03_multi_node.ipynb), with the setup cell's imports they rely on.
+_SOLVED = {"math": math, "np": np}
+for _name in ("allreduce_time", "fit_alpha_beta"):
+    exec(solution_functions("multi_node")[_name], _SOLVED)
+allreduce_time, fit_alpha_beta = _SOLVED["allreduce_time"], _SOLVED["fit_alpha_beta"]
+
+
+def ring_with_p(algorithm, n_ranks, message_bytes, alpha, beta):
+    if algorithm == "ring":
+        return 2 * n_ranks * alpha + 2 * n_ranks / n_ranks * message_bytes * beta
+    return allreduce_time(algorithm, n_ranks, message_bytes, alpha, beta)
+
+
+def doubling_with_p(algorithm, n_ranks, message_bytes, alpha, beta):
+    if algorithm == "recursive_doubling":
+        return n_ranks * (alpha + message_bytes * beta)
+    return allreduce_time(algorithm, n_ranks, message_bytes, alpha, beta)
+
+
+def swapped_fit(sizes, seconds, algorithm, n_ranks):
+    alpha, beta = fit_alpha_beta(sizes, seconds, algorithm, n_ranks)
+    return beta, alpha
+
+
+def unweighted_fit(sizes, seconds, algorithm, n_ranks):
+    a, b = (2 * (n_ranks - 1), 2 * (n_ranks - 1) / n_ranks) if algorithm == "ring" else (math.log2(n_ranks),) * 2
+    rows = np.column_stack([np.full(len(sizes), a), b * np.asarray(sizes, float)])
+    (alpha, beta), *_ = np.linalg.lstsq(rows, np.asarray(seconds, float), rcond=None)
+    return alpha, beta
+
+
+def measured(folder, ranks=4, algorithm="ring", rounds=2, seed=0, job="7.local",
+             started=1.0) -> list[allreduce_report.Series]:
+    """A benchmark's files as a job leaves them (course.allreduce.write), with noise, and their table."""
+    rng = np.random.default_rng(seed)
+    run = allreduce.run_folder(folder, job)
+    for _ in range(rounds):
+        sizes = [{"bytes": n, "repeats": 5, "seconds": [costmodel.allreduce_seconds(algorithm, ranks, n, 5e-6, 4e-10)
+                                                        * (1 + 0.2 * rng.random()) for _ in range(5)]}
+                 for n in SIZES]
+        allreduce.write(allreduce.next_path(run, algorithm, ranks),
+                        {"job": {"id": job}, "ranks": ranks, "hosts": ["laptop"] * ranks, "cores": 2,
+                         "algorithm": algorithm, "sizes": sizes, "started": started})
+    return allreduce_report.measured_table(folder)
+
+
+def test_the_reference_solution_passes_the_checks(tmp_path, capsys):
+    checks.cost_model(allreduce_time)
+    checks.cost_model(allreduce_time, cases=[("ring", 3, 12345, 1e-5, 3e-10), ("recursive_doubling", 32, 7, 1, 2)])
+    checks.cost_model(lambda *args: np.float32(allreduce_time(*args)), cases=[("ring", 4, 4096, 1.0, 0.5)])
+    checks.fit(fit_alpha_beta, measured(tmp_path))
+    checks.fit(fit_alpha_beta, measured(tmp_path), alpha=1e-5, beta=1e-9)
+    checks.fit(lambda *args: np.array(fit_alpha_beta(*args)), measured(tmp_path))  # an array of the two will do
+    assert capsys.readouterr().out.count("OK: ") == 6
+
+
+@pytest.mark.parametrize("wrong, said", [
+    (ring_with_p, "the ring counts p where it takes p - 1"),
+    (doubling_with_p, "recursive doubling takes log2(p) steps, not p"),
+    (lambda a, p, n, al, be: allreduce_time(a, p, n, be, al), "alpha and beta are swapped"),
+    (lambda a, p, n, al, be: allreduce_time(a, p, 8 * n, al, be), "do not multiply by 8"),
+    (lambda a, p, n, al, be: 2 * (p - 1) * al + n * be if a == "ring" else allreduce_time(a, p, n, al, be),
+     "the ring sends 2(p-1)/p x n bytes"),
+])
+def test_the_cost_model_check_names_planted_mistakes(wrong, said):
+    with pytest.raises(CheckFailed) as failed:
+        checks.cost_model(wrong)
+    assert "returned" in str(failed.value) and "the model gives" in str(failed.value) and said in str(failed.value)
+
+
+def test_the_cost_model_check_says_what_a_wrong_type_is():
+    with pytest.raises(CheckFailed, match="returned str, not a number of seconds"):
+        checks.cost_model(lambda *args: "1 ms")
+
+
+def test_the_fit_check_fails_a_swapped_or_unweighted_fit_and_an_empty_table(tmp_path):
+    table = measured(tmp_path)
+    with pytest.raises(CheckFailed, match="the wrong way round") as failed:
+        checks.fit(swapped_fit, table)
+    assert "return (alpha, beta)" in str(failed.value)
+    with pytest.raises(CheckFailed, match="relative error"):
+        checks.fit(unweighted_fit, table)
+    with pytest.raises(CheckFailed, match="submit jobs/run_allreduce_benchmark.sh"):
+        checks.fit(fit_alpha_beta, [])
+
+
+# --- the results file and its log line ------------------------------------------------------------
+
+
+def test_the_file_is_sealed_and_its_log_line_reads_back(tmp_path):
+    path = allreduce.next_path(allreduce.run_folder(tmp_path, "3.local"), "ring", 2)
+    assert path.name == "ring-2r-1.json"
+    sha256 = allreduce.write(path, {"ranks": 2, "algorithm": "ring", "sizes": []})
+    assert allreduce.next_path(path.parent, "ring", 2).name == "ring-2r-2.json"
+    assert allreduce.load(path)["ranks"] == 2
+    line = allreduce.log_line("runs/allreduce-3.local/ring-2r-1.json", sha256, "ring", 2)
+    assert allreduce.logged(f"noise\n{line}\nmore\n") == [
+        {"path": "runs/allreduce-3.local/ring-2r-1.json", "sha256": sha256, "algorithm": "ring", "ranks": 2}]
+    edited = json.loads(path.read_text())
+    edited["ranks"] = 4
+    path.write_text(json.dumps(edited))
+    with pytest.raises(ResultsError, match="changed after the benchmark wrote it"):
+        allreduce.load(path)
+    assert allreduce.summarize([3.0, 1.0, 2.0, 100.0]) == pytest.approx((2.5, 1.75, 27.25))
+
+
+def test_the_reader_pools_rounds_fits_and_says_where_algorithms_differ(tmp_path):
+    measured(tmp_path, ranks=4, algorithm="ring")
+    table = measured(tmp_path, ranks=4, algorithm="recursive_doubling", seed=1)
+    assert [(s.ranks, s.algorithm, s.bursts, s.repeats[0]) for s in table] == [(4, "recursive_doubling", 2, 10),
+                                                                              (4, "ring", 2, 10)]
+    fitted = allreduce_report.fits(table)
+    assert fitted[(4, "ring")] == pytest.approx((5e-6, 4e-10), rel=0.25)
+    text = allreduce_report.table_text(table)
+    assert "64 MiB" in text and "4 KiB" in text
+    [ring_vs, model_note] = allreduce_report.compare(table)
+    assert ring_vs.startswith("4 ranks, ring vs recursive_doubling: beyond the spread at") and "64 MiB" in ring_vs
+    assert "no term for the sums" in model_note
+    notes = allreduce_report.notes(table, fitted)
+    assert len(notes) == 2 and all("4 ranks on 2 cores: ranks take turns on a core" in note for note in notes)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    figure = allreduce_report.plot(table, fitted)
+    assert figure.axes[0].get_xscale() == "log" and len(figure.axes[0].lines) >= 2
+
+
+def test_each_series_comes_from_its_newest_job(tmp_path):
+    measured(tmp_path, job="9.local", started=2.0, rounds=1)
+    table = measured(tmp_path, job="10.local", started=1.0)  # a lower number, but started before job 9
+    assert [(s.job, s.bursts) for s in table] == [("allreduce-9.local", 1)]
+
+
+def test_a_tampered_file_is_left_out_of_the_table_with_a_note(tmp_path, capsys):
+    measured(tmp_path, rounds=1)
+    [path] = allreduce.find(tmp_path)
+    path.write_text(path.read_text().replace('"cores": 2', '"cores": 8'))
+    assert allreduce_report.measured_table(tmp_path) == []
+    assert "note: left out" in capsys.readouterr().out
+
+
+# --- scoring --------------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("grading_config")
+def test_the_prediction_scores_within_the_factor_of_grading_toml(capsys):
+    assert scoring.grade_allreduce_prediction(2.0, 0.9e-3, 1.2e-3) == 2.0
+    assert "within 4x" in capsys.readouterr().out
+    assert scoring.grade_allreduce_prediction(2.0, 4.7e-3, 1.2e-3) == 2.0
+    with pytest.raises(CheckFailed, match="more than 4x apart") as failed:
+        scoring.grade_allreduce_prediction(2.0, 0.2e-3, 1.2e-3)
+    assert "parameters x 4" in str(failed.value)
+    with pytest.raises(CheckFailed, match="not a positive number"):
+        scoring.grade_allreduce_prediction(2.0, 1e-3, 0.0)
+
+
+def test_the_students_prediction_is_their_model_per_parameter_array(tmp_path):
+    table = measured(tmp_path, ranks=2)
+    arrays = checks.parameter_arrays("vgg", width=16)
+    assert sum(arrays) == 939770 and len(arrays) == 44  # VGG width 16: 0.94 M parameters in 44 arrays
+    alpha, beta = costmodel.fit(table[0].sizes, table[0].median, "ring", 2)
+    assert checks.predict(allreduce_time, fit_alpha_beta, table, 2, "ring", arrays) == \
+        pytest.approx(costmodel.predict_gradient_allreduce(arrays, "ring", 2, alpha, beta))
+    assert checks.predict(allreduce_time, fit_alpha_beta, table, 2, "ring", sum(arrays)) == \
+        pytest.approx(costmodel.predict_gradient_allreduce(sum(arrays), "ring", 2, alpha, beta))
+    with pytest.raises(CheckFailed, match="has not measured recursive_doubling on 2 ranks"):
+        checks.predict(allreduce_time, fit_alpha_beta, table, 2, "recursive_doubling", arrays)
+
+
+def test_the_notebooks_check_cells_pass_its_solutions_visible_and_hidden(tmp_path, monkeypatch, capsys):
+    import nbformat
+
+    import course
+    from course.notebook import checks as notebook_checks
+    from tests.solutions import SOLUTIONS
+
+    measured(tmp_path, ranks=2)
+    monkeypatch.chdir(tmp_path)  # where the student's runs/ are
+    notebook = nbformat.read(SOLUTIONS / "03_multi_node.ipynb", as_version=4)
+    cells = {cell.metadata.nbgrader.grade_id: cell.source for cell in notebook.cells
+             if cell.metadata.get("nbgrader", {}).get("grade")}
+    for grade_id in ("check_allreduce_time", "check_fit"):
+        exec(cells[grade_id], {"checks": notebook_checks, "course": course, **_SOLVED})
+    assert capsys.readouterr().out.count("OK: ") == 4
+
+
+def test_a_function_that_calls_the_kits_own_model_or_fit_earns_nothing():
+    def borrowed_time(algorithm, n_ranks, message_bytes, alpha, beta):
+        return costmodel.allreduce_seconds(algorithm, n_ranks, message_bytes, alpha, beta)
+
+    def borrowed_fit(sizes, seconds, algorithm, n_ranks):
+        return costmodel.fit(sizes, seconds, algorithm, n_ranks)
+
+    with pytest.raises(CheckFailed, match="allreduce_time calls the kit's own allreduce_seconds, costmodel"):
+        checks.cost_model(borrowed_time)
+    with pytest.raises(CheckFailed, match="fit_alpha_beta calls the kit's own costmodel"):
+        checks.fit(borrowed_fit, [])
+
+
+def test_the_report_reads_the_time_of_each_widths_gradient_off_the_same_series(tmp_path):
+    table = measured(tmp_path, ranks=2)
+    sizes = allreduce_report.gradient_bytes()
+    assert sizes[16] == 4 * sum(checks.parameter_arrays("vgg", 16)) and sizes[64] > 15 * sizes[16]
+    [line] = allreduce_report.by_width(table, sizes)
+    assert line.startswith("ring, 2 ranks: the width-16 gradient (3.6 MiB)") and "16x the bytes" in line
+    ratio = float(line.split(": ")[-1].split("x the time")[0])
+    assert 10 < ratio < 17  # the bandwidth term dominates at these sizes, latency adds a little

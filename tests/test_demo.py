@@ -1,0 +1,42 @@
+"""make demo's term through nbgrader's exchange (course.instructor.demo.play_term), with two students
+who train nothing, so that it stays cheap: one solves part of notebook 01, one hands in the release as
+fetched. The gradebook comes from the collected submissions; each student fetches their own feedback.
+make demo itself adds a student who solves everything and runs the real jobs."""
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from course import paths
+from course.instructor import demo, sandbox
+from tests.conftest import ROOT, bubblewrap
+
+A = paths.ASSIGNMENT
+STUDENTS = (demo.Student("ada", (demo.NOTEBOOKS[0],), frozenset({"build_trainer", "add_snapshots"})),
+            demo.Student("ben", ()))
+
+
+@pytest.mark.slow
+def test_a_term_through_nbgraders_exchange(tmp_path, quick_env, monkeypatch):
+    if not bubblewrap():
+        monkeypatch.setenv(sandbox.SWITCH, "off")
+    status, folders = demo.play_term(ROOT, tmp_path, STUDENTS, env=quick_env)
+    assert status == 0
+    course = tmp_path / "course"
+    inbound = tmp_path / "exchange" / "chainer-distributed-training" / "inbound"
+    sent = {path.name.split("+")[0]: (path / "timestamp.txt").read_text() for path in inbound.iterdir()}
+    assert sorted(sent) == ["ada", "ben"]
+    with open(course / "grades.csv") as f:
+        rows = {row["student_id"]: row for row in csv.DictReader(f)}
+    assert sorted(rows) == ["ada", "ben"]
+    for student, row in rows.items():
+        assert row["timestamp"] in sent[student], "graded what nbgrader collected from the exchange"
+    assert float(rows["ada"]["score"]) == 2 + 2  # make_iterators, make_model_and_optimizer (the answer: by hand)
+    assert float(rows["ben"]["score"]) == 0
+    for student in ("ada", "ben"):
+        fetched = sorted(p.name for p in (folders[student] / "feedback").rglob("*.html"))
+        assert fetched == sorted(n.replace(".ipynb", ".html") for n in demo.NOTEBOOKS)
+    ada = next((folders["ada"] / "feedback").rglob("01_single_gpu.html")).read_text()
+    ben = next((folders["ben"] / "feedback").rglob("01_single_gpu.html")).read_text()
+    assert "Score: 4.0 / 14.0" in ada and "Score: 0.0 / 14.0" in ben, "each fetched their own"

@@ -1,0 +1,71 @@
+"""nbgrader's exchange as the kit configures it, through nbgrader's own apps (release_assignment,
+fetch_assignment, submit, collect): the job outputs travel with a submission, the snapshots do not, and
+nbgrader's size limit is said. tests/test_demo.py plays the whole term, feedback included."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from course import paths
+from course.errors import CourseError
+from course.instructor import demo, exchange
+from tests.conftest import ROOT
+
+A = paths.ASSIGNMENT
+LOG = "run_single_gpu_training.sh.o7"
+
+
+@pytest.fixture(scope="module")
+def cycle(tmp_path_factory):
+    """A course released to a fresh exchange; a student who fetched it, ran jobs and submitted."""
+    base = tmp_path_factory.mktemp("exchange-cycle")
+    course = demo.course_folder(ROOT, base / "course")
+    shutil.copytree(ROOT / "notebooks" / A, course / "notebooks" / A)
+    root = base / "exchange"
+    exchange.run("release_assignment", [A], course, root)
+    settings = exchange.settings(course)
+    home = base / "ada"
+    home.mkdir()
+    (home / "nbgrader_config.py").write_text(exchange.student_config(settings, root))
+    exchange.run("fetch_assignment", [A], home, root, cache=home / "cache")
+    folder = exchange.assignment_folder(home, settings)
+    (folder / "runs" / "single_gpu-7.local").mkdir(parents=True)
+    (folder / "runs" / "single_gpu-7.local" / "results.json").write_text("{}")
+    (folder / "runs" / "single_gpu-7.local" / "snapshot_iter_188").write_bytes(b"\0" * 1000)
+    (folder / "runs" / "multi_node-8.local").mkdir()
+    (folder / "runs" / "multi_node-8.local" / "snapshot.1.94").write_bytes(b"\0" * 1000)
+    (folder / LOG).write_text("course: job 7.local ended with exit status 0\n")
+    exchange.run("submit", [A, "--student=ada"], home, root, cache=home / "cache")
+    exchange.run("collect", [A], course, root)
+    return course, root, home, settings
+
+
+def test_the_kits_exchange_is_the_course_folders_unless_set(tmp_path, monkeypatch):
+    monkeypatch.delenv(exchange.ENV, raising=False)
+    assert exchange.settings(ROOT).root == ROOT / "exchange"
+    monkeypatch.setenv(exchange.ENV, str(tmp_path / "shared"))
+    assert exchange.settings(ROOT).root == tmp_path / "shared"
+    course = exchange.settings(ROOT)
+    assert course.path_includes_course and course.course_id == "chainer-distributed-training"
+
+
+def test_release_creates_the_exchange_and_students_fetch_into_the_course_folder(cycle):
+    course, root, home, settings = cycle
+    assert (root / settings.course_id / "outbound" / A / "01_single_gpu.ipynb").is_file()
+    assert (home / settings.course_id / A / "jobs" / "site_env.sh").is_file()
+
+
+def test_job_outputs_travel_with_a_submission_and_snapshots_do_not(cycle):
+    course, _, _, _ = cycle
+    collected = course / "submitted" / "ada" / A
+    assert (collected / LOG).is_file() and (collected / "runs" / "single_gpu-7.local" / "results.json").is_file()
+    assert not list(collected.rglob("snapshot*"))
+
+
+def test_a_submission_over_nbgraders_size_limit_is_refused_with_its_reason(cycle):
+    _, root, home, settings = cycle
+    with pytest.raises(CourseError, match="Directory size is too big"):
+        exchange.run("submit", [A, "--student=ada", "--CourseDirectory.max_dir_size=1"], home, root,
+                     cache=home / "cache")
+    assert exchange.size(exchange.assignment_folder(home, settings)) > 1000
