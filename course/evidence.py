@@ -43,6 +43,11 @@ class Run:
         return not self.problems
 
     @property
+    def profiled(self) -> bool:
+        """A step-profile run (PROFILE=1): on GPUs its cuts wait for the GPU, so its speed is not the run's."""
+        return bool(self.record.get("profile"))
+
+    @property
     def images_per_sec(self) -> float:
         return (self.record.get("throughput") or {}).get("images_per_sec") or 0.0
 
@@ -322,7 +327,7 @@ def accuracy_candidates(found: list[Run], base: Run) -> list[Run]:
 
 
 def comparison_coverage(found: list[Run]) -> Coverage:
-    traced = [run for run in found if run.traced]
+    traced = [run for run in found if run.traced and not run.profiled]
     return Coverage(sorted({run.workers for run in traced}), sorted({run.setting for run in traced}))
 
 

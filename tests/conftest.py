@@ -48,7 +48,7 @@ def quick_env(tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("quick")
     env = {**os.environ, "CHAINER_DATASET_ROOT": str(root / "data"), "XDG_STATE_HOME": str(root / "state"),
            "COURSE_DATASET": "small", "COURSE_TRAIN_ARGS": "--model vgg --width 8 --batchsize 32 --epoch 2 --warmup 2",
-           "ROUNDS": "1", "BUDGET": "0.3"}  # the allreduce benchmark: one turn of each algorithm, briefly
+           "ROUNDS": "1", "BUDGET": "0.15"}  # the allreduce benchmark: one turn of each algorithm, briefly
     import subprocess
 
     subprocess.run([PYTHON, "-m", "course", "data", "synthetic", "--train", "1024", "--test", "256",

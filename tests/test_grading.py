@@ -29,16 +29,15 @@ def set_cell(folder, notebook, grade_id, source):
 
 
 def speed_up_ring_run(folder):
-    """Edit images/sec in the results of the ring-allreduce runs (the comparison's and the step profile's), as a
-    student faking a figure would."""
-    edited = 0
+    """Edit images/sec in the results of the comparison's ring-allreduce run, as a student faking a figure would
+    (the step profiles, which also use ring, do not count for the comparison)."""
     for path in (folder / "runs").glob("multi_node-*/results.json"):
         record = json.loads(path.read_text())
-        if record.get("allreduce") == "ring" and record["workers"] > 1:
+        if record.get("allreduce") == "ring" and not record.get("profile"):
             record["throughput"]["images_per_sec"] *= 1.3
             path.write_text(json.dumps(record))
-            edited += 1
-    assert edited, "the solved run has no ring-allreduce run"
+            return
+    raise AssertionError("the solved run has no ring-allreduce run")
 
 
 # The tests' "small" data set trains 2 short epochs of a width-8 VGG (tests/conftest.py: quick_env) and barely

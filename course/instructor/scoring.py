@@ -102,7 +102,7 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
         fail(f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}/",
               "submit the stage's job where it can run (stage 2 needs a node with 2 or more GPUs) and hand in "
               "runs/ with the job log")
-    pairs = [(run, base) for run in found if run.traced and run.workers > 1 for base in bases
+    pairs = [(run, base) for run in found if run.traced and run.workers > 1 and not run.profiled for base in bases
              if not comparable(run, base)]
     if not pairs:
         untraced = [run for run in found if run.workers > 1]
