@@ -15,7 +15,6 @@ import numpy as np
 
 from course import results
 from course.errors import ResultsError
-from course.fileio import atomic_file, sha256_file
 
 SCHEMA = "course-allreduce/1"
 PREFIX = "allreduce"  # the run folder is runs/allreduce-<job id>
@@ -35,13 +34,8 @@ def next_path(folder: Path, algorithm: str, ranks: int) -> Path:
 
 
 def write(path: Path, data: dict) -> str:
-    """Seal and write `data` atomically; return the SHA-256 of the file written."""
-    sealed = {**data, "schema": SCHEMA}
-    sealed["seal"] = results.compute_seal(sealed)
-    with atomic_file(path, "w") as f:
-        json.dump(sealed, f, indent=1, sort_keys=True)
-        f.write("\n")
-    return sha256_file(path)
+    """Seal and write `data` atomically (as a results file is, with this file's schema); return its SHA-256."""
+    return results.write(path, data, SCHEMA)
 
 
 def load(path: Path) -> dict:

@@ -33,9 +33,9 @@ def seal_ok(data: dict) -> bool:
     return data.get("seal") == compute_seal(data)
 
 
-def write(path: Path, data: dict) -> str:
-    """Seal and write `data` to `path` atomically; return the SHA-256 of the file written."""
-    sealed = {**data, "schema": SCHEMA}
+def write(path: Path, data: dict, schema: str = SCHEMA) -> str:
+    """Seal and write `data` to `path` atomically as a file of `schema`; return the SHA-256 of the file written."""
+    sealed = {**data, "schema": schema}
     sealed["seal"] = compute_seal(sealed)
     with atomic_file(path, "w") as f:
         json.dump(sealed, f, indent=1, sort_keys=True)
