@@ -4,6 +4,7 @@ solutions/ is nbgrader's source (with solutions and hidden tests), notebooks/ th
 made from it by `python -m course release` (which runs nbgrader generate_assignment). Students get
 their own configuration, made from this one by `python -m course bundle` (docs/instructors.md).
 """
+
 import os
 from pathlib import Path
 
@@ -13,7 +14,9 @@ c.CourseDirectory.course_id = "chainer-distributed-training"
 # The exchange release_assignment, fetch_assignment, submit, collect and the feedback apps share:
 # COURSE_EXCHANGE (a folder every student and instructor can reach, on a cluster), else exchange/
 # beside this file (a trial on one machine; nbgrader creates it, no root needed).
-c.Exchange.root = os.environ.get("COURSE_EXCHANGE") or str(Path(__file__).resolve().parent / "exchange")
+c.Exchange.root = os.environ.get("COURSE_EXCHANGE") or str(
+    Path(__file__).resolve().parent / "exchange"
+)
 # <exchange>/<course id>/... and the student's <course id>/<assignment> folder: several courses can
 # share one exchange and one JupyterHub (nbgrader's multi-course setup).
 c.Exchange.path_includes_course = True
@@ -21,8 +24,18 @@ c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "notebooks"
 # Kept out of releases and submissions: data sets, trainer snapshots, Python caches. Job outputs
 # (runs/ and the *.o<number> logs) must stay in submissions: the grader reads them.
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "*.npz", "*.tar.gz",
-                            "snapshot_iter_*", "snapshot.[0-9]*.[0-9]*", "core", "core.*"]
+c.CourseDirectory.ignore = [
+    ".ipynb_checkpoints",
+    "*.pyc",
+    "__pycache__",
+    "feedback",
+    "*.npz",
+    "*.tar.gz",
+    "snapshot_iter_*",
+    "snapshot.[0-9]*.[0-9]*",
+    "core",
+    "core.*",
+]
 # nbgrader submit refuses a folder over max_dir_size (kB) and counts the ignored files too: a finished
 # run keeps its last snapshot (one file per rank at stage 3, ~7 MB each here), so 100 MB (nbgrader's
 # default) is too tight. Files over max_file_size (kB, 100 MB) are left out with a warning only.
@@ -43,5 +56,10 @@ c.VerifiedExecute.timeout = 180
 
 # Autograde copies the submission's files, then overwrites the ones whose names the source folder
 # also has with the instructor's copies. These the student's notebook writes itself: keep theirs.
-c.Autograde.exclude_overwriting = {"distributed_training": [
-    "train_cifar_single.py", "train_cifar_multi_gpu.py", "train_cifar_multi_node.py"]}
+c.Autograde.exclude_overwriting = {
+    "distributed_training": [
+        "train_cifar_single.py",
+        "train_cifar_multi_gpu.py",
+        "train_cifar_multi_node.py",
+    ]
+}

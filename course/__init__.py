@@ -18,6 +18,7 @@ notebook uses are imported on first use:
     course.one_node.show()      stage 2 beside stage 3 on one node's GPUs (course.notebook.one_node)
     course.allreduce_report.show()  the allreduce benchmark, fitted and compared (course.notebook.allreduce_report)
 """
+
 from __future__ import annotations
 
 from course import gpu as _gpu

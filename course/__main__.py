@@ -1,4 +1,5 @@
 """python -m course ..."""
+
 from course.cli import main
 
 raise SystemExit(main())

@@ -5,6 +5,7 @@ a job that alternates algorithms (jobs/run_allreduce_benchmark.sh) leaves one fi
 folder, so that the reader can pool the rounds of each (ranks, algorithm). The seal is the results
 file's (course.results.compute_seal); the job log records each file's digest on the line below.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,14 +45,20 @@ def load(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultsError(f"{path} is not a readable allreduce file ({e})",
-                           "run jobs/run_allreduce_benchmark.sh again") from None
+        raise ResultsError(
+            f"{path} is not a readable allreduce file ({e})",
+            "run jobs/run_allreduce_benchmark.sh again",
+        ) from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise ResultsError(f"{path} is not an allreduce benchmark file (schema {SCHEMA} expected)",
-                           "pass a file that jobs/run_allreduce_benchmark.sh wrote")
+        raise ResultsError(
+            f"{path} is not an allreduce benchmark file (schema {SCHEMA} expected)",
+            "pass a file that jobs/run_allreduce_benchmark.sh wrote",
+        )
     if not results.seal_ok(data):
-        raise ResultsError(f"{path} was changed after the benchmark wrote it (its seal does not match)",
-                           "run jobs/run_allreduce_benchmark.sh again; do not edit its files")
+        raise ResultsError(
+            f"{path} was changed after the benchmark wrote it (its seal does not match)",
+            "run jobs/run_allreduce_benchmark.sh again; do not edit its files",
+        )
     data["_path"] = str(path)
     return data
 
@@ -75,8 +82,11 @@ def log_line(path: Path | str, sha256: str, algorithm: str, ranks: int) -> str:
     return f"course: allreduce {path} sha256={sha256} | {algorithm} on {ranks} rank(s)"
 
 
-_LINE = re.compile(r"^course: allreduce (?P<path>\S+) sha256=(?P<sha256>[0-9a-f]{64}) \| "
-                   r"(?P<algorithm>\w+) on (?P<ranks>\d+) rank\(s\)$", re.MULTILINE)
+_LINE = re.compile(
+    r"^course: allreduce (?P<path>\S+) sha256=(?P<sha256>[0-9a-f]{64}) \| "
+    r"(?P<algorithm>\w+) on (?P<ranks>\d+) rank\(s\)$",
+    re.MULTILINE,
+)
 
 
 def logged(text: str) -> list[dict]:

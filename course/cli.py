@@ -3,6 +3,7 @@
 One convention: each command is a module with `main(argv) -> int` that builds its own parser.
 This table only names them, so that `python -m course -h` answers without importing Chainer.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -12,27 +13,66 @@ from course.errors import CourseError
 
 COMMANDS = {  # name: (module, what it does)
     "doctor": ("course.doctor", "what works on this machine, and how to fix the rest"),
-    "env": ("course.gpu", "shell lines that make the gpu extra's CUDA libraries findable (eval their output)"),
-    "kernels": ("course.kernels", "compile the course's CUDA kernels for P100 to H100 with NVRTC (no GPU needed)"),
-    "data": ("course.runtime.data", "prepare CIFAR-10, the synthetic set, or a variant; list what is prepared"),
-    "train": ("course.runtime.reference", "the kit's reference CIFAR-10 training (one device, or ranks under mpiexec)"),
-    "submit": ("course.cluster.submit", "submit a job script: to qsub, or run it here as PBS would (local profile)"),
-    "cancel": ("course.cluster.localsched", "stop a job that runs on this machine (local profile), as qdel does"),
-    "launch": ("course.cluster.launch", "inside a job: start a command as one MPI rank per slot (-- COMMAND)"),
+    "env": (
+        "course.gpu",
+        "shell lines that make the gpu extra's CUDA libraries findable (eval their output)",
+    ),
+    "kernels": (
+        "course.kernels",
+        "compile the course's CUDA kernels for P100 to H100 with NVRTC (no GPU needed)",
+    ),
+    "data": (
+        "course.runtime.data",
+        "prepare CIFAR-10, the synthetic set, or a variant; list what is prepared",
+    ),
+    "train": (
+        "course.runtime.reference",
+        "the kit's reference CIFAR-10 training (one device, or ranks under mpiexec)",
+    ),
+    "submit": (
+        "course.cluster.submit",
+        "submit a job script: to qsub, or run it here as PBS would (local profile)",
+    ),
+    "cancel": (
+        "course.cluster.localsched",
+        "stop a job that runs on this machine (local profile), as qdel does",
+    ),
+    "launch": (
+        "course.cluster.launch",
+        "inside a job: start a command as one MPI rank per slot (-- COMMAND)",
+    ),
     "site": ("course.cluster.sites", "site profiles: list, show (what jobs/ has), apply PROFILE"),
-    "report": ("course.notebook.report", "the table of your runs: images/sec, speedup and efficiency vs stage 1"),
-    "release": ("course.instructor.release", "make the student release notebooks/ from solutions/ (nbgrader)"),
-    "grade": ("course.instructor.autograde", "autograde submissions with nbgrader, feedback and a CSV gradebook"),
-    "bundle": ("course.instructor.bundle", "make the folder to hand out to students (no solutions, no grader)"),
-    "demo": ("course.instructor.demo", "the whole course on this machine: release, a student, the jobs, grading"),
+    "report": (
+        "course.notebook.report",
+        "the table of your runs: images/sec, speedup and efficiency vs stage 1",
+    ),
+    "release": (
+        "course.instructor.release",
+        "make the student release notebooks/ from solutions/ (nbgrader)",
+    ),
+    "grade": (
+        "course.instructor.autograde",
+        "autograde submissions with nbgrader, feedback and a CSV gradebook",
+    ),
+    "bundle": (
+        "course.instructor.bundle",
+        "make the folder to hand out to students (no solutions, no grader)",
+    ),
+    "demo": (
+        "course.instructor.demo",
+        "the whole course on this machine: release, a student, the jobs, grading",
+    ),
 }
 
 
 def usage() -> str:
     width = max(map(len, COMMANDS))
     lines = [f"  {name:<{width}}  {about}" for name, (_, about) in COMMANDS.items()]
-    return ("usage: python -m course COMMAND [-h] [...]\n\nThe course kit's commands:\n" + "\n".join(lines)
-            + "\n\nmake bench (tools/bench.py) measures the kit; tools/pins.py keeps the pins.")
+    return (
+        "usage: python -m course COMMAND [-h] [...]\n\nThe course kit's commands:\n"
+        + "\n".join(lines)
+        + "\n\nmake bench (tools/bench.py) measures the kit; tools/pins.py keeps the pins."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,8 +87,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         module = importlib.import_module(COMMANDS[name][0])
     except ModuleNotFoundError as e:
-        if e.name and e.name.startswith("course."):  # the student bundle leaves the instructor's modules out
-            print(f"course {name}: an instructor's command, not in the students' copy of the kit", file=sys.stderr)
+        if e.name and e.name.startswith(
+            "course."
+        ):  # the student bundle leaves the instructor's modules out
+            print(
+                f"course {name}: an instructor's command, not in the students' copy of the kit",
+                file=sys.stderr,
+            )
             return 2
         raise
     return guarded(name, lambda: module.main(rest))
@@ -63,9 +108,13 @@ def guarded(command: str, action) -> int:
         if e.hint:
             print(f"  -> {e.hint}", file=sys.stderr)
         return 2
-    except OSError as e:  # a folder that cannot be written, a full disk: the system's words say which
+    except (
+        OSError
+    ) as e:  # a folder that cannot be written, a full disk: the system's words say which
         print(f"course {command}: {e}", file=sys.stderr)
-        print("  -> check that path: its permissions, and the free space on its disk", file=sys.stderr)
+        print(
+            "  -> check that path: its permissions, and the free space on its disk", file=sys.stderr
+        )
         return 2
     except KeyboardInterrupt:
         return 130

@@ -11,6 +11,7 @@ Recursive doubling is the seed paper's BRD (全量バタフライ, "butterfly re
 M·log2 N bytes per node in log2 N phases). Table 1 has no ring; its VHD (recursive halving then doubling,
 Rabenseifner) sends at most 2M per node like the ring, in 2·log2 N phases instead of 2(N−1).
 """
+
 from __future__ import annotations
 
 import math
@@ -34,13 +35,17 @@ def coefficients(algorithm: str, ranks: int) -> tuple[float, float]:
     raise ValueError(f"no cost model for {algorithm!r}; one of {', '.join(ALGORITHMS)}")
 
 
-def allreduce_seconds(algorithm: str, ranks: int, nbytes: float, alpha: float, beta: float) -> float:
+def allreduce_seconds(
+    algorithm: str, ranks: int, nbytes: float, alpha: float, beta: float
+) -> float:
     """The model's time of one allreduce of `nbytes` bytes on `ranks` ranks."""
     a, b = coefficients(algorithm, ranks)
     return a * alpha + b * nbytes * beta
 
 
-def fit(sizes: Sequence[float], seconds: Sequence[float], algorithm: str, ranks: int) -> tuple[float, float]:
+def fit(
+    sizes: Sequence[float], seconds: Sequence[float], algorithm: str, ranks: int
+) -> tuple[float, float]:
     """(α, β) that fit measured times best, in relative error: least squares on (model − t)/t.
 
     The sizes span four orders of magnitude and so do the times: in absolute error the 64 MiB points
@@ -50,16 +55,26 @@ def fit(sizes: Sequence[float], seconds: Sequence[float], algorithm: str, ranks:
     a, b = coefficients(algorithm, ranks)
     n, t = np.asarray(sizes, dtype=float), np.asarray(seconds, dtype=float)
     if ranks < 2 or len(n) < 2 or len(n) != len(t) or np.any(t <= 0):
-        raise ValueError("the fit needs 2 or more ranks, and 2 or more sizes with one positive time each")
+        raise ValueError(
+            "the fit needs 2 or more ranks, and 2 or more sizes with one positive time each"
+        )
     rows = np.column_stack([np.full_like(n, a), b * n]) / t[:, None]
     (alpha, beta), *_ = np.linalg.lstsq(rows, np.ones_like(t), rcond=None)
     return float(alpha), float(beta)
 
 
-def predict_gradient_allreduce(model_parameters: int | Sequence[int], algorithm: str, ranks: int, alpha: float,
-                               beta: float) -> float:
+def predict_gradient_allreduce(
+    model_parameters: int | Sequence[int], algorithm: str, ranks: int, alpha: float, beta: float
+) -> float:
     """Seconds to allreduce a model's gradients (4 bytes per parameter): an int is one packed buffer (as
     ChainerMN's pure_nccl and flat communicators send it); a list of the parameter arrays' sizes is one
     allreduce per array (as the naive communicator sends them), each paying the latency."""
-    arrays = [model_parameters] if isinstance(model_parameters, (int, np.integer)) else list(model_parameters)
-    return sum(allreduce_seconds(algorithm, ranks, BYTES_PER_PARAMETER * count, alpha, beta) for count in arrays)
+    arrays = (
+        [model_parameters]
+        if isinstance(model_parameters, (int, np.integer))
+        else list(model_parameters)
+    )
+    return sum(
+        allreduce_seconds(algorithm, ranks, BYTES_PER_PARAMETER * count, alpha, beta)
+        for count in arrays
+    )

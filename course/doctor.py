@@ -1,4 +1,5 @@
 """`python -m course doctor`: one screen that says what works on this machine and how to fix the rest."""
+
 from __future__ import annotations
 
 import platform
@@ -25,20 +26,31 @@ def _python() -> Check:
     version = platform.python_version()
     if sys.version_info[:2] == (3, 11):
         return Check(OK, "Python", version)
-    return Check(PROBLEM, "Python", version, "the kit needs Python 3.11 (Chainer 7.8.1 does not import on 3.12)")
+    return Check(
+        PROBLEM,
+        "Python",
+        version,
+        "the kit needs Python 3.11 (Chainer 7.8.1 does not import on 3.12)",
+    )
 
 
 def _chainer() -> Check:
     import chainer
     import numpy
 
-    return Check(OK, "Chainer", f"{chainer.__version__} (NumPy {numpy.__version__}, ChainerMN bundled)")
+    return Check(
+        OK, "Chainer", f"{chainer.__version__} (NumPy {numpy.__version__}, ChainerMN bundled)"
+    )
 
 
 def _cupy() -> Check:
     if not gpu.cupy_installed():
-        return Check(NOT_HERE, "CuPy", "not installed: training runs on CPU",
-                     'on a GPU node:  pip install -e ".[gpu]"   (or: make gpu)')
+        return Check(
+            NOT_HERE,
+            "CuPy",
+            "not installed: training runs on CPU",
+            'on a GPU node:  pip install -e ".[gpu]"   (or: make gpu)',
+        )
     import cupy
 
     return Check(OK, "CuPy", cupy.__version__)
@@ -51,8 +63,12 @@ def _gpus() -> Check:
         driver = f", driver {found.driver}" if found.driver else ""
         return Check(OK, "GPUs", f"{found.count} visible ({names}{driver})")
     if gpu.cupy_installed():
-        return Check(NOT_HERE, "GPUs", "none visible here",
-                     "GPU jobs run on compute nodes; run doctor inside a job to check them")
+        return Check(
+            NOT_HERE,
+            "GPUs",
+            "none visible here",
+            "GPU jobs run on compute nodes; run doctor inside a job to check them",
+        )
     return Check(NOT_HERE, "GPUs", "none (CPU only)")
 
 
@@ -64,8 +80,12 @@ def _cudnn() -> Check:
     cuda = chainer.backends.cuda
     if cuda.cudnn_enabled:
         return Check(OK, "cuDNN", f"{cuda.libcudnn.getVersion()} (Chainer uses it)")
-    return Check(PROBLEM, "cuDNN", "not found: Chainer falls back to slower convolutions",
-                 'pip install -e ".[gpu]"; in a shell:  eval "$(python -m course env)"')
+    return Check(
+        PROBLEM,
+        "cuDNN",
+        "not found: Chainer falls back to slower convolutions",
+        'pip install -e ".[gpu]"; in a shell:  eval "$(python -m course env)"',
+    )
 
 
 def _nccl() -> Check:
@@ -75,8 +95,12 @@ def _nccl() -> Check:
 
     if nccl.available:
         return Check(OK, "NCCL", f"{nccl.get_version()} (stage 2 and pure_nccl can run)")
-    return Check(PROBLEM, "NCCL", "CuPy cannot load NCCL: stage 2 and pure_nccl cannot run",
-                 'pip install -e ".[gpu]"   (installs nvidia-nccl-cu12)')
+    return Check(
+        PROBLEM,
+        "NCCL",
+        "CuPy cannot load NCCL: stage 2 and pure_nccl cannot run",
+        'pip install -e ".[gpu]"   (installs nvidia-nccl-cu12)',
+    )
 
 
 def _kernels() -> Check:
@@ -88,9 +112,15 @@ def _kernels() -> Check:
     archs = sorted(set(gpu.compute_capabilities())) or list(kernels.ARCHITECTURES)
     try:
         version = ".".join(map(str, kernels.nvrtc_version()))
-    except Exception as e:  # CuPy raises RuntimeError or ImportError when libnvrtc.so.12 cannot be loaded
-        return Check(PROBLEM, "CUDA kernels", f"NVRTC cannot be loaded: {e}",
-                     'pip install -e ".[gpu]"  (installs nvidia-cuda-nvrtc-cu12)')
+    except (
+        Exception
+    ) as e:  # CuPy raises RuntimeError or ImportError when libnvrtc.so.12 cannot be loaded
+        return Check(
+            PROBLEM,
+            "CUDA kernels",
+            f"NVRTC cannot be loaded: {e}",
+            'pip install -e ".[gpu]"  (installs nvidia-cuda-nvrtc-cu12)',
+        )
     try:
         probe = kernels.probe_kernel()
         for arch in archs:
@@ -100,12 +130,19 @@ def _kernels() -> Check:
         cause = next((line.strip() for line in log if "error" in line), log[-1])
         fix = "reinstall the environment: make clean venv gpu"
         if "cannot open source file" in cause or "no CUDA headers" in cause:
-            fix = (f'pip install "nvidia-cuda-runtime-cu12=={version}.*"  (CuPy takes the CUDA headers from it, '
-                   "at NVRTC's version; the gpu extra pins it)")
-        return Check(PROBLEM, "CUDA kernels", f"NVRTC {version} cannot compile CuPy's kernels: {cause}", fix)
+            fix = (
+                f'pip install "nvidia-cuda-runtime-cu12=={version}.*"  (CuPy takes the CUDA headers from it, '
+                "at NVRTC's version; the gpu extra pins it)"
+            )
+        return Check(
+            PROBLEM, "CUDA kernels", f"NVRTC {version} cannot compile CuPy's kernels: {cause}", fix
+        )
     where = ", ".join(kernels.header_folders()) or "the CUDA toolkit"
-    return Check(OK, "CUDA kernels", f"NVRTC {version} compiles for {', '.join(f'sm_{a}' for a in archs)} "
-                                     f"(headers: {where})")
+    return Check(
+        OK,
+        "CUDA kernels",
+        f"NVRTC {version} compiles for {', '.join(f'sm_{a}' for a in archs)} (headers: {where})",
+    )
 
 
 def _mpi() -> Check:
@@ -117,8 +154,12 @@ def _mpi() -> Check:
 
     library = MPI.Get_library_version().splitlines()[0].split(",")[0].strip()
     if not launcher:
-        return Check(PROBLEM, "MPI", f"mpi4py {mpi4py.__version__} ({library}) but no mpiexec on PATH",
-                     'load the site\'s MPI module, or:  pip install -e ".[mpi]"')
+        return Check(
+            PROBLEM,
+            "MPI",
+            f"mpi4py {mpi4py.__version__} ({library}) but no mpiexec on PATH",
+            'load the site\'s MPI module, or:  pip install -e ".[mpi]"',
+        )
     return Check(OK, "MPI", f"mpiexec {launcher}; mpi4py {mpi4py.__version__} uses {library}")
 
 
@@ -126,8 +167,12 @@ def _scheduler() -> Check:
     qsub = paths.find_program("qsub")
     if qsub:
         return Check(OK, "scheduler", f"qsub {qsub}")
-    return Check(NOT_HERE, "scheduler", "no qsub: jobs run on this machine",
-                 "python -m course submit jobs/<script>  runs a job script as the scheduler would")
+    return Check(
+        NOT_HERE,
+        "scheduler",
+        "no qsub: jobs run on this machine",
+        "python -m course submit jobs/<script>  runs a job script as the scheduler would",
+    )
 
 
 def _site() -> Check:
@@ -135,15 +180,23 @@ def _site() -> Check:
     if env_file is None:
         return Check(NOT_HERE, "site profile", "not in a kit checkout or assignment folder")
     profile = siteenv.read(env_file).get("COURSE_SITE")
-    return Check(OK, "site profile", f"{profile or 'unknown'} ({env_file})",
-                 "" if profile else "python -m course site apply <profile>")
+    return Check(
+        OK,
+        "site profile",
+        f"{profile or 'unknown'} ({env_file})",
+        "" if profile else "python -m course site apply <profile>",
+    )
 
 
 def _dataset() -> Check:
     names = data.available()
     if not names:
-        return Check(PROBLEM, "data", f"no data set in {data.data_dir()}",
-                     "python -m course data synthetic   (real CIFAR-10: see datasets/README.md)")
+        return Check(
+            PROBLEM,
+            "data",
+            f"no data set in {data.data_dir()}",
+            "python -m course data synthetic   (real CIFAR-10: see datasets/README.md)",
+        )
     described = []
     for name in names:
         try:
@@ -154,8 +207,19 @@ def _dataset() -> Check:
     return Check(OK, "data", f"{', '.join(described)} in {data.data_dir()}")
 
 
-CHECKS: list[Callable[[], Check]] = [_python, _chainer, _cupy, _gpus, _cudnn, _nccl, _kernels, _mpi,
-                                     _scheduler, _site, _dataset]
+CHECKS: list[Callable[[], Check]] = [
+    _python,
+    _chainer,
+    _cupy,
+    _gpus,
+    _cudnn,
+    _nccl,
+    _kernels,
+    _mpi,
+    _scheduler,
+    _site,
+    _dataset,
+]
 
 
 def run_checks() -> list[Check]:
@@ -165,8 +229,14 @@ def run_checks() -> list[Check]:
             results.append(check())
         except Exception as e:  # a broken piece is itself the finding
             name = check.__name__.strip("_")
-            results.append(Check(PROBLEM, name, f"check failed: {type(e).__name__}: {e}",
-                                 "reinstall the environment: make clean venv"))
+            results.append(
+                Check(
+                    PROBLEM,
+                    name,
+                    f"check failed: {type(e).__name__}: {e}",
+                    "reinstall the environment: make clean venv",
+                )
+            )
     return results
 
 
@@ -185,8 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="course doctor", description=__doc__)
-    parser.add_argument("--gpu-selftest", action="store_true",
-                        help="on a GPU node: run a kernel, cuDNN, NCCL and a few training steps (course.selftest)")
+    parser.add_argument(
+        "--gpu-selftest",
+        action="store_true",
+        help="on a GPU node: run a kernel, cuDNN, NCCL and a few training steps (course.selftest)",
+    )
     if parser.parse_args(argv or []).gpu_selftest:
         from course import selftest
 

@@ -3,6 +3,7 @@
 The command line prints them as two short lines instead of a traceback, and the
 notebook helpers raise them from frames that IPython hides (``__tracebackhide__``).
 """
+
 from __future__ import annotations
 
 

@@ -12,6 +12,7 @@ student's, and have had the nodes, GPUs and time the run claims; where it cannot
 say that it was not checked.
 The report shows what this finds; course.instructor.scoring turns it into points.
 """
+
 from __future__ import annotations
 
 import functools
@@ -59,7 +60,11 @@ class Run:
     def setting(self) -> str:
         """The communication setting of a stage-3 run: communicator[/allreduce algorithm]."""
         communicator = self.record.get("communicator") or "-"
-        return f"{communicator}/{self.record['allreduce']}" if self.record.get("allreduce") else communicator
+        return (
+            f"{communicator}/{self.record['allreduce']}"
+            if self.record.get("allreduce")
+            else communicator
+        )
 
     @property
     def lr_rule(self) -> str:
@@ -70,10 +75,17 @@ class Run:
     def accuracy_curve(self) -> list[dict]:
         """Validation accuracy at each evaluation: {epoch, iteration, seconds, accuracy, lr} (lr: the mean
         learning rate the optimizer used since the previous entry, where the run observed it)."""
-        return [{"epoch": entry.get("epoch"), "iteration": entry.get("iteration"),
-                 "seconds": entry.get("elapsed_time"), "accuracy": entry["validation/main/accuracy"],
-                 "lr": entry.get("lr")}
-                for entry in self.record.get("log") or [] if "validation/main/accuracy" in entry]
+        return [
+            {
+                "epoch": entry.get("epoch"),
+                "iteration": entry.get("iteration"),
+                "seconds": entry.get("elapsed_time"),
+                "accuracy": entry["validation/main/accuracy"],
+                "lr": entry.get("lr"),
+            }
+            for entry in self.record.get("log") or []
+            if "validation/main/accuracy" in entry
+        ]
 
     @property
     def final_accuracy(self) -> float | None:
@@ -100,13 +112,19 @@ class Run:
         """{snapshots, seconds (mean per snapshot), epoch_seconds (mean), share (of an epoch)}; None: no snapshots."""
         seconds = (self.record.get("snapshots") or {}).get("seconds") or []
         times = [point["seconds"] for point in self.accuracy_curve if point["seconds"] is not None]
-        epochs = [b - a for a, b in zip([0.0, *times], times)]  # a resumed run's clock leaves the restart out
+        epochs = [
+            b - a for a, b in zip([0.0, *times], times)
+        ]  # a resumed run's clock leaves the restart out
         if not seconds:
             return None
         mean = sum(seconds) / len(seconds)
         epoch = sum(epochs) / len(epochs) if epochs else None
-        return {"snapshots": len(seconds), "seconds": mean, "epoch_seconds": epoch,
-                "share": mean / epoch if epoch else None}
+        return {
+            "snapshots": len(seconds),
+            "seconds": mean,
+            "epoch_seconds": epoch,
+            "share": mean / epoch if epoch else None,
+        }
 
 
 def trace(path: Path, folder: Path | None = None, accounting: Accounting | None = None) -> Run:
@@ -117,50 +135,74 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
     record = results.load(path)
     run = Run(path, record)
     if not results.seal_ok(record):
-        run.problems.append("the results file was edited after the job wrote it (its seal does not match)")
+        run.problems.append(
+            "the results file was edited after the job wrote it (its seal does not match)"
+        )
     if not record.get("complete"):
         run.problems.append(f"the run did not finish ({record.get('error') or 'no end recorded'})")
     if not record.get("throughput"):
         run.problems.append("the run measured no images/sec (too few steady iterations)")
     job_id = (record.get("job") or {}).get("id")
     if not job_id:
-        run.problems.append("it did not run as a job (no job id): submit the job script, as the notebook shows")
+        run.problems.append(
+            "it did not run as a job (no job id): submit the job script, as the notebook shows"
+        )
         return run
     run.log = joblog.find(folder, job_id, record["job"].get("name"))
     if run.log is None:
-        run.problems.append(f"no job log *.o{joblog.job_number(job_id)} beside the notebooks: hand in the log "
-                            "the scheduler wrote (qsub -j oe) together with runs/")
+        run.problems.append(
+            f"no job log *.o{joblog.job_number(job_id)} beside the notebooks: hand in the log "
+            "the scheduler wrote (qsub -j oe) together with runs/"
+        )
         return run
     text = run.log.read_text(errors="replace")
     ended = joblog.ended_at(text)  # None for logs of older kits, which carry no end time
-    text = joblog.until_end(text)  # what processes that outlived the job wrote after its end does not count
+    text = joblog.until_end(
+        text
+    )  # what processes that outlived the job wrote after its end does not count
     finished = record.get("finished_at")
     if ended and finished and datetime.fromisoformat(finished) > ended:
-        run.problems.append(f"the results file was written at {finished}, after job {job_id} ended "
-                            f"({ended:%Y-%m-%d %H:%M:%S} UTC): a process of the job outlived it; run the job again")
+        run.problems.append(
+            f"the results file was written at {finished}, after job {job_id} ended "
+            f"({ended:%Y-%m-%d %H:%M:%S} UTC): a process of the job outlived it; run the job again"
+        )
     digests = joblog.results_digests(text, path.parent.name, results.FILENAME)
     if not digests:
         run.problems.append(f"the log {run.log.name} does not name this results file")
     elif len(digests) > 1:  # a job writes its results line once: a second one was added to the log
-        run.problems.append(f"the log {run.log.name} names {path.parent.name}/{results.FILENAME} {len(digests)} times; "
-                            "a job writes one results line: the log was edited")
+        run.problems.append(
+            f"the log {run.log.name} names {path.parent.name}/{results.FILENAME} {len(digests)} times; "
+            "a job writes one results line: the log was edited"
+        )
     elif sha256_file(path) not in digests:
-        run.problems.append(f"the results file differs from the one job {job_id} wrote "
-                            f"(see its sha256 in {run.log.name})")
+        run.problems.append(
+            f"the results file differs from the one job {job_id} wrote "
+            f"(see its sha256 in {run.log.name})"
+        )
     rates = joblog.throughputs(text)
     if len(rates) > 1:
-        run.problems.append(f"the log {run.log.name} shows {len(rates)} Throughput lines "
-                            f"({', '.join(f'{r:.2f}' for r in rates)}); a job prints one: the log was edited")
-    elif run.images_per_sec and not any(joblog.same_throughput(rate, run.images_per_sec) for rate in rates):
-        run.problems.append(f"images/sec in the results ({run.images_per_sec:.2f}) is not what the log shows "
-                            f"({', '.join(f'{r:.2f}' for r in rates) or 'none'})")
+        run.problems.append(
+            f"the log {run.log.name} shows {len(rates)} Throughput lines "
+            f"({', '.join(f'{r:.2f}' for r in rates)}); a job prints one: the log was edited"
+        )
+    elif run.images_per_sec and not any(
+        joblog.same_throughput(rate, run.images_per_sec) for rate in rates
+    ):
+        run.problems.append(
+            f"images/sec in the results ({run.images_per_sec:.2f}) is not what the log shows "
+            f"({', '.join(f'{r:.2f}' for r in rates) or 'none'})"
+        )
     run.problems += _header_problems(run, text)
     run.problems += _launch_problems(run, text)
     run.problems += _earlier_segments(run, folder)
     script = folder / (record.get("script") or {}).get("name", "")
     if script.is_file() and sha256_file(script) != record["script"].get("sha256"):
-        run.notes.append(f"{script.name} has changed since this job ran it: run the job again after your last change")
-    if accounting is not None and run.traced:  # only runs that count are worth asking the scheduler about
+        run.notes.append(
+            f"{script.name} has changed since this job ran it: run the job again after your last change"
+        )
+    if (
+        accounting is not None and run.traced
+    ):  # only runs that count are worth asking the scheduler about
         problems, notes = accounting.check(run)
         run.problems += problems
         run.notes += notes
@@ -174,20 +216,32 @@ def _header_problems(run: Run, text: str) -> list[str]:
     headers = [header for header in joblog.run_headers(text) if header["job"] == job_id]
     shown = {"stage": record["stage"], "workers": run.workers}
     if len(headers) > 1:
-        return [f"the log {run.log.name} shows {len(headers)} run headers of job {job_id}; a job starts one run: "
-                "the log was edited"]
+        return [
+            f"the log {run.log.name} shows {len(headers)} run headers of job {job_id}; a job starts one run: "
+            "the log was edited"
+        ]
     if not headers or {k: headers[0][k] for k in shown} != shown:
-        return [f"the log does not show a {record['stage']} run of job {job_id} with {run.workers} worker(s)"]
+        return [
+            f"the log does not show a {record['stage']} run of job {job_id} with {run.workers} worker(s)"
+        ]
     problems = []
     devices, model = record.get("devices"), record.get("gpu_model")
     if (headers[0]["devices"], headers[0]["gpu_model"]) != (devices, model):
-        problems.append(f"the log's run header shows devices {', '.join(headers[0]['devices'])} "
-                        f"(GPU model {headers[0]['gpu_model'] or 'none'}), the results file {', '.join(devices)} "
-                        f"(GPU model {model or 'none'})")
-    gpus = record.get("device_kind") == "gpu" and model and all(str(d).startswith("@cupy") for d in devices)
+        problems.append(
+            f"the log's run header shows devices {', '.join(headers[0]['devices'])} "
+            f"(GPU model {headers[0]['gpu_model'] or 'none'}), the results file {', '.join(devices)} "
+            f"(GPU model {model or 'none'})"
+        )
+    gpus = (
+        record.get("device_kind") == "gpu"
+        and model
+        and all(str(d).startswith("@cupy") for d in devices)
+    )
     if record["stage"] == stages.MULTI_GPU.name and not gpus:
-        problems.append(f"a {record['stage']} run trains on GPUs, and this one shows devices {', '.join(devices)} "
-                        f"with GPU model {model or 'none'}")
+        problems.append(
+            f"a {record['stage']} run trains on GPUs, and this one shows devices {', '.join(devices)} "
+            f"with GPU model {model or 'none'}"
+        )
     return problems
 
 
@@ -199,19 +253,27 @@ def _launch_problems(run: Run, text: str) -> list[str]:
         return []
     launched = [launch for launch in joblog.launches(text) if launch["job"] == job_id]
     if not launched:
-        return [f"the log {run.log.name} does not show course launch starting the ranks of job {job_id} "
-                "(stage 3 runs through jobs/run_multi_node_training.sh, which prints it)"]
+        return [
+            f"the log {run.log.name} does not show course launch starting the ranks of job {job_id} "
+            "(stage 3 runs through jobs/run_multi_node_training.sh, which prints it)"
+        ]
     if len(launched) > 1:
-        return [f"the log {run.log.name} shows course launch starting job {job_id} {len(launched)} times; "
-                "a job launches once: the log was edited"]
+        return [
+            f"the log {run.log.name} shows course launch starting job {job_id} {len(launched)} times; "
+            "a job launches once: the log was edited"
+        ]
     [launch] = launched
     problems = []
     if launch["slots"] != run.workers:
-        problems.append(f"the results file says {run.workers} worker(s), but course launch started "
-                        f"{launch['slots']} rank(s) in job {job_id}")
+        problems.append(
+            f"the results file says {run.workers} worker(s), but course launch started "
+            f"{launch['slots']} rank(s) in job {job_id}"
+        )
     if launch["command_ranks"] is not None and launch["command_ranks"] != launch["slots"]:
-        problems.append(f"the launcher's command in {run.log.name} starts {launch['command_ranks']} rank(s), "
-                        f"not the {launch['slots']} slot(s) course launch names")
+        problems.append(
+            f"the launcher's command in {run.log.name} starts {launch['command_ranks']} rank(s), "
+            f"not the {launch['slots']} slot(s) course launch names"
+        )
     return problems
 
 
@@ -223,18 +285,24 @@ def _earlier_segments(run: Run, folder: Path) -> list[str]:
         job = segment.get("job") or {}
         log = joblog.find(folder, job.get("id") or "", job.get("name")) if job.get("id") else None
         if log is None:
-            problems.append(f"the run resumed from job {job.get('id') or '(none)'}, whose log is not beside the "
-                            "notebooks: hand in every job's log together with runs/")
+            problems.append(
+                f"the run resumed from job {job.get('id') or '(none)'}, whose log is not beside the "
+                "notebooks: hand in every job's log together with runs/"
+            )
             continue
         text = log.read_text(errors="replace")
         ended, shown = joblog.ended_at(text), joblog.until_end(text)
-        if not any(header["job"] == job["id"] and header["stage"] == run.record["stage"]
-                   for header in joblog.run_headers(shown)):
+        if not any(
+            header["job"] == job["id"] and header["stage"] == run.record["stage"]
+            for header in joblog.run_headers(shown)
+        ):
             problems.append(f"the log {log.name} does not show job {job['id']} training this run")
         taken = segment.get("snapshot_at")
         if not taken or (ended and datetime.fromisoformat(taken) > ended):
-            problems.append(f"job {job['id']} wrote the snapshot this run resumed from "
-                            f"{'after it ended' if taken else 'at no recorded time'}")
+            problems.append(
+                f"job {job['id']} wrote the snapshot this run resumed from "
+                f"{'after it ended' if taken else 'at no recorded time'}"
+            )
     return problems
 
 
@@ -254,8 +322,10 @@ def baseline(folder: Path = Path("."), name: str | None = None) -> Run | None:
     traced = [run for run in runs(stages.BASELINE.name, folder) if run.traced]
     named = [run for run in traced if run.path.parent.name == name]
     if name and not named:
-        raise ResultsError(f"no traced stage-1 run {name!r} in {Path(folder, results.RUNS_DIR)}/",
-                           f"one of: {', '.join(run.path.parent.name for run in traced) or 'none'}")
+        raise ResultsError(
+            f"no traced stage-1 run {name!r} in {Path(folder, results.RUNS_DIR)}/",
+            f"one of: {', '.join(run.path.parent.name for run in traced) or 'none'}",
+        )
     return named[0] if named else (traced[-1] if traced else None)
 
 
@@ -271,14 +341,29 @@ def comparable(run: Run, base: Run, scaling: str = "weak") -> list[str]:
     batch = ("batch per worker", "per_worker") if scaling == "weak" else ("total batch", "total")
     differences = []
     for label, mine, theirs in (
-            ("device kind", run.record.get("device_kind"), base.record.get("device_kind")),
-            ("GPU model", run.record.get("gpu_model"), base.record.get("gpu_model")),  # a slower one flatters
-            ("model", (run.record.get("model") or {}).get("name"), (base.record.get("model") or {}).get("name")),
-            ("model width", (run.record.get("model") or {}).get("width"),
-             (base.record.get("model") or {}).get("width")),
-            (batch[0], _batch(run, batch[1]), _batch(base, "per_worker")),
-            ("data set", (run.record.get("dataset") or {}).get("name"),
-             (base.record.get("dataset") or {}).get("name"))):
+        ("device kind", run.record.get("device_kind"), base.record.get("device_kind")),
+        (
+            "GPU model",
+            run.record.get("gpu_model"),
+            base.record.get("gpu_model"),
+        ),  # a slower one flatters
+        (
+            "model",
+            (run.record.get("model") or {}).get("name"),
+            (base.record.get("model") or {}).get("name"),
+        ),
+        (
+            "model width",
+            (run.record.get("model") or {}).get("width"),
+            (base.record.get("model") or {}).get("width"),
+        ),
+        (batch[0], _batch(run, batch[1]), _batch(base, "per_worker")),
+        (
+            "data set",
+            (run.record.get("dataset") or {}).get("name"),
+            (base.record.get("dataset") or {}).get("name"),
+        ),
+    ):
         if mine != theirs:
             differences.append(f"{label}: {mine} here, {theirs} in stage 1")
     return differences
@@ -297,8 +382,6 @@ def efficiency(run: Run, base: Run) -> float:
     """Speedup over stage 1 divided by the workers: weak scaling (N times the work in the same time is 1.0) and
     strong scaling (the same work in 1/N of the time is 1.0) alike."""
     return run.images_per_sec / (run.workers * base.images_per_sec)
-
-
 
 
 @dataclass(frozen=True)
@@ -321,14 +404,24 @@ def accuracy_candidates(found: list[Run], base: Run) -> list[Run]:
     """The stage-3 runs whose accuracy may be graded: traced, on 2 or more ranks, comparable with stage 1,
     with the taught learning-rate rule, the most ranks first (scoring takes the best of them: another run
     never costs points)."""
-    taught = [run for run in found if run.traced and run.workers > 1 and run.lr_rule == stages.TAUGHT_LR_RULE
-              and not comparable(run, base)]
-    return sorted(taught, key=lambda run: -run.workers)  # the most ranks first, as the report names them
+    taught = [
+        run
+        for run in found
+        if run.traced
+        and run.workers > 1
+        and run.lr_rule == stages.TAUGHT_LR_RULE
+        and not comparable(run, base)
+    ]
+    return sorted(
+        taught, key=lambda run: -run.workers
+    )  # the most ranks first, as the report names them
 
 
 def comparison_coverage(found: list[Run]) -> Coverage:
     traced = [run for run in found if run.traced and not run.profiled]
-    return Coverage(sorted({run.workers for run in traced}), sorted({run.setting for run in traced}))
+    return Coverage(
+        sorted({run.workers for run in traced}), sorted({run.setting for run in traced})
+    )
 
 
 # --- the scheduler's accounting ----------------------------------------------------------------
@@ -389,8 +482,13 @@ def parse_scontrol(text: str, source: str = "scontrol show job") -> JobAccount |
     fields = dict(re.findall(r"(?:^|\s)([\w/:]+)=(\S*)", text))
     if "UserId" not in fields:
         return None
-    return JobAccount(fields["UserId"].split("(")[0], int(fields.get("NumNodes", "0").split("-")[0]),
-                      _gres_gpus(fields.get("TRES", "")) or 0, _seconds(fields.get("RunTime", "0:0")), source)
+    return JobAccount(
+        fields["UserId"].split("(")[0],
+        int(fields.get("NumNodes", "0").split("-")[0]),
+        _gres_gpus(fields.get("TRES", "")) or 0,
+        _seconds(fields.get("RunTime", "0:0")),
+        source,
+    )
 
 
 def parse_qstat(text: str, source: str = "qstat -x -f") -> JobAccount | None:
@@ -407,8 +505,13 @@ def parse_qstat(text: str, source: str = "qstat -x -f") -> JobAccount | None:
         return None
     hosts = {chunk.split("/")[0] for chunk in fields.get("exec_host", "").split("+") if chunk}
     nodes = int(fields.get("Resource_List.nodect") or len(hosts))
-    return JobAccount(fields["Job_Owner"].split("@")[0], nodes, int(fields.get("Resource_List.ngpus") or 0),
-                      _seconds(fields.get("resources_used.walltime") or "0:0"), source)
+    return JobAccount(
+        fields["Job_Owner"].split("@")[0],
+        nodes,
+        int(fields.get("Resource_List.ngpus") or 0),
+        _seconds(fields.get("resources_used.walltime") or "0:0"),
+        source,
+    )
 
 
 def _ask(command: list[str]) -> subprocess.CompletedProcess | str:
@@ -431,17 +534,26 @@ def _said(done: subprocess.CompletedProcess) -> str:
 def lookup(scheduler: str, job_id: str) -> Lookup:
     """Job `job_id` in the records of the scheduler that ran it (cached: grading asks once per job)."""
     if scheduler == "slurm":
-        sacct = _ask(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "User,NNodes,AllocTRES,ElapsedRaw"])
+        sacct = _ask(
+            ["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "User,NNodes,AllocTRES,ElapsedRaw"]
+        )
         if not isinstance(sacct, str) and sacct.returncode == 0:
             account = parse_sacct(sacct.stdout, f"sacct -j {job_id}")
-            return Lookup(account, "" if account else f"sacct -j {job_id} knows no such job", absent=account is None)
+            return Lookup(
+                account,
+                "" if account else f"sacct -j {job_id} knows no such job",
+                absent=account is None,
+            )
         # Without slurmdbd, slurmctld still holds a finished job for MinJobAge (300 s by default).
         held = _ask(["scontrol", "show", "job", "-o", job_id])
         account = None if isinstance(held, str) or held.returncode else parse_scontrol(held.stdout)
         if account:
             return Lookup(account)
-        return Lookup(None, f"{sacct if isinstance(sacct, str) else 'sacct: ' + _said(sacct)}; "
-                            f"scontrol no longer holds job {job_id}")
+        return Lookup(
+            None,
+            f"{sacct if isinstance(sacct, str) else 'sacct: ' + _said(sacct)}; "
+            f"scontrol no longer holds job {job_id}",
+        )
     if scheduler == "pbs":
         done = _ask(["qstat", "-x", "-f", job_id])
         if isinstance(done, str):
@@ -449,8 +561,12 @@ def lookup(scheduler: str, job_id: str) -> Lookup:
         account = parse_qstat(done.stdout) if done.returncode == 0 else None
         # PBS keeps finished jobs for job_history_duration (two weeks by default): not found may be purged
         return Lookup(account) if account else Lookup(None, f"qstat -x -f {job_id}: {_said(done)}")
-    return Lookup(None, f"the {scheduler} scheduler keeps no accounting" if scheduler == "local"
-                  else f"the kit cannot read the accounting of scheduler {scheduler!r}")
+    return Lookup(
+        None,
+        f"the {scheduler} scheduler keeps no accounting"
+        if scheduler == "local"
+        else f"the kit cannot read the accounting of scheduler {scheduler!r}",
+    )
 
 
 @dataclass(frozen=True)
@@ -460,7 +576,9 @@ class Accounting:
 
     student: str | None = None
     user: str | None = None
-    enabled: bool = True  # False: the instructor grades where the scheduler is not the students' one
+    enabled: bool = (
+        True  # False: the instructor grades where the scheduler is not the students' one
+    )
     records: Callable[[str, str], Lookup] = lookup  # (scheduler, job id) -> what its records say
 
     def check(self, run: Run) -> tuple[list[str], list[str]]:
@@ -468,27 +586,41 @@ class Accounting:
         with the nodes, GPUs and time the run claims."""
         problems, notes = [], []
         job = run.record["job"]
-        jobs = {segment["job"]["id"]: segment["job"].get("scheduler") for segment in run.segments[:-1]
-                if (segment.get("job") or {}).get("id")}
+        jobs = {
+            segment["job"]["id"]: segment["job"].get("scheduler")
+            for segment in run.segments[:-1]
+            if (segment.get("job") or {}).get("id")
+        }
         jobs[job["id"]] = job.get("scheduler")
         for job_id, scheduler in jobs.items():
-            found = self.records(scheduler or "none", job_id) if self.enabled else \
-                Lookup(None, "grading.toml [accounting] has enabled = false")
+            found = (
+                self.records(scheduler or "none", job_id)
+                if self.enabled
+                else Lookup(None, "grading.toml [accounting] has enabled = false")
+            )
             if found.absent:
-                problems.append(f"job {job_id} is not in the scheduler's records ({found.why}): "
-                                "it did not run on this cluster")
+                problems.append(
+                    f"job {job_id} is not in the scheduler's records ({found.why}): "
+                    "it did not run on this cluster"
+                )
             if found.account is None:
                 if not found.absent:
-                    notes.append(f"job {job_id} was not checked against the scheduler's records: {found.why}")
+                    notes.append(
+                        f"job {job_id} was not checked against the scheduler's records: {found.why}"
+                    )
                 continue
             account = found.account
             if self.user is None:
-                notes.append(f"job {job_id} ran as user {account.user} ({account.source}); whose job it was is not "
-                             "compared: grading.toml [accounting] users maps no user to "
-                             f"{self.student or 'this folder'}")
+                notes.append(
+                    f"job {job_id} ran as user {account.user} ({account.source}); whose job it was is not "
+                    "compared: grading.toml [accounting] users maps no user to "
+                    f"{self.student or 'this folder'}"
+                )
             elif account.user != self.user:
-                problems.append(f"job {job_id} ran as user {account.user} ({account.source}), not as {self.user}, "
-                                f"the user of {self.student}: it is someone else's job")
+                problems.append(
+                    f"job {job_id} ran as user {account.user} ({account.source}), not as {self.user}, "
+                    f"the user of {self.student}: it is someone else's job"
+                )
             if job_id == job["id"]:
                 problems += self._allocation(run, job_id, account)
                 notes.append(self._checked(job_id, account))
@@ -500,19 +632,31 @@ class Accounting:
         problems = []
         nodes = len(set(run.record.get("hosts") or []))
         if nodes > account.nodes:
-            problems.append(f"the run names {nodes} node(s), but job {job_id} had {account.nodes} ({account.source})")
+            problems.append(
+                f"the run names {nodes} node(s), but job {job_id} had {account.nodes} ({account.source})"
+            )
         if run.record.get("device_kind") == "gpu" and account.gpus is not None:
             gpus = len(set(zip(run.record.get("hosts") or [], run.record.get("devices") or [])))
             if gpus > account.gpus:
-                problems.append(f"the run names {gpus} GPU(s), but job {job_id} had {account.gpus} ({account.source})")
+                problems.append(
+                    f"the run names {gpus} GPU(s), but job {job_id} had {account.gpus} ({account.source})"
+                )
         wall = run.record.get("wall_seconds")
         if wall and account.elapsed + ELAPSED_SLACK < wall:
-            problems.append(f"job {job_id} ran {account.elapsed:.0f} s ({account.source}), less than the run's own "
-                            f"{wall:.0f} s")
+            problems.append(
+                f"job {job_id} ran {account.elapsed:.0f} s ({account.source}), less than the run's own "
+                f"{wall:.0f} s"
+            )
         return problems
 
     @staticmethod
     def _checked(job_id: str, account: JobAccount) -> str:
-        gpus = "GPUs not recorded, so not checked" if account.gpus is None else f"{account.gpus} GPU(s)"
-        return (f"job {job_id} checked against {account.source}: user {account.user}, {account.nodes} node(s), "
-                f"{gpus}, {account.elapsed:.0f} s")
+        gpus = (
+            "GPUs not recorded, so not checked"
+            if account.gpus is None
+            else f"{account.gpus} GPU(s)"
+        )
+        return (
+            f"job {job_id} checked against {account.source}: user {account.user}, {account.nodes} node(s), "
+            f"{gpus}, {account.elapsed:.0f} s"
+        )

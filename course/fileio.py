@@ -1,4 +1,5 @@
 """Writing files so that readers never see half of one."""
+
 from __future__ import annotations
 
 import hashlib
@@ -30,8 +31,10 @@ def _removed_if_terminated(tmp: Path) -> Iterator[None]:
     Only from the main thread (Python's rule) and only where SIGTERM would kill outright: a handler
     the program set itself is kept, and the exception it raises reaches atomic_file's `except`.
     """
-    guard = (threading.current_thread() is threading.main_thread()
-             and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
+    guard = (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    )
     _partial_files.add(tmp)
     if guard:
         signal.signal(signal.SIGTERM, _remove_partial_files_and_die)
@@ -99,6 +102,8 @@ def require_free_space(path: Path, needed: int, what: str) -> None:
 
     free = free_bytes(path)
     if free < needed:
-        raise CourseError(f"only {free // 2**20} MiB free on the file system of {Path(path).absolute()}; "
-                          f"{what} need about {needed // 2**20} MiB",
-                          "free space there (old runs/ folders, snapshots), or pass --out on another file system")
+        raise CourseError(
+            f"only {free // 2**20} MiB free on the file system of {Path(path).absolute()}; "
+            f"{what} need about {needed // 2**20} MiB",
+            "free space there (old runs/ folders, snapshots), or pass --out on another file system",
+        )

@@ -3,6 +3,7 @@
 Nothing here initialises CUDA in the calling process: MultiprocessParallelUpdater refuses to
 fork its workers from a process that did, so GPUs are counted with `nvidia-smi` or a child Python.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -45,7 +46,9 @@ def nvidia_library_dirs() -> list[Path]:
     spec = importlib.util.find_spec("nvidia")
     if spec is None or not spec.submodule_search_locations:
         return []
-    return sorted(lib for root in spec.submodule_search_locations for lib in Path(root).glob("*/lib"))
+    return sorted(
+        lib for root in spec.submodule_search_locations for lib in Path(root).glob("*/lib")
+    )
 
 
 def preload_cuda_libraries() -> dict[str, str]:
@@ -115,11 +118,18 @@ def visible_gpus(timeout: float = 20.0) -> VisibleGpus:
         try:
             out = subprocess.run(
                 [smi, "--query-gpu=index,uuid,name,driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=timeout, check=True,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=True,
             ).stdout
         except (subprocess.SubprocessError, OSError):
             out = ""
-        rows = [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.count(",") >= 3]
+        rows = [
+            [c.strip() for c in line.split(",")]
+            for line in out.splitlines()
+            if line.count(",") >= 3
+        ]
         # MIG instances (CUDA_VISIBLE_DEVICES=MIG-...) are not nvidia-smi's rows: CuPy counts them.
         if rows and not os.environ.get("CUDA_VISIBLE_DEVICES", "").strip().startswith("MIG-"):
             gpus = _apply_visible_devices([(r[0], r[1], r[2]) for r in rows])
@@ -130,8 +140,13 @@ def visible_gpus(timeout: float = 20.0) -> VisibleGpus:
             "print('\\n'.join(r.getDeviceProperties(i)['name'].decode() for i in range(n)))"
         )
         try:
-            out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                                 timeout=timeout, check=True).stdout
+            out = subprocess.run(
+                [sys.executable, "-c", probe],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=True,
+            ).stdout
         except (subprocess.SubprocessError, OSError):
             return VisibleGpus()
         return VisibleGpus([n for n in out.splitlines() if n.strip()])
@@ -144,11 +159,18 @@ def _smi_query(field: str, timeout: float = 20.0) -> list[str]:
     if not smi:
         return []
     try:
-        out = subprocess.run([smi, f"--query-gpu=index,uuid,{field}", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=timeout, check=True).stdout
+        out = subprocess.run(
+            [smi, f"--query-gpu=index,uuid,{field}", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+        ).stdout
     except (subprocess.SubprocessError, OSError):
         return []
-    rows = [[c.strip() for c in line.split(",", 2)] for line in out.splitlines() if line.count(",") >= 2]
+    rows = [
+        [c.strip() for c in line.split(",", 2)] for line in out.splitlines() if line.count(",") >= 2
+    ]
     return [g[2] for g in _apply_visible_devices([(r[0], r[1], r[2]) for r in rows])]
 
 
@@ -184,8 +206,13 @@ def mpi_cuda_aware(timeout: float = 20.0) -> bool | None:
     if not ompi_info:
         return None
     try:
-        out = subprocess.run([ompi_info, "--parsable", "--all"], capture_output=True, text=True,
-                             timeout=timeout, check=True).stdout
+        out = subprocess.run(
+            [ompi_info, "--parsable", "--all"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+        ).stdout
     except (subprocess.SubprocessError, OSError):
         return None
     # Open MPI 4 names it mpi_built_with_cuda_support, Open MPI 5 opal_built_with_cuda_support.

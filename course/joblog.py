@@ -18,13 +18,14 @@ writes these lines into it, and reads them back to follow a job and to trace a r
 
 Each line's format and its parser stand side by side below; tests/test_joblog.py round-trips them.
 """
+
 from __future__ import annotations
 
 import re
 import shlex
 import signal
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 # --- the file itself ---------------------------------------------------------------------------
@@ -78,10 +79,13 @@ def launch_command_line(argv: list[str]) -> str:
     return LAUNCH_PREFIX + shlex.join(argv)
 
 
-_LAUNCH = re.compile(r"^course launch: (?:job (?P<job>\S+) \((?P<scheduler>\w+)\)|no scheduler); "
-                     r"(?P<slots>\d+) slot\(s\) on (?P<nodes>\d+) node\(s\): .*\n"
-                     r"(?:course launch: warning: .*\n)*"
-                     r"course launch: (?P<command>.*)$", re.MULTILINE)
+_LAUNCH = re.compile(
+    r"^course launch: (?:job (?P<job>\S+) \((?P<scheduler>\w+)\)|no scheduler); "
+    r"(?P<slots>\d+) slot\(s\) on (?P<nodes>\d+) node\(s\): .*\n"
+    r"(?:course launch: warning: .*\n)*"
+    r"course launch: (?P<command>.*)$",
+    re.MULTILINE,
+)
 _RANK_FLAGS = ("-n", "-np", "--np", "--n", "--ntasks")  # not -c: srun's cpus per task
 
 
@@ -105,8 +109,16 @@ def _command_ranks(command: str) -> int | None:
 def launches(text: str) -> list[dict]:
     """{job, scheduler, slots, nodes, command_ranks} of every launch a log shows (command_ranks: None
     where the launcher's command does not name a count)."""
-    return [{"job": m["job"], "scheduler": m["scheduler"], "slots": int(m["slots"]), "nodes": int(m["nodes"]),
-             "command_ranks": _command_ranks(m["command"])} for m in _LAUNCH.finditer(text)]
+    return [
+        {
+            "job": m["job"],
+            "scheduler": m["scheduler"],
+            "slots": int(m["slots"]),
+            "nodes": int(m["nodes"]),
+            "command_ranks": _command_ranks(m["command"]),
+        }
+        for m in _LAUNCH.finditer(text)
+    ]
 
 
 # --- the run header -----------------------------------------------------------------------------
@@ -137,21 +149,34 @@ class RunHeader:
         if self.lr_rule:
             lr += f" ({self.lr_rule})"
         model = f" ({self.gpu_model})" if self.gpu_model else ""
-        return (f"course: run {self.stage} | {job} | {self.workers} worker(s) on {', '.join(sorted(set(self.hosts)))}: "
-                f"{', '.join(self.devices)}{model} | batch {self.batch_per_worker} per worker, "
-                f"{self.batch_per_worker * self.workers} total | lr {lr} | seed {self.seed}{comm}")
+        return (
+            f"course: run {self.stage} | {job} | {self.workers} worker(s) on {', '.join(sorted(set(self.hosts)))}: "
+            f"{', '.join(self.devices)}{model} | batch {self.batch_per_worker} per worker, "
+            f"{self.batch_per_worker * self.workers} total | lr {lr} | seed {self.seed}{comm}"
+        )
 
 
-_HEADER = re.compile(r"^course: run (?P<stage>\w+) \| (?:job (?P<job>\S+) \((?P<scheduler>\w+)\)|no job) \| "
-                     r"(?P<workers>\d+) worker\(s\) on [^:|]*: (?P<devices>[^|(]*?)(?: \((?P<gpu_model>[^)|]+)\))? \| ",
-                     re.MULTILINE)
+_HEADER = re.compile(
+    r"^course: run (?P<stage>\w+) \| (?:job (?P<job>\S+) \((?P<scheduler>\w+)\)|no job) \| "
+    r"(?P<workers>\d+) worker\(s\) on [^:|]*: (?P<devices>[^|(]*?)(?: \((?P<gpu_model>[^)|]+)\))? \| ",
+    re.MULTILINE,
+)
 
 
 def run_headers(text: str) -> list[dict]:
     """{stage, job, scheduler, workers, devices, gpu_model} of every run header in a log (gpu_model: None
     where the header names none: CPU runs, and logs of kits before it was added)."""
-    return [{"stage": m["stage"], "job": m["job"], "scheduler": m["scheduler"], "workers": int(m["workers"]),
-             "devices": m["devices"].split(", "), "gpu_model": m["gpu_model"]} for m in _HEADER.finditer(text)]
+    return [
+        {
+            "stage": m["stage"],
+            "job": m["job"],
+            "scheduler": m["scheduler"],
+            "workers": int(m["workers"]),
+            "devices": m["devices"].split(", "),
+            "gpu_model": m["gpu_model"],
+        }
+        for m in _HEADER.finditer(text)
+    ]
 
 
 # --- where each rank of a ChainerMN run is ---------------------------------------------------------
@@ -172,35 +197,52 @@ class RankPlace:
     train_examples: int
 
     def format(self) -> str:
-        return (f"course: rank {self.rank} of {self.size} on {self.host}: intra_rank {self.intra_rank}, "
-                f"inter_rank {self.inter_rank}, device {self.device}, {self.train_examples} training examples")
+        return (
+            f"course: rank {self.rank} of {self.size} on {self.host}: intra_rank {self.intra_rank}, "
+            f"inter_rank {self.inter_rank}, device {self.device}, {self.train_examples} training examples"
+        )
 
 
-_RANK = re.compile(r"^course: rank (?P<rank>\d+) of (?P<size>\d+) on (?P<host>\S+): "
-                   r"intra_rank (?P<intra_rank>\d+), inter_rank (?P<inter_rank>\d+), device (?P<device>\S+), "
-                   r"(?P<train_examples>\d+) training examples$",
-                   re.MULTILINE)
+_RANK = re.compile(
+    r"^course: rank (?P<rank>\d+) of (?P<size>\d+) on (?P<host>\S+): "
+    r"intra_rank (?P<intra_rank>\d+), inter_rank (?P<inter_rank>\d+), device (?P<device>\S+), "
+    r"(?P<train_examples>\d+) training examples$",
+    re.MULTILINE,
+)
 
 
 def rank_places(text: str) -> list[RankPlace]:
     """Every rank line of a log, in order."""
-    return [RankPlace(**{key: value if key in ("host", "device") else int(value)
-                         for key, value in m.groupdict().items()}) for m in _RANK.finditer(text)]
+    return [
+        RankPlace(
+            **{
+                key: value if key in ("host", "device") else int(value)
+                for key, value in m.groupdict().items()
+            }
+        )
+        for m in _RANK.finditer(text)
+    ]
 
 
 # --- the throughput summary ---------------------------------------------------------------------
 
-THROUGHPUT_DECIMALS = 2  # the log shows images/sec to this many decimals; readers compare at that precision
+THROUGHPUT_DECIMALS = (
+    2  # the log shows images/sec to this many decimals; readers compare at that precision
+)
 
 
 def throughput_line(images_per_sec: float, counted: int, warmup: int, excluded: int) -> str:
-    return (f"Throughput: {images_per_sec:.{THROUGHPUT_DECIMALS}f} [images/sec.] over {counted} steady iterations "
-            f"(warm-up {warmup}, {excluded} left out after epoch ends)")
+    return (
+        f"Throughput: {images_per_sec:.{THROUGHPUT_DECIMALS}f} [images/sec.] over {counted} steady iterations "
+        f"(warm-up {warmup}, {excluded} left out after epoch ends)"
+    )
 
 
 def throughput_not_measured(warmup: int) -> str:
-    return (f"Throughput: not measured: too few steady iterations (warm-up {warmup}); "
-            "train longer or lower --warmup")
+    return (
+        f"Throughput: not measured: too few steady iterations (warm-up {warmup}); "
+        "train longer or lower --warmup"
+    )
 
 
 _THROUGHPUT = re.compile(r"^Throughput: ([\d.]+) \[images/sec\.\]", re.MULTILINE)
@@ -213,7 +255,7 @@ def throughputs(text: str) -> list[float]:
 
 def same_throughput(logged: float, recorded: float) -> bool:
     """Whether a logged figure is a results file's figure, as the log rounds it."""
-    return abs(logged - round(recorded, THROUGHPUT_DECIMALS)) < 0.6 * 10 ** -THROUGHPUT_DECIMALS
+    return abs(logged - round(recorded, THROUGHPUT_DECIMALS)) < 0.6 * 10**-THROUGHPUT_DECIMALS
 
 
 # --- the results file's digest ------------------------------------------------------------------
@@ -231,10 +273,15 @@ def results_digests(text: str, run_folder: str, filename: str) -> list[str]:
 
 # --- resuming a run from its snapshot ----------------------------------------------------------
 
-NO_SNAPSHOTS = ("course: this trainer takes no snapshots, so a job killed at its walltime starts over "
-                "(add the snapshot extension: the notebook's add_snapshots exercise)")
-_RESUMED = re.compile(r"^course: resuming (?P<folder>\S+) at iteration (?P<iteration>\d+) "
-                      r"from the snapshot job (?P<job>\S+) wrote$", re.MULTILINE)
+NO_SNAPSHOTS = (
+    "course: this trainer takes no snapshots, so a job killed at its walltime starts over "
+    "(add the snapshot extension: the notebook's add_snapshots exercise)"
+)
+_RESUMED = re.compile(
+    r"^course: resuming (?P<folder>\S+) at iteration (?P<iteration>\d+) "
+    r"from the snapshot job (?P<job>\S+) wrote$",
+    re.MULTILINE,
+)
 
 
 def resumed_line(folder: Path | str, iteration: int, job_id: str | None) -> str:
@@ -275,12 +322,16 @@ if [[ $- != *i* ]]; then
     trap '_course_stopped TERM' TERM; trap '_course_stopped INT' INT; trap '_course_stopped HUP' HUP
 fi"""
 _AT = r"(?: at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ))?"
-_END = re.compile(r"^course: job \S+ (?:ended with exit status (?P<status>\d+)|was killed by SIG(?P<signal>[A-Z]+))"
-                  + _AT + "$", re.MULTILINE)
+_END = re.compile(
+    r"^course: job \S+ (?:ended with exit status (?P<status>\d+)|was killed by SIG(?P<signal>[A-Z]+))"
+    + _AT
+    + "$",
+    re.MULTILINE,
+)
 
 
 def _stamp(at: datetime | None) -> str:
-    return f" at {at.astimezone(timezone.utc).strftime(_TIME)}" if at else ""
+    return f" at {at.astimezone(UTC).strftime(_TIME)}" if at else ""
 
 
 def end_line(job_id: str, status: int, at: datetime | None = None) -> str:
@@ -305,8 +356,10 @@ def cancel_notice(job_id: str, signal_name: str, at: datetime | None = None) -> 
 
 def lost_notice(job_id: str, at: datetime | None = None) -> str:
     """What the local scheduler's watchdog writes when the scheduler's process died before the job."""
-    return (f"course local scheduler: job {job_id} was lost: its scheduler process died, so it was stopped"
-            f"{_stamp(at)}")
+    return (
+        f"course local scheduler: job {job_id} was lost: its scheduler process died, so it was stopped"
+        f"{_stamp(at)}"
+    )
 
 
 def leftovers_notice(count: int) -> str:
@@ -319,7 +372,9 @@ _NOTICES = re.compile(
     r"^(?:=>> PBS: job killed: (?P<pbs>.*)"
     r"|slurmstepd: error: \*\*\* JOB \S+ ON \S+ (?P<slurm>CANCELLED)\b.*"
     r"|course local scheduler: job \S+ (?:(?P<cancelled>was cancelled) \(SIG(?P<signal>[A-Z]+)[^)]*\)"
-    r"|(?P<lost>was lost)\b.*?)" + _AT + ")$", re.MULTILINE)
+    r"|(?P<lost>was lost)\b.*?)" + _AT + ")$",
+    re.MULTILINE,
+)
 
 
 def killed_by_scheduler(text: str) -> bool:
@@ -352,7 +407,9 @@ def _shell_end(text: str, at: datetime | None) -> End | None:
         return None
     line = found[-1]
     if line["signal"]:
-        return End(_signal_status(line["signal"]), "signal", f"was killed by SIG{line['signal']}", at)
+        return End(
+            _signal_status(line["signal"]), "signal", f"was killed by SIG{line['signal']}", at
+        )
     return End(int(line["status"]), "exit", f"ended with exit status {line['status']}", at)
 
 
@@ -384,17 +441,19 @@ def ended_at(text: str) -> datetime | None:
     """When the job ended (UTC): the time on its last end line or local-scheduler notice; None in
     logs without one (older kits, a job still running, a shell killed with SIGKILL)."""
     times = [m["at"] for pattern in (_END, _NOTICES) for m in pattern.finditer(text) if m["at"]]
-    return datetime.strptime(max(times), _TIME).replace(tzinfo=timezone.utc) if times else None
+    return datetime.strptime(max(times), _TIME).replace(tzinfo=UTC) if times else None
 
 
 def until_end(text: str) -> str:
     """The log as it was when the job ended: through its last end line or scheduler notice.
     What follows was written by processes that outlived the job, and proves nothing."""
     ends = [m.end() for pattern in (_END, _NOTICES) for m in pattern.finditer(text)]
-    return text[:max(ends) + 1] if ends else text
+    return text[: max(ends) + 1] if ends else text
 
 
 # --- the kit's own error messages ---------------------------------------------------------------
 
 # course/cli.py prints a command's error as two lines, `course COMMAND: MESSAGE` and `  -> FIX`.
-KIT_ERROR = re.compile(r"^course (?P<command>[a-z]+): (?P<message>.+)\n  -> (?P<fix>.+)$", re.MULTILINE)
+KIT_ERROR = re.compile(
+    r"^course (?P<command>[a-z]+): (?P<message>.+)\n  -> (?P<fix>.+)$", re.MULTILINE
+)

@@ -1,4 +1,5 @@
 """Where the kit's own folders and programs are."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,10 @@ JOBS_DIR = "jobs"
 def kit_root() -> Path:
     """The kit's checkout: the folder with solutions/, jobs/, sites/ and nbgrader_config.py."""
     if not (KIT_ROOT / "solutions").is_dir() or not (KIT_ROOT / JOBS_DIR).is_dir():
-        raise CourseError(f"{KIT_ROOT} is not a checkout of the course kit",
-                          "run this command in a clone of the kit (pip install -e . there)")
+        raise CourseError(
+            f"{KIT_ROOT} is not a checkout of the course kit",
+            "run this command in a clone of the kit (pip install -e . there)",
+        )
     return KIT_ROOT
 
 
@@ -37,4 +40,7 @@ def find_program(name: str, environment_first: bool = False) -> str | None:
 
 def tool_environment() -> dict[str, str]:
     """os.environ with this Python's folder first on PATH: nbgrader runs `alembic` from there."""
-    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }

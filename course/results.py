@@ -5,6 +5,7 @@ end and at the end, so a killed job still leaves valid partial results). A ``sea
 of the rest, in canonical form) shows whether the file was edited after the run wrote it; the
 job log records the file's own digest (course.joblog), which course.evidence compares.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,8 +19,17 @@ SCHEMA = "course-results/1"
 FILENAME = "results.json"
 RUNS_DIR = "runs"
 # What readers rely on, and its type (None where a run may lack it, e.g. no job id outside a job).
-SHAPE = {"stage": str, "workers": int, "job": dict, "hosts": list, "devices": list, "log": list,
-         "complete": bool, "throughput": (dict, type(None)), "script": dict}
+SHAPE = {
+    "stage": str,
+    "workers": int,
+    "job": dict,
+    "hosts": list,
+    "devices": list,
+    "log": list,
+    "complete": bool,
+    "throughput": (dict, type(None)),
+    "script": dict,
+}
 
 
 def compute_seal(data: dict) -> str:
@@ -51,15 +61,21 @@ def load(path: Path) -> dict:
     except FileNotFoundError:
         raise ResultsError(f"{path} does not exist", "run the stage's job first") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultsError(f"{path} is not a readable results file ({e})",
-                           "run the job again; do not edit results files by hand") from None
+        raise ResultsError(
+            f"{path} is not a readable results file ({e})",
+            "run the job again; do not edit results files by hand",
+        ) from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise ResultsError(f"{path} is not a course results file (schema {SCHEMA} expected)",
-                           "pass the results.json that a training job wrote")
+        raise ResultsError(
+            f"{path} is not a course results file (schema {SCHEMA} expected)",
+            "pass the results.json that a training job wrote",
+        )
     wrong = [key for key, kinds in SHAPE.items() if not isinstance(data.get(key), kinds)]
     if wrong:
-        raise ResultsError(f"{path} lacks what every results file holds ({', '.join(wrong)})",
-                           "run the job again; do not edit results files by hand")
+        raise ResultsError(
+            f"{path} lacks what every results file holds ({', '.join(wrong)})",
+            "run the job again; do not edit results files by hand",
+        )
     data["_path"] = str(path)
     return data
 

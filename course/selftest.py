@@ -12,6 +12,7 @@ what it measured; the whole output is what to paste into a bug report:
 Steps 4 and 5 run in child processes: MultiprocessParallelUpdater refuses a parent holding a CUDA
 context, and each training run starts clean.
 """
+
 from __future__ import annotations
 
 import os
@@ -55,8 +56,8 @@ class _Failed(Exception):
 
 
 def _kernel() -> str:
-    import numpy
     import cupy
+    import numpy
 
     square = cupy.ElementwiseKernel("T x", "T y", "y = x * x", "course_selftest_square")
     x = numpy.arange(1000, dtype=numpy.float32)
@@ -74,9 +75,14 @@ def _cudnn_convolution() -> str:
 
     cuda = chainer.backends.cuda
     if not cuda.cudnn_enabled:
-        raise _Failed('Chainer does not use cuDNN: pip install -e ".[gpu]"; eval "$(python -m course env)"')
+        raise _Failed(
+            'Chainer does not use cuDNN: pip install -e ".[gpu]"; eval "$(python -m course env)"'
+        )
     rng = numpy.random.default_rng(0)
-    x, w, gy = (rng.standard_normal(s).astype(numpy.float32) for s in ((4, 3, 16, 16), (8, 3, 3, 3), (4, 8, 16, 16)))
+    x, w, gy = (
+        rng.standard_normal(s).astype(numpy.float32)
+        for s in ((4, 3, 16, 16), (8, 3, 3, 3), (4, 8, 16, 16))
+    )
 
     def grads(xp_x, xp_w, xp_gy):
         vx, vw = chainer.Variable(xp_x), chainer.Variable(xp_w)
@@ -105,8 +111,9 @@ def _nccl() -> str:
     comm = nccl.NcclCommunicator(1, nccl.get_unique_id(), 0)
     x = cupy.arange(16, dtype=cupy.float32)
     y = cupy.empty_like(x)
-    comm.allReduce(x.data.ptr, y.data.ptr, x.size, nccl.NCCL_FLOAT32, nccl.NCCL_SUM,
-                   cupy.cuda.Stream.null.ptr)
+    comm.allReduce(
+        x.data.ptr, y.data.ptr, x.size, nccl.NCCL_FLOAT32, nccl.NCCL_SUM, cupy.cuda.Stream.null.ptr
+    )
     cupy.cuda.Stream.null.synchronize()
     if not bool((x == y).all()):
         raise _Failed("a 1-rank NCCL allreduce changed the data")
@@ -114,10 +121,17 @@ def _nccl() -> str:
 
 
 def _course(env: dict[str, str], *arguments: str, timeout: float = 900) -> str:
-    run = subprocess.run([sys.executable, "-m", "course", *arguments], capture_output=True, text=True, env=env,
-                         timeout=timeout)
+    run = subprocess.run(
+        [sys.executable, "-m", "course", *arguments],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
     if run.returncode != 0:
-        raise _Failed(f"python -m course {' '.join(arguments)} failed:\n{(run.stdout + run.stderr)[-2000:]}")
+        raise _Failed(
+            f"python -m course {' '.join(arguments)} failed:\n{(run.stdout + run.stderr)[-2000:]}"
+        )
     return run.stdout
 
 
@@ -126,23 +140,45 @@ def _stage1(folder: Path) -> str:
     _course(env, "data", "synthetic", "--train", "4096", "--test", "256", "--name", "selftest")
     rates = {}
     for cudnn in ("always", "never"):
-        out = _course({**env, "CHAINER_USE_CUDNN": cudnn}, "train", "--device", "@cupy:0", "--dataset", "selftest",
-                      "--width", "32", "--batchsize", "64", "--iterations", "40", "--warmup", "10", "--no-eval",
-                      "--out", str(folder / f"cudnn-{cudnn}"))
+        out = _course(
+            {**env, "CHAINER_USE_CUDNN": cudnn},
+            "train",
+            "--device",
+            "@cupy:0",
+            "--dataset",
+            "selftest",
+            "--width",
+            "32",
+            "--batchsize",
+            "64",
+            "--iterations",
+            "40",
+            "--warmup",
+            "10",
+            "--no-eval",
+            "--out",
+            str(folder / f"cudnn-{cudnn}"),
+        )
         match = re.search(r"^Throughput: ([\d.]+)", out, re.M)
         if not match:
             raise _Failed(f"no Throughput line with use_cudnn={cudnn}:\n{out[-1500:]}")
         rates[cudnn] = float(match.group(1))
-    return (f"stage 1, 40 iterations: {rates['always']:.0f} img/s with cuDNN, {rates['never']:.0f} without "
-            f"(x{rates['always'] / rates['never']:.2f})")
+    return (
+        f"stage 1, 40 iterations: {rates['always']:.0f} img/s with cuDNN, {rates['never']:.0f} without "
+        f"(x{rates['always'] / rates['never']:.2f})"
+    )
 
 
 def _stage2(folder: Path, count: int) -> str:
     script = folder / "stage2.py"
     script.write_text(_STAGE2.replace("{out}", str(folder / "stage2")))
-    run = subprocess.run([sys.executable, str(script), str(count)], capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [sys.executable, str(script), str(count)], capture_output=True, text=True, timeout=900
+    )
     if run.returncode != 0:
-        raise _Failed(f"MultiprocessParallelUpdater on {count} GPUs failed:\n{(run.stdout + run.stderr)[-2000:]}")
+        raise _Failed(
+            f"MultiprocessParallelUpdater on {count} GPUs failed:\n{(run.stdout + run.stderr)[-2000:]}"
+        )
     return run.stdout.strip().splitlines()[-1]
 
 
@@ -151,16 +187,21 @@ def run(echo: Callable[[str], None] = print) -> int:
     found = gpu.visible_gpus()
     echo(f"course GPU self-test on {platform.node()} (Python {platform.python_version()})")
     if found.count == 0:
-        echo("  [!!] no GPU: this machine has none visible (nvidia-smi and CuPy see none). Run the self-test "
-             "on a GPU node, e.g. inside a job:  python -m course doctor --gpu-selftest")
+        echo(
+            "  [!!] no GPU: this machine has none visible (nvidia-smi and CuPy see none). Run the self-test "
+            "on a GPU node, e.g. inside a job:  python -m course doctor --gpu-selftest"
+        )
         return 1
     if not gpu.cupy_installed():
         echo('  [!!] CuPy is not installed: pip install -e ".[gpu]"  (or: make gpu)')
         return 1
     echo(f"  GPUs: {found.count} ({', '.join(found.names)}), driver {found.driver or 'unknown'}")
     gpu.preload_cuda_libraries()
-    steps: list[tuple[str, Callable[[], str]]] = [("kernel", _kernel), ("cuDNN", _cudnn_convolution),
-                                                  ("NCCL", _nccl)]
+    steps: list[tuple[str, Callable[[], str]]] = [
+        ("kernel", _kernel),
+        ("cuDNN", _cudnn_convolution),
+        ("NCCL", _nccl),
+    ]
     with tempfile.TemporaryDirectory(prefix="course-selftest-") as tmp:
         steps.append(("stage 1", lambda: _stage1(Path(tmp))))
         if found.count >= 2:
@@ -172,7 +213,9 @@ def run(echo: Callable[[str], None] = print) -> int:
                 echo(f"  [ok] {name:<8} {step()} ({time.monotonic() - started:.1f} s)")
             except Exception as e:  # each step's failure is a finding; the others still run
                 failed += 1
-                echo(f"  [!!] {name:<8} {type(e).__name__ if not isinstance(e, _Failed) else 'failed'}: {e}")
+                echo(
+                    f"  [!!] {name:<8} {type(e).__name__ if not isinstance(e, _Failed) else 'failed'}: {e}"
+                )
     if found.count < 2:
         echo("  [--] stage 2  needs 2 or more GPUs (NCCL refuses two ranks on one GPU): not run")
     return 1 if failed else 0

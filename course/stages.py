@@ -5,6 +5,7 @@ script, and which main() follows them), the job scripts' names, the results' `st
 run folders, the report's order and the demo's notebooks. The main() of each stage is real code
 in course.runtime.mains, copied into the script after the student's functions.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,26 +21,55 @@ class Stage:
     job_script: str  # in jobs/: what `qsub -j oe` is given
     functions: tuple[str, ...]  # what the student writes, in the order the script holds them
     extra_imports: tuple[str, ...] = ()  # beyond the imports every stage's script has
-    job_functions: tuple[str, ...] = ()  # what the student writes for the job script, not the training script
-    model_functions: tuple[str, ...] = ()  # what the student writes to model the measurements (in no script)
+    job_functions: tuple[
+        str, ...
+    ] = ()  # what the student writes for the job script, not the training script
+    model_functions: tuple[
+        str, ...
+    ] = ()  # what the student writes to model the measurements (in no script)
 
     @property
     def job_path(self) -> str:
         return f"jobs/{self.job_script}"
 
 
-SINGLE_GPU = Stage("single_gpu", 1, "one GPU", "01_single_gpu.ipynb", "train_cifar_single.py",
-                   "run_single_gpu_training.sh",
-                   ("make_iterators", "make_model_and_optimizer", "build_trainer", "add_snapshots"))
-MULTI_GPU = Stage("multi_gpu", 2, "every GPU of one node (MultiprocessParallelUpdater)", "02_multi_gpu.ipynb",
-                  "train_cifar_multi_gpu.py", "run_multi_gpu_training.sh",
-                  ("make_train_iterators", "make_devices", "scaled_learning_rate", "build_trainer"))
-MULTI_NODE = Stage("multi_node", 3, "many nodes (ChainerMN)", "03_multi_node.ipynb", "train_cifar_multi_node.py",
-                   "run_multi_node_training.sh",
-                   ("make_communicator", "device_for_rank", "shard_datasets", "make_optimizer",
-                    "learning_rate_schedule", "build_trainer"),
-                   extra_imports=("chainermn",), job_functions=("resource_request",),
-                   model_functions=("allreduce_time", "fit_alpha_beta"))
+SINGLE_GPU = Stage(
+    "single_gpu",
+    1,
+    "one GPU",
+    "01_single_gpu.ipynb",
+    "train_cifar_single.py",
+    "run_single_gpu_training.sh",
+    ("make_iterators", "make_model_and_optimizer", "build_trainer", "add_snapshots"),
+)
+MULTI_GPU = Stage(
+    "multi_gpu",
+    2,
+    "every GPU of one node (MultiprocessParallelUpdater)",
+    "02_multi_gpu.ipynb",
+    "train_cifar_multi_gpu.py",
+    "run_multi_gpu_training.sh",
+    ("make_train_iterators", "make_devices", "scaled_learning_rate", "build_trainer"),
+)
+MULTI_NODE = Stage(
+    "multi_node",
+    3,
+    "many nodes (ChainerMN)",
+    "03_multi_node.ipynb",
+    "train_cifar_multi_node.py",
+    "run_multi_node_training.sh",
+    (
+        "make_communicator",
+        "device_for_rank",
+        "shard_datasets",
+        "make_optimizer",
+        "learning_rate_schedule",
+        "build_trainer",
+    ),
+    extra_imports=("chainermn",),
+    job_functions=("resource_request",),
+    model_functions=("allreduce_time", "fit_alpha_beta"),
+)
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (SINGLE_GPU, MULTI_GPU, MULTI_NODE)}
 NAMES = tuple(STAGES)

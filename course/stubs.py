@@ -3,6 +3,7 @@
 Judged by the code, not by the `# PUT YOUR CODE HERE` comment: a student may keep the comment
 above their own code, and may also leave the raise below it.
 """
+
 from __future__ import annotations
 
 import ast
@@ -20,5 +21,9 @@ def _raises_not_implemented(function: ast.AST) -> bool:
 def stubbed_functions(source: str) -> list[str]:
     """Names of the top-level functions in `source` that still raise NotImplementedError."""
     tree = ast.parse(source)
-    return [node.name for node in tree.body
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _raises_not_implemented(node)]
+    return [
+        node.name
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and _raises_not_implemented(node)
+    ]

@@ -1,4 +1,5 @@
 """Shared fixtures. Tests use their own data folder and never touch ~/.chainer."""
+
 from __future__ import annotations
 
 import os
@@ -46,13 +47,35 @@ def mpi_env() -> dict[str, str]:
 def quick_env(tmp_path_factory) -> dict[str, str]:
     """Settings for short course runs, for kernels and jobs (this process's environment is left alone)."""
     root = tmp_path_factory.mktemp("quick")
-    env = {**os.environ, "CHAINER_DATASET_ROOT": str(root / "data"), "XDG_STATE_HOME": str(root / "state"),
-           "COURSE_DATASET": "small", "COURSE_TRAIN_ARGS": "--model vgg --width 8 --batchsize 32 --epoch 2 --warmup 2",
-           "ROUNDS": "1", "BUDGET": "0.15"}  # the allreduce benchmark: one turn of each algorithm, briefly
+    env = {
+        **os.environ,
+        "CHAINER_DATASET_ROOT": str(root / "data"),
+        "XDG_STATE_HOME": str(root / "state"),
+        "COURSE_DATASET": "small",
+        "COURSE_TRAIN_ARGS": "--model vgg --width 8 --batchsize 32 --epoch 2 --warmup 2",
+        "ROUNDS": "1",
+        "BUDGET": "0.15",
+    }  # the allreduce benchmark: one turn of each algorithm, briefly
     import subprocess
 
-    subprocess.run([PYTHON, "-m", "course", "data", "synthetic", "--train", "1024", "--test", "256",
-                    "--name", "small"], env=env, check=True, capture_output=True)
+    subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "course",
+            "data",
+            "synthetic",
+            "--train",
+            "1024",
+            "--test",
+            "256",
+            "--name",
+            "small",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     return env
 
 
@@ -63,8 +86,12 @@ def student_run(quick_env, tmp_path_factory) -> Path:
 
     # A CPU student, on GPU nodes too (CUDA_VISIBLE_DEVICES= hides the GPUs from the kit and CuPy): the tests
     # that use it expect the CPU course (stage 2 refused, naive in stage 3). The gpu tests run their own jobs.
-    return demo.play_student(ROOT, tmp_path_factory.mktemp("student-run"), echo=lambda line: None,
-                             env={**quick_env, "CUDA_VISIBLE_DEVICES": ""})
+    return demo.play_student(
+        ROOT,
+        tmp_path_factory.mktemp("student-run"),
+        echo=lambda line: None,
+        env={**quick_env, "CUDA_VISIBLE_DEVICES": ""},
+    )
 
 
 @pytest.fixture
@@ -91,12 +118,15 @@ def bubblewrap() -> bool:
         import subprocess
 
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "bubblewrap"]):
+        for command in (
+            ["apt-get", "update", "-qq"],
+            ["apt-get", "install", "-y", "-qq", "bubblewrap"],
+        ):
             subprocess.run(command, capture_output=True, env=env, timeout=600)
     if not shutil.which("bwrap"):
         return False
-    from course.instructor import verify
     from course.errors import GradingError
+    from course.instructor import verify
 
     try:
         verify.check_sandbox()
@@ -112,14 +142,21 @@ def chromium() -> tuple[str, str]:
     import shutil
     import subprocess
 
-    if not (shutil.which("chromium") and shutil.which("chromedriver")) and os.geteuid() == 0 \
-            and shutil.which("apt-get"):
+    if (
+        not (shutil.which("chromium") and shutil.which("chromedriver"))
+        and os.geteuid() == 0
+        and shutil.which("apt-get")
+    ):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium",
-                                                       "chromium-driver"]):
+        for command in (
+            ["apt-get", "update", "-qq"],
+            ["apt-get", "install", "-y", "-qq", "chromium", "chromium-driver"],
+        ):
             subprocess.run(command, capture_output=True, env=env, timeout=900)
     browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if not (browser and driver):
-        pytest.skip("needs Debian's chromium and chromium-driver: apt-get install chromium chromium-driver "
-                    "(as root)")
+        pytest.skip(
+            "needs Debian's chromium and chromium-driver: apt-get install chromium chromium-driver "
+            "(as root)"
+        )
     return browser, driver

@@ -17,6 +17,7 @@ system is shared, as a cluster's home and work folders are.
 removes the namespaces and the bridge, and stops the daemons started here; `start` first removes
 what a killed earlier run may have left.
 """
+
 from __future__ import annotations
 
 import os
@@ -58,7 +59,9 @@ def _memory_mb(nodes: int) -> int:
 def _run(*command: str, check: bool = True) -> subprocess.CompletedProcess:
     run = subprocess.run(command, capture_output=True, text=True)
     if check and run.returncode != 0:
-        raise Unavailable(f"{' '.join(command)} failed: {(run.stderr or run.stdout).strip()[-300:]}")
+        raise Unavailable(
+            f"{' '.join(command)} failed: {(run.stderr or run.stdout).strip()[-300:]}"
+        )
     return run
 
 
@@ -71,7 +74,9 @@ def install() -> None:
     for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *PACKAGES]):
         run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
         if run.returncode != 0:
-            raise Unavailable(f"{' '.join(command)} failed: {(run.stderr or run.stdout).strip()[-300:]}")
+            raise Unavailable(
+                f"{' '.join(command)} failed: {(run.stderr or run.stdout).strip()[-300:]}"
+            )
 
 
 @dataclass
@@ -88,8 +93,12 @@ class Cluster:
         """`base` as a student's shell has it: the kit's environment activated (sbatch exports it to
         the job), and this cluster's configuration."""
         bin_dir = Path(sys.executable).parent
-        return {**base, "SLURM_CONF": str(self.conf), "PATH": f"{bin_dir}{os.pathsep}{base.get('PATH', '')}",
-                "VIRTUAL_ENV": str(bin_dir.parent)}
+        return {
+            **base,
+            "SLURM_CONF": str(self.conf),
+            "PATH": f"{bin_dir}{os.pathsep}{base.get('PATH', '')}",
+            "VIRTUAL_ENV": str(bin_dir.parent),
+        }
 
     def stop(self) -> None:
         if self.nodes != ["localhost"]:
@@ -129,11 +138,16 @@ def create_network(nodes: list[str], folder: Path) -> Path:
     for number, node in enumerate(nodes, start=2):
         namespace, outside = _namespace(node), f"crs-{node}"
         _run("ip", "netns", "add", namespace)
-        _run("ip", "link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns", namespace)
+        _run(
+            "ip", "link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns", namespace
+        )
         _run("ip", "link", "set", outside, "master", BRIDGE, "up")
         address = f"{SUBNET}.{number}"
-        for command in (["ip", "addr", "add", f"{address}/24", "dev", "eth0"], ["ip", "link", "set", "eth0", "up"],
-                        ["ip", "link", "set", "lo", "up"]):
+        for command in (
+            ["ip", "addr", "add", f"{address}/24", "dev", "eth0"],
+            ["ip", "link", "set", "eth0", "up"],
+            ["ip", "link", "set", "lo", "up"],
+        ):
             _run("ip", "netns", "exec", namespace, *command)
         lines.append(f"{address} {node}")
     hosts = folder / "hosts"
@@ -161,7 +175,9 @@ def _start(cluster: Cluster, nodes: int) -> Cluster:
     if nodes > 1:
         for tool in ("ip", "nsenter", "unshare", "mount"):
             if shutil.which(tool) is None:
-                raise Unavailable(f"{tool} is not installed: the two-node cluster needs it for its namespaces")
+                raise Unavailable(
+                    f"{tool} is not installed: the two-node cluster needs it for its namespaces"
+                )
         remove_network(names)  # what a killed earlier run left
         try:
             hosts = create_network(names, folder)
@@ -179,8 +195,11 @@ def _start(cluster: Cluster, nodes: int) -> Cluster:
         node_lines = f"NodeName=localhost CPUs={cpus} RealMemory={memory} State=UNKNOWN"
     else:
         controller = f"SlurmctldHost={socket.gethostname()}\nSlurmctldAddr={CONTROLLER}"
-        node_lines = "\n".join(f"NodeName={node} NodeAddr={SUBNET}.{number} CPUs={cpus} RealMemory={memory} "
-                               "State=UNKNOWN" for number, node in enumerate(names, start=2))
+        node_lines = "\n".join(
+            f"NodeName={node} NodeAddr={SUBNET}.{number} CPUs={cpus} RealMemory={memory} "
+            "State=UNKNOWN"
+            for number, node in enumerate(names, start=2)
+        )
     for node in names:
         (folder / "spool" / node).mkdir(parents=True, exist_ok=True)
     cluster.conf.write_text(f"""\
@@ -206,7 +225,7 @@ MpiDefault=none
 KillWait=5
 JobAcctGatherType=jobacct_gather/none
 {node_lines}
-PartitionName={PARTITION} Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+PartitionName={PARTITION} Nodes={",".join(names)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 """)
     env = cluster.env(dict(os.environ))
     daemons = [(["slurmctld", "-f", str(cluster.conf)], folder / "slurmctld.pid")]
@@ -214,22 +233,37 @@ PartitionName={PARTITION} Nodes={','.join(names)} Default=YES MaxTime=INFINITE S
         slurmd = ["slurmd", "-f", str(cluster.conf), "-N", node]
         if nodes > 1:  # in the node's namespaces, with its host name and hosts file
             # nsenter, not `ip netns exec`: that mounts a sysfs of its own, without the cgroup folder slurmd reads
-            slurmd = ["nsenter", f"--net=/run/netns/{_namespace(node)}", "unshare", "--uts", "--mount", "sh", "-c",
-                      f'hostname {node} && mount --bind "$0" /etc/hosts && exec "$@"', str(hosts), *slurmd]
+            slurmd = [
+                "nsenter",
+                f"--net=/run/netns/{_namespace(node)}",
+                "unshare",
+                "--uts",
+                "--mount",
+                "sh",
+                "-c",
+                f'hostname {node} && mount --bind "$0" /etc/hosts && exec "$@"',
+                str(hosts),
+                *slurmd,
+            ]
         daemons.append((slurmd, folder / f"slurmd-{node}.pid"))
     for command, pid_file in daemons:
         run = subprocess.run(command, capture_output=True, text=True, env=env)
         if run.returncode != 0:
-            raise Unavailable(f"{command[0]} did not start: {(run.stderr or run.stdout).strip()[-300:]}")
+            raise Unavailable(
+                f"{command[0]} did not start: {(run.stderr or run.stdout).strip()[-300:]}"
+            )
         cluster.started.append(pid_file)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        states = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True,
-                                env=env).stdout.split()
+        states = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True, env=env
+        ).stdout.split()
         if states == ["idle"] * nodes:
             return cluster
         time.sleep(1)
-    raise Unavailable(f"the nodes did not become idle (sinfo says {states!r}); see {folder}/slurmctld.log")
+    raise Unavailable(
+        f"the nodes did not become idle (sinfo says {states!r}); see {folder}/slurmctld.log"
+    )
 
 
 def assignment(student_run: Path, folder: Path) -> Path:
@@ -238,6 +272,10 @@ def assignment(student_run: Path, folder: Path) -> Path:
     from course.cluster import sites
 
     shutil.copytree(student_run, folder, ignore=shutil.ignore_patterns("runs", "*.o*"))
-    sites.apply(sites.load_profile(str(Path(__file__).resolve().parent.parent / "sites" / "slurm-cpu.toml")),
-                folder / "jobs")
+    sites.apply(
+        sites.load_profile(
+            str(Path(__file__).resolve().parent.parent / "sites" / "slurm-cpu.toml")
+        ),
+        folder / "jobs",
+    )
     return folder

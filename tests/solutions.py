@@ -4,6 +4,7 @@ A solution cell is a code cell whose nbgrader metadata has `solution: true`; it 
 top-level defs whose bodies are wrapped in `### BEGIN SOLUTION` / `### END SOLUTION` lines. The
 tests take the code from here rather than keeping copies that drift from the notebooks.
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,9 +23,12 @@ MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 def solution_cells(stage_name: str) -> tuple[str, ...]:
     """The stage's solution code cells in notebook order, without their marker lines."""
     notebook = nbformat.read(SOLUTIONS / stages.get(stage_name).notebook, as_version=4)
-    return tuple("\n".join(line for line in cell.source.splitlines() if line.strip() not in MARKERS).strip() + "\n"
-                 for cell in notebook.cells
-                 if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution"))
+    return tuple(
+        "\n".join(line for line in cell.source.splitlines() if line.strip() not in MARKERS).strip()
+        + "\n"
+        for cell in notebook.cells
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution")
+    )
 
 
 def solution_source(stage_name: str) -> str:
@@ -39,7 +43,9 @@ def solution_functions(stage_name: str) -> dict[str, str]:
         lines = cell.splitlines(keepends=True)
         for node in ast.parse(cell).body:
             if not isinstance(node, ast.FunctionDef):
-                raise ValueError(f"a solution cell of {stage_name} holds {ast.dump(node)[:60]}, not only defs")
+                raise ValueError(
+                    f"a solution cell of {stage_name} holds {ast.dump(node)[:60]}, not only defs"
+                )
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            found[node.name] = "".join(lines[first - 1:node.end_lineno])
+            found[node.name] = "".join(lines[first - 1 : node.end_lineno])
     return found

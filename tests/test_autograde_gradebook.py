@@ -3,6 +3,7 @@
 A real gradebook, filled through nbgrader's own API as autograde leaves it, stands in for a grading run:
 tests/test_grading.py grades real submissions end to end (slowly).
 """
+
 from __future__ import annotations
 
 import csv
@@ -20,9 +21,15 @@ from tests.conftest import PYTHON, ROOT
 # nbgrader's add_submission trips SQLAlchemy's autoflush warnings; they are nbgrader's, not the kit's.
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 A = paths.ASSIGNMENT
-NOTEBOOKS = {"01_single_gpu": ["check_iterators", "check_results"], "03_multi_node": ["check_optimizer"]}
-HANDED_IN = {"alice": ["01_single_gpu", "03_multi_node"], "judy": ["01_single_gpu", "03_multi_node"],
-             "mia": ["01_single_gpu"]}
+NOTEBOOKS = {
+    "01_single_gpu": ["check_iterators", "check_results"],
+    "03_multi_node": ["check_optimizer"],
+}
+HANDED_IN = {
+    "alice": ["01_single_gpu", "03_multi_node"],
+    "judy": ["01_single_gpu", "03_multi_node"],
+    "mia": ["01_single_gpu"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -67,23 +74,37 @@ def test_a_notebook_not_handed_in_is_named(course, tmp_path):
     assert (mia.score, mia.max_score, mia.missing) == (4, 6, ["03_multi_node.ipynb"])
     autograde.write_details([mia], tmp_path / "details.csv")
     with open(tmp_path / "details.csv") as f:
-        lost = [(row["test"], row["message"]) for row in csv.DictReader(f) if float(row["score"]) < 2]
+        lost = [
+            (row["test"], row["message"]) for row in csv.DictReader(f) if float(row["score"]) < 2
+        ]
     assert lost == [("check_optimizer", "03_multi_node.ipynb was not handed in")]
     assert autograde.summary([mia]).splitlines() == [
-        "mia: 4/6 (01_single_gpu 4/4, 03_multi_node 0/2)", "    03_multi_node.ipynb: not handed in"]
+        "mia: 4/6 (01_single_gpu 4/4, 03_multi_node 0/2)",
+        "    03_multi_node.ipynb: not handed in",
+    ]
     assert read_gradebook(course, "alice").missing == []
 
 
 def test_a_submission_not_graded_is_left_out_of_grades_csv(course, tmp_path):
     root, db_url = course
-    judy = autograde.Outcome("judy", graded=False, seconds=1.0, failure="01_single_gpu.ipynb: NotJSONError")
+    judy = autograde.Outcome(
+        "judy", graded=False, seconds=1.0, failure="01_single_gpu.ipynb: NotJSONError"
+    )
     outcomes = [read_gradebook(course, "alice"), judy, read_gradebook(course, "mia")]
     autograde.export(root, db_url, tmp_path / "grades.csv", outcomes)
     with open(tmp_path / "grades.csv") as f:
         reader = csv.DictReader(f)
         scores = {row["student_id"]: row["score"] for row in reader}
-    assert reader.fieldnames[:4] == ["assignment", "duedate", "timestamp", "student_id"]  # nbgrader's columns
-    assert scores == {"alice": "6.0", "mia": "4.0"}  # judy's gradebook holds 6 points she was not graded for
+    assert reader.fieldnames[:4] == [
+        "assignment",
+        "duedate",
+        "timestamp",
+        "student_id",
+    ]  # nbgrader's columns
+    assert scores == {
+        "alice": "6.0",
+        "mia": "4.0",
+    }  # judy's gradebook holds 6 points she was not graded for
     autograde.write_details(outcomes, tmp_path / "grades-details.csv")
     with open(tmp_path / "grades-details.csv") as f:
         [row] = [row for row in csv.DictReader(f) if row["student"] == "judy"]
@@ -106,14 +127,24 @@ def test_a_second_grading_run_stops_at_once_and_says_why(tmp_path, ends):
     for name in ("nbgrader_config.py", "grading.toml"):
         shutil.copy(ROOT / name, tmp_path)
     (tmp_path / "solutions" / A).mkdir(parents=True)
-    other = subprocess.Popen([PYTHON, "-c", HOLDER, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
+    other = subprocess.Popen(
+        [PYTHON, "-c", HOLDER, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert other.stdout.readline() == "grading\n"
-        with pytest.raises(GradingError, match=re.escape(f"a grading run is already in progress in {tmp_path} "
-                                                         f"(pid {other.pid})")):
+        with pytest.raises(
+            GradingError,
+            match=re.escape(
+                f"a grading run is already in progress in {tmp_path} (pid {other.pid})"
+            ),
+        ):
             autograde.main(["--course-dir", str(tmp_path)])
-        assert not (tmp_path / "gradebook.db").exists(), "the second run must not touch the gradebook"
+        assert not (tmp_path / "gradebook.db").exists(), (
+            "the second run must not touch the gradebook"
+        )
         if ends == "finishes":
             other.stdin.close()
         else:

@@ -1,4 +1,5 @@
 """The benchmark's pieces run and measure something; the figures themselves belong to `make bench`."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,14 +24,19 @@ def test_interleaved_ranks_splits_the_efficiency(data_root):
     result = bench.interleaved_ranks(width=4, batch=32, segments=1, steps=3)
     assert result["steps"] == 3
     assert result["efficiency"] == pytest.approx(
-        result["hardware_ceiling"] * result["synchronisation"] * result["allreduce"])
+        result["hardware_ceiling"] * result["synchronisation"] * result["allreduce"]
+    )
 
 
 def test_autograde_time_grades_a_solved_run(tmp_path, student_run, monkeypatch):
     if not bubblewrap():
         monkeypatch.setenv("COURSE_SANDBOX", "off")
     result = bench.autograde_time(tmp_path, repeats=1, student=student_run)
-    assert result["notebooks"] == 3 and result["seconds_per_submission"] > 0 and result["verify_seconds_max"] > 0
+    assert (
+        result["notebooks"] == 3
+        and result["seconds_per_submission"] > 0
+        and result["verify_seconds_max"] > 0
+    )
     # All but stage 2's throughput (4 points, needs GPUs); stage 3's efficiency tier may vary on tiny runs, and
     # the kit's grading.toml has no accuracy target for the tests' "small" data set (2 points).
     assert 34 <= result["scores"][0] <= 37

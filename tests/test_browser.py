@@ -6,6 +6,7 @@ autogrades with `python -m course grade`, and sees the submission and its score 
 the instructor's JupyterLab. Only 127.0.0.1 is contacted. Screenshots go to the test's temporary folder,
 and also to COURSE_SCREENSHOTS when it names a folder.
 """
+
 from __future__ import annotations
 
 import csv
@@ -58,16 +59,29 @@ def free_port() -> int:
 def start_lab(root: Path, env: dict[str, str], log: Path) -> Lab:
     """JupyterLab on 127.0.0.1 (a free port, a token, no browser of its own, nothing fetched from the web)."""
     port = free_port()
-    command = [PYTHON, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-               f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}", "--allow-root",
-               "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    command = [
+        PYTHON,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        f"--IdentityProvider.token={TOKEN}",
+        f"--ServerApp.root_dir={root}",
+        "--allow-root",
+        "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
     with open(log, "w") as out:
         process = subprocess.Popen(command, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT)
     lab = Lab(f"http://127.0.0.1:{port}", root, process)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise AssertionError(f"JupyterLab stopped at start (exit {process.returncode}):\n{log.read_text()}")
+            raise AssertionError(
+                f"JupyterLab stopped at start (exit {process.returncode}):\n{log.read_text()}"
+            )
         try:
             with urllib.request.urlopen(lab.page("api/status"), timeout=5):
                 return lab
@@ -92,11 +106,17 @@ def jupyter_env(base: dict[str, str], home: Path) -> dict[str, str]:
     home.mkdir()
     settings = home / "lab-settings"
     (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
-    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false"}))
-    return {**base, "HOME": str(home), "JUPYTER_CONFIG_DIR": str(home / "jupyter-config"),
-            "JUPYTER_DATA_DIR": str(home / "jupyter-data"), "JUPYTER_RUNTIME_DIR": str(home / "jupyter-runtime"),
-            "JUPYTERLAB_SETTINGS_DIR": str(settings)}
+    (
+        settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    ).write_text(json.dumps({"fetchNews": "false"}))
+    return {
+        **base,
+        "HOME": str(home),
+        "JUPYTER_CONFIG_DIR": str(home / "jupyter-config"),
+        "JUPYTER_DATA_DIR": str(home / "jupyter-data"),
+        "JUPYTER_RUNTIME_DIR": str(home / "jupyter-runtime"),
+        "JUPYTERLAB_SETTINGS_DIR": str(settings),
+    }
 
 
 @dataclass
@@ -116,8 +136,14 @@ def course(tmp_path_factory, quick_env) -> Course:
     env = {**quick_env, exchange.ENV: str(tmp / "exchange")}
     folder = demo.course_folder(ROOT, tmp / "course")
     shutil.copytree(ROOT / "notebooks" / paths.ASSIGNMENT, folder / "notebooks" / paths.ASSIGNMENT)
-    run = subprocess.run([PYTHON, "-m", "nbgrader", "release_assignment", paths.ASSIGNMENT, "--force"],
-                         cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [PYTHON, "-m", "nbgrader", "release_assignment", paths.ASSIGNMENT, "--force"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     return Course(tmp, folder, env)
 
@@ -128,9 +154,22 @@ def student_lab(course: Course) -> Iterator[Lab]:
     names the exchange), with the bundle's jupyter/ as its configuration (no instructor extensions)."""
     tmp = course.tmp
     bundle = tmp / "bundle"
-    run = subprocess.run([PYTHON, "-m", "course", "bundle", "--out", str(bundle), "--exchange",
-                          course.env[exchange.ENV]], env=course.env, capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "course",
+            "bundle",
+            "--out",
+            str(bundle),
+            "--exchange",
+            course.env[exchange.ENV],
+        ],
+        env=course.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     # The bundle holds the release where fetch would put it: this student fetches it from the exchange instead.
     shutil.rmtree(exchange.assignment_folder(bundle, exchange.settings(bundle)))
@@ -138,8 +177,11 @@ def student_lab(course: Course) -> Iterator[Lab]:
     identity = tmp / "student-identity"
     identity.mkdir()
     (identity / "nbgrader_config.py").write_text(f"c.CourseDirectory.student_id = {STUDENT!r}\n")
-    env = {**jupyter_env(course.env, tmp / "student-home"), "JUPYTER_CONFIG_DIR": str(bundle / "jupyter"),
-           "JUPYTER_CONFIG_PATH": str(identity)}
+    env = {
+        **jupyter_env(course.env, tmp / "student-home"),
+        "JUPYTER_CONFIG_DIR": str(bundle / "jupyter"),
+        "JUPYTER_CONFIG_PATH": str(identity),
+    }
     lab = start_lab(bundle, env, tmp / "student-lab.log")
     yield lab
     stop_lab(lab)
@@ -164,9 +206,17 @@ def browser(chromium: tuple[str, str], course: Course) -> Iterator:
     options = webdriver.ChromeOptions()
     options.binary_location = binary
     # --no-sandbox: chromium's own sandbox refuses to start as root, as the tests run in CI.
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000",
-                     "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                     "--disable-sync", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"):
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+    ):
         options.add_argument(argument)
     service = Service(executable_path=driver, log_output=str(course.tmp / "chromedriver.log"))
     session = webdriver.Chrome(service=service, options=options)
@@ -177,6 +227,7 @@ def browser(chromium: tuple[str, str], course: Course) -> Iterator:
 @pytest.fixture
 def screenshot(browser, tmp_path) -> Callable[[str], Path]:
     """Save the page as <name>.png in the test's folder (and in COURSE_SCREENSHOTS, when set)."""
+
     def save(name: str) -> Path:
         path = tmp_path / f"{name}.png"
         browser.save_screenshot(str(path))
@@ -184,6 +235,7 @@ def screenshot(browser, tmp_path) -> Callable[[str], Path]:
             Path(os.environ["COURSE_SCREENSHOTS"]).mkdir(parents=True, exist_ok=True)
             shutil.copy(path, Path(os.environ["COURSE_SCREENSHOTS"]) / path.name)
         return path
+
     return save
 
 
@@ -193,8 +245,12 @@ def wait_for(browser, condition: Callable, what: str, timeout: float = UI_TIMEOU
     from selenium.webdriver.support.ui import WebDriverWait
 
     try:  # JupyterLab redraws as it loads: an element found a moment ago may be gone, so look again
-        return WebDriverWait(browser, timeout, poll_frequency=0.25,
-                             ignored_exceptions=[StaleElementReferenceException]).until(condition)
+        return WebDriverWait(
+            browser,
+            timeout,
+            poll_frequency=0.25,
+            ignored_exceptions=[StaleElementReferenceException],
+        ).until(condition)
     except TimeoutException:
         text = browser.find_element("tag name", "body").text[-2000:]
         raise AssertionError(f"{what}: not within {timeout} s; the page shows:\n{text}") from None
@@ -221,7 +277,9 @@ def nbgrader_menu(browser, screenshot: Callable[[str], Path], name: str) -> set[
     from selenium.webdriver.common.keys import Keys
 
     menu_bar(browser)["Nbgrader"].click()
-    entries = wait_for(browser, by_css(".lm-Menu .lm-Menu-itemLabel"), "the Nbgrader menu's entries")
+    entries = wait_for(
+        browser, by_css(".lm-Menu .lm-Menu-itemLabel"), "the Nbgrader menu's entries"
+    )
     labels = {entry.text for entry in entries}
     screenshot(name)
     browser.switch_to.active_element.send_keys(Keys.ESCAPE)
@@ -230,8 +288,11 @@ def nbgrader_menu(browser, screenshot: Callable[[str], Path], name: str) -> set[
 
 def choose(browser, entry: str) -> None:
     menu_bar(browser)["Nbgrader"].click()
-    [item] = [e for e in wait_for(browser, by_css(".lm-Menu .lm-Menu-itemLabel"), "the Nbgrader menu")
-              if e.text == entry]
+    [item] = [
+        e
+        for e in wait_for(browser, by_css(".lm-Menu .lm-Menu-itemLabel"), "the Nbgrader menu")
+        if e.text == entry
+    ]
     item.click()
 
 
@@ -253,14 +314,17 @@ def test_the_instructor_lab_has_them(browser, instructor_lab, screenshot):
 
 def assignment_row(section: str) -> Callable:
     """The assignment's row in a section of the Assignment List (released, fetched, submitted)."""
+
     def find(b):
         rows = b.find_elements("css selector", f"#{section}_assignments_list .list_item")
         return [row for row in rows if paths.ASSIGNMENT in row.text]
+
     return find
 
 
 def test_a_submission_from_the_assignment_list_is_graded_and_shown_in_the_formgrader(
-        browser, course, student_lab, instructor_lab, screenshot):
+    browser, course, student_lab, instructor_lab, screenshot
+):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
@@ -275,30 +339,57 @@ def test_a_submission_from_the_assignment_list_is_graded_and_shown_in_the_formgr
     fetched = exchange.assignment_folder(student_lab.root, settings)
     assert (fetched / "01_single_gpu.ipynb").is_file() and (fetched / "jobs").is_dir()
     # The student's work: the solutions in the exercise cells (as make demo's student writes them).
-    solved = demo.student_copy(fetched, ROOT / "solutions" / paths.ASSIGNMENT, course.tmp / "solved")
+    solved = demo.student_copy(
+        fetched, ROOT / "solutions" / paths.ASSIGNMENT, course.tmp / "solved"
+    )
     for name in demo.NOTEBOOKS:
         shutil.copy(solved / name, fetched / name)
 
     # Notebook 01: its first cells run and show their outputs, no error.
     notebook = fetched.relative_to(student_lab.root) / "01_single_gpu.ipynb"
     open_lab(browser, student_lab, f"lab/tree/{notebook}")
-    wait_for(browser, lambda b: "Python 3 (ipykernel) | Idle" in b.find_element("css selector", "#jp-main-statusbar")
-             .text, "notebook 01's kernel, idle")
-    wait_for(browser, lambda b: b.find_element("css selector", ".jp-Notebook .jp-Cell").click() or True,
-             "notebook 01's first cell, selected")
+    wait_for(
+        browser,
+        lambda b: (
+            "Python 3 (ipykernel) | Idle"
+            in b.find_element("css selector", "#jp-main-statusbar").text
+        ),
+        "notebook 01's kernel, idle",
+    )
+    wait_for(
+        browser,
+        lambda b: b.find_element("css selector", ".jp-Notebook .jp-Cell").click() or True,
+        "notebook 01's first cell, selected",
+    )
     for _ in range(3):  # the introduction, the setup cell, the text after it
-        ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+        ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(
+            Keys.SHIFT
+        ).perform()
     # textContent: the notebook scrolls on as cells run, and .text is empty for an output scrolled out of view.
-    output = wait_for(browser, lambda b: [e for e in b.find_elements("css selector", ".jp-OutputArea-output")
-                                          if "Stage 1 (single_gpu)" in e.get_attribute("textContent")],
-                      "the setup cell's output")
+    output = wait_for(
+        browser,
+        lambda b: [
+            e
+            for e in b.find_elements("css selector", ".jp-OutputArea-output")
+            if "Stage 1 (single_gpu)" in e.get_attribute("textContent")
+        ],
+        "the setup cell's output",
+    )
     said = output[0].get_attribute("textContent")
     assert "site profile: local" in said and "Data: small" in said, said
     # JupyterLab renders tracebacks and stderr alike, as application/vnd.jupyter.stderr.
-    assert not browser.find_elements("css selector", '.jp-OutputArea-output[data-mime-type*="stderr"]')
-    assert not browser.find_elements("css selector", CREATE_ASSIGNMENT), "no Create Assignment panel for students"
+    assert not browser.find_elements(
+        "css selector", '.jp-OutputArea-output[data-mime-type*="stderr"]'
+    )
+    assert not browser.find_elements("css selector", CREATE_ASSIGNMENT), (
+        "no Create Assignment panel for students"
+    )
     ActionChains(browser).key_down(Keys.CONTROL).send_keys("s").key_up(Keys.CONTROL).perform()
-    wait_for(browser, lambda b: not b.find_elements("css selector", ".jp-mod-dirty"), "the notebook saved")
+    wait_for(
+        browser,
+        lambda b: not b.find_elements("css selector", ".jp-mod-dirty"),
+        "the notebook saved",
+    )
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", output[0])
     screenshot("notebook-01-setup")
 
@@ -311,19 +402,43 @@ def test_a_submission_from_the_assignment_list_is_graded_and_shown_in_the_formgr
 
     # The instructor collects and autogrades (in the sandbox where bubblewrap runs), then opens the Formgrader.
     env = {**course.env, **({} if bubblewrap() else {"COURSE_SANDBOX": "off"})}
-    run = subprocess.run([PYTHON, "-m", "course", "grade", "--course-dir", str(course.folder), "--exchange",
-                          env[exchange.ENV], "--no-feedback"], env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "course",
+            "grade",
+            "--course-dir",
+            str(course.folder),
+            "--exchange",
+            env[exchange.ENV],
+            "--no-feedback",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     open_lab(browser, instructor_lab)
     choose(browser, "Formgrader")
     frame = wait_for(browser, by_css("iframe"), "the Formgrader's frame")[0]
     browser.switch_to.frame(frame)
-    wait_for(browser, lambda b: b.find_elements("link text", "Manage Students"), "the Formgrader")[0].click()
+    wait_for(browser, lambda b: b.find_elements("link text", "Manage Students"), "the Formgrader")[
+        0
+    ].click()
     with open(course.folder / "grades.csv") as f:
         [grade] = [row for row in csv.DictReader(f) if row["student_id"] == STUDENT]
     score = f"{float(grade['score']):g} / {float(grade['max_score']):g}"
     assert float(grade["score"]) > 0, "the solved exercises earned points"
-    wait_for(browser, lambda b: [r for r in b.find_elements("css selector", "tbody tr")
-                                 if STUDENT in r.text and score in r.text], f"{STUDENT}'s score {score}")
+    wait_for(
+        browser,
+        lambda b: [
+            r
+            for r in b.find_elements("css selector", "tbody tr")
+            if STUDENT in r.text and score in r.text
+        ],
+        f"{STUDENT}'s score {score}",
+    )
     screenshot("formgrader-students")
     browser.switch_to.default_content()

@@ -1,5 +1,6 @@
 """The student bundle (`python -m course bundle`): what students get holds no answer, no hidden test and
 no instructor file, and its notebooks run on its own copy of the kit."""
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,11 @@ MARKERS = re.compile(r"(BEGIN|END) (SOLUTION|HIDDEN TESTS|ALWAYS HIDDEN TESTS)")
 def code_lines(text: str) -> list[str]:
     """The lines that carry code: stripped, no blank or comment-only lines (so indentation and comments
     do not hide a copy)."""
-    return [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    return [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
 
 
 def secret_blocks(notebook: dict) -> list[str]:
@@ -33,7 +38,10 @@ def secret_blocks(notebook: dict) -> list[str]:
         for line in "".join(cell["source"]).splitlines():
             if re.search(r"BEGIN (SOLUTION|HIDDEN TESTS|ALWAYS HIDDEN TESTS)", line):
                 inside = []
-            elif re.search(r"END (SOLUTION|HIDDEN TESTS|ALWAYS HIDDEN TESTS)", line) and inside is not None:
+            elif (
+                re.search(r"END (SOLUTION|HIDDEN TESTS|ALWAYS HIDDEN TESTS)", line)
+                and inside is not None
+            ):
                 if cell["cell_type"] == "code" and code_lines("\n".join(inside)):
                     blocks.append("\n".join(code_lines("\n".join(inside))))
                 inside = None
@@ -51,7 +59,9 @@ sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in getattr(f,
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    return bundle.build(ROOT, tmp_path_factory.mktemp("bundle") / "out", tmp_path_factory.mktemp("exchange"))
+    return bundle.build(
+        ROOT, tmp_path_factory.mktemp("bundle") / "out", tmp_path_factory.mktemp("exchange")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +82,16 @@ def texts(folder):
 
 
 def test_the_bundle_holds_no_instructor_file(made):
-    for name in ("solutions", "grading.toml", "course/instructor", "notebooks", "tests", "tools", "sites", ".git"):
+    for name in (
+        "solutions",
+        "grading.toml",
+        "course/instructor",
+        "notebooks",
+        "tests",
+        "tools",
+        "sites",
+        ".git",
+    ):
         assert not (made / name).exists(), f"the bundle holds {name}"
     config = (made / "nbgrader_config.py").read_text()
     for instructor_only in ("solutions", "Autograde", "nbgrader_hook", "source_directory"):
@@ -89,7 +108,9 @@ def test_the_bundle_holds_no_solution_or_hidden_test(made):
         assert len(blocks) >= 4, "the source should have solutions and hidden tests"
         for path, text in code.items():
             shown = [block for block in blocks if f"\n{block}\n" in text]
-            assert not shown, f"{path.relative_to(made)} holds a solution or hidden test of {name}: {shown[0]!r}"
+            assert not shown, (
+                f"{path.relative_to(made)} holds a solution or hidden test of {name}: {shown[0]!r}"
+            )
 
 
 def test_the_release_sits_where_nbgrader_submit_looks_for_it(made):
@@ -103,37 +124,51 @@ def test_the_release_sits_where_nbgrader_submit_looks_for_it(made):
 def test_the_student_jupyterlab_has_no_instructor_tools(made):
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(made / "jupyter")}
     jupyter = [sys.executable, "-m", "jupyter"]
-    lab = subprocess.run([*jupyter, "labextension", "list"], env=env, capture_output=True, text=True, check=True)
+    lab = subprocess.run(
+        [*jupyter, "labextension", "list"], env=env, capture_output=True, text=True, check=True
+    )
     disabled = (lab.stdout + lab.stderr).split("Disabled extensions:")[-1]
     for name in bundle.LAB_EXTENSIONS_OFF:
         assert name in disabled
     assert "assignment-list" not in disabled and "validate-assignment" not in disabled
     page = json.loads((made / "jupyter" / "labconfig" / "page_config.json").read_text())
-    assert set(page["lockedExtensions"]) == set(bundle.LAB_EXTENSIONS_OFF), "students cannot turn them back on"
-    server = subprocess.run([*jupyter, "server", "extension", "list"], env=env, capture_output=True, text=True)
+    assert set(page["lockedExtensions"]) == set(bundle.LAB_EXTENSIONS_OFF), (
+        "students cannot turn them back on"
+    )
+    server = subprocess.run(
+        [*jupyter, "server", "extension", "list"], env=env, capture_output=True, text=True
+    )
     said = re.sub(r"\x1b\[[0-9;]*m", "", server.stdout + server.stderr)
     for name in bundle.SERVER_EXTENSIONS_OFF:
         assert f"{name} disabled" in said
 
 
 def run_python(code: str, env: dict[str, str], cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True
+    )
 
 
 def test_every_module_of_the_bundles_kit_imports_without_the_grader(made, student_env, tmp_path):
-    done = run_python("import importlib, pkgutil, course\n"
-                      "assert not importlib.util.find_spec('course.instructor'), 'the grader is importable'\n"
-                      "for m in pkgutil.walk_packages(course.__path__, 'course.'):\n"
-                      "    if not m.name.endswith('__main__'):\n"
-                      "        importlib.import_module(m.name)\n"
-                      "print(course.__file__)", student_env, tmp_path)
+    done = run_python(
+        "import importlib, pkgutil, course\n"
+        "assert not importlib.util.find_spec('course.instructor'), 'the grader is importable'\n"
+        "for m in pkgutil.walk_packages(course.__path__, 'course.'):\n"
+        "    if not m.name.endswith('__main__'):\n"
+        "        importlib.import_module(m.name)\n"
+        "print(course.__file__)",
+        student_env,
+        tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == str(made / "course" / "__init__.py")
 
 
 def test_the_report_works_in_the_bundle_without_grading_toml(made, student_env, tmp_path):
     folder = exchange.assignment_folder(made, exchange.settings(made))
-    done = run_python("from course.notebook import report\nprint(report.rows())", student_env, folder)
+    done = run_python(
+        "from course.notebook import report\nprint(report.rows())", student_env, folder
+    )
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-2000:]
 
 
@@ -142,11 +177,21 @@ def test_a_notebook_of_the_bundle_runs_its_first_cells_on_the_bundles_kit(made, 
 
     folder = exchange.assignment_folder(made, exchange.settings(made))
     notebook = nbformat.read(folder / "01_single_gpu.ipynb", as_version=4)
-    first_check = next(i for i, cell in enumerate(notebook.cells)
-                       if cell.metadata.get("nbgrader", {}).get("grade_id") == "check_iterators")
-    notebook.cells = notebook.cells[:first_check + 1] + [nbformat.v4.new_code_cell("print(course.__file__)")]
-    client = NotebookClient(notebook, timeout=300, allow_errors=True, kernel_name="python3",
-                            resources={"metadata": {"path": str(folder)}})
+    first_check = next(
+        i
+        for i, cell in enumerate(notebook.cells)
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "check_iterators"
+    )
+    notebook.cells = notebook.cells[: first_check + 1] + [
+        nbformat.v4.new_code_cell("print(course.__file__)")
+    ]
+    client = NotebookClient(
+        notebook,
+        timeout=300,
+        allow_errors=True,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(folder)}},
+    )
     client.execute(env=student_env)
     by_id = {cell.metadata.get("nbgrader", {}).get("grade_id"): cell for cell in notebook.cells}
     errors = [o for o in by_id["setup"].outputs if o.output_type == "error"]

@@ -1,4 +1,5 @@
 """Which run folder a job trains in, what a snapshot carries, and a full disk named before training."""
+
 from __future__ import annotations
 
 import errno
@@ -25,8 +26,17 @@ def unfinished(runs, name: str, key: str = KEY, complete: bool | None = False):
     (folder / checkpoint.KEY_FILE).write_text(json.dumps({"key": key}))
     (folder / "snapshot_iter_32").write_bytes(b"npz")
     if complete is not None:
-        record = {"stage": "single_gpu", "workers": 1, "job": {}, "hosts": [], "devices": [], "log": [],
-                  "complete": complete, "throughput": None, "script": {}}
+        record = {
+            "stage": "single_gpu",
+            "workers": 1,
+            "job": {},
+            "hosts": [],
+            "devices": [],
+            "log": [],
+            "complete": complete,
+            "throughput": None,
+            "script": {},
+        }
         results.write(folder / results.FILENAME, record)
     return folder
 
@@ -40,10 +50,16 @@ def test_a_job_continues_the_unfinished_run_of_the_same_training(tmp_path):
     assert claim(tmp_path) == (str(folder), True)
 
 
-@pytest.mark.parametrize("case", ["finished", "other training", "no snapshot", "--no-resume", "other stage"])
+@pytest.mark.parametrize(
+    "case", ["finished", "other training", "no snapshot", "--no-resume", "other stage"]
+)
 def test_a_job_starts_a_new_run_when_there_is_nothing_of_its_own_to_continue(tmp_path, case):
-    folder = unfinished(tmp_path, "multi_gpu-7" if case == "other stage" else "single_gpu-7",
-                        key="x" * 64 if case == "other training" else KEY, complete=case == "finished")
+    folder = unfinished(
+        tmp_path,
+        "multi_gpu-7" if case == "other stage" else "single_gpu-7",
+        key="x" * 64 if case == "other training" else KEY,
+        complete=case == "finished",
+    )
     if case == "no snapshot":
         (folder / "snapshot_iter_32").unlink()
     out, resumed = claim(tmp_path, resume=case != "--no-resume")
@@ -53,10 +69,17 @@ def test_a_job_starts_a_new_run_when_there_is_nothing_of_its_own_to_continue(tmp
 
 def test_a_run_another_live_job_trains_is_left_to_it(tmp_path):
     folder = unfinished(tmp_path, "single_gpu-7", complete=None)
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
-                               f"fd = os.open({str(folder / checkpoint.LOCK_FILE)!r}, os.O_RDWR | os.O_CREAT)\n"
-                               "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(60)\n"],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(folder / checkpoint.LOCK_FILE)!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline() == "locked\n"
         assert claim(tmp_path) == (str(tmp_path / "single_gpu-new"), False)
@@ -81,7 +104,9 @@ def test_the_throughput_counted_so_far_travels_in_the_snapshot_and_warm_up_is_le
     saved = chainer.serializers.DictionarySerializer()
     meter.serialize(saved)
     resumed = Throughput(4, warmup=2, clock=lambda: float(next(ticks)))
-    resumed.serialize(chainer.serializers.NpzDeserializer({k: np.asarray(v) for k, v in saved.target.items()}))
+    resumed.serialize(
+        chainer.serializers.NpzDeserializer({k: np.asarray(v) for k, v in saved.target.items()})
+    )
     resumed._last = resumed._clock()
     for _ in range(5):
         resumed(Trainer())
@@ -91,21 +116,36 @@ def test_the_throughput_counted_so_far_travels_in_the_snapshot_and_warm_up_is_le
 
 def test_too_little_free_space_is_refused_before_training_naming_the_folder(tmp_path):
     with pytest.raises(CourseError) as raised:
-        fileio.require_free_space(tmp_path / "runs" / "x", fileio.free_bytes(tmp_path) + 2**40, "snapshots")
-    assert str(tmp_path) in raised.value.message and "MiB free on the file system of" in raised.value.message
+        fileio.require_free_space(
+            tmp_path / "runs" / "x", fileio.free_bytes(tmp_path) + 2**40, "snapshots"
+        )
+    assert (
+        str(tmp_path) in raised.value.message
+        and "MiB free on the file system of" in raised.value.message
+    )
     assert "--out on another file system" in raised.value.hint
 
 
 def test_a_full_disk_during_training_names_the_run_folder():
     said = harness._failure(OSError(errno.ENOSPC, "No space left on device"), "runs/single_gpu-7")
-    assert said.startswith("no space left on the file system of runs/single_gpu-7 (") and "MiB free)" in said
+    assert (
+        said.startswith("no space left on the file system of runs/single_gpu-7 (")
+        and "MiB free)" in said
+    )
 
 
 def test_a_lock_is_released_when_its_job_dies(tmp_path):
     folder = unfinished(tmp_path, "single_gpu-7", complete=None)
-    subprocess.run([sys.executable, "-c", "import fcntl, os\n"
-                    f"fd = os.open({str(folder / checkpoint.LOCK_FILE)!r}, os.O_RDWR | os.O_CREAT)\n"
-                    "fcntl.flock(fd, fcntl.LOCK_EX)\nos._exit(0)\n"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os\n"
+            f"fd = os.open({str(folder / checkpoint.LOCK_FILE)!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\nos._exit(0)\n",
+        ],
+        check=True,
+    )
     assert claim(tmp_path) == (str(folder), True)
 
 
@@ -122,39 +162,83 @@ def traced_run(folder, segments: list[tuple[int, str | None, str]], finished_at:
     stage = stages.SINGLE_GPU
     last = f"{segments[-1][0]}.local"
     path = folder / results.RUNS_DIR / f"single_gpu-{segments[0][0]}.local" / results.FILENAME
-    record = {"stage": "single_gpu", "workers": 1, "hosts": ["n1"], "devices": ["@numpy"], "log": [],
-              "job": {"id": last, "name": stage.job_script, "scheduler": "local"}, "script": {"name": stage.script},
-              "complete": True, "throughput": {"images_per_sec": 100.0}, "finished_at": finished_at,
-              "segments": [{"job": {"id": f"{n}.local", "name": stage.job_script, "scheduler": "local"},
-                            "snapshot_at": taken} for n, taken, _ in segments]}
+    record = {
+        "stage": "single_gpu",
+        "workers": 1,
+        "hosts": ["n1"],
+        "devices": ["@numpy"],
+        "log": [],
+        "job": {"id": last, "name": stage.job_script, "scheduler": "local"},
+        "script": {"name": stage.script},
+        "complete": True,
+        "throughput": {"images_per_sec": 100.0},
+        "finished_at": finished_at,
+        "segments": [
+            {
+                "job": {"id": f"{n}.local", "name": stage.job_script, "scheduler": "local"},
+                "snapshot_at": taken,
+            }
+            for n, taken, _ in segments
+        ],
+    }
     digest = results.write(path, record)
     for number, _, ended in segments:
         job_id = f"{number}.local"
-        header = joblog.RunHeader(stage="single_gpu", job_id=job_id, scheduler="local", workers=1, hosts=["n1"],
-                                  devices=["@numpy"], batch_per_worker=32, learning_rate=0.05, seed=0)
+        header = joblog.RunHeader(
+            stage="single_gpu",
+            job_id=job_id,
+            scheduler="local",
+            workers=1,
+            hosts=["n1"],
+            devices=["@numpy"],
+            batch_per_worker=32,
+            learning_rate=0.05,
+            seed=0,
+        )
         lines = [header.format()]
         if job_id == last:
-            lines += [joblog.throughput_line(100.0, 40, 2, 0), joblog.results_line(path.relative_to(folder), digest)]
-        lines.append(joblog.end_line(job_id, 0 if job_id == last else 271, at=datetime.fromisoformat(ended)))
+            lines += [
+                joblog.throughput_line(100.0, 40, 2, 0),
+                joblog.results_line(path.relative_to(folder), digest),
+            ]
+        lines.append(
+            joblog.end_line(job_id, 0 if job_id == last else 271, at=datetime.fromisoformat(ended))
+        )
         (folder / joblog.log_name(stage.job_script, number)).write_text("\n".join(lines) + "\n")
     return evidence.trace(path, folder)
 
 
 def test_a_run_resumed_over_two_jobs_counts_when_both_logs_show_it(tmp_path):
-    run = traced_run(tmp_path, [(7, "2026-11-22T10:00:50+00:00", "2026-11-22T10:01:00+00:00"),
-                                (8, "2026-11-22T10:02:40+00:00", "2026-11-22T10:02:45+00:00")],
-                     finished_at="2026-11-22T10:02:41+00:00")
+    run = traced_run(
+        tmp_path,
+        [
+            (7, "2026-11-22T10:00:50+00:00", "2026-11-22T10:01:00+00:00"),
+            (8, "2026-11-22T10:02:40+00:00", "2026-11-22T10:02:45+00:00"),
+        ],
+        finished_at="2026-11-22T10:02:41+00:00",
+    )
     assert run.traced, run.problems
 
 
 def test_a_snapshot_written_after_its_job_ended_does_not_count(tmp_path):
-    run = traced_run(tmp_path, [(7, "2026-11-22T10:01:30+00:00", "2026-11-22T10:01:00+00:00"),
-                                (8, "2026-11-22T10:02:40+00:00", "2026-11-22T10:02:45+00:00")],
-                     finished_at="2026-11-22T10:02:41+00:00")
+    run = traced_run(
+        tmp_path,
+        [
+            (7, "2026-11-22T10:01:30+00:00", "2026-11-22T10:01:00+00:00"),
+            (8, "2026-11-22T10:02:40+00:00", "2026-11-22T10:02:45+00:00"),
+        ],
+        finished_at="2026-11-22T10:02:41+00:00",
+    )
     assert run.problems == ["job 7.local wrote the snapshot this run resumed from after it ended"]
 
 
 def test_results_written_after_the_job_ended_do_not_count(tmp_path):
-    run = traced_run(tmp_path, [(8, "2026-11-22T10:02:40+00:00", "2026-11-22T10:02:45+00:00")],
-                     finished_at="2026-11-22T10:07:00+00:00")
-    assert len(run.problems) == 1 and "after job 8.local ended (2026-11-22 10:02:45 UTC)" in run.problems[0]
+    run = traced_run(
+        tmp_path,
+        [(8, "2026-11-22T10:02:40+00:00", "2026-11-22T10:02:45+00:00")],
+        finished_at="2026-11-22T10:07:00+00:00",
+    )
+    assert (
+        len(run.problems) == 1
+        and "after job 8.local ended (2026-11-22 10:02:45 UTC)" in run.problems[0]
+    )

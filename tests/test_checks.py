@@ -8,6 +8,7 @@ Stage 3's check cells run as the notebook has them, visible and hidden lines: th
 MPI ranks of simulated nodes (4 ranks on 2 nodes, then 6 on 3), once per distinct set of functions
 and layout: one case per mistake.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -41,7 +42,9 @@ def notebook_module(folder, stage_name: str, **replaced):
     sources = {**solution_functions(stage_name), **replaced}
     path = folder / f"{stage_name}_notebook.py"
     extra = "import chainermn\n" if stage_name == "multi_node" else ""
-    path.write_text(SETUP.format(extra=extra) + "".join(f"\n\n{source}" for source in sources.values()))
+    path.write_text(
+        SETUP.format(extra=extra) + "".join(f"\n\n{source}" for source in sources.values())
+    )
     spec = importlib.util.spec_from_file_location(f"{stage_name}_{folder.name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -73,7 +76,9 @@ def test_stage_1_solutions_pass_the_visible_and_hidden_checks(stage_1, capsys):
     single.iterators(stage_1.make_iterators)
     single.iterators(stage_1.make_iterators, n_train=50, n_test=13, batchsize=5)
     single.model_and_optimizer(stage_1.make_model_and_optimizer)
-    single.model_and_optimizer(stage_1.make_model_and_optimizer, model_name="resnet", width=4, lr=0.03)
+    single.model_and_optimizer(
+        stage_1.make_model_and_optimizer, model_name="resnet", width=4, lr=0.03
+    )
     single.trainer(stage_1.build_trainer)
     single.trainer(stage_1.build_trainer, epochs=3, batchsize=4)
     single.snapshots(stage_1.add_snapshots)
@@ -81,60 +86,148 @@ def test_stage_1_solutions_pass_the_visible_and_hidden_checks(stage_1, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 8 and all(line.startswith("OK: ") for line in lines), lines
     assert "trained 3 epochs" in lines[-3]
-    assert "stopped after 3 epochs and resumed from its snapshot ended with the same weights" in lines[-1]
+    assert (
+        "stopped after 3 epochs and resumed from its snapshot ended with the same weights"
+        in lines[-1]
+    )
 
 
-@pytest.mark.parametrize("old,new,words", [
-    ("(train, batchsize)", "(train, batchsize, shuffle=False)", "returns the examples in their stored order"),
-    ("(train, batchsize)", "(train, batchsize, repeat=False)", "the training iterator stops after one epoch"),
-    ("repeat=False, shuffle=False", "shuffle=False", "the test iterator does not stop after one pass"),
-    ("(train, batchsize)", "(train, 2 * batchsize)", "draws 16 examples per step, not batchsize=8"),
-    ("(train, batchsize)", "(train[:20], batchsize)", "should visit every training example exactly once"),
-    ("return train_iter, test_iter", "return train_iter", "returned SerialIterator, not the pair"),
-], ids=["not shuffled", "not repeating", "test repeats", "batch size", "part of train", "one iterator"])
+@pytest.mark.parametrize(
+    "old,new,words",
+    [
+        (
+            "(train, batchsize)",
+            "(train, batchsize, shuffle=False)",
+            "returns the examples in their stored order",
+        ),
+        (
+            "(train, batchsize)",
+            "(train, batchsize, repeat=False)",
+            "the training iterator stops after one epoch",
+        ),
+        (
+            "repeat=False, shuffle=False",
+            "shuffle=False",
+            "the test iterator does not stop after one pass",
+        ),
+        (
+            "(train, batchsize)",
+            "(train, 2 * batchsize)",
+            "draws 16 examples per step, not batchsize=8",
+        ),
+        (
+            "(train, batchsize)",
+            "(train[:20], batchsize)",
+            "should visit every training example exactly once",
+        ),
+        (
+            "return train_iter, test_iter",
+            "return train_iter",
+            "returned SerialIterator, not the pair",
+        ),
+    ],
+    ids=[
+        "not shuffled",
+        "not repeating",
+        "test repeats",
+        "batch size",
+        "part of train",
+        "one iterator",
+    ],
+)
 def test_make_iterators_mistakes(stage_1, old, new, words):
     with pytest.raises(CheckFailed, match=words):
         single.iterators(planted(stage_1.make_iterators, old, new))
 
 
-@pytest.mark.parametrize("old,new,words", [
-    ("MomentumSGD(args.lr)", "MomentumSGD()", r"learning rate is 0.01, not args.lr \(0.02\)"),
-    ("    optimizer.setup(model)\n    optimizer.add_hook(chainer.optimizer_hooks.WeightDecay(5e-4))\n", "",
-     "the optimizer is not set up on the model"),
-    ("width=args.width", "width=8", r"course.models.build\('vgg', width=4\) has"),
-    ("L.Classifier(course.models.build(args.model, width=args.width))",
-     "course.models.build(args.model, width=args.width)", "the model should be L.Classifier around the network"),
-], ids=["lr", "not set up", "width", "no classifier"])
+@pytest.mark.parametrize(
+    "old,new,words",
+    [
+        ("MomentumSGD(args.lr)", "MomentumSGD()", r"learning rate is 0.01, not args.lr \(0.02\)"),
+        (
+            "    optimizer.setup(model)\n    optimizer.add_hook(chainer.optimizer_hooks.WeightDecay(5e-4))\n",
+            "",
+            "the optimizer is not set up on the model",
+        ),
+        ("width=args.width", "width=8", r"course.models.build\('vgg', width=4\) has"),
+        (
+            "L.Classifier(course.models.build(args.model, width=args.width))",
+            "course.models.build(args.model, width=args.width)",
+            "the model should be L.Classifier around the network",
+        ),
+    ],
+    ids=["lr", "not set up", "width", "no classifier"],
+)
 def test_make_model_and_optimizer_mistakes(stage_1, old, new, words):
     with pytest.raises(CheckFailed, match=words):
         single.model_and_optimizer(planted(stage_1.make_model_and_optimizer, old, new))
 
 
-@pytest.mark.parametrize("old,new,words", [
-    ("    trainer.extend(extensions.Evaluator(test_iter, model, device=device))\n", "",
-     "the trainer needs one Evaluator on test_iter"),
-    ("    trainer.extend(course.Throughput(args.batchsize, warmup=args.warmup))\n", "",
-     "the trainer has no course.Throughput"),
-    ("    trainer.extend(extensions.LogReport())\n", "", "the trainer needs a LogReport and a PrintReport"),
-    ("(args.epoch, \"epoch\")", "(1, \"epoch\")", r"stops after 1 epoch\(s\), not args.epoch \(2\)"),
-    ("out=args.out", "out=\"result\"", "the trainer writes to another folder than args.out"),
-    ("StandardUpdater(train_iter, optimizer, device=device)", "StandardUpdater(test_iter, optimizer, device=device)",
-     "the trainer's updater should be a StandardUpdater of train_iter and optimizer"),
-], ids=["no Evaluator", "no Throughput", "no LogReport", "epochs", "out", "updater"])
+@pytest.mark.parametrize(
+    "old,new,words",
+    [
+        (
+            "    trainer.extend(extensions.Evaluator(test_iter, model, device=device))\n",
+            "",
+            "the trainer needs one Evaluator on test_iter",
+        ),
+        (
+            "    trainer.extend(course.Throughput(args.batchsize, warmup=args.warmup))\n",
+            "",
+            "the trainer has no course.Throughput",
+        ),
+        (
+            "    trainer.extend(extensions.LogReport())\n",
+            "",
+            "the trainer needs a LogReport and a PrintReport",
+        ),
+        (
+            '(args.epoch, "epoch")',
+            '(1, "epoch")',
+            r"stops after 1 epoch\(s\), not args.epoch \(2\)",
+        ),
+        ("out=args.out", 'out="result"', "the trainer writes to another folder than args.out"),
+        (
+            "StandardUpdater(train_iter, optimizer, device=device)",
+            "StandardUpdater(test_iter, optimizer, device=device)",
+            "the trainer's updater should be a StandardUpdater of train_iter and optimizer",
+        ),
+    ],
+    ids=["no Evaluator", "no Throughput", "no LogReport", "epochs", "out", "updater"],
+)
 def test_build_trainer_mistakes(stage_1, old, new, words):
     with pytest.raises(CheckFailed, match=words):
         single.trainer(planted(stage_1.build_trainer, old, new))
 
 
-@pytest.mark.parametrize("old,new,words", [
-    ("extensions.snapshot(n_retains=2)", "extensions.snapshot_object(trainer.updater, 'updater_{.updater.iteration}', "
-     "n_retains=2)", "the snapshot saves one object, not the trainer"),
-    ("n_retains=2", "", "every snapshot is kept, so a long run fills the disk"),
-    ('trigger=(1, "epoch")', 'trigger=(100, "iteration")', r"the snapshot runs every 100 iteration\(s\)"),
-    ("extensions.snapshot(n_retains=2)", "extensions.snapshot(filename='snap_{.updater.epoch}', n_retains=2)",
-     "the next job looks for snapshot_iter_<iteration>"),
-    ("    trainer.extend(", "    pass  # trainer.extend(", "add_snapshots added 0 snapshot extensions"),
-], ids=["not the trainer", "every snapshot kept", "not per epoch", "another name", "none"])
+@pytest.mark.parametrize(
+    "old,new,words",
+    [
+        (
+            "extensions.snapshot(n_retains=2)",
+            "extensions.snapshot_object(trainer.updater, 'updater_{.updater.iteration}', "
+            "n_retains=2)",
+            "the snapshot saves one object, not the trainer",
+        ),
+        ("n_retains=2", "", "every snapshot is kept, so a long run fills the disk"),
+        (
+            'trigger=(1, "epoch")',
+            'trigger=(100, "iteration")',
+            r"the snapshot runs every 100 iteration\(s\)",
+        ),
+        (
+            "extensions.snapshot(n_retains=2)",
+            "extensions.snapshot(filename='snap_{.updater.epoch}', n_retains=2)",
+            "the next job looks for snapshot_iter_<iteration>",
+        ),
+        (
+            "    trainer.extend(",
+            "    pass  # trainer.extend(",
+            "add_snapshots added 0 snapshot extensions",
+        ),
+    ],
+    ids=["not the trainer", "every snapshot kept", "not per epoch", "another name", "none"],
+)
 def test_add_snapshots_mistakes(stage_1, old, new, words):
     with pytest.raises(CheckFailed, match=words):
         single.snapshots(planted(stage_1.add_snapshots, old, new))
@@ -150,11 +243,20 @@ def test_a_resume_that_loses_the_random_state_is_caught(stage_1, monkeypatch):
 
 
 def test_the_students_own_errors_pass_through_with_a_note(stage_1):
-    bare = planted(stage_1.make_iterators, "chainer.iterators.SerialIterator(train", "SerialIterator(train")
+    bare = planted(
+        stage_1.make_iterators, "chainer.iterators.SerialIterator(train", "SerialIterator(train"
+    )
     with pytest.raises(NameError) as raised:
         single.iterators(bare)
-    assert "(raised inside your make_iterators; the traceback above ends at your line)" in raised.value.__notes__
-    stub = planted(stage_1.make_iterators, "    train_iter = ", "    raise NotImplementedError()\n    train_iter = ")
+    assert (
+        "(raised inside your make_iterators; the traceback above ends at your line)"
+        in raised.value.__notes__
+    )
+    stub = planted(
+        stage_1.make_iterators,
+        "    train_iter = ",
+        "    raise NotImplementedError()\n    train_iter = ",
+    )
     with pytest.raises(NotImplementedError) as raised:
         single.iterators(stub)
     assert "make_iterators still has its PUT YOUR CODE HERE stub" in raised.value.__notes__[0]
@@ -174,7 +276,9 @@ def test_stage_2_solutions_pass_the_visible_and_hidden_checks(stage_2, capsys):
     multi_gpu.devices(stage_2.make_devices)
     multi_gpu.devices(stage_2.make_devices, id_lists=([7, 3], [0, 1, 2]))
     multi_gpu.learning_rate(stage_2.scaled_learning_rate)
-    multi_gpu.learning_rate(stage_2.scaled_learning_rate, cases=((0.2, 16, 64, 0.8), (0.05, 100, 50, 0.025)))
+    multi_gpu.learning_rate(
+        stage_2.scaled_learning_rate, cases=((0.2, 16, 64, 0.8), (0.05, 100, 50, 0.025))
+    )
     multi_gpu.trainer(stage_2.build_trainer)
     multi_gpu.trainer(stage_2.build_trainer, **HIDDEN_TRAINER_2)
     lines = capsys.readouterr().out.splitlines()
@@ -201,59 +305,136 @@ def total_batch_each(train, batchsize, n_devices):
     return [chainer.iterators.SerialIterator(part, batchsize // n_devices) for part in parts]
 
 
-@pytest.mark.parametrize("mistake,words", [
-    (whole_set_per_gpu, "some training examples are in more than one GPU's part"),
-    (uneven_parts, r"the parts have different sizes \[24, 40\]"),
-    (half_the_set, "the parts hold 32 of the 64 training examples"),
-    (total_batch_each, r"the iterators draw \[4, 4\] examples per step"),
-])
+@pytest.mark.parametrize(
+    "mistake,words",
+    [
+        (whole_set_per_gpu, "some training examples are in more than one GPU's part"),
+        (uneven_parts, r"the parts have different sizes \[24, 40\]"),
+        (half_the_set, "the parts hold 32 of the 64 training examples"),
+        (total_batch_each, r"the iterators draw \[4, 4\] examples per step"),
+    ],
+)
 def test_make_train_iterators_mistakes(mistake, words):
     with pytest.raises(CheckFailed, match=words):
         multi_gpu.train_iterators(mistake)
 
 
-@pytest.mark.parametrize("mistake,words", [
-    (lambda ids: {f"gpu{i}": gpu for i, gpu in enumerate(ids)}, r"make_devices\(\[0, 1\]\) gives 'main' = None"),
-    (lambda ids: {"main": ids[0], "gpu1": ids[1]}, r"make_devices\(\[2, 3, 4, 5\]\) = \{'main': 2, 'gpu1': 3\}"),
-    (lambda ids: ids, r"make_devices\(\[0, 1\]\) returned list, not a dict"),
-])
+@pytest.mark.parametrize(
+    "mistake,words",
+    [
+        (
+            lambda ids: {f"gpu{i}": gpu for i, gpu in enumerate(ids)},
+            r"make_devices\(\[0, 1\]\) gives 'main' = None",
+        ),
+        (
+            lambda ids: {"main": ids[0], "gpu1": ids[1]},
+            r"make_devices\(\[2, 3, 4, 5\]\) = \{'main': 2, 'gpu1': 3\}",
+        ),
+        (lambda ids: ids, r"make_devices\(\[0, 1\]\) returned list, not a dict"),
+    ],
+)
 def test_make_devices_mistakes(mistake, words):
     with pytest.raises(CheckFailed, match=words):
         multi_gpu.devices(mistake)
 
 
-@pytest.mark.parametrize("mistake,words", [
-    (lambda lr, base, total: lr * (total / base) ** 0.5, r"scaled_learning_rate\(0.05, 64, 128\) = 0.0707"),
-    (lambda lr, base, total: lr, r"scaled_learning_rate\(0.05, 64, 128\) = 0.05, expected 0.1"),
-    (lambda lr, base, total: lr * base / total, r"= 0.025, expected 0.1"),
-])
+@pytest.mark.parametrize(
+    "mistake,words",
+    [
+        (
+            lambda lr, base, total: lr * (total / base) ** 0.5,
+            r"scaled_learning_rate\(0.05, 64, 128\) = 0.0707",
+        ),
+        (lambda lr, base, total: lr, r"scaled_learning_rate\(0.05, 64, 128\) = 0.05, expected 0.1"),
+        (lambda lr, base, total: lr * base / total, r"= 0.025, expected 0.1"),
+    ],
+)
 def test_scaled_learning_rate_that_is_not_linear(mistake, words):
     with pytest.raises(CheckFailed, match=words):
         multi_gpu.learning_rate(mistake)
 
 
 MPU = "    updater = training.updaters.MultiprocessParallelUpdater(train_iters, optimizer, devices=devices)\n"
-HIDDEN_TRAINER_2 = dict(n_devices=3, epochs=3, batchsize=4)  # notebook 02's hidden test of build_trainer
+HIDDEN_TRAINER_2 = dict(
+    n_devices=3, epochs=3, batchsize=4
+)  # notebook 02's hidden test of build_trainer
 
 
-@pytest.mark.parametrize("old,new,words,hidden", [
-    (MPU, "    if False:\n    " + MPU + "    updater = training.updaters.StandardUpdater(train_iters[0], optimizer)\n",
-     "the trainer trains with a StandardUpdater, not a MultiprocessParallelUpdater", False),
-    ("MultiprocessParallelUpdater(train_iters, optimizer, devices=devices)",
-     "StandardUpdater(train_iters[0], optimizer)", "not a MultiprocessParallelUpdater", False),
-    (", devices=devices)", ")", "MultiprocessParallelUpdater is not given the devices", False),
-    ("optimizer, devices=devices)", "optimizer, devices)", "MultiprocessParallelUpdater is not given the devices",
-     False),
-    ("(train_iters, optimizer", "(train_iters[:1], optimizer", "gets 1 iterator\\(s\\) for 2 GPUs", False),
-    ("workers=len(devices), ", "", "Throughput counts 8 images per step; 2 GPUs x 8 move 16", False),
-    ("workers=len(devices)", "workers=2", "Throughput counts 8 images per step; 3 GPUs x 4 move 12", True),
-    (', device=devices["main"])', ")", "the Evaluator does not run on devices\\['main'\\]", False),
-    pytest.param("repeat=False, ", "", "the trainer needs one Evaluator on one pass over test", False,
-                 marks=pytest.mark.filterwarnings("ignore:The `repeat` property:UserWarning")),  # Chainer's own
-    ("    trainer.extend(extensions.LogReport())\n", "", "the trainer needs a LogReport and a PrintReport", False),
-], ids=["MultiprocessParallelUpdater only if False", "StandardUpdater", "no devices", "devices as the converter",
-        "one iterator", "one-worker Throughput", "Throughput of 2 workers", "Evaluator off the main GPU",
-        "test repeats", "no LogReport"])
+@pytest.mark.parametrize(
+    "old,new,words,hidden",
+    [
+        (
+            MPU,
+            "    if False:\n    "
+            + MPU
+            + "    updater = training.updaters.StandardUpdater(train_iters[0], optimizer)\n",
+            "the trainer trains with a StandardUpdater, not a MultiprocessParallelUpdater",
+            False,
+        ),
+        (
+            "MultiprocessParallelUpdater(train_iters, optimizer, devices=devices)",
+            "StandardUpdater(train_iters[0], optimizer)",
+            "not a MultiprocessParallelUpdater",
+            False,
+        ),
+        (", devices=devices)", ")", "MultiprocessParallelUpdater is not given the devices", False),
+        (
+            "optimizer, devices=devices)",
+            "optimizer, devices)",
+            "MultiprocessParallelUpdater is not given the devices",
+            False,
+        ),
+        (
+            "(train_iters, optimizer",
+            "(train_iters[:1], optimizer",
+            "gets 1 iterator\\(s\\) for 2 GPUs",
+            False,
+        ),
+        (
+            "workers=len(devices), ",
+            "",
+            "Throughput counts 8 images per step; 2 GPUs x 8 move 16",
+            False,
+        ),
+        (
+            "workers=len(devices)",
+            "workers=2",
+            "Throughput counts 8 images per step; 3 GPUs x 4 move 12",
+            True,
+        ),
+        (
+            ', device=devices["main"])',
+            ")",
+            "the Evaluator does not run on devices\\['main'\\]",
+            False,
+        ),
+        pytest.param(
+            "repeat=False, ",
+            "",
+            "the trainer needs one Evaluator on one pass over test",
+            False,
+            marks=pytest.mark.filterwarnings("ignore:The `repeat` property:UserWarning"),
+        ),  # Chainer's own
+        (
+            "    trainer.extend(extensions.LogReport())\n",
+            "",
+            "the trainer needs a LogReport and a PrintReport",
+            False,
+        ),
+    ],
+    ids=[
+        "MultiprocessParallelUpdater only if False",
+        "StandardUpdater",
+        "no devices",
+        "devices as the converter",
+        "one iterator",
+        "one-worker Throughput",
+        "Throughput of 2 workers",
+        "Evaluator off the main GPU",
+        "test repeats",
+        "no LogReport",
+    ],
+)
 def test_multi_gpu_trainer_mistakes(stage_2, old, new, words, hidden):
     """Each fails the check (`hidden`: only its hidden test, on 3 GPUs)."""
     mistake = planted(stage_2.build_trainer, old, new)
@@ -265,12 +446,17 @@ def test_multi_gpu_trainer_mistakes(stage_2, old, new, words, hidden):
 
 def test_multi_gpu_trainer_finds_the_updater_under_any_name_and_puts_it_back(stage_2, capsys):
     real = training.updaters.MultiprocessParallelUpdater
-    source = replaced_once(textwrap.dedent(inspect.getsource(stage_2.build_trainer)),
-                           "training.updaters.MultiprocessParallelUpdater(", "MultiprocessParallelUpdater(")
+    source = replaced_once(
+        textwrap.dedent(inspect.getsource(stage_2.build_trainer)),
+        "training.updaters.MultiprocessParallelUpdater(",
+        "MultiprocessParallelUpdater(",
+    )
     namespace = {**stage_2.build_trainer.__globals__, "MultiprocessParallelUpdater": real}
     exec(compile(source, "<imported by name>", "exec"), namespace)
     multi_gpu.trainer(namespace["build_trainer"])
-    assert capsys.readouterr().out.startswith("OK: build_trainer: MultiprocessParallelUpdater of the 2 iterators")
+    assert capsys.readouterr().out.startswith(
+        "OK: build_trainer: MultiprocessParallelUpdater of the 2 iterators"
+    )
     assert namespace["MultiprocessParallelUpdater"] is real
     assert training.updaters.MultiprocessParallelUpdater is real
     assert training.updaters.multiprocess_parallel_updater.MultiprocessParallelUpdater is real
@@ -285,67 +471,155 @@ def test_multi_gpu_trainer_of_a_stub(stage_2):
 
 # --- stage 3 on MPI ranks of simulated nodes: the solutions of 03_multi_node.ipynb, one mistake per case ---
 
-STAGE_3_CELLS = ("check_communicator", "check_device_binding", "check_scatter", "check_optimizer",
-                 "check_learning_rate_schedule", "check_trainer", "check_resource_request")
+STAGE_3_CELLS = (
+    "check_communicator",
+    "check_device_binding",
+    "check_scatter",
+    "check_optimizer",
+    "check_learning_rate_schedule",
+    "check_trainer",
+    "check_resource_request",
+)
 
 
 def check_cells(stage_name: str) -> dict[str, str]:
     """{grade_id: source} of the notebook's graded cells that check the stage's functions on their own, hidden
     tests included (the allreduce exercise's checks read job outputs: tests/test_costmodel.py has them)."""
     notebook = nbformat.read(SOLUTIONS / stages.get(stage_name).notebook, as_version=4)
-    return {cell.metadata.nbgrader.grade_id: cell.source for cell in notebook.cells
-            if cell.metadata.get("nbgrader", {}).get("grade") and cell.source.startswith("checks.")
-            and not cell.source.startswith("checks.allreduce.")}
+    return {
+        cell.metadata.nbgrader.grade_id: cell.source
+        for cell in notebook.cells
+        if cell.metadata.get("nbgrader", {}).get("grade")
+        and cell.source.startswith("checks.")
+        and not cell.source.startswith("checks.allreduce.")
+    }
 
 
 # case -> (the function planted, old, new in its source), the one check it must fail, with words of its message
 STAGE_3_MISTAKES = {
-    "no scatter": (("shard_datasets", "    train = chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)\n"
-                    "    test = chainermn.scatter_dataset(test, comm)\n", ""),
-                   "check_scatter", "rank 1 has no train set"),
-    "scatter without shuffle": (("shard_datasets", "(train, comm, shuffle=True, seed=seed)", "(train, comm)"),
-                                "check_scatter", "rank 0's training part is examples 0 to 15, one block of the "
-                                "stored order: it is not shuffled"),
-    "shuffled after the scatter": (("shard_datasets", "(train, comm, shuffle=True, seed=seed)\n",
-                                    "(train, comm)\n    train = chainer.datasets.split_dataset_random(train, "
-                                    "len(train), seed)[0]\n"), "check_scatter", "it is not shuffled"),
-    "shuffle without the seed": (("shard_datasets", "shuffle=True, seed=seed)", "shuffle=True)"),
-                                 "check_scatter", "two calls with the same seed split the training set differently"),
-    "plain optimizer": (("make_optimizer", "    optimizer = chainermn.create_multi_node_optimizer(optimizer, comm)\n",
-                         ""), "check_optimizer", "which does not exchange gradients between ranks"),
-    "lr scaled in make_optimizer": (("make_optimizer", "MomentumSGD(args.lr)", "MomentumSGD(args.lr * comm.size)"),
-                                    "check_optimizer", "with args.lr = 0.1 on 4 ranks the optimizer starts at 0.4"),
-    "lr x2 in make_optimizer": (("make_optimizer", "MomentumSGD(args.lr)", "MomentumSGD(args.lr * 2)"),
-                                "check_optimizer", "with args.lr = 0.1 on 4 ranks the optimizer starts at 0.2"),
-    "no warm-up": (("learning_rate_schedule", "(base_lr, base_lr * n_workers)",
-                    "(base_lr * n_workers, base_lr * n_workers)"), "check_learning_rate_schedule", "no warm-up"),
-    "lr x2 in the schedule": (("learning_rate_schedule", "base_lr * n_workers)", "base_lr * 2)"),
-                              "check_learning_rate_schedule", "after the warm-up the rate is 0.2, not base_lr x "
-                              "n_workers = 0.4"),
-    "GPU 0 for every rank": (("device_for_rank", 'f"@cupy:{comm.intra_rank}"', '"@cupy:0"'),
-                             "check_device_binding", "would use ['@cupy:0', '@cupy:0', '@cupy:0', '@cupy:0']"),
-    "GPU by rank": (("device_for_rank", "comm.intra_rank", "comm.rank"), "check_device_binding",
-                    "would use ['@cupy:0', '@cupy:1', '@cupy:2', '@cupy:3']; the GPU of each rank's number within "
-                    "its node is ['@cupy:0', '@cupy:1', '@cupy:0', '@cupy:1']"),
-    "GPU by rank % 2": (("device_for_rank", "comm.intra_rank", "comm.rank % 2"), "check_device_binding",
-                        "ranks 0-5 would use ['@cupy:0', '@cupy:1', '@cupy:0', '@cupy:1', '@cupy:0', '@cupy:1']"),
-    "Throughput of 2 workers": (("build_trainer", "comm=comm", "workers=2"), "check_trainer",
-                                "Throughput counts 16 images per step; 4 ranks x 8 move 32"),
-    "Throughput of 4 workers": (("build_trainer", "comm=comm", "workers=4"), "check_trainer",
-                                "Throughput counts 32 images per step; 6 ranks x 8 move 48"),
-    "walltime copied from the default": (("resource_request", 'f"#PBS -l walltime={walltime}"',
-                                          '"#PBS -l walltime=00:30:00"'), "check_resource_request",
-                                         "the lines ask for 00:30:00; the run needs 00:15:00"),
-    "misspelt select": (("resource_request", "select=", "selct="), "check_resource_request",
-                        "unknown resource 'selct'"),
-    "ranks as nodes": (("resource_request", "select={nodes}:mpiprocs={ranks_per_node}",
-                        "select={nodes * ranks_per_node}:mpiprocs=1"), "check_resource_request",
-                       "the lines ask for 2 nodes; the run needs 1"),
-    "no group": (("resource_request",
-                  "    if site.group:\n        lines.append(f\"#PBS -W group_list={site.group}\")\n", ""),
-                 "check_resource_request", "runs jobs in group gt00; the lines name no group"),
-    "a queue where there is none": (("resource_request", ' if site.queue else []', ""), "check_resource_request",
-                                    "has no queues, and the lines name queue None"),
+    "no scatter": (
+        (
+            "shard_datasets",
+            "    train = chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)\n"
+            "    test = chainermn.scatter_dataset(test, comm)\n",
+            "",
+        ),
+        "check_scatter",
+        "rank 1 has no train set",
+    ),
+    "scatter without shuffle": (
+        ("shard_datasets", "(train, comm, shuffle=True, seed=seed)", "(train, comm)"),
+        "check_scatter",
+        "rank 0's training part is examples 0 to 15, one block of the "
+        "stored order: it is not shuffled",
+    ),
+    "shuffled after the scatter": (
+        (
+            "shard_datasets",
+            "(train, comm, shuffle=True, seed=seed)\n",
+            "(train, comm)\n    train = chainer.datasets.split_dataset_random(train, "
+            "len(train), seed)[0]\n",
+        ),
+        "check_scatter",
+        "it is not shuffled",
+    ),
+    "shuffle without the seed": (
+        ("shard_datasets", "shuffle=True, seed=seed)", "shuffle=True)"),
+        "check_scatter",
+        "two calls with the same seed split the training set differently",
+    ),
+    "plain optimizer": (
+        (
+            "make_optimizer",
+            "    optimizer = chainermn.create_multi_node_optimizer(optimizer, comm)\n",
+            "",
+        ),
+        "check_optimizer",
+        "which does not exchange gradients between ranks",
+    ),
+    "lr scaled in make_optimizer": (
+        ("make_optimizer", "MomentumSGD(args.lr)", "MomentumSGD(args.lr * comm.size)"),
+        "check_optimizer",
+        "with args.lr = 0.1 on 4 ranks the optimizer starts at 0.4",
+    ),
+    "lr x2 in make_optimizer": (
+        ("make_optimizer", "MomentumSGD(args.lr)", "MomentumSGD(args.lr * 2)"),
+        "check_optimizer",
+        "with args.lr = 0.1 on 4 ranks the optimizer starts at 0.2",
+    ),
+    "no warm-up": (
+        (
+            "learning_rate_schedule",
+            "(base_lr, base_lr * n_workers)",
+            "(base_lr * n_workers, base_lr * n_workers)",
+        ),
+        "check_learning_rate_schedule",
+        "no warm-up",
+    ),
+    "lr x2 in the schedule": (
+        ("learning_rate_schedule", "base_lr * n_workers)", "base_lr * 2)"),
+        "check_learning_rate_schedule",
+        "after the warm-up the rate is 0.2, not base_lr x n_workers = 0.4",
+    ),
+    "GPU 0 for every rank": (
+        ("device_for_rank", 'f"@cupy:{comm.intra_rank}"', '"@cupy:0"'),
+        "check_device_binding",
+        "would use ['@cupy:0', '@cupy:0', '@cupy:0', '@cupy:0']",
+    ),
+    "GPU by rank": (
+        ("device_for_rank", "comm.intra_rank", "comm.rank"),
+        "check_device_binding",
+        "would use ['@cupy:0', '@cupy:1', '@cupy:2', '@cupy:3']; the GPU of each rank's number within "
+        "its node is ['@cupy:0', '@cupy:1', '@cupy:0', '@cupy:1']",
+    ),
+    "GPU by rank % 2": (
+        ("device_for_rank", "comm.intra_rank", "comm.rank % 2"),
+        "check_device_binding",
+        "ranks 0-5 would use ['@cupy:0', '@cupy:1', '@cupy:0', '@cupy:1', '@cupy:0', '@cupy:1']",
+    ),
+    "Throughput of 2 workers": (
+        ("build_trainer", "comm=comm", "workers=2"),
+        "check_trainer",
+        "Throughput counts 16 images per step; 4 ranks x 8 move 32",
+    ),
+    "Throughput of 4 workers": (
+        ("build_trainer", "comm=comm", "workers=4"),
+        "check_trainer",
+        "Throughput counts 32 images per step; 6 ranks x 8 move 48",
+    ),
+    "walltime copied from the default": (
+        ("resource_request", 'f"#PBS -l walltime={walltime}"', '"#PBS -l walltime=00:30:00"'),
+        "check_resource_request",
+        "the lines ask for 00:30:00; the run needs 00:15:00",
+    ),
+    "misspelt select": (
+        ("resource_request", "select=", "selct="),
+        "check_resource_request",
+        "unknown resource 'selct'",
+    ),
+    "ranks as nodes": (
+        (
+            "resource_request",
+            "select={nodes}:mpiprocs={ranks_per_node}",
+            "select={nodes * ranks_per_node}:mpiprocs=1",
+        ),
+        "check_resource_request",
+        "the lines ask for 2 nodes; the run needs 1",
+    ),
+    "no group": (
+        (
+            "resource_request",
+            '    if site.group:\n        lines.append(f"#PBS -W group_list={site.group}")\n',
+            "",
+        ),
+        "check_resource_request",
+        "runs jobs in group gt00; the lines name no group",
+    ),
+    "a queue where there is none": (
+        ("resource_request", " if site.queue else []", ""),
+        "check_resource_request",
+        "has no queues, and the lines name queue None",
+    ),
 }
 
 
@@ -364,10 +638,17 @@ def test_stage_3_solutions_pass_every_check_and_hidden_test(tmp_path, capsys):
     assert tuple(check_cells("multi_node")) == STAGE_3_CELLS
     assert run_stage_3_checks(notebook_module(tmp_path, "multi_node")) == {}
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 2 * len(STAGE_3_CELLS) and all(line.startswith("OK: ") for line in lines), lines
+    assert len(lines) == 2 * len(STAGE_3_CELLS) and all(
+        line.startswith("OK: ") for line in lines
+    ), lines
     assert "(@cupy:0, @cupy:1, @cupy:0, @cupy:1; 4 ranks on 2 simulated nodes of 2" in lines[2]
-    assert "(@cupy:0, @cupy:0, @cupy:0, @cupy:1, @cupy:1, @cupy:1; 6 ranks on 3 simulated nodes of 2" in lines[3]
-    assert lines[8].startswith("OK: learning_rate_schedule: the rate ramps linearly from 0.1 to 0.4 over 8 updates")
+    assert (
+        "(@cupy:0, @cupy:0, @cupy:0, @cupy:1, @cupy:1, @cupy:1; 6 ranks on 3 simulated nodes of 2"
+        in lines[3]
+    )
+    assert lines[8].startswith(
+        "OK: learning_rate_schedule: the rate ramps linearly from 0.1 to 0.4 over 8 updates"
+    )
 
 
 @pytest.mark.parametrize("case", STAGE_3_MISTAKES)

@@ -1,4 +1,5 @@
 """The allreduce cost model (course.costmodel), its notebook checks, its results file, reader and scoring."""
+
 from __future__ import annotations
 
 import json
@@ -19,23 +20,30 @@ GRADING = """
 [allreduce]
 prediction_factor = 4.0
 """
-SIZES = [1024 * 4 ** k for k in range(1, 9)]
+SIZES = [1024 * 4**k for k in range(1, 9)]
 
 
 def test_known_values_of_both_formulas():
     # ring: 2(p-1) alpha + 2(p-1)/p n beta; recursive doubling: log2(p) (alpha + n beta)
-    assert costmodel.allreduce_seconds("ring", 4, 2 ** 20, 5e-6, 1e-9) == pytest.approx(6 * 5e-6 + 1.5 * 2 ** 20 * 1e-9)
-    assert costmodel.allreduce_seconds("recursive_doubling", 4, 2 ** 20, 5e-6, 1e-9) == \
-        pytest.approx(2 * (5e-6 + 2 ** 20 * 1e-9))
+    assert costmodel.allreduce_seconds("ring", 4, 2**20, 5e-6, 1e-9) == pytest.approx(
+        6 * 5e-6 + 1.5 * 2**20 * 1e-9
+    )
+    assert costmodel.allreduce_seconds("recursive_doubling", 4, 2**20, 5e-6, 1e-9) == pytest.approx(
+        2 * (5e-6 + 2**20 * 1e-9)
+    )
     assert costmodel.allreduce_seconds("recursive_doubling", 8, 100, 1.0, 0.0) == pytest.approx(3.0)
     assert costmodel.allreduce_seconds("ring", 8, 0, 1.0, 0.0) == 14
-    assert costmodel.allreduce_seconds("ring", 1, 2 ** 20, 5e-6, 1e-9) == 0  # one rank exchanges nothing
+    assert (
+        costmodel.allreduce_seconds("ring", 1, 2**20, 5e-6, 1e-9) == 0
+    )  # one rank exchanges nothing
     with pytest.raises(ValueError, match="no cost model"):
         costmodel.allreduce_seconds("rabenseifner", 4, 1, 1, 1)
 
 
-@pytest.mark.parametrize("algorithm, ranks", [("ring", 2), ("ring", 4), ("recursive_doubling", 4),
-                                              ("recursive_doubling", 16)])
+@pytest.mark.parametrize(
+    "algorithm, ranks",
+    [("ring", 2), ("ring", 4), ("recursive_doubling", 4), ("recursive_doubling", 16)],
+)
 def test_the_fit_recovers_alpha_and_beta_from_exact_times(algorithm, ranks):
     seconds = [costmodel.allreduce_seconds(algorithm, ranks, n, 4e-6, 3e-10) for n in SIZES]
     assert costmodel.fit(SIZES, seconds, algorithm, ranks) == pytest.approx((4e-6, 3e-10), rel=1e-9)
@@ -49,8 +57,9 @@ def test_the_fit_weighs_every_size_alike():
     noisy = exact * (1 + 0.1 * rng.standard_normal(len(SIZES)))
     alpha, beta = costmodel.fit(SIZES, noisy, "ring", 4)
     a, b = costmodel.coefficients("ring", 4)
-    (plain_alpha, _), *_ = np.linalg.lstsq(np.column_stack([np.full(len(SIZES), a), b * np.array(SIZES)]), noisy,
-                                           rcond=None)
+    (plain_alpha, _), *_ = np.linalg.lstsq(
+        np.column_stack([np.full(len(SIZES), a), b * np.array(SIZES)]), noisy, rcond=None
+    )
     assert abs(alpha / 5e-6 - 1) < 0.2 and abs(beta / 5e-10 - 1) < 0.1
     assert abs(plain_alpha / 5e-6 - 1) > 5 * abs(alpha / 5e-6 - 1)
 
@@ -90,49 +99,89 @@ def swapped_fit(sizes, seconds, algorithm, n_ranks):
 
 
 def unweighted_fit(sizes, seconds, algorithm, n_ranks):
-    a, b = (2 * (n_ranks - 1), 2 * (n_ranks - 1) / n_ranks) if algorithm == "ring" else (math.log2(n_ranks),) * 2
+    a, b = (
+        (2 * (n_ranks - 1), 2 * (n_ranks - 1) / n_ranks)
+        if algorithm == "ring"
+        else (math.log2(n_ranks),) * 2
+    )
     rows = np.column_stack([np.full(len(sizes), a), b * np.asarray(sizes, float)])
     (alpha, beta), *_ = np.linalg.lstsq(rows, np.asarray(seconds, float), rcond=None)
     return alpha, beta
 
 
-def measured(folder, ranks=4, algorithm="ring", rounds=2, seed=0, job="7.local",
-             started=1.0) -> list[allreduce_report.Series]:
+def measured(
+    folder, ranks=4, algorithm="ring", rounds=2, seed=0, job="7.local", started=1.0
+) -> list[allreduce_report.Series]:
     """A benchmark's files as a job leaves them (course.allreduce.write), with noise, and their table."""
     rng = np.random.default_rng(seed)
     run = allreduce.run_folder(folder, job)
     for _ in range(rounds):
-        sizes = [{"bytes": n, "repeats": 5, "seconds": [costmodel.allreduce_seconds(algorithm, ranks, n, 5e-6, 4e-10)
-                                                        * (1 + 0.2 * rng.random()) for _ in range(5)]}
-                 for n in SIZES]
-        allreduce.write(allreduce.next_path(run, algorithm, ranks),
-                        {"job": {"id": job}, "ranks": ranks, "hosts": ["laptop"] * ranks, "cores": 2,
-                         "algorithm": algorithm, "sizes": sizes, "started": started})
+        sizes = [
+            {
+                "bytes": n,
+                "repeats": 5,
+                "seconds": [
+                    costmodel.allreduce_seconds(algorithm, ranks, n, 5e-6, 4e-10)
+                    * (1 + 0.2 * rng.random())
+                    for _ in range(5)
+                ],
+            }
+            for n in SIZES
+        ]
+        allreduce.write(
+            allreduce.next_path(run, algorithm, ranks),
+            {
+                "job": {"id": job},
+                "ranks": ranks,
+                "hosts": ["laptop"] * ranks,
+                "cores": 2,
+                "algorithm": algorithm,
+                "sizes": sizes,
+                "started": started,
+            },
+        )
     return allreduce_report.measured_table(folder)
 
 
 def test_the_reference_solution_passes_the_checks(tmp_path, capsys):
     checks.cost_model(allreduce_time)
-    checks.cost_model(allreduce_time, cases=[("ring", 3, 12345, 1e-5, 3e-10), ("recursive_doubling", 32, 7, 1, 2)])
-    checks.cost_model(lambda *args: np.float32(allreduce_time(*args)), cases=[("ring", 4, 4096, 1.0, 0.5)])
+    checks.cost_model(
+        allreduce_time, cases=[("ring", 3, 12345, 1e-5, 3e-10), ("recursive_doubling", 32, 7, 1, 2)]
+    )
+    checks.cost_model(
+        lambda *args: np.float32(allreduce_time(*args)), cases=[("ring", 4, 4096, 1.0, 0.5)]
+    )
     checks.fit(fit_alpha_beta, measured(tmp_path))
     checks.fit(fit_alpha_beta, measured(tmp_path), alpha=1e-5, beta=1e-9)
-    checks.fit(lambda *args: np.array(fit_alpha_beta(*args)), measured(tmp_path))  # an array of the two will do
+    checks.fit(
+        lambda *args: np.array(fit_alpha_beta(*args)), measured(tmp_path)
+    )  # an array of the two will do
     assert capsys.readouterr().out.count("OK: ") == 6
 
 
-@pytest.mark.parametrize("wrong, said", [
-    (ring_with_p, "the ring counts p where it takes p - 1"),
-    (doubling_with_p, "recursive doubling takes log2(p) steps, not p"),
-    (lambda a, p, n, al, be: allreduce_time(a, p, n, be, al), "alpha and beta are swapped"),
-    (lambda a, p, n, al, be: allreduce_time(a, p, 8 * n, al, be), "do not multiply by 8"),
-    (lambda a, p, n, al, be: 2 * (p - 1) * al + n * be if a == "ring" else allreduce_time(a, p, n, al, be),
-     "the ring sends 2(p-1)/p x n bytes"),
-])
+@pytest.mark.parametrize(
+    "wrong, said",
+    [
+        (ring_with_p, "the ring counts p where it takes p - 1"),
+        (doubling_with_p, "recursive doubling takes log2(p) steps, not p"),
+        (lambda a, p, n, al, be: allreduce_time(a, p, n, be, al), "alpha and beta are swapped"),
+        (lambda a, p, n, al, be: allreduce_time(a, p, 8 * n, al, be), "do not multiply by 8"),
+        (
+            lambda a, p, n, al, be: (
+                2 * (p - 1) * al + n * be if a == "ring" else allreduce_time(a, p, n, al, be)
+            ),
+            "the ring sends 2(p-1)/p x n bytes",
+        ),
+    ],
+)
 def test_the_cost_model_check_names_planted_mistakes(wrong, said):
     with pytest.raises(CheckFailed) as failed:
         checks.cost_model(wrong)
-    assert "returned" in str(failed.value) and "the model gives" in str(failed.value) and said in str(failed.value)
+    assert (
+        "returned" in str(failed.value)
+        and "the model gives" in str(failed.value)
+        and said in str(failed.value)
+    )
 
 
 def test_the_cost_model_check_says_what_a_wrong_type_is():
@@ -162,7 +211,13 @@ def test_the_file_is_sealed_and_its_log_line_reads_back(tmp_path):
     assert allreduce.load(path)["ranks"] == 2
     line = allreduce.log_line("runs/allreduce-3.local/ring-2r-1.json", sha256, "ring", 2)
     assert allreduce.logged(f"noise\n{line}\nmore\n") == [
-        {"path": "runs/allreduce-3.local/ring-2r-1.json", "sha256": sha256, "algorithm": "ring", "ranks": 2}]
+        {
+            "path": "runs/allreduce-3.local/ring-2r-1.json",
+            "sha256": sha256,
+            "algorithm": "ring",
+            "ranks": 2,
+        }
+    ]
     edited = json.loads(path.read_text())
     edited["ranks"] = 4
     path.write_text(json.dumps(edited))
@@ -174,17 +229,24 @@ def test_the_file_is_sealed_and_its_log_line_reads_back(tmp_path):
 def test_the_reader_pools_rounds_fits_and_says_where_algorithms_differ(tmp_path):
     measured(tmp_path, ranks=4, algorithm="ring")
     table = measured(tmp_path, ranks=4, algorithm="recursive_doubling", seed=1)
-    assert [(s.ranks, s.algorithm, s.bursts, s.repeats[0]) for s in table] == [(4, "recursive_doubling", 2, 10),
-                                                                              (4, "ring", 2, 10)]
+    assert [(s.ranks, s.algorithm, s.bursts, s.repeats[0]) for s in table] == [
+        (4, "recursive_doubling", 2, 10),
+        (4, "ring", 2, 10),
+    ]
     fitted = allreduce_report.fits(table)
     assert fitted[(4, "ring")] == pytest.approx((5e-6, 4e-10), rel=0.25)
     text = allreduce_report.table_text(table)
     assert "64 MiB" in text and "4 KiB" in text
     [ring_vs, model_note] = allreduce_report.compare(table)
-    assert ring_vs.startswith("4 ranks, ring vs recursive_doubling: beyond the spread at") and "64 MiB" in ring_vs
+    assert (
+        ring_vs.startswith("4 ranks, ring vs recursive_doubling: beyond the spread at")
+        and "64 MiB" in ring_vs
+    )
     assert "no term for the sums" in model_note
     notes = allreduce_report.notes(table, fitted)
-    assert len(notes) == 2 and all("4 ranks on 2 cores: ranks take turns on a core" in note for note in notes)
+    assert len(notes) == 2 and all(
+        "4 ranks on 2 cores: ranks take turns on a core" in note for note in notes
+    )
     import matplotlib
 
     matplotlib.use("Agg")
@@ -194,7 +256,9 @@ def test_the_reader_pools_rounds_fits_and_says_where_algorithms_differ(tmp_path)
 
 def test_each_series_comes_from_its_newest_job(tmp_path):
     measured(tmp_path, job="9.local", started=2.0, rounds=1)
-    table = measured(tmp_path, job="10.local", started=1.0)  # a lower number, but started before job 9
+    table = measured(
+        tmp_path, job="10.local", started=1.0
+    )  # a lower number, but started before job 9
     assert [(s.job, s.bursts) for s in table] == [("allreduce-9.local", 1)]
 
 
@@ -224,17 +288,23 @@ def test_the_prediction_scores_within_the_factor_of_grading_toml(capsys):
 def test_the_students_prediction_is_their_model_per_parameter_array(tmp_path):
     table = measured(tmp_path, ranks=2)
     arrays = checks.parameter_arrays("vgg", width=16)
-    assert sum(arrays) == 939770 and len(arrays) == 44  # VGG width 16: 0.94 M parameters in 44 arrays
+    assert (
+        sum(arrays) == 939770 and len(arrays) == 44
+    )  # VGG width 16: 0.94 M parameters in 44 arrays
     alpha, beta = costmodel.fit(table[0].sizes, table[0].median, "ring", 2)
-    assert checks.predict(allreduce_time, fit_alpha_beta, table, 2, "ring", arrays) == \
-        pytest.approx(costmodel.predict_gradient_allreduce(arrays, "ring", 2, alpha, beta))
-    assert checks.predict(allreduce_time, fit_alpha_beta, table, 2, "ring", sum(arrays)) == \
-        pytest.approx(costmodel.predict_gradient_allreduce(sum(arrays), "ring", 2, alpha, beta))
+    assert checks.predict(
+        allreduce_time, fit_alpha_beta, table, 2, "ring", arrays
+    ) == pytest.approx(costmodel.predict_gradient_allreduce(arrays, "ring", 2, alpha, beta))
+    assert checks.predict(
+        allreduce_time, fit_alpha_beta, table, 2, "ring", sum(arrays)
+    ) == pytest.approx(costmodel.predict_gradient_allreduce(sum(arrays), "ring", 2, alpha, beta))
     with pytest.raises(CheckFailed, match="has not measured recursive_doubling on 2 ranks"):
         checks.predict(allreduce_time, fit_alpha_beta, table, 2, "recursive_doubling", arrays)
 
 
-def test_the_notebooks_check_cells_pass_its_solutions_visible_and_hidden(tmp_path, monkeypatch, capsys):
+def test_the_notebooks_check_cells_pass_its_solutions_visible_and_hidden(
+    tmp_path, monkeypatch, capsys
+):
     import nbformat
 
     import course
@@ -244,8 +314,11 @@ def test_the_notebooks_check_cells_pass_its_solutions_visible_and_hidden(tmp_pat
     measured(tmp_path, ranks=2)
     monkeypatch.chdir(tmp_path)  # where the student's runs/ are
     notebook = nbformat.read(SOLUTIONS / "03_multi_node.ipynb", as_version=4)
-    cells = {cell.metadata.nbgrader.grade_id: cell.source for cell in notebook.cells
-             if cell.metadata.get("nbgrader", {}).get("grade")}
+    cells = {
+        cell.metadata.nbgrader.grade_id: cell.source
+        for cell in notebook.cells
+        if cell.metadata.get("nbgrader", {}).get("grade")
+    }
     for grade_id in ("check_allreduce_time", "check_fit"):
         exec(cells[grade_id], {"checks": notebook_checks, "course": course, **_SOLVED})
     assert capsys.readouterr().out.count("OK: ") == 4
@@ -258,7 +331,9 @@ def test_a_function_that_calls_the_kits_own_model_or_fit_earns_nothing():
     def borrowed_fit(sizes, seconds, algorithm, n_ranks):
         return costmodel.fit(sizes, seconds, algorithm, n_ranks)
 
-    with pytest.raises(CheckFailed, match="allreduce_time calls the kit's own allreduce_seconds, costmodel"):
+    with pytest.raises(
+        CheckFailed, match="allreduce_time calls the kit's own allreduce_seconds, costmodel"
+    ):
         checks.cost_model(borrowed_time)
     with pytest.raises(CheckFailed, match="fit_alpha_beta calls the kit's own costmodel"):
         checks.fit(borrowed_fit, [])
@@ -269,6 +344,9 @@ def test_the_report_reads_the_time_of_each_widths_gradient_off_the_same_series(t
     sizes = allreduce_report.gradient_bytes()
     assert sizes[16] == 4 * sum(checks.parameter_arrays("vgg", 16)) and sizes[64] > 15 * sizes[16]
     [line] = allreduce_report.by_width(table, sizes)
-    assert line.startswith("ring, 2 ranks: the width-16 gradient (3.6 MiB)") and "16x the bytes" in line
+    assert (
+        line.startswith("ring, 2 ranks: the width-16 gradient (3.6 MiB)")
+        and "16x the bytes" in line
+    )
     ratio = float(line.split(": ")[-1].split("x the time")[0])
     assert 10 < ratio < 17  # the bandwidth term dominates at these sizes, latency adds a little

@@ -1,4 +1,5 @@
 """CIFAR-10 data: the official archive's format, the synthetic set, variants and broken files."""
+
 from __future__ import annotations
 
 import hashlib
@@ -20,9 +21,12 @@ from tests.conftest import PYTHON
 
 def _batch(n: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
-    return {b"batch_label": b"fixture", b"labels": [int(v) for v in rng.integers(0, 10, n)],
-            b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
-            b"filenames": [f"img{i}.png".encode() for i in range(n)]}
+    return {
+        b"batch_label": b"fixture",
+        b"labels": [int(v) for v in rng.integers(0, 10, n)],
+        b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+        b"filenames": [f"img{i}.png".encode() for i in range(n)],
+    }
 
 
 def _add(archive: tarfile.TarFile, name: str, payload: bytes) -> None:
@@ -38,7 +42,9 @@ def write_cifar_archive(path: Path, per_batch: int = 20) -> dict:
     with tarfile.open(path, "w:gz") as archive:
         for name, batch in batches.items():
             _add(archive, name, pickle.dumps(batch, protocol=2))
-        _add(archive, "batches.meta", pickle.dumps({b"label_names": [b"airplane"] * 10}, protocol=2))
+        _add(
+            archive, "batches.meta", pickle.dumps({b"label_names": [b"airplane"] * 10}, protocol=2)
+        )
     return batches
 
 
@@ -54,17 +60,26 @@ def test_real_archive_converts_to_chainers_own_file(tmp_path, data_root):
     assert info.meta["official_archive"] is False  # the fixture is not the real download
 
     # Chainer's own loader reads the converted file (it reads CHAINER_DATASET_ROOT at import).
-    probe = ("import chainer, json; tr, te = chainer.datasets.get_cifar10(); "
-             "print(json.dumps([len(tr), len(te), list(tr[0][0].shape), int(tr[0][1]), float(tr[0][0].max())]))")
-    out = subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, check=True,
-                         env={**os.environ, "CHAINER_DATASET_ROOT": str(data_root)}).stdout
+    probe = (
+        "import chainer, json; tr, te = chainer.datasets.get_cifar10(); "
+        "print(json.dumps([len(tr), len(te), list(tr[0][0].shape), int(tr[0][1]), float(tr[0][0].max())]))"
+    )
+    out = subprocess.run(
+        [PYTHON, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "CHAINER_DATASET_ROOT": str(data_root)},
+    ).stdout
     n_train, n_test, shape, label, top = json.loads(out)
     assert (n_train, n_test, shape) == (100, 20, [3, 32, 32])
     assert label == batches["data_batch_1"][b"labels"][0]
     assert top == pytest.approx(batches["data_batch_1"][b"data"][0].max() / 255.0)
 
     train, test = data.load("cifar10")
-    assert np.array_equal(np.round(train[0][0].ravel() * 255).astype(np.uint8), batches["data_batch_1"][b"data"][0])
+    assert np.array_equal(
+        np.round(train[0][0].ravel() * 255).astype(np.uint8), batches["data_batch_1"][b"data"][0]
+    )
 
 
 def test_real_archive_is_found_in_chainers_folder(tmp_path, data_root):
@@ -207,7 +222,7 @@ def test_damaged_data_set_gives_the_command_to_rebuild_it(data_root, damage):
         info.path.write_bytes(raw[: len(raw) * 2 // 3])
     elif damage == "flip":  # one byte deep inside a compressed member: the CRC check fails
         middle = len(raw) // 2
-        info.path.write_bytes(raw[:middle] + bytes([raw[middle] ^ 0xFF]) + raw[middle + 1:])
+        info.path.write_bytes(raw[:middle] + bytes([raw[middle] ^ 0xFF]) + raw[middle + 1 :])
     elif damage == "not-npz":
         info.path.write_text("hello")
     else:
@@ -238,7 +253,9 @@ def test_data_files_get_the_umasks_mode_not_mkstemps(data_root):
         info = data.prepare_synthetic(20, 20)
     finally:
         os.umask(mask)
-    assert info.path.stat().st_mode & 0o777 == 0o644  # readable by the other users of a shared folder
+    assert (
+        info.path.stat().st_mode & 0o777 == 0o644
+    )  # readable by the other users of a shared folder
 
 
 def test_unsafe_names_are_refused(data_root):
@@ -269,8 +286,11 @@ def test_labels_out_of_range_are_named_as_such(data_root):
         labels = npz["train_y"].copy()
     labels[[3, 7]] = [12, 10]
     rewrite(info.path, train_y=labels)
-    with pytest.raises(DatasetError, match=r"train labels must be 0\.\.9 \(CIFAR-10's ten classes\), "
-                                           r"found 10, 12\n") as caught:
+    with pytest.raises(
+        DatasetError,
+        match=r"train labels must be 0\.\.9 \(CIFAR-10's ten classes\), "
+        r"found 10, 12\n",
+    ) as caught:
         data.read_arrays("synthetic")
     assert str(info.path) in caught.value.message
     assert "python -m course data synthetic" in caught.value.hint
@@ -279,13 +299,18 @@ def test_labels_out_of_range_are_named_as_such(data_root):
 @pytest.mark.parametrize("split", ["train", "test"])
 def test_an_empty_data_set_is_refused_when_read_and_listed(data_root, capsys, split):
     info = data.prepare_synthetic(30, 20)
-    rewrite(info.path, **{f"{split}_x": np.zeros((0, 3072), np.uint8), f"{split}_y": np.zeros(0, np.uint8)})
+    rewrite(
+        info.path,
+        **{f"{split}_x": np.zeros((0, 3072), np.uint8), f"{split}_y": np.zeros(0, np.uint8)},
+    )
     with pytest.raises(DatasetError, match=f"the {split} set has 0 images") as caught:
         data.load("synthetic")
     assert str(info.path) in caught.value.message
     assert "python -m course data synthetic" in caught.value.hint
     assert data.main(["list"]) == 0
-    assert f"synthetic: BROKEN: {info.path}: the {split} set has 0 images" in capsys.readouterr().out
+    assert (
+        f"synthetic: BROKEN: {info.path}: the {split} set has 0 images" in capsys.readouterr().out
+    )
 
 
 def test_an_archive_of_other_classes_is_refused_before_anything_is_written(tmp_path, data_root):
@@ -296,14 +321,19 @@ def test_an_archive_of_other_classes_is_refused_before_anything_is_written(tmp_p
             _add(archive, name, pickle.dumps(batch, protocol=2))
     with pytest.raises(DatasetError, match=r"train labels must be 0\.\.9 .*found 57") as caught:
         data.prepare_real(tmp_path / "cifar-100.tar.gz")
-    assert f"not writing {data.path_for(data.REAL)}" in caught.value.message and data.CIFAR_URL in caught.value.hint
+    assert (
+        f"not writing {data.path_for(data.REAL)}" in caught.value.message
+        and data.CIFAR_URL in caught.value.hint
+    )
     assert not data.path_for(data.REAL).exists() and leftovers(data_root) == []
 
 
 # What generate() made for these seeds when it drew every image at once: a seed must keep naming
 # the same data set.
-UNCHUNKED_DIGESTS = {0: "ed6af9d3f81d0b42644f5c3bdc255b9fd5fa3280f4cda644aa22faffc67c38e6",
-                     1_000_003: "e917fb61745aa35ed8d382003d50fa662c509f954f27db86d1b2f7d52346e41c"}
+UNCHUNKED_DIGESTS = {
+    0: "ed6af9d3f81d0b42644f5c3bdc255b9fd5fa3280f4cda644aa22faffc67c38e6",
+    1_000_003: "e917fb61745aa35ed8d382003d50fa662c509f954f27db86d1b2f7d52346e41c",
+}
 
 
 @pytest.mark.parametrize("seed", sorted(UNCHUNKED_DIGESTS))
@@ -314,11 +344,15 @@ def test_the_synthetic_images_do_not_depend_on_the_chunks(seed):
 
 def test_generating_a_large_set_never_holds_every_image_as_floats():
     n = 10_000
-    probe = ("import resource; from course.runtime import synthetic; "
-             "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
-             f"synthetic.generate({n}); "
-             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)")
-    grown_kb = int(subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, check=True).stdout)  # Linux
+    probe = (
+        "import resource; from course.runtime import synthetic; "
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
+        f"synthetic.generate({n}); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)"
+    )
+    grown_kb = int(
+        subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, check=True).stdout
+    )  # Linux
     # Less than one float64 copy of all the images (235 MiB): memory must not grow with the floats of every
     # image, or the 50000-image set (4.6 GB drawn at once) does not fit a 4 GB laptop. Drawn at once, these
     # 10000 grew by 480 to 890 MB here; in chunks by 130 MB.

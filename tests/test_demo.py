@@ -2,6 +2,7 @@
 who train nothing, so that it stays cheap: one solves part of notebook 01, one hands in the release as
 fetched. The gradebook comes from the collected submissions; each student fetches their own feedback.
 make demo itself adds a student who solves everything and runs the real jobs."""
+
 from __future__ import annotations
 
 import csv
@@ -13,8 +14,10 @@ from course.instructor import demo, sandbox
 from tests.conftest import ROOT, bubblewrap
 
 A = paths.ASSIGNMENT
-STUDENTS = (demo.Student("ada", (demo.NOTEBOOKS[0],), frozenset({"build_trainer", "add_snapshots"})),
-            demo.Student("ben", ()))
+STUDENTS = (
+    demo.Student("ada", (demo.NOTEBOOKS[0],), frozenset({"build_trainer", "add_snapshots"})),
+    demo.Student("ben", ()),
+)
 
 
 @pytest.mark.slow
@@ -25,14 +28,18 @@ def test_a_term_through_nbgraders_exchange(tmp_path, quick_env, monkeypatch):
     assert status == 0
     course = tmp_path / "course"
     inbound = tmp_path / "exchange" / "chainer-distributed-training" / "inbound"
-    sent = {path.name.split("+")[0]: (path / "timestamp.txt").read_text() for path in inbound.iterdir()}
+    sent = {
+        path.name.split("+")[0]: (path / "timestamp.txt").read_text() for path in inbound.iterdir()
+    }
     assert sorted(sent) == ["ada", "ben"]
     with open(course / "grades.csv") as f:
         rows = {row["student_id"]: row for row in csv.DictReader(f)}
     assert sorted(rows) == ["ada", "ben"]
     for student, row in rows.items():
         assert row["timestamp"] in sent[student], "graded what nbgrader collected from the exchange"
-    assert float(rows["ada"]["score"]) == 2 + 2  # make_iterators, make_model_and_optimizer (the answer: by hand)
+    assert (
+        float(rows["ada"]["score"]) == 2 + 2
+    )  # make_iterators, make_model_and_optimizer (the answer: by hand)
     assert float(rows["ben"]["score"]) == 0
     for student in ("ada", "ben"):
         fetched = sorted(p.name for p in (folders[student] / "feedback").rglob("*.html"))

@@ -9,16 +9,31 @@ from tests.conftest import PYTHON
 
 
 def run_doctor(data_root) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "course", "doctor"], capture_output=True, text=True,
-                          env={**os.environ, "CHAINER_DATASET_ROOT": str(data_root)})
+    return subprocess.run(
+        [PYTHON, "-m", "course", "doctor"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CHAINER_DATASET_ROOT": str(data_root)},
+    )
 
 
 def test_doctor_reports_every_part_and_passes_here(data_root):
     data.prepare_synthetic(20, 20)
     run = run_doctor(data_root)
     assert run.returncode == 0, run.stdout
-    for part in ("Python", "Chainer", "CuPy", "GPUs", "cuDNN", "NCCL", "CUDA kernels", "MPI", "scheduler",
-                 "site profile", "data"):
+    for part in (
+        "Python",
+        "Chainer",
+        "CuPy",
+        "GPUs",
+        "cuDNN",
+        "NCCL",
+        "CUDA kernels",
+        "MPI",
+        "scheduler",
+        "site profile",
+        "data",
+    ):
         assert f"] {part}" in run.stdout
     assert "[ok] Chainer       7.8.1" in run.stdout
     assert "mpi4py 4.1.2" in run.stdout

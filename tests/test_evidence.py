@@ -1,5 +1,6 @@
 """Runs checked as evidence (course.evidence): one line of each kind per job, the ranks `course launch` started,
 GPUs for stage 2, and the scheduler's records where the grader reaches them (a real Slurm cluster below)."""
+
 from __future__ import annotations
 
 import shutil
@@ -22,7 +23,9 @@ pytestmark = pytest.mark.usefixtures("grading_config")
 
 
 def trace(path, **accounting) -> evidence.Run:
-    return evidence.trace(path, accounting=evidence.Accounting(**accounting) if accounting else None)
+    return evidence.trace(
+        path, accounting=evidence.Accounting(**accounting) if accounting else None
+    )
 
 
 def edit_log(folder, name, change) -> None:
@@ -35,26 +38,42 @@ def edit_log(folder, name, change) -> None:
 
 def test_a_forged_second_throughput_line_is_refused(folder):
     path, _ = make_run(folder, "single_gpu", 1, 50.0)
-    edit_log(folder, "run_single_gpu_training.sh.o1",
-             lambda text: text.replace("course: results", f"{joblog.throughput_line(80.0, 40, 5, 3)}\ncourse: results"))
-    assert trace(path).problems == ["the log run_single_gpu_training.sh.o1 shows 2 Throughput lines (50.00, 80.00); "
-                                    "a job prints one: the log was edited"]
+    edit_log(
+        folder,
+        "run_single_gpu_training.sh.o1",
+        lambda text: text.replace(
+            "course: results", f"{joblog.throughput_line(80.0, 40, 5, 3)}\ncourse: results"
+        ),
+    )
+    assert trace(path).problems == [
+        "the log run_single_gpu_training.sh.o1 shows 2 Throughput lines (50.00, 80.00); "
+        "a job prints one: the log was edited"
+    ]
 
 
 def test_a_second_results_line_for_the_same_run_file_is_refused(folder):
     path, digest = make_run(folder, "single_gpu", 1, 50.0)
     forged = joblog.results_line(path.relative_to(folder), "f" * 64)
-    edit_log(folder, "run_single_gpu_training.sh.o1",
-             lambda text: text.replace("course: job", f"{forged}\ncourse: job"))
-    assert trace(path).problems == ["the log run_single_gpu_training.sh.o1 names single_gpu-1.local/results.json "
-                                    "2 times; a job writes one results line: the log was edited"]
+    edit_log(
+        folder,
+        "run_single_gpu_training.sh.o1",
+        lambda text: text.replace("course: job", f"{forged}\ncourse: job"),
+    )
+    assert trace(path).problems == [
+        "the log run_single_gpu_training.sh.o1 names single_gpu-1.local/results.json "
+        "2 times; a job writes one results line: the log was edited"
+    ]
 
 
 def test_a_second_run_header_for_the_job_is_refused(folder):
     path, _ = make_run(folder, "single_gpu", 1, 50.0)
-    edit_log(folder, "run_single_gpu_training.sh.o1", lambda text: text.splitlines()[0] + "\n" + text)
-    assert "the log run_single_gpu_training.sh.o1 shows 2 run headers of job 1.local; a job starts one run" in \
-        trace(path).problems[0]
+    edit_log(
+        folder, "run_single_gpu_training.sh.o1", lambda text: text.splitlines()[0] + "\n" + text
+    )
+    assert (
+        "the log run_single_gpu_training.sh.o1 shows 2 run headers of job 1.local; a job starts one run"
+        in trace(path).problems[0]
+    )
 
 
 # --- the ranks course launch started -------------------------------------------------------------
@@ -66,28 +85,48 @@ def relabel_as_two_ranks(text: str) -> str:
 
 
 def test_workers_that_course_launch_did_not_start_are_refused(folder):
-    path, _ = make_run(folder, "multi_node", 3, 180.0, workers=2, device_kind="cpu", communicator="naive")
-    edit_log(folder, "run_multi_node_training.sh.o3",
-             lambda text: text.replace("2 slot(s) on 1 node(s): n1 x2", "1 slot(s) on 1 node(s): n1 x1")
-             .replace("-n 2", "-n 1"))
-    assert trace(path).problems == ["the results file says 2 worker(s), but course launch started 1 rank(s) in "
-                                    "job 3.local"]
+    path, _ = make_run(
+        folder, "multi_node", 3, 180.0, workers=2, device_kind="cpu", communicator="naive"
+    )
+    edit_log(
+        folder,
+        "run_multi_node_training.sh.o3",
+        lambda text: text.replace(
+            "2 slot(s) on 1 node(s): n1 x2", "1 slot(s) on 1 node(s): n1 x1"
+        ).replace("-n 2", "-n 1"),
+    )
+    assert trace(path).problems == [
+        "the results file says 2 worker(s), but course launch started 1 rank(s) in job 3.local"
+    ]
 
 
 def test_a_launcher_command_starting_other_ranks_than_the_slots_is_refused(folder):
-    path, _ = make_run(folder, "multi_node", 3, 180.0, workers=2, device_kind="cpu", communicator="naive")
+    path, _ = make_run(
+        folder, "multi_node", 3, 180.0, workers=2, device_kind="cpu", communicator="naive"
+    )
     edit_log(folder, "run_multi_node_training.sh.o3", lambda text: text.replace("-n 2", "-n 1"))
-    assert trace(path).problems == ["the launcher's command in run_multi_node_training.sh.o3 starts 1 rank(s), "
-                                    "not the 2 slot(s) course launch names"]
+    assert trace(path).problems == [
+        "the launcher's command in run_multi_node_training.sh.o3 starts 1 rank(s), "
+        "not the 2 slot(s) course launch names"
+    ]
 
 
 def test_a_stage_3_run_without_its_launch_is_refused(folder):
-    path, _ = make_run(folder, "multi_node", 3, 180.0, workers=2, device_kind="cpu", communicator="naive")
-    edit_log(folder, "run_multi_node_training.sh.o3",
-             lambda text: "".join(line for line in text.splitlines(True) if not line.startswith("course launch")))
-    assert trace(path).problems == ["the log run_multi_node_training.sh.o3 does not show course launch starting the "
-                                    "ranks of job 3.local (stage 3 runs through jobs/run_multi_node_training.sh, "
-                                    "which prints it)"]
+    path, _ = make_run(
+        folder, "multi_node", 3, 180.0, workers=2, device_kind="cpu", communicator="naive"
+    )
+    edit_log(
+        folder,
+        "run_multi_node_training.sh.o3",
+        lambda text: "".join(
+            line for line in text.splitlines(True) if not line.startswith("course launch")
+        ),
+    )
+    assert trace(path).problems == [
+        "the log run_multi_node_training.sh.o3 does not show course launch starting the "
+        "ranks of job 3.local (stage 3 runs through jobs/run_multi_node_training.sh, "
+        "which prints it)"
+    ]
 
 
 def test_the_reference_logs_show_the_ranks_their_runs_had():
@@ -101,9 +140,13 @@ def test_the_reference_logs_show_the_ranks_their_runs_had():
 
 def test_a_header_naming_other_devices_than_the_results_is_refused(folder):
     path, _ = make_run(folder, "single_gpu", 1, 50.0)
-    edit_log(folder, "run_single_gpu_training.sh.o1", lambda text: text.replace(" (Tesla P100)", ""))
-    assert trace(path).problems == ["the log's run header shows devices @cupy:0 (GPU model none), the results file "
-                                    "@cupy:0 (GPU model Tesla P100)"]
+    edit_log(
+        folder, "run_single_gpu_training.sh.o1", lambda text: text.replace(" (Tesla P100)", "")
+    )
+    assert trace(path).problems == [
+        "the log's run header shows devices @cupy:0 (GPU model none), the results file "
+        "@cupy:0 (GPU model Tesla P100)"
+    ]
 
 
 def test_a_stage_2_run_on_gpus_with_its_model_in_both_files_traces(folder):
@@ -114,13 +157,15 @@ def test_a_stage_2_run_on_gpus_with_its_model_in_both_files_traces(folder):
 # --- the scheduler's records ---------------------------------------------------------------------
 
 # Real output of Debian's Slurm (slurm-wlm 22.05) on tests/slurm_cluster.py's cluster, which has no slurmdbd.
-SCONTROL = ("JobId=1 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 Nice=0 "
-            "Account=(null) QOS=(null) JobState=COMPLETED Reason=None Dependency=(null) Requeue=1 Restarts=0 "
-            "BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=00:00:03 TimeLimit=UNLIMITED TimeMin=N/A "
-            "SubmitTime=2026-11-22T08:32:21 StartTime=2026-11-22T08:32:24 EndTime=2026-11-22T08:32:27 "
-            "Partition=course AllocNode:Sid=localhost:29481 NodeList=localhost BatchHost=localhost NumNodes=1 "
-            "NumCPUs=2 NumTasks=2 CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=2,node=1,billing=2 Socks/Node=* "
-            "WorkDir=/work/helpers/evidence StdOut=/work/helpers/evidence/slurm-1.out Power= \n")
+SCONTROL = (
+    "JobId=1 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 Nice=0 "
+    "Account=(null) QOS=(null) JobState=COMPLETED Reason=None Dependency=(null) Requeue=1 Restarts=0 "
+    "BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=00:00:03 TimeLimit=UNLIMITED TimeMin=N/A "
+    "SubmitTime=2026-11-22T08:32:21 StartTime=2026-11-22T08:32:24 EndTime=2026-11-22T08:32:27 "
+    "Partition=course AllocNode:Sid=localhost:29481 NodeList=localhost BatchHost=localhost NumNodes=1 "
+    "NumCPUs=2 NumTasks=2 CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=2,node=1,billing=2 Socks/Node=* "
+    "WorkDir=/work/helpers/evidence StdOut=/work/helpers/evidence/slurm-1.out Power= \n"
+)
 # sacct -X -n -P -o User,NNodes,AllocTRES,ElapsedRaw, in the format of Slurm's sacct manual (-P: '|' between fields)
 SACCT = "s1234|2|billing=8,cpu=8,gres/gpu:p100=4,gres/gpu=4,mem=64G,node=2|612\n"
 # qstat -x -f, in the format of PBS Professional's reference guide (long values go on after a tab)
@@ -138,9 +183,13 @@ QSTAT = """Job Id: 4242.reedbush-pbsadmin0
 
 
 def test_the_schedulers_records_are_read_from_their_own_formats():
-    assert evidence.parse_scontrol(SCONTROL) == evidence.JobAccount("root", 1, 0, 3.0, "scontrol show job")
+    assert evidence.parse_scontrol(SCONTROL) == evidence.JobAccount(
+        "root", 1, 0, 3.0, "scontrol show job"
+    )
     assert evidence.parse_sacct(SACCT) == evidence.JobAccount("s1234", 2, 4, 612.0, "sacct")
-    assert evidence.parse_sacct("s1234|1|billing=2,cpu=2,mem=4G,node=1|60\n").gpus is None  # GPUs not recorded
+    assert (
+        evidence.parse_sacct("s1234|1|billing=2,cpu=2,mem=4G,node=1|60\n").gpus is None
+    )  # GPUs not recorded
     assert evidence.parse_sacct("") is None
     assert evidence.parse_qstat(QSTAT) == evidence.JobAccount("s1234", 2, 4, 612.0, "qstat -x -f")
     assert evidence.parse_qstat("qstat: Unknown Job Id 4242.reedbush-pbsadmin0\n") is None
@@ -154,46 +203,78 @@ def gpu_run(folder) -> evidence.Run:
     """A traced 2-rank GPU run of 60 s on one node, as the records would be asked about it."""
     path, _ = make_run(folder, "multi_node", 7, 180.0, workers=2, communicator="pure_nccl")
     run = evidence.trace(path)
-    run.record.update(devices=["@cupy:0", "@cupy:1"], wall_seconds=60.0)  # what a real run on 2 GPUs records
+    run.record.update(
+        devices=["@cupy:0", "@cupy:1"], wall_seconds=60.0
+    )  # what a real run on 2 GPUs records
     return run
 
 
-@pytest.mark.parametrize("account,problem", [
-    (evidence.JobAccount("s9999", 1, 2, 100.0, "sacct"), "job 7.local ran as user s9999 (sacct), not as s1234, the "
-                                                         "user of alice: it is someone else's job"),
-    (evidence.JobAccount("s1234", 1, 0, 100.0, "sacct"), "the run names 2 GPU(s), but job 7.local had 0 (sacct)"),
-    (evidence.JobAccount("s1234", 1, 2, 10.0, "sacct"), "job 7.local ran 10 s (sacct), less than the run's own 60 s"),
-    (None, "job 7.local is not in the scheduler's records (sacct -j 7.local knows no such job): it did not run on "
-           "this cluster"),
-])
+@pytest.mark.parametrize(
+    "account,problem",
+    [
+        (
+            evidence.JobAccount("s9999", 1, 2, 100.0, "sacct"),
+            "job 7.local ran as user s9999 (sacct), not as s1234, the "
+            "user of alice: it is someone else's job",
+        ),
+        (
+            evidence.JobAccount("s1234", 1, 0, 100.0, "sacct"),
+            "the run names 2 GPU(s), but job 7.local had 0 (sacct)",
+        ),
+        (
+            evidence.JobAccount("s1234", 1, 2, 10.0, "sacct"),
+            "job 7.local ran 10 s (sacct), less than the run's own 60 s",
+        ),
+        (
+            None,
+            "job 7.local is not in the scheduler's records (sacct -j 7.local knows no such job): it did not run on "
+            "this cluster",
+        ),
+    ],
+)
 def test_a_job_the_records_contradict_does_not_count(folder, account, problem):
     run = gpu_run(folder)
-    problems, _ = evidence.Accounting("alice", "s1234", records=records(
-        account, "sacct -j 7.local knows no such job", absent=account is None)).check(run)
+    problems, _ = evidence.Accounting(
+        "alice",
+        "s1234",
+        records=records(account, "sacct -j 7.local knows no such job", absent=account is None),
+    ).check(run)
     assert problems == [problem]
 
 
 def test_a_job_the_records_agree_with_says_what_was_checked(folder):
     run = gpu_run(folder)
     found = evidence.JobAccount("s1234", 2, None, 61.0, "sacct -j 7.local")
-    assert evidence.Accounting("alice", "s1234", records=records(found)).check(run) == ([], [
-        "job 7.local checked against sacct -j 7.local: user s1234, 2 node(s), GPUs not recorded, so not checked, 61 s"])
+    assert evidence.Accounting("alice", "s1234", records=records(found)).check(run) == (
+        [],
+        [
+            "job 7.local checked against sacct -j 7.local: user s1234, 2 node(s), GPUs not recorded, so not checked, 61 s"
+        ],
+    )
     _, notes = evidence.Accounting("alice", records=records(found)).check(run)
-    assert notes[0] == ("job 7.local ran as user s1234 (sacct -j 7.local); whose job it was is not compared: "
-                        "grading.toml [accounting] users maps no user to alice")
+    assert notes[0] == (
+        "job 7.local ran as user s1234 (sacct -j 7.local); whose job it was is not compared: "
+        "grading.toml [accounting] users maps no user to alice"
+    )
 
 
 def test_what_cannot_be_checked_is_said_and_costs_nothing(folder, capsys):
     path, _ = make_run(folder, "single_gpu", 1, 50.0)
     run = trace(path, student="alice", user="s1234")
-    assert run.traced and run.notes == ["job 1.local was not checked against the scheduler's records: the local "
-                                        "scheduler keeps no accounting"]
+    assert run.traced and run.notes == [
+        "job 1.local was not checked against the scheduler's records: the local "
+        "scheduler keeps no accounting"
+    ]
     run = trace(path, enabled=False)
-    assert run.notes == ["job 1.local was not checked against the scheduler's records: grading.toml [accounting] has "
-                         "enabled = false"]
+    assert run.notes == [
+        "job 1.local was not checked against the scheduler's records: grading.toml [accounting] has "
+        "enabled = false"
+    ]
 
 
-def test_the_grader_maps_the_nbgrader_folder_to_the_student_s_cluster_user(tmp_path, grading_config):
+def test_the_grader_maps_the_nbgrader_folder_to_the_student_s_cluster_user(
+    tmp_path, grading_config
+):
     grading_config.write_text(GRADING + '\n[accounting]\nusers = { alice = "s1234" }\n')
     folder = tmp_path / "autograded" / "alice" / paths.ASSIGNMENT
     folder.mkdir(parents=True)
@@ -203,46 +284,75 @@ def test_the_grader_maps_the_nbgrader_folder_to_the_student_s_cluster_user(tmp_p
 
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_a_slurm_job_is_checked_against_the_clusters_own_records(cluster, student_run, tmp_path,  # noqa: F811
-                                                                   quick_env):
+def test_a_slurm_job_is_checked_against_the_clusters_own_records(
+    cluster,  # noqa: F811
+    student_run,
+    tmp_path,
+    quick_env,
+):
     """This cluster has no slurmdbd: sacct answers that accounting storage is disabled, and the check falls back
     on scontrol, which holds a finished job for MinJobAge (300 s)."""
     folder = tmp_path / paths.ASSIGNMENT
     shutil.copytree(student_run, folder, ignore=shutil.ignore_patterns("runs", "*.o*"))
     sites.apply(sites.load_profile(str(ROOT / "sites" / "slurm-cpu.toml")), folder / "jobs")
-    submitted = subprocess.run(["qsub", "-j", "oe", "jobs/run_single_gpu_training.sh"], cwd=folder,
-                               env=cluster.env(quick_env), capture_output=True, text=True, check=True)
+    submitted = subprocess.run(
+        ["qsub", "-j", "oe", "jobs/run_single_gpu_training.sh"],
+        cwd=folder,
+        env=cluster.env(quick_env),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     job = submit.Job(submitted.stdout.strip(), folder, "qsub")
     assert job.wait(timeout=600, echo=None, poll=2) == 0, job.find_log().read_text()
     [path] = folder.glob("runs/single_gpu-*/results.json")
     run = trace(path, student="alice", user="root")
     assert run.traced, run.problems
     [note] = run.notes
-    assert note.startswith(f"job {job.id} checked against scontrol show job: user root, 1 node(s), 0 GPU(s), ")
+    assert note.startswith(
+        f"job {job.id} checked against scontrol show job: user root, 1 node(s), 0 GPU(s), "
+    )
     assert trace(path, student="alice", user="s1234").problems == [
-        f"job {job.id} ran as user root (scontrol show job), not as s1234, the user of alice: it is someone else's job"]
+        f"job {job.id} ran as user root (scontrol show job), not as s1234, the user of alice: it is someone else's job"
+    ]
     gone = evidence.lookup("slurm", "999999")
     assert (gone.account, gone.absent) == (None, False)
-    assert gone.why == "sacct: Slurm accounting storage is disabled; scontrol no longer holds job 999999"
+    assert (
+        gone.why
+        == "sacct: Slurm accounting storage is disabled; scontrol no longer holds job 999999"
+    )
 
 
 # --- weak and strong scaling -----------------------------------------------------------------------
 
 
 def sized(workers: int, per_worker: int, **record) -> evidence.Run:
-    base = {"device_kind": "cpu", "gpu_model": None, "model": {"name": "vgg", "width": 16},
-            "dataset": {"name": "synthetic"}, "workers": workers}
-    return evidence.Run(ROOT / "runs" / "x" / "results.json", {
-        **base, "batch_size": {"per_worker": per_worker, "total": per_worker * workers}, **record})
+    base = {
+        "device_kind": "cpu",
+        "gpu_model": None,
+        "model": {"name": "vgg", "width": 16},
+        "dataset": {"name": "synthetic"},
+        "workers": workers,
+    }
+    return evidence.Run(
+        ROOT / "runs" / "x" / "results.json",
+        {**base, "batch_size": {"per_worker": per_worker, "total": per_worker * workers}, **record},
+    )
 
 
-@pytest.mark.parametrize("run, kind", [
-    (sized(2, 64), "weak"),  # each rank stage 1's batch
-    (sized(4, 16), "strong"),  # stage 1's 64 split over 4 ranks
-    (sized(2, 48), None),  # neither: the runs do not compare
-    (sized(1, 64), "weak"),
-    (sized(2, 32, model={"name": "vgg", "width": 64}), None),  # the same split of another network
-])
+@pytest.mark.parametrize(
+    "run, kind",
+    [
+        (sized(2, 64), "weak"),  # each rank stage 1's batch
+        (sized(4, 16), "strong"),  # stage 1's 64 split over 4 ranks
+        (sized(2, 48), None),  # neither: the runs do not compare
+        (sized(1, 64), "weak"),
+        (
+            sized(2, 32, model={"name": "vgg", "width": 64}),
+            None,
+        ),  # the same split of another network
+    ],
+)
 def test_a_stage_3_run_compares_with_stage_1_by_weak_or_strong_scaling(run, kind):
     base = sized(1, 64)
     assert evidence.scaling(run, base) == kind

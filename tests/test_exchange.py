@@ -1,6 +1,7 @@
 """nbgrader's exchange as the kit configures it, through nbgrader's own apps (release_assignment,
 fetch_assignment, submit, collect): the job outputs travel with a submission, the snapshots do not, and
 nbgrader's size limit is said. tests/test_demo.py plays the whole term, feedback included."""
+
 from __future__ import annotations
 
 import shutil
@@ -59,13 +60,20 @@ def test_release_creates_the_exchange_and_students_fetch_into_the_course_folder(
 def test_job_outputs_travel_with_a_submission_and_snapshots_do_not(cycle):
     course, _, _, _ = cycle
     collected = course / "submitted" / "ada" / A
-    assert (collected / LOG).is_file() and (collected / "runs" / "single_gpu-7.local" / "results.json").is_file()
+    assert (collected / LOG).is_file() and (
+        collected / "runs" / "single_gpu-7.local" / "results.json"
+    ).is_file()
     assert not list(collected.rglob("snapshot*"))
 
 
 def test_a_submission_over_nbgraders_size_limit_is_refused_with_its_reason(cycle):
     _, root, home, settings = cycle
     with pytest.raises(CourseError, match="Directory size is too big"):
-        exchange.run("submit", [A, "--student=ada", "--CourseDirectory.max_dir_size=1"], home, root,
-                     cache=home / "cache")
+        exchange.run(
+            "submit",
+            [A, "--student=ada", "--CourseDirectory.max_dir_size=1"],
+            home,
+            root,
+            cache=home / "cache",
+        )
     assert exchange.size(exchange.assignment_folder(home, settings)) > 1000

@@ -3,6 +3,7 @@
 Each job runs under course.cluster.localsched's supervisor, as `python -m course submit` runs it; the
 tests read /proc to check that no process of a job outlives it.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,7 +47,9 @@ def folder(tmp_path, monkeypatch) -> Path:
     return work
 
 
-def submit_job(folder: Path, body: str, walltime: str = "00:01:00", name: str = "job.sh") -> submit.Job:
+def submit_job(
+    folder: Path, body: str, walltime: str = "00:01:00", name: str = "job.sh"
+) -> submit.Job:
     (folder / "jobs" / name).write_text(HEAD.format(walltime=walltime) + body)
     return submit.submit(f"jobs/{name}", scheduler="local", workdir=folder, echo=None)
 
@@ -66,6 +69,7 @@ def job_processes(job: submit.Job) -> dict[int, str]:
 
 def running(job: submit.Job, sleeps: int) -> list[int]:
     """The job's processes, once `sleeps` sleep commands run among them."""
+
     def with_sleeps() -> list[int]:
         found = job_processes(job)
         return list(found) if list(found.values()).count("sleep") >= sleeps else []
@@ -97,10 +101,14 @@ def test_a_job_killed_at_its_walltime_fails_says_so_last_and_leaves_no_process(f
     assert list(seen.values()).count("sleep") == 2 and not [pid for pid in seen if procs.alive(pid)]
     text = job.find_log().read_text()
     assert last_line(job) == joblog.walltime_notice("00:00:02")
-    assert joblog.killed_line(job.id, "TERM", joblog.ended_at(text)) in text  # the shell's own account
+    assert (
+        joblog.killed_line(job.id, "TERM", joblog.ended_at(text)) in text
+    )  # the shell's own account
     assert job.exit_status() == joblog.exit_status(text) == localsched.WALLTIME_EXIT
     assert job._local.ended_at() >= joblog.ended_at(text)
-    assert job.ending().says == "was killed at its walltime" and "walltime ran out" in job.diagnosis()
+    assert (
+        job.ending().says == "was killed at its walltime" and "walltime ran out" in job.diagnosis()
+    )
 
 
 def test_sigterm_to_the_supervisor_stops_every_process_of_the_job(folder):
@@ -127,9 +135,16 @@ def test_sigkill_to_course_launch_leaves_no_launcher_and_no_rank(tmp_path, mpi_e
     env = {**mpi_env, "COURSE_MPIEXEC": "mpiexec -n {nprocs} --hostfile {hostfile}"}
     for variable in ("PBS_JOBID", "SLURM_JOB_ID"):  # one rank on this machine
         env.pop(variable, None)
-    launch = subprocess.Popen([PYTHON, "-m", "course", "launch", "--", "sleep", "60"], env=env, cwd=tmp_path,
-                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    launch = subprocess.Popen(
+        [PYTHON, "-m", "course", "launch", "--", "sleep", "60"],
+        env=env,
+        cwd=tmp_path,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
+
         def with_rank() -> list[int]:
             members = procs.session_members(launch.pid)
             return members if "sleep" in map(command_name, members) else []
@@ -138,7 +153,10 @@ def test_sigkill_to_course_launch_leaves_no_launcher_and_no_rank(tmp_path, mpi_e
         assert len(members) >= 3  # course launch, the MPI launcher, the rank
         launch.kill()
         launch.wait()
-        assert until(lambda: not [pid for pid in members if procs.alive(pid)], what="the launcher's and rank's end")
+        assert until(
+            lambda: not [pid for pid in members if procs.alive(pid)],
+            what="the launcher's and rank's end",
+        )
     finally:
         procs.end_session(launch.pid, grace=1)
 
@@ -146,8 +164,10 @@ def test_sigkill_to_course_launch_leaves_no_launcher_and_no_rank(tmp_path, mpi_e
 def test_a_bash_syntax_error_is_named_with_its_line(folder):
     job = submit_job(folder, "if true; then\n  echo one\nfi fi\n", name="syntax.sh")
     assert job.wait(timeout=30, echo=None) == 2
-    assert job.diagnosis() == ("bash cannot read the job script: syntax error near unexpected token `fi' at line 8 "
-                               "of syntax.sh: fix that line (bash -n SCRIPT checks a script without running it)")
+    assert job.diagnosis() == (
+        "bash cannot read the job script: syntax error near unexpected token `fi' at line 8 "
+        "of syntax.sh: fix that line (bash -n SCRIPT checks a script without running it)"
+    )
 
 
 def test_a_missing_command_is_named_and_no_scheduler_command_is_suggested(folder):
@@ -155,8 +175,10 @@ def test_a_missing_command_is_named_and_no_scheduler_command_is_suggested(folder
     lines = []
     assert job.wait(timeout=30, echo=lines.append) == 127
     assert lines[-2].startswith(f"[job {job.id} ended with exit status 127; log: ")
-    assert lines[-1] == ("[what went wrong: line 7 of missing.sh runs `mpiexecc`, which is not found: fix the name, "
-                         "or load its module in the site profile's setup]")
+    assert lines[-1] == (
+        "[what went wrong: line 7 of missing.sh runs `mpiexecc`, which is not found: fix the name, "
+        "or load its module in the site profile's setup]"
+    )
 
 
 def test_a_misspelt_pbs_resource_is_refused_before_the_job_runs(folder):
@@ -181,22 +203,34 @@ def read_until(stream, wanted: str, timeout: float = 20.0) -> None:
 
 
 def test_ctrl_c_on_course_submit_says_how_to_cancel_and_course_cancel_stops_the_job(folder):
-    (folder / "jobs" / "long.sh").write_text(HEAD.format(walltime="00:01:00") + "echo started\nsleep 30\n")
-    follow = subprocess.Popen([PYTHON, "-m", "course", "submit", "jobs/long.sh"], cwd=folder, bufsize=0,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    (folder / "jobs" / "long.sh").write_text(
+        HEAD.format(walltime="00:01:00") + "echo started\nsleep 30\n"
+    )
+    follow = subprocess.Popen(
+        [PYTHON, "-m", "course", "submit", "jobs/long.sh"],
+        cwd=folder,
+        bufsize=0,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     read_until(follow.stdout, "started")  # echoed by Job.wait: it follows the log now
     follow.send_signal(signal.SIGINT)
     said = follow.communicate(timeout=30)[0].decode()
     assert follow.returncode == 130, said
     assert "it goes on running" in said and "to cancel it: python -m course cancel 1.local" in said
     assert "[y/N]" not in said  # nobody at a terminal to answer
-    run = subprocess.run([PYTHON, "-m", "course", "cancel", "1.local"], cwd=folder, capture_output=True, text=True)
+    run = subprocess.run(
+        [PYTHON, "-m", "course", "cancel", "1.local"], cwd=folder, capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("job 1.local was cancelled; its log: ")
     log = joblog.find(folder, "1.local")
     assert "job 1.local was cancelled" in log.read_text().splitlines()[-1]
-    again = subprocess.run([PYTHON, "-m", "course", "cancel", "1.local"], cwd=folder, capture_output=True, text=True)
+    again = subprocess.run(
+        [PYTHON, "-m", "course", "cancel", "1.local"], cwd=folder, capture_output=True, text=True
+    )
     assert again.returncode == 2 and "has already ended: it was cancelled" in again.stderr
 
 
@@ -204,4 +238,3 @@ def test_cancel_names_the_right_command_for_a_clusters_job(folder):
     with pytest.raises(JobError) as caught:
         localsched.cancel("4242.pbs01")
     assert "qdel 4242.pbs01" in caught.value.hint and "scancel 4242" in caught.value.hint
-

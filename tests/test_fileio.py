@@ -1,4 +1,5 @@
 """Atomic writes (course.fileio): a reader never sees half a file, whatever stops the writer."""
+
 from __future__ import annotations
 
 import signal
@@ -25,8 +26,12 @@ with atomic_file(Path(sys.argv[1])) as f:
 
 
 def terminate_mid_write(folder, handler: str) -> int:
-    writer = subprocess.Popen([PYTHON, "-c", WRITER, str(folder / "data.npz"), handler],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [PYTHON, "-c", WRITER, str(folder / "data.npz"), handler],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert writer.stdout.readline() == "writing\n"
         [partial] = folder.iterdir()
@@ -39,7 +44,9 @@ def terminate_mid_write(folder, handler: str) -> int:
 
 
 def test_a_writer_killed_by_sigterm_leaves_no_partial_file(tmp_path):
-    assert terminate_mid_write(tmp_path, "default") == -signal.SIGTERM  # it still dies by the signal
+    assert (
+        terminate_mid_write(tmp_path, "default") == -signal.SIGTERM
+    )  # it still dies by the signal
     assert list(tmp_path.iterdir()) == []
 
 

@@ -1,4 +1,5 @@
 """The three stages on real GPUs, through their job scripts (marked gpu: skipped without GPUs)."""
+
 from __future__ import annotations
 
 import shutil
@@ -20,8 +21,14 @@ def assignment(student_run, tmp_path):
 
 
 def submit(folder, env, *arguments):
-    run = subprocess.run([PYTHON, "-m", "course", "submit", *arguments], cwd=folder, env=env, capture_output=True,
-                         text=True, timeout=1800)
+    run = subprocess.run(
+        [PYTHON, "-m", "course", "submit", *arguments],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     return run.stdout
 
@@ -29,7 +36,9 @@ def submit(folder, env, *arguments):
 def test_stage1_trains_on_the_first_gpu(assignment, quick_env):
     submit(assignment, quick_env, "jobs/run_single_gpu_training.sh")
     [run] = evidence.runs("single_gpu", assignment)
-    assert run.traced and run.record["devices"] == ["@cupy:0"] and run.record["device_kind"] == "gpu"
+    assert (
+        run.traced and run.record["devices"] == ["@cupy:0"] and run.record["device_kind"] == "gpu"
+    )
     assert run.record["versions"]["cudnn"], "Chainer should use cuDNN from the gpu extra"
 
 
@@ -40,18 +49,34 @@ def test_stage2_multiprocess_parallel_updater_on_every_gpu(assignment, quick_env
     submit(assignment, quick_env, "jobs/run_single_gpu_training.sh")
     out = submit(assignment, quick_env, "jobs/run_multi_gpu_training.sh", "-l", f"ngpus={count}")
     [run] = evidence.runs("multi_gpu", assignment)
-    assert run.traced and run.workers == count and run.record["updater"] == "MultiprocessParallelUpdater"
+    assert (
+        run.traced
+        and run.workers == count
+        and run.record["updater"] == "MultiprocessParallelUpdater"
+    )
     # The record names the GPUs the updater was given, so that it compares with stage 1's GPU run.
-    assert run.record["devices"] == [f"@cupy:{i}" for i in range(count)] and run.record["device_kind"] == "gpu"
+    assert (
+        run.record["devices"] == [f"@cupy:{i}" for i in range(count)]
+        and run.record["device_kind"] == "gpu"
+    )
     [base] = evidence.runs("single_gpu", assignment)
     assert run.record["gpu_model"] and not evidence.comparable(run, base)
-    assert "optimizer.lr is changed to" in out  # the updater divides the lr by the GPUs, as the notebook says
+    assert (
+        "optimizer.lr is changed to" in out
+    )  # the updater divides the lr by the GPUs, as the notebook says
 
 
 def test_stage3_pure_nccl_one_rank_per_gpu(assignment, quick_env):
     count = gpu.visible_gpus().count
-    submit(assignment, quick_env, "jobs/run_multi_node_training.sh", "-l", f"select=1:mpiprocs={count}",
-           "-v", "COMMUNICATOR=pure_nccl")
+    submit(
+        assignment,
+        quick_env,
+        "jobs/run_multi_node_training.sh",
+        "-l",
+        f"select=1:mpiprocs={count}",
+        "-v",
+        "COMMUNICATOR=pure_nccl",
+    )
     [run] = evidence.runs("multi_node", assignment)
     assert run.traced and run.workers == count and run.record["communicator"] == "pure_nccl"
     assert run.record["devices"] == [f"@cupy:{i}" for i in range(count)]

@@ -1,10 +1,11 @@
 """Grading with the real nbgrader, end to end: a batch of submissions with planted mistakes."""
+
 from __future__ import annotations
 
 import csv
 import json
-import shutil
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -48,71 +49,179 @@ SOLVED = 39  # all the automatic points but stage 2's throughput (4), which need
 
 def set_schedule(first: str, last: str):
     """A planted learning_rate_schedule whose ramp runs from `first` to `last` (Python expressions)."""
-    return lambda f: set_cell(f, "03_multi_node.ipynb", "learning_rate_schedule",
-                              "def learning_rate_schedule(base_lr, n_workers, warmup_iterations):\n"
-                              f"    return extensions.LinearShift('lr', ({first}, {last}), (0, warmup_iterations))")
+    return lambda f: set_cell(
+        f,
+        "03_multi_node.ipynb",
+        "learning_rate_schedule",
+        "def learning_rate_schedule(base_lr, n_workers, warmup_iterations):\n"
+        f"    return extensions.LinearShift('lr', ({first}, {last}), (0, warmup_iterations))",
+    )
 
 
 # (submission, how to make it from the solved run, expected score, {test: words of its message})
 PLANTED = {
-    "carol": (lambda f: set_cell(f, "02_multi_gpu.ipynb", "make_train_iterators",
-                                 "def make_train_iterators(train, batchsize, n_devices):\n"
-                                 "    return [chainer.iterators.SerialIterator(train, batchsize)\n"
-                                 "            for _ in range(n_devices)]"),
-              SOLVED - 2, {("02_multi_gpu", "check_train_iterators"): "more than one GPU's part"}),
-    "dave": (lambda f: set_cell(f, "03_multi_node.ipynb", "shard_datasets",
-                                "def shard_datasets(train, test, comm, seed):\n    return train, test"),
-             SOLVED - 2, {("03_multi_node", "check_scatter"): "rank 1 has no train set"}),
-    "erin": (lambda f: set_cell(f, "03_multi_node.ipynb", "make_optimizer",
-                                "def make_optimizer(args, comm, model):\n"
-                                "    optimizer = chainer.optimizers.MomentumSGD(args.lr * comm.size)\n"
-                                "    optimizer.setup(model)\n    return optimizer"),
-             SOLVED - 2, {("03_multi_node", "check_optimizer"): "does not exchange gradients"}),
-    "frank": (lambda f: set_cell(f, "03_multi_node.ipynb", "make_communicator",
-                                 "def make_communicator(name):\n    return chainermn.create_communicator(name)\n\n\n"
-                                 "def device_for_rank(comm, use_gpu):\n    return '@cupy:0' if use_gpu else '@numpy'"),
-              SOLVED - 1, {("03_multi_node", "check_device_binding"): "'@cupy:0', '@cupy:0'"}),
-    "grace": (speed_up_ring_run, SOLVED - 1, {("03_multi_node", "check_comparisons"): "edited after the job wrote it"}),
-    "heidi": (lambda f: [log.unlink() for log in f.glob("run_single_gpu_training.sh.o*")],
-              SOLVED - 8, {("01_single_gpu", "check_results"): "no job log",
-                           ("03_multi_node", "check_efficiency"): "no traced stage-1 run",
-                           ("03_multi_node", "check_accuracy"): "no traced stage-1 run"}),
-    "ivan": (lambda f: set_cell(f, "01_single_gpu.ipynb", "make_iterators",
-                                "train_iter = SerialIterator(train, 64)  # a stray line that raises\n\n"
-                                "def make_iterators(train, test, batchsize):\n    return None"),
-             SOLVED - 2, {("01_single_gpu", "check_iterators"): "returned NoneType, not the pair"}),
-    "kate": (set_schedule("base_lr * n_workers", "base_lr * n_workers"), SOLVED - 2,
-             {("03_multi_node", "check_learning_rate_schedule"): "no warm-up"}),
-    "leo": (set_schedule("base_lr", "base_lr"), SOLVED - 2,
-            {("03_multi_node", "check_learning_rate_schedule"): "no scaling"}),
+    "carol": (
+        lambda f: set_cell(
+            f,
+            "02_multi_gpu.ipynb",
+            "make_train_iterators",
+            "def make_train_iterators(train, batchsize, n_devices):\n"
+            "    return [chainer.iterators.SerialIterator(train, batchsize)\n"
+            "            for _ in range(n_devices)]",
+        ),
+        SOLVED - 2,
+        {("02_multi_gpu", "check_train_iterators"): "more than one GPU's part"},
+    ),
+    "dave": (
+        lambda f: set_cell(
+            f,
+            "03_multi_node.ipynb",
+            "shard_datasets",
+            "def shard_datasets(train, test, comm, seed):\n    return train, test",
+        ),
+        SOLVED - 2,
+        {("03_multi_node", "check_scatter"): "rank 1 has no train set"},
+    ),
+    "erin": (
+        lambda f: set_cell(
+            f,
+            "03_multi_node.ipynb",
+            "make_optimizer",
+            "def make_optimizer(args, comm, model):\n"
+            "    optimizer = chainer.optimizers.MomentumSGD(args.lr * comm.size)\n"
+            "    optimizer.setup(model)\n    return optimizer",
+        ),
+        SOLVED - 2,
+        {("03_multi_node", "check_optimizer"): "does not exchange gradients"},
+    ),
+    "frank": (
+        lambda f: set_cell(
+            f,
+            "03_multi_node.ipynb",
+            "make_communicator",
+            "def make_communicator(name):\n    return chainermn.create_communicator(name)\n\n\n"
+            "def device_for_rank(comm, use_gpu):\n    return '@cupy:0' if use_gpu else '@numpy'",
+        ),
+        SOLVED - 1,
+        {("03_multi_node", "check_device_binding"): "'@cupy:0', '@cupy:0'"},
+    ),
+    "grace": (
+        speed_up_ring_run,
+        SOLVED - 1,
+        {("03_multi_node", "check_comparisons"): "edited after the job wrote it"},
+    ),
+    "heidi": (
+        lambda f: [log.unlink() for log in f.glob("run_single_gpu_training.sh.o*")],
+        SOLVED - 8,
+        {
+            ("01_single_gpu", "check_results"): "no job log",
+            ("03_multi_node", "check_efficiency"): "no traced stage-1 run",
+            ("03_multi_node", "check_accuracy"): "no traced stage-1 run",
+        },
+    ),
+    "ivan": (
+        lambda f: set_cell(
+            f,
+            "01_single_gpu.ipynb",
+            "make_iterators",
+            "train_iter = SerialIterator(train, 64)  # a stray line that raises\n\n"
+            "def make_iterators(train, test, batchsize):\n    return None",
+        ),
+        SOLVED - 2,
+        {("01_single_gpu", "check_iterators"): "returned NoneType, not the pair"},
+    ),
+    "kate": (
+        set_schedule("base_lr * n_workers", "base_lr * n_workers"),
+        SOLVED - 2,
+        {("03_multi_node", "check_learning_rate_schedule"): "no warm-up"},
+    ),
+    "leo": (
+        set_schedule("base_lr", "base_lr"),
+        SOLVED - 2,
+        {("03_multi_node", "check_learning_rate_schedule"): "no scaling"},
+    ),
     # A second, forged Throughput line in the stage-1 log.
-    "sybil": (lambda f: [log.write_text(log.read_text().replace(
-        "course: results", "Throughput: 999.00 [images/sec.] over 9 steady iterations (warm-up 5, 0 left out after "
-        "epoch ends)\ncourse: results")) for log in f.glob("run_single_gpu_training.sh.o*")],
-        SOLVED - 8, {("01_single_gpu", "check_results"): "a job prints one: the log was edited",
-                     ("03_multi_node", "check_efficiency"): "no traced stage-1 run",
-                     ("03_multi_node", "check_accuracy"): "no traced stage-1 run"}),
+    "sybil": (
+        lambda f: [
+            log.write_text(
+                log.read_text().replace(
+                    "course: results",
+                    "Throughput: 999.00 [images/sec.] over 9 steady iterations (warm-up 5, 0 left out after "
+                    "epoch ends)\ncourse: results",
+                )
+            )
+            for log in f.glob("run_single_gpu_training.sh.o*")
+        ],
+        SOLVED - 8,
+        {
+            ("01_single_gpu", "check_results"): "a job prints one: the log was edited",
+            ("03_multi_node", "check_efficiency"): "no traced stage-1 run",
+            ("03_multi_node", "check_accuracy"): "no traced stage-1 run",
+        },
+    ),
     # Logs edited to show 1 rank launched where the results say 2 (a stage-1 run passed off as stage 3's, reversed).
-    "trent": (lambda f: [log.write_text(log.read_text().replace("2 slot(s) on 1 node(s): localhost x2",
-                                                                "1 slot(s) on 1 node(s): localhost x1"))
-                         for log in f.glob("run_multi_node_training.sh.o*")],
-              SOLVED - 7, {("03_multi_node", "check_efficiency"): "course launch started 1 rank(s)",
-                           ("03_multi_node", "check_comparisons"): "", ("03_multi_node", "check_accuracy"): "",
-                           ("03_multi_node", "check_prediction"): "no profiled stage-3 run on 2 or more ranks"}),
+    "trent": (
+        lambda f: [
+            log.write_text(
+                log.read_text().replace(
+                    "2 slot(s) on 1 node(s): localhost x2", "1 slot(s) on 1 node(s): localhost x1"
+                )
+            )
+            for log in f.glob("run_multi_node_training.sh.o*")
+        ],
+        SOLVED - 7,
+        {
+            ("03_multi_node", "check_efficiency"): "course launch started 1 rank(s)",
+            ("03_multi_node", "check_comparisons"): "",
+            ("03_multi_node", "check_accuracy"): "",
+            ("03_multi_node", "check_prediction"): "no profiled stage-3 run on 2 or more ranks",
+        },
+    ),
     # Wrong code that passed the checks of two ranks on one node: hidden and visible checks now catch it.
-    "uma": (lambda f: set_cell(f, "03_multi_node.ipynb", "make_communicator", solution_functions("multi_node")[
-        "make_communicator"] + "\n\n" + solution_functions("multi_node")["device_for_rank"].replace(
-            "comm.intra_rank", "comm.rank")),
-        SOLVED - 1, {("03_multi_node", "check_device_binding"): "'@cupy:0', '@cupy:1', '@cupy:2', '@cupy:3'"}),
-    "wendy": (lambda f: set_cell(f, "03_multi_node.ipynb", "build_trainer", solution_functions("multi_node")[
-        "build_trainer"].replace("comm=comm,", "workers=2,")),
-        SOLVED - 2, {("03_multi_node", "check_trainer"): "Throughput counts 16 images per step"}),
-    "xavier": (lambda f: set_cell(f, "02_multi_gpu.ipynb", "build_trainer", solution_functions("multi_gpu")[
-        "build_trainer"].replace("    updater = training.updaters.MultiprocessParallelUpdater(",
-                                 "    if False:\n        updater = training.updaters.MultiprocessParallelUpdater(")
-        .replace("optimizer, devices=devices)\n", "optimizer, devices=devices)\n    else:\n        updater = "
-                 "training.updaters.StandardUpdater(train_iters[0], optimizer)\n", 1)),
-        SOLVED - 2, {("02_multi_gpu", "check_trainer"): "not a MultiprocessParallelUpdater"}),
+    "uma": (
+        lambda f: set_cell(
+            f,
+            "03_multi_node.ipynb",
+            "make_communicator",
+            solution_functions("multi_node")["make_communicator"]
+            + "\n\n"
+            + solution_functions("multi_node")["device_for_rank"].replace(
+                "comm.intra_rank", "comm.rank"
+            ),
+        ),
+        SOLVED - 1,
+        {("03_multi_node", "check_device_binding"): "'@cupy:0', '@cupy:1', '@cupy:2', '@cupy:3'"},
+    ),
+    "wendy": (
+        lambda f: set_cell(
+            f,
+            "03_multi_node.ipynb",
+            "build_trainer",
+            solution_functions("multi_node")["build_trainer"].replace("comm=comm,", "workers=2,"),
+        ),
+        SOLVED - 2,
+        {("03_multi_node", "check_trainer"): "Throughput counts 16 images per step"},
+    ),
+    "xavier": (
+        lambda f: set_cell(
+            f,
+            "02_multi_gpu.ipynb",
+            "build_trainer",
+            solution_functions("multi_gpu")["build_trainer"]
+            .replace(
+                "    updater = training.updaters.MultiprocessParallelUpdater(",
+                "    if False:\n        updater = training.updaters.MultiprocessParallelUpdater(",
+            )
+            .replace(
+                "optimizer, devices=devices)\n",
+                "optimizer, devices=devices)\n    else:\n        updater = "
+                "training.updaters.StandardUpdater(train_iters[0], optimizer)\n",
+                1,
+            ),
+        ),
+        SOLVED - 2,
+        {("02_multi_gpu", "check_trainer"): "not a MultiprocessParallelUpdater"},
+    ),
     # A classmate's whole folder, handed in as one's own: full points, and the plagiarism table says so.
     "victor": (lambda f: None, SOLVED, {}),
 }
@@ -154,35 +263,86 @@ for path in ('{root}/gradebook.db', '{root}/grading.toml', '{root}/submitted/ali
 # (submission, how to make it from the solved run, expected score or None (not graded), {test: words}, flags)
 ATTACKS = {
     # A solution cell that patches the check it should pass: the patch never runs in the grader.
-    "mallory": (lambda f, root: set_cell(
-        f, "03_multi_node.ipynb", "make_optimizer",
-        "import course.notebook.checks.multi_node as m\nm.optimizer = lambda function: None\n\n"
-        "def make_optimizer(args, comm, model):\n    optimizer = chainer.optimizers.MomentumSGD(args.lr)\n"
-        "    optimizer.setup(model)\n    return optimizer"),
-        SOLVED - 2, {("03_multi_node", "check_optimizer"): "does not exchange gradients"},
-        {("03_multi_node", ""): "runs code outside a function"}),
+    "mallory": (
+        lambda f, root: set_cell(
+            f,
+            "03_multi_node.ipynb",
+            "make_optimizer",
+            "import course.notebook.checks.multi_node as m\nm.optimizer = lambda function: None\n\n"
+            "def make_optimizer(args, comm, model):\n    optimizer = chainer.optimizers.MomentumSGD(args.lr)\n"
+            "    optimizer.setup(model)\n    return optimizer",
+        ),
+        SOLVED - 2,
+        {("03_multi_node", "check_optimizer"): "does not exchange gradients"},
+        {("03_multi_node", ""): "runs code outside a function"},
+    ),
     # An IPython handler that hides every error, on the unsolved release: still nothing.
-    "nina": (lambda f, root: [unsolved(f), set_cell(
-        f, "01_single_gpu.ipynb", "make_iterators",
-        "get_ipython().set_custom_exc((BaseException,), lambda *args, **kwargs: None)\n\n"
-        "def make_iterators(train, test, batchsize):\n    raise NotImplementedError()")],
-        RUN_POINTS, None, {("01_single_gpu", ""): "uses get_ipython"}),
+    "nina": (
+        lambda f, root: [
+            unsolved(f),
+            set_cell(
+                f,
+                "01_single_gpu.ipynb",
+                "make_iterators",
+                "get_ipython().set_custom_exc((BaseException,), lambda *args, **kwargs: None)\n\n"
+                "def make_iterators(train, test, batchsize):\n    raise NotImplementedError()",
+            ),
+        ],
+        RUN_POINTS,
+        None,
+        {("01_single_gpu", ""): "uses get_ipython"},
+    ),
     # A course/ package of its own beside the notebooks, to shadow the kit's checks.
-    "oscar": (lambda f, root: [unsolved(f), (f / "course").mkdir(), (f / "course" / "__init__.py").write_text(
-        "raise SystemExit('the kit was shadowed')\n")], RUN_POINTS, None,
-        {("", ""): "course, which would shadow the kit"}),
+    "oscar": (
+        lambda f, root: [
+            unsolved(f),
+            (f / "course").mkdir(),
+            (f / "course" / "__init__.py").write_text("raise SystemExit('the kit was shadowed')\n"),
+        ],
+        RUN_POINTS,
+        None,
+        {("", ""): "course, which would shadow the kit"},
+    ),
     # Reading the hidden tests and classmates' work, overwriting the gradebook, grading.toml, a classmate's runs.
-    "peggy": (lambda f, root: set_cell(f, "01_single_gpu.ipynb", "make_iterators",
-                                       with_lines("single_gpu", "make_iterators", SNOOP.format(root=root))),
-              SOLVED, {}, {("01_single_gpu", ""): "uses open, os"}),
+    "peggy": (
+        lambda f, root: set_cell(
+            f,
+            "01_single_gpu.ipynb",
+            "make_iterators",
+            with_lines("single_gpu", "make_iterators", SNOOP.format(root=root)),
+        ),
+        SOLVED,
+        {},
+        {("01_single_gpu", ""): "uses open, os"},
+    ),
     # Killing the grader from a function: this submission is not graded, every other one is.
-    "quentin": (lambda f, root: set_cell(f, "01_single_gpu.ipynb", "make_iterators", with_lines(
-        "single_gpu", "make_iterators", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")),
-        None, "ended without a result", {}),
+    "quentin": (
+        lambda f, root: set_cell(
+            f,
+            "01_single_gpu.ipynb",
+            "make_iterators",
+            with_lines(
+                "single_gpu",
+                "make_iterators",
+                "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
+            ),
+        ),
+        None,
+        "ended without a result",
+        {},
+    ),
     # An endless loop: the cell's time runs out, and says so.
-    "rita": (lambda f, root: set_cell(f, "01_single_gpu.ipynb", "make_model_and_optimizer", with_lines(
-        "single_gpu", "make_model_and_optimizer", "while True:\n    pass")),
-        SOLVED - 2, {("01_single_gpu", "check_model_and_optimizer"): f"ran past the {CELL_TIMEOUT:g} s limit"}, {}),
+    "rita": (
+        lambda f, root: set_cell(
+            f,
+            "01_single_gpu.ipynb",
+            "make_model_and_optimizer",
+            with_lines("single_gpu", "make_model_and_optimizer", "while True:\n    pass"),
+        ),
+        SOLVED - 2,
+        {("01_single_gpu", "check_model_and_optimizer"): f"ran past the {CELL_TIMEOUT:g} s limit"},
+        {},
+    ),
 }
 
 
@@ -190,9 +350,13 @@ def course_settings(config: Path) -> None:
     """The test's grading.toml: a target the tiny runs reach, and every time-to-accuracy speedup earning all
     its points (tiny runs on a shared machine time too coarsely for a tier; tests/test_scoring.py tests them)."""
     text = config.read_text()
-    changed = text.replace("target = { synthetic = 0.85,", f"target = {{ small = {SMALL_TARGET}, synthetic = 0.85,")
+    changed = text.replace(
+        "target = { synthetic = 0.85,", f"target = {{ small = {SMALL_TARGET}, synthetic = 0.85,"
+    )
     changed = re.sub(r"(\[accuracy\.speedup\]\ntiers = )\[.*\]", r"\1[[0.0, 1.0]]", changed)
-    assert changed.count("small =") == 1 and "[[0.0, 1.0]]" in changed, "grading.toml changed shape: update this test"
+    assert changed.count("small =") == 1 and "[[0.0, 1.0]]" in changed, (
+        "grading.toml changed shape: update this test"
+    )
     config.write_text(changed)
 
 
@@ -214,8 +378,21 @@ def graded(student_run, tmp_path_factory):
     env = paths.tool_environment()
     if not bubblewrap():
         env["COURSE_SANDBOX"] = "off"
-    run = subprocess.run([PYTHON, "-m", "course", "grade", "--course-dir", str(course),
-                          "--cell-timeout", str(CELL_TIMEOUT)], capture_output=True, text=True, env=env)
+    run = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "course",
+            "grade",
+            "--course-dir",
+            str(course),
+            "--cell-timeout",
+            str(CELL_TIMEOUT),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     with open(course / "grades.csv") as f:
         totals = {row["student_id"]: float(row["score"]) for row in csv.DictReader(f)}
     with open(course / "grades-details.csv") as f:
@@ -225,9 +402,14 @@ def graded(student_run, tmp_path_factory):
 
 def lost(details, student):
     """{(notebook, test): message} of the tests that did not get all their points."""
-    return {(row["notebook"], row["test"]): row["message"] for row in details
-            if row["student"] == student and row["score"] and float(row["score"]) < float(row["max_score"])
-            and row["message"] not in (autograde.BY_HAND, autograde.UNANSWERED)}
+    return {
+        (row["notebook"], row["test"]): row["message"]
+        for row in details
+        if row["student"] == student
+        and row["score"]
+        and float(row["score"]) < float(row["max_score"])
+        and row["message"] not in (autograde.BY_HAND, autograde.UNANSWERED)
+    }
 
 
 NO_GPU = ("02_multi_gpu", "check_efficiency")  # stage 2's throughput: this machine has no GPUs
@@ -244,13 +426,27 @@ def test_solutions_get_every_point_the_machine_allows(graded):
 def test_the_untouched_release_gets_nothing(graded):
     _, totals, details, _ = graded
     assert totals["bob"] == 0
-    code_checks = [row for row in details if row["student"] == "bob" and row["test"] != "check_results"
-                   and row["test"] not in ("check_efficiency", "check_comparisons", "check_accuracy",
-                                           "check_prediction")  # these read job outputs first
-                   and not row["test"].startswith("answer_")]
+    code_checks = [
+        row
+        for row in details
+        if row["student"] == "bob"
+        and row["test"] != "check_results"
+        and row["test"]
+        not in (
+            "check_efficiency",
+            "check_comparisons",
+            "check_accuracy",
+            "check_prediction",
+        )  # these read job outputs first
+        and not row["test"].startswith("answer_")
+    ]
     assert code_checks and all(float(row["score"]) == 0 for row in code_checks)
     assert all("NotImplementedError" in row["message"] for row in code_checks)
-    answers = [row["message"] for row in details if row["student"] == "bob" and row["test"].startswith("answer_")]
+    answers = [
+        row["message"]
+        for row in details
+        if row["student"] == "bob" and row["test"].startswith("answer_")
+    ]
     assert answers == [autograde.UNANSWERED] * 4
 
 
@@ -270,34 +466,49 @@ def test_one_broken_submission_is_named_and_the_others_are_graded(graded):
     assert run.returncode == 1
     assert "NOT GRADED: judy, quentin" in run.stderr
     assert "judy" not in totals or totals["judy"] == 0
-    assert set(PLANTED) | {"alice", "bob"} | {s for s, a in ATTACKS.items() if a[1] is not None} <= set(totals)
+    assert set(PLANTED) | {"alice", "bob"} | {
+        s for s, a in ATTACKS.items() if a[1] is not None
+    } <= set(totals)
     [judy] = [row for row in details if row["student"] == "judy"]
-    assert judy["message"].startswith("NOT GRADED: 01_single_gpu.ipynb") and "JSON" in judy["message"]
+    assert (
+        judy["message"].startswith("NOT GRADED: 01_single_gpu.ipynb") and "JSON" in judy["message"]
+    )
 
 
 def test_grading_never_trains_and_gives_feedback(graded):
     _, _, _, course = graded
     for student in ("alice", "carol"):
         submitted = sorted(p.name for p in (course / "submitted" / student / A / "runs").iterdir())
-        autograded = sorted(p.name for p in (course / "autograded" / student / A / "runs").iterdir())
-        assert autograded == submitted, "autograde must grade the student's own job outputs, and run no job"
+        autograded = sorted(
+            p.name for p in (course / "autograded" / student / A / "runs").iterdir()
+        )
+        assert autograded == submitted, (
+            "autograde must grade the student's own job outputs, and run no job"
+        )
         assert (course / "feedback" / student / A / "01_single_gpu.html").is_file()
 
 
 def flags(details, student) -> dict[tuple[str, str], str]:
-    return {(row["notebook"], row["test"]): row["flags"] for row in details
-            if row["student"] == student and row["flags"]}
+    return {
+        (row["notebook"], row["test"]): row["flags"]
+        for row in details
+        if row["student"] == student and row["flags"]
+    }
 
 
 @pytest.mark.parametrize("student", sorted(ATTACKS))
 def test_a_students_attack_on_the_grader_earns_nothing_and_is_flagged(graded, student):
     run, totals, details, _ = graded
     if "WITHOUT the sandbox" in run.stdout:
-        pytest.skip("bubblewrap cannot run here (it needs root or user namespaces): the sandbox is off")
+        pytest.skip(
+            "bubblewrap cannot run here (it needs root or user namespaces): the sandbox is off"
+        )
     _, expected_score, messages, expected_flags = ATTACKS[student]
     if expected_score is None:
         [row] = [row for row in details if row["student"] == student]
-        assert row["message"].startswith("NOT GRADED: ") and messages in row["message"], row["message"]
+        assert row["message"].startswith("NOT GRADED: ") and messages in row["message"], row[
+            "message"
+        ]
         assert student not in totals
         return
     assert totals[student] == expected_score, lost(details, student)
@@ -315,13 +526,16 @@ def test_no_attack_reached_the_course_or_a_classmate(graded):
     if "WITHOUT the sandbox" in run.stdout:
         pytest.skip("bubblewrap cannot run here: the sandbox is off")
     assert "overwritten by peggy" not in (course / "grading.toml").read_text()
-    assert "overwritten by peggy" not in (course / "gradebook.db").read_bytes().decode(errors="replace")
+    assert "overwritten by peggy" not in (course / "gradebook.db").read_bytes().decode(
+        errors="replace"
+    )
     assert totals["alice"] == SOLVED and (course / "submitted" / "alice" / A / "runs").is_dir()
     feedback = (course / "feedback" / "peggy" / A / "01_single_gpu.html").read_text()
     snooped = dict(re.findall(r"SNOOPED (\S+) FOUND:([^<\n]*)", feedback))
     assert snooped, "the function ran and printed what it found"
-    assert not any(name in listing for listing in snooped.values() for name in ("alice", "ipynb", "gradebook")), \
-        snooped
+    assert not any(
+        name in listing for listing in snooped.values() for name in ("alice", "ipynb", "gradebook")
+    ), snooped
 
 
 def test_copied_job_outputs_are_in_the_plagiarism_table(graded):
@@ -329,6 +543,14 @@ def test_copied_job_outputs_are_in_the_plagiarism_table(graded):
     with open(course / "grades-plagiarism.csv") as f:
         rows = list(csv.DictReader(f))
     shared = {(row["kind"], row["students"]) for row in rows}
-    assert any(kind == "results seal" and "alice" in students and "victor" in students for kind, students in shared)
-    assert any(kind == "job log" and "alice" in students and "victor" in students for kind, students in shared)
-    assert not any("bob" in students for _, students in shared), "the untouched release shares no job output"
+    assert any(
+        kind == "results seal" and "alice" in students and "victor" in students
+        for kind, students in shared
+    )
+    assert any(
+        kind == "job log" and "alice" in students and "victor" in students
+        for kind, students in shared
+    )
+    assert not any("bob" in students for _, students in shared), (
+        "the untouched release shares no job output"
+    )

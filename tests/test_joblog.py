@@ -1,4 +1,5 @@
 """Every line the kit writes into a job log (course.joblog), written and read back by its own parser."""
+
 from __future__ import annotations
 
 import os
@@ -12,85 +13,165 @@ SHA = "0123456789abcdef" * 4
 
 
 def header(**changes) -> joblog.RunHeader:
-    fields = dict(stage="multi_node", job_id="15.pbs-admin", scheduler="pbs", workers=4,
-                  hosts=["a088", "a087", "a087", "a088"], devices=["@cupy:0", "@cupy:1", "@cupy:0", "@cupy:1"],
-                  batch_per_worker=32, learning_rate=0.2, seed=0, communicator="pure_nccl")
+    fields = dict(
+        stage="multi_node",
+        job_id="15.pbs-admin",
+        scheduler="pbs",
+        workers=4,
+        hosts=["a088", "a087", "a087", "a088"],
+        devices=["@cupy:0", "@cupy:1", "@cupy:0", "@cupy:1"],
+        batch_per_worker=32,
+        learning_rate=0.2,
+        seed=0,
+        communicator="pure_nccl",
+    )
     return joblog.RunHeader(**{**fields, **changes})
 
 
 def test_run_header_round_trip():
     line = header().format()
-    assert line.startswith("course: run multi_node | job 15.pbs-admin (pbs) | 4 worker(s) on a087, a088: ")
+    assert line.startswith(
+        "course: run multi_node | job 15.pbs-admin (pbs) | 4 worker(s) on a087, a088: "
+    )
     assert "batch 32 per worker, 128 total | lr 0.2 | seed 0 | communicator pure_nccl" in line
-    assert joblog.run_headers(line) == [{"stage": "multi_node", "job": "15.pbs-admin", "scheduler": "pbs",
-                                        "workers": 4, "devices": ["@cupy:0", "@cupy:1", "@cupy:0", "@cupy:1"],
-                                        "gpu_model": None}]
+    assert joblog.run_headers(line) == [
+        {
+            "stage": "multi_node",
+            "job": "15.pbs-admin",
+            "scheduler": "pbs",
+            "workers": 4,
+            "devices": ["@cupy:0", "@cupy:1", "@cupy:0", "@cupy:1"],
+            "gpu_model": None,
+        }
+    ]
 
 
 def test_run_header_names_the_gpu_model():
     line = header(gpu_model="Tesla P100-PCIE-16GB").format()
-    assert "4 worker(s) on a087, a088: @cupy:0, @cupy:1, @cupy:0, @cupy:1 (Tesla P100-PCIE-16GB) | batch 32" in line
+    assert (
+        "4 worker(s) on a087, a088: @cupy:0, @cupy:1, @cupy:0, @cupy:1 (Tesla P100-PCIE-16GB) | batch 32"
+        in line
+    )
     [read] = joblog.run_headers(line)
     assert read["devices"] == ["@cupy:0", "@cupy:1", "@cupy:0", "@cupy:1"]
     assert read["gpu_model"] == "Tesla P100-PCIE-16GB"
 
 
 def test_run_header_without_a_job_or_learning_rate():
-    line = header(stage="single_gpu", job_id=None, scheduler=None, workers=1, hosts=["laptop"], devices=["@numpy"],
-                  learning_rate=None, communicator=None).format()
+    line = header(
+        stage="single_gpu",
+        job_id=None,
+        scheduler=None,
+        workers=1,
+        hosts=["laptop"],
+        devices=["@numpy"],
+        learning_rate=None,
+        communicator=None,
+    ).format()
     assert "| no job |" in line and "lr n/a" in line
-    assert joblog.run_headers(line) == [{"stage": "single_gpu", "job": None, "scheduler": None, "workers": 1,
-                                        "devices": ["@numpy"], "gpu_model": None}]
+    assert joblog.run_headers(line) == [
+        {
+            "stage": "single_gpu",
+            "job": None,
+            "scheduler": None,
+            "workers": 1,
+            "devices": ["@numpy"],
+            "gpu_model": None,
+        }
+    ]
 
 
 def test_every_run_header_of_a_log_is_read_with_the_allreduce_setting():
-    first = header(workers=1, hosts=["n1"], devices=["@numpy"], communicator="naive", scheduler="local",
-                   job_id="3.local").format()
-    second = header(workers=2, hosts=["n1", "n1"], devices=["@numpy"] * 2, communicator="naive",
-                    allreduce="ring", scheduler="local", job_id="4.local").format()
+    first = header(
+        workers=1,
+        hosts=["n1"],
+        devices=["@numpy"],
+        communicator="naive",
+        scheduler="local",
+        job_id="3.local",
+    ).format()
+    second = header(
+        workers=2,
+        hosts=["n1", "n1"],
+        devices=["@numpy"] * 2,
+        communicator="naive",
+        allreduce="ring",
+        scheduler="local",
+        job_id="4.local",
+    ).format()
     assert second.endswith("| communicator naive (ring allreduce)")
     log = f"mpiexec -n 1 ...\n{first}\nepoch  main/loss\n{second}\n"
-    assert [(h["job"], h["workers"]) for h in joblog.run_headers(log)] == [("3.local", 1), ("4.local", 2)]
+    assert [(h["job"], h["workers"]) for h in joblog.run_headers(log)] == [
+        ("3.local", 1),
+        ("4.local", 2),
+    ]
     assert joblog.run_headers("course: run single_gpu was not started\n") == []
 
 
-@pytest.mark.parametrize("template,ranks", [
-    ("mpiexec -n 4 --hostfile /tmp/h --bind-to core", 4),
-    ("mpirun --mca btl_openib_want_cuda_gdr 1 -np 4 -machinefile /tmp/h -npernode 2", 4),
-    ("srun --ntasks=4 --cpus-per-task 1 -c 1", 4),
-    ("mpiexec --hostfile /tmp/h", None),  # Open MPI then starts one rank per slot of the host file
-])
+@pytest.mark.parametrize(
+    "template,ranks",
+    [
+        ("mpiexec -n 4 --hostfile /tmp/h --bind-to core", 4),
+        ("mpirun --mca btl_openib_want_cuda_gdr 1 -np 4 -machinefile /tmp/h -npernode 2", 4),
+        ("srun --ntasks=4 --cpus-per-task 1 -c 1", 4),
+        (
+            "mpiexec --hostfile /tmp/h",
+            None,
+        ),  # Open MPI then starts one rank per slot of the host file
+    ],
+)
 def test_launch_lines_round_trip_with_the_launcher_s_rank_count(template, ranks):
     slots = joblog.launch_line("15.pbs-admin", "pbs", [("a087", 2), ("a088", 2)])
-    assert slots == "course launch: job 15.pbs-admin (pbs); 4 slot(s) on 2 node(s): a087 x2, a088 x2"
+    assert (
+        slots == "course launch: job 15.pbs-admin (pbs); 4 slot(s) on 2 node(s): a087 x2, a088 x2"
+    )
     command = joblog.launch_command_line([*template.split(), "python", "train.py", "-n", "9"])
     warning = "course launch: warning: 2 ranks per node but this node has 1 GPU(s); ranks past the last GPU cannot"
     assert joblog.launches(f"{slots}\n{warning}\n{command}\ncourse: run ...\n") == [
-        {"job": "15.pbs-admin", "scheduler": "pbs", "slots": 4, "nodes": 2, "command_ranks": ranks}]
+        {"job": "15.pbs-admin", "scheduler": "pbs", "slots": 4, "nodes": 2, "command_ranks": ranks}
+    ]
 
 
 def test_a_log_of_an_older_kit_reads_as_the_same_launch():
-    log = ("course launch: job 2.local (local); 1 slot(s) on 1 node(s): localhost x1\n"
-           "course launch: /v/bin/mpiexec -n 1 --hostfile /tmp/course-launch-8ao2eqw5/hostfile --bind-to core python "
-           "train_cifar_multi_node.py --model vgg\n")
-    assert joblog.launches(log) == [{"job": "2.local", "scheduler": "local", "slots": 1, "nodes": 1,
-                                     "command_ranks": 1}]
-    assert joblog.launches("course launch: nothing to launch\n  -> python -m course launch -- python train.py\n") == []
+    log = (
+        "course launch: job 2.local (local); 1 slot(s) on 1 node(s): localhost x1\n"
+        "course launch: /v/bin/mpiexec -n 1 --hostfile /tmp/course-launch-8ao2eqw5/hostfile --bind-to core python "
+        "train_cifar_multi_node.py --model vgg\n"
+    )
+    assert joblog.launches(log) == [
+        {"job": "2.local", "scheduler": "local", "slots": 1, "nodes": 1, "command_ranks": 1}
+    ]
+    assert (
+        joblog.launches(
+            "course launch: nothing to launch\n  -> python -m course launch -- python train.py\n"
+        )
+        == []
+    )
 
 
 def test_rank_lines_round_trip_in_a_log_with_other_lines():
-    places = [joblog.RankPlace(rank, 4, host, rank % 2, rank // 2, "@numpy", 256)
-              for rank, host in enumerate(["cnode1", "cnode1", "cnode2", "cnode2"])]
-    assert places[2].format() == ("course: rank 2 of 4 on cnode2: intra_rank 0, inter_rank 1, device @numpy, "
-                                  "256 training examples")
-    log = "course: run multi_node | ...\n" + "\n".join(p.format() for p in places) + "\nepoch  main/loss\n"
+    places = [
+        joblog.RankPlace(rank, 4, host, rank % 2, rank // 2, "@numpy", 256)
+        for rank, host in enumerate(["cnode1", "cnode1", "cnode2", "cnode2"])
+    ]
+    assert places[2].format() == (
+        "course: rank 2 of 4 on cnode2: intra_rank 0, inter_rank 1, device @numpy, "
+        "256 training examples"
+    )
+    log = (
+        "course: run multi_node | ...\n"
+        + "\n".join(p.format() for p in places)
+        + "\nepoch  main/loss\n"
+    )
     assert joblog.rank_places(log) == places
 
 
 def test_throughput_line_round_trip():
     line = joblog.throughput_line(51.1234, counted=120, warmup=5, excluded=3)
-    assert line == ("Throughput: 51.12 [images/sec.] over 120 steady iterations "
-                    "(warm-up 5, 3 left out after epoch ends)")
+    assert line == (
+        "Throughput: 51.12 [images/sec.] over 120 steady iterations "
+        "(warm-up 5, 3 left out after epoch ends)"
+    )
     assert joblog.throughputs(f"epoch 4\n{line}\ncourse: results x\n") == [51.12]
 
 
@@ -104,15 +185,21 @@ def test_the_logged_figure_is_the_same_throughput_at_the_rounding_edge(recorded)
     assert joblog.same_throughput(logged, recorded)
 
 
-@pytest.mark.parametrize("logged,recorded", [(123.46, 123.455), (123.44, 123.455), (123.46, 123.45),
-                                             (123.44, 123.45), (51.13, 51.12)])
+@pytest.mark.parametrize(
+    "logged,recorded",
+    [(123.46, 123.455), (123.44, 123.455), (123.46, 123.45), (123.44, 123.45), (51.13, 51.12)],
+)
 def test_a_figure_one_hundredth_off_is_not_the_same_throughput(logged, recorded):
     assert not joblog.same_throughput(logged, recorded)
 
 
 def test_results_line_round_trip_relative_and_absolute():
-    log = "\n".join([joblog.results_line("runs/single_gpu-12.local/results.json", SHA),
-                     joblog.results_line("/home/s/course/runs/multi_node-13.local/results.json", SHA[::-1])])
+    log = "\n".join(
+        [
+            joblog.results_line("runs/single_gpu-12.local/results.json", SHA),
+            joblog.results_line("/home/s/course/runs/multi_node-13.local/results.json", SHA[::-1]),
+        ]
+    )
     assert joblog.results_digests(log, "single_gpu-12.local", "results.json") == [SHA]
     assert joblog.results_digests(log, "multi_node-13.local", "results.json") == [SHA[::-1]]
 
@@ -128,10 +215,17 @@ def test_results_digests_name_only_that_run_folder():
 @pytest.mark.parametrize("variable", ["PBS_JOBID", "SLURM_JOB_ID"])
 def test_the_end_trap_prints_the_line_exit_status_reads(variable):
     env = {k: v for k, v in os.environ.items() if k not in ("PBS_JOBID", "SLURM_JOB_ID")}
-    run = subprocess.run(["bash", "-c", f"{variable}=12.x; {joblog.END_TRAP}; echo training; exit 3"],
-                         capture_output=True, text=True, env=env)
+    run = subprocess.run(
+        ["bash", "-c", f"{variable}=12.x; {joblog.END_TRAP}; echo training; exit 3"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert run.returncode == 3
-    assert run.stdout.splitlines() == ["training", joblog.end_line("12.x", 3, joblog.ended_at(run.stdout))]
+    assert run.stdout.splitlines() == [
+        "training",
+        joblog.end_line("12.x", 3, joblog.ended_at(run.stdout)),
+    ]
     assert joblog.exit_status(run.stdout) == 3
 
 
@@ -141,15 +235,23 @@ def test_exit_status_is_the_last_end_line_and_none_without_one():
     assert joblog.exit_status("Throughput: 1.00 [images/sec.]\n") is None
 
 
-SLURM_TIME_LIMIT = "slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***"
+SLURM_TIME_LIMIT = (
+    "slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***"
+)
 
 
-@pytest.mark.parametrize("notice,walltime", [
-    (joblog.walltime_notice("00:10:00"), True),
-    (SLURM_TIME_LIMIT, True),
-    ("slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2024-05-01T10:00:00 ***", False),  # scancel
-    ("=>> PBS: job killed: mem 8gb exceeded limit 4gb", False),
-])
+@pytest.mark.parametrize(
+    "notice,walltime",
+    [
+        (joblog.walltime_notice("00:10:00"), True),
+        (SLURM_TIME_LIMIT, True),
+        (
+            "slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2024-05-01T10:00:00 ***",
+            False,
+        ),  # scancel
+        ("=>> PBS: job killed: mem 8gb exceeded limit 4gb", False),
+    ],
+)
 def test_scheduler_kill_notices(notice, walltime):
     log = f"epoch 1\n{notice}\n{joblog.end_line('7', 143)}\n"
     assert joblog.killed_by_scheduler(log)
@@ -159,26 +261,41 @@ def test_scheduler_kill_notices(notice, walltime):
 def test_a_log_that_only_mentions_a_walltime_is_not_a_kill():
     log = "course: warning: the walltime is short\nThroughput: 1.00 [images/sec.]\n"
     assert not joblog.killed_by_scheduler(log) and not joblog.walltime_exceeded(log)
-    assert joblog.walltime_notice("01:00:00") == "=>> PBS: job killed: walltime 01:00:00 exceeded limit 01:00:00"
+    assert (
+        joblog.walltime_notice("01:00:00")
+        == "=>> PBS: job killed: walltime 01:00:00 exceeded limit 01:00:00"
+    )
 
 
 def test_find_picks_the_named_log_of_that_job(tmp_path):
-    for name in ("a_short.o12", "run_single_gpu_training.sh.o12", "run_single_gpu_training.sh.o123",
-                 "run_single_gpu_training.sh.e12"):
+    for name in (
+        "a_short.o12",
+        "run_single_gpu_training.sh.o12",
+        "run_single_gpu_training.sh.o123",
+        "run_single_gpu_training.sh.e12",
+    ):
         (tmp_path / name).write_text("")
     found = joblog.find(tmp_path, "12.pbs-admin", "run_single_gpu_training.sh")
     assert found == tmp_path / "run_single_gpu_training.sh.o12"
-    assert joblog.find(tmp_path, "123.local", "run_single_gpu_training.sh").name == "run_single_gpu_training.sh.o123"
+    assert (
+        joblog.find(tmp_path, "123.local", "run_single_gpu_training.sh").name
+        == "run_single_gpu_training.sh.o123"
+    )
 
 
 def test_find_falls_back_to_any_log_of_that_job_number(tmp_path):
     (tmp_path / "run_multi_nod.o9").write_text("")  # a scheduler that shortens long job names
     (tmp_path / "other.o90").write_text("")
-    assert joblog.find(tmp_path, "9.local", "run_multi_node_training.sh") == tmp_path / "run_multi_nod.o9"
+    assert (
+        joblog.find(tmp_path, "9.local", "run_multi_node_training.sh")
+        == tmp_path / "run_multi_nod.o9"
+    )
     assert joblog.find(tmp_path, "9.local") == tmp_path / "run_multi_nod.o9"
     assert joblog.find(tmp_path, "8.local", "run_multi_node_training.sh") is None
-    assert joblog.log_name("run_multi_node_training.sh", joblog.job_number("9.local")) == \
-        "run_multi_node_training.sh.o9"
+    assert (
+        joblog.log_name("run_multi_node_training.sh", joblog.job_number("9.local"))
+        == "run_multi_node_training.sh.o9"
+    )
 
 
 def test_clean_strips_print_report_escapes():

@@ -1,12 +1,13 @@
 """How a job ended, as its log tells: the job shell's end lines, the schedulers' notices, and the
 diagnosis of a failed job read from its log (course.joblog, course.cluster.submit.explain)."""
+
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -14,45 +15,62 @@ from course import joblog
 from course.cluster import procs
 from course.cluster.submit import explain
 
-AT = datetime(2024, 5, 1, 10, 0, 0, tzinfo=timezone.utc)
+AT = datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC)
 SLURM_CANCEL = "slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2024-05-01T10:00:00 ***"
 
 
 def test_end_lines_round_trip_with_their_time():
-    assert joblog.end_line("7.x", 3, AT) == "course: job 7.x ended with exit status 3 at 2024-05-01T10:00:00Z"
+    assert (
+        joblog.end_line("7.x", 3, AT)
+        == "course: job 7.x ended with exit status 3 at 2024-05-01T10:00:00Z"
+    )
     log = f"training\n{joblog.killed_line('7.x', 'TERM', AT)}\n"
     assert joblog.end(log) == joblog.End(143, "signal", "was killed by SIGTERM", AT)
     assert joblog.ended_at(log) == AT and joblog.exit_status(log) == 143
     assert joblog.ended_at(joblog.end_line("7.x", 0)) is None  # older kits wrote no time
 
 
-@pytest.mark.parametrize("notice,status,kind", [
-    (joblog.walltime_notice("00:30:00"), joblog.WALLTIME_EXIT, "walltime"),
-    (joblog.cancel_notice("7.local", "INT", AT), 128 + signal.SIGINT, "cancelled"),
-    (joblog.lost_notice("7.local", AT), joblog.LOST_EXIT, "lost"),
-    (SLURM_CANCEL, 128 + signal.SIGTERM, "cancelled"),
-    ("=>> PBS: job killed: mem 8gb exceeded limit 4gb", 128 + signal.SIGKILL, "killed"),
-])
+@pytest.mark.parametrize(
+    "notice,status,kind",
+    [
+        (joblog.walltime_notice("00:30:00"), joblog.WALLTIME_EXIT, "walltime"),
+        (joblog.cancel_notice("7.local", "INT", AT), 128 + signal.SIGINT, "cancelled"),
+        (joblog.lost_notice("7.local", AT), joblog.LOST_EXIT, "lost"),
+        (SLURM_CANCEL, 128 + signal.SIGTERM, "cancelled"),
+        ("=>> PBS: job killed: mem 8gb exceeded limit 4gb", 128 + signal.SIGKILL, "killed"),
+    ],
+)
 def test_a_schedulers_kill_notice_wins_over_an_end_line_that_says_0(notice, status, kind):
-    for log in (f"{joblog.end_line('7', 0, AT)}\n{notice}\n", f"{notice}\n{joblog.end_line('7', 0, AT)}\n"):
+    for log in (
+        f"{joblog.end_line('7', 0, AT)}\n{notice}\n",
+        f"{notice}\n{joblog.end_line('7', 0, AT)}\n",
+    ):
         found = joblog.end(log)
         assert (found.status, found.kind) == (status, kind) and joblog.exit_status(log) == status
 
 
 def test_what_outlived_the_job_is_cut_off_and_the_end_time_is_the_last_one():
     later = AT + timedelta(seconds=5)
-    log = (f"{joblog.end_line('7.local', 0, AT)}\nrerun\n{joblog.killed_line('7.local', 'TERM', later)}\n"
-           f"{joblog.walltime_notice('00:00:02')}\nThroughput: 9.00 [images/sec.]\n")
+    log = (
+        f"{joblog.end_line('7.local', 0, AT)}\nrerun\n{joblog.killed_line('7.local', 'TERM', later)}\n"
+        f"{joblog.walltime_notice('00:00:02')}\nThroughput: 9.00 [images/sec.]\n"
+    )
     assert joblog.ended_at(log) == later
-    assert joblog.until_end(log) == log[:log.index("Throughput")]
+    assert joblog.until_end(log) == log[: log.index("Throughput")]
     assert joblog.throughputs(joblog.until_end(log)) == []
     assert joblog.until_end("epoch 1\n") == "epoch 1\n"  # still running: all of it
 
 
 def _bash(script: str, env: dict | None = None, **kwargs) -> subprocess.Popen:
     clean = {k: v for k, v in os.environ.items() if k not in ("PBS_JOBID", "SLURM_JOB_ID")}
-    return subprocess.Popen(["bash", "-c", f"PBS_JOBID=9.x\n{joblog.END_TRAP}\n{script}"], text=True,
-                            env={**clean, **(env or {})}, stdout=subprocess.PIPE, start_new_session=True, **kwargs)
+    return subprocess.Popen(
+        ["bash", "-c", f"PBS_JOBID=9.x\n{joblog.END_TRAP}\n{script}"],
+        text=True,
+        env={**clean, **(env or {})},
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+        **kwargs,
+    )
 
 
 def _members(shell: subprocess.Popen, count: int) -> list[int]:
@@ -100,19 +118,36 @@ not launch the job.
 """
 
 
-@pytest.mark.parametrize("log,cause", [
-    ("course launch: mpiexec is not found\n  -> load the site's MPI module in the site profile's setup\n",
-     "course launch: mpiexec is not found: load the site's MPI module in the site profile's setup"),
-    (PRTERUN_KILLED, "MPI rank 1 on n1 was killed by signal 9 (Killed): most often the node ran out of memory"),
-    (PRTERUN_NO_PROGRAM, "prterun could not find the program train_cifar_multi_nod.py"),
-    ("Traceback ...\nValueError: bad batch size\n", "ValueError: bad batch size (the traceback above it"),
-    (joblog.killed_line("9.local", "TERM", AT), "the job was killed by SIGTERM, sent from outside it (kill"),
-    (joblog.lost_notice("9.local", AT), "the local scheduler's process was killed"),
-    (f"{joblog.end_line('9.local', 1, AT)}\n", "the log names no cause: read it from the top"),
-])
+@pytest.mark.parametrize(
+    "log,cause",
+    [
+        (
+            "course launch: mpiexec is not found\n  -> load the site's MPI module in the site profile's setup\n",
+            "course launch: mpiexec is not found: load the site's MPI module in the site profile's setup",
+        ),
+        (
+            PRTERUN_KILLED,
+            "MPI rank 1 on n1 was killed by signal 9 (Killed): most often the node ran out of memory",
+        ),
+        (PRTERUN_NO_PROGRAM, "prterun could not find the program train_cifar_multi_nod.py"),
+        (
+            "Traceback ...\nValueError: bad batch size\n",
+            "ValueError: bad batch size (the traceback above it",
+        ),
+        (
+            joblog.killed_line("9.local", "TERM", AT),
+            "the job was killed by SIGTERM, sent from outside it (kill",
+        ),
+        (joblog.lost_notice("9.local", AT), "the local scheduler's process was killed"),
+        (f"{joblog.end_line('9.local', 1, AT)}\n", "the log names no cause: read it from the top"),
+    ],
+)
 def test_the_diagnosis_names_the_cause_the_log_shows(log, cause):
-    said = explain(f"course launch: job 9.local (local); 2 slot(s) on 1 node(s): n1 x2\n{log}", "9.local",
-                   local=True)
+    said = explain(
+        f"course launch: job 9.local (local); 2 slot(s) on 1 node(s): n1 x2\n{log}",
+        "9.local",
+        local=True,
+    )
     assert said.startswith(cause)
     assert "qstat" not in said and "sacct" not in said
 
@@ -120,4 +155,6 @@ def test_the_diagnosis_names_the_cause_the_log_shows(log, cause):
 def test_only_a_clusters_job_without_a_cause_is_pointed_at_its_scheduler():
     said = explain(joblog.end_line("9.pbs01", 1, AT), "9.pbs01", local=False)
     assert "qstat -x -f 9.pbs01" in said and "sacct -j 9" in said
-    assert "qdel or scancel" in explain(joblog.killed_line("9.pbs01", "TERM", AT), "9.pbs01", local=False)
+    assert "qdel or scancel" in explain(
+        joblog.killed_line("9.pbs01", "TERM", AT), "9.pbs01", local=False
+    )

@@ -1,4 +1,5 @@
 """`course launch`: from the job's node list to one MPI rank per slot."""
+
 from __future__ import annotations
 
 import os
@@ -10,15 +11,22 @@ from course.cluster import hosts, launch
 from course.errors import JobError
 from tests.conftest import PYTHON
 
-REEDBUSH = ("mpirun --mca btl_openib_want_cuda_gdr 1 --mca mpi_warn_on_fork 0 -np {nprocs} -machinefile {hostfile} "
-            "-npernode {ranks_per_node} {export}")
+REEDBUSH = (
+    "mpirun --mca btl_openib_want_cuda_gdr 1 --mca mpi_warn_on_fork 0 -np {nprocs} -machinefile {hostfile} "
+    "-npernode {ranks_per_node} {export}"
+)
 
 
 def pbs_job(tmp_path, lines):
     nodefile = tmp_path / "nodefile"
     nodefile.write_text("".join(f"{host}\n" for host in lines))
-    return hosts.detect({"PBS_JOBID": "4242.reedbush-pbsadmin0", "PBS_NODEFILE": str(nodefile),
-                          "PBS_O_WORKDIR": str(tmp_path)})
+    return hosts.detect(
+        {
+            "PBS_JOBID": "4242.reedbush-pbsadmin0",
+            "PBS_NODEFILE": str(nodefile),
+            "PBS_O_WORKDIR": str(tmp_path),
+        }
+    )
 
 
 def test_two_nodes_of_two_gpus_become_four_ranks(tmp_path, monkeypatch):
@@ -27,18 +35,31 @@ def test_two_nodes_of_two_gpus_become_four_ranks(tmp_path, monkeypatch):
     assert hostfile.read_text() == "a087 slots=2\na088 slots=2\n"
     monkeypatch.setenv("PATH", f"{os.path.dirname(PYTHON)}:{os.environ['PATH']}")
     monkeypatch.setenv("COURSE_DATASET", "cifar10_256px_5p")
-    argv, extra = launch.build(job, ["python", "train.py"], REEDBUSH.replace("mpirun", "mpiexec"), hostfile)
+    argv, extra = launch.build(
+        job, ["python", "train.py"], REEDBUSH.replace("mpirun", "mpiexec"), hostfile
+    )
     text = " ".join(argv)
-    assert "-np 4 -machinefile" in text and "-npernode 2" in text and text.endswith("python train.py")
-    assert "-x COURSE_DATASET" in text and "-x PATH" in text  # what the ranks on the other node need
+    assert (
+        "-np 4 -machinefile" in text and "-npernode 2" in text and text.endswith("python train.py")
+    )
+    assert (
+        "-x COURSE_DATASET" in text and "-x PATH" in text
+    )  # what the ranks on the other node need
     assert extra["COURSE_RUN_TAG"] == "4242.reedbush-pbsadmin0"
 
 
 def test_allreduce_algorithms_go_to_open_mpi(tmp_path):
     job = pbs_job(tmp_path, ["localhost"])
-    _, extra = launch.build(job, ["true"], "mpiexec -n {nprocs}", tmp_path / "h", allreduce="rabenseifner")
-    assert extra["OMPI_MCA_coll_tuned_allreduce_algorithm"] == "6" and extra["COURSE_ALLREDUCE"] == "rabenseifner"
-    assert extra["OMPI_MCA_coll"] == "^han"  # so that tuned, which takes the algorithm, runs across nodes too
+    _, extra = launch.build(
+        job, ["true"], "mpiexec -n {nprocs}", tmp_path / "h", allreduce="rabenseifner"
+    )
+    assert (
+        extra["OMPI_MCA_coll_tuned_allreduce_algorithm"] == "6"
+        and extra["COURSE_ALLREDUCE"] == "rabenseifner"
+    )
+    assert (
+        extra["OMPI_MCA_coll"] == "^han"
+    )  # so that tuned, which takes the algorithm, runs across nodes too
     with pytest.raises(JobError, match="unknown allreduce algorithm"):
         launch.build(job, ["true"], "mpiexec -n {nprocs}", tmp_path / "h", allreduce="butterfly")
 
@@ -55,11 +76,25 @@ def test_a_missing_launcher_or_bad_template_is_explained(tmp_path):
 def test_real_ranks_start_from_a_fabricated_node_file(tmp_path, mpi_env):
     nodefile = tmp_path / "nodefile"
     nodefile.write_text("localhost\nlocalhost\n")
-    env = {**mpi_env, "PBS_JOBID": "7.local", "PBS_NODEFILE": str(nodefile), "PBS_O_WORKDIR": str(tmp_path),
-           "COURSE_MPIEXEC": "mpiexec -n {nprocs} --hostfile {hostfile} --oversubscribe"}
+    env = {
+        **mpi_env,
+        "PBS_JOBID": "7.local",
+        "PBS_NODEFILE": str(nodefile),
+        "PBS_O_WORKDIR": str(tmp_path),
+        "COURSE_MPIEXEC": "mpiexec -n {nprocs} --hostfile {hostfile} --oversubscribe",
+    }
     code = "from mpi4py import MPI; c = MPI.COMM_WORLD; print(f'rank {c.rank} of {c.size}')"
-    run = subprocess.run([PYTHON, "-m", "course", "launch", "--", PYTHON, "-c", code], env=env, cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [PYTHON, "-m", "course", "launch", "--", PYTHON, "-c", code],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
-    assert sorted(line for line in run.stdout.splitlines() if line.startswith("rank")) == ["rank 0 of 2", "rank 1 of 2"]
+    assert sorted(line for line in run.stdout.splitlines() if line.startswith("rank")) == [
+        "rank 0 of 2",
+        "rank 1 of 2",
+    ]
     assert "course launch: job 7.local (pbs); 2 slot(s) on 1 node(s): localhost x2" in run.stdout

@@ -7,8 +7,9 @@ import pytest
 from course.runtime import models
 
 
-@pytest.mark.parametrize("name,width,params", [("vgg", 64, 14_987_210), ("vgg", 16, 939_770),
-                                               ("resnet", 16, 272_282)])
+@pytest.mark.parametrize(
+    "name,width,params", [("vgg", 64, 14_987_210), ("vgg", 16, 939_770), ("resnet", 16, 272_282)]
+)
 def test_models_take_any_image_size(name, width, params):
     model = models.build(name, width=width)
     for size in (32, 64):

@@ -1,4 +1,5 @@
 """Resource names in #PBS lines and qsub -l options: PBS Pro's, Torque's nodes=, and a site's own."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,14 +8,17 @@ from course.cluster import pbs
 from course.errors import JobError
 
 
-@pytest.mark.parametrize("option,unknown,nearest", [
-    ("-l selct=1:mpiprocs=2", "selct", "select"),
-    ("-l select=1:mpiproc=2", "mpiproc", "mpiprocs"),
-    ("-l select=1:ngpu=2", "ngpu", "ngpus"),
-    ("-l walltme=00:10:00", "walltme", "walltime"),
-    ("-l nodes=2:pnn=2", "pnn", "ppn"),
-    ("-l ngpus=2,mem=4gb,plce=scatter", "plce", "place"),
-])
+@pytest.mark.parametrize(
+    "option,unknown,nearest",
+    [
+        ("-l selct=1:mpiprocs=2", "selct", "select"),
+        ("-l select=1:mpiproc=2", "mpiproc", "mpiprocs"),
+        ("-l select=1:ngpu=2", "ngpu", "ngpus"),
+        ("-l walltme=00:10:00", "walltme", "walltime"),
+        ("-l nodes=2:pnn=2", "pnn", "ppn"),
+        ("-l ngpus=2,mem=4gb,plce=scatter", "plce", "place"),
+    ],
+)
 def test_a_misspelt_resource_is_refused_with_the_nearest_valid_one(option, unknown, nearest):
     with pytest.raises(JobError) as caught:
         pbs.read_request(f"#!/bin/bash\n#PBS {option}\n")
@@ -30,13 +34,16 @@ def test_a_name_far_from_any_resource_lists_them_all():
     assert caught.value.hint.startswith("PBS knows select, place, walltime")
 
 
-@pytest.mark.parametrize("option,shape", [
-    ("-l select=2:ncpus=8:mpiprocs=4:ompthreads=2:mem=16gb", (2, 4, 0)),
-    ("-l select=1:ngpus=2:mpiprocs=2 -l place=scatter:excl", (1, 2, 2)),
-    ("-l nodes=2:ppn=3:gpus=1", (2, 3, 1)),
-    ("-l nodes=1:ppn=2:bigmem", (1, 2, 0)),  # Torque's node features are free words
-    ("-l ncpus=4,mem=4gb,vmem=8gb,cput=01:00:00", (1, 1, 0)),
-])
+@pytest.mark.parametrize(
+    "option,shape",
+    [
+        ("-l select=2:ncpus=8:mpiprocs=4:ompthreads=2:mem=16gb", (2, 4, 0)),
+        ("-l select=1:ngpus=2:mpiprocs=2 -l place=scatter:excl", (1, 2, 2)),
+        ("-l nodes=2:ppn=3:gpus=1", (2, 3, 1)),
+        ("-l nodes=1:ppn=2:bigmem", (1, 2, 0)),  # Torque's node features are free words
+        ("-l ncpus=4,mem=4gb,vmem=8gb,cput=01:00:00", (1, 1, 0)),
+    ],
+)
 def test_the_resources_real_sites_use_are_read(option, shape):
     request = pbs.read_request("#!/bin/bash\n", option.split())
     assert (request.nodes, request.mpiprocs, request.ngpus) == shape

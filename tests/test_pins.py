@@ -1,4 +1,5 @@
 """The pins live in pyproject.toml; constraints.txt and environment.yml must agree with them."""
+
 from __future__ import annotations
 
 import re
@@ -33,12 +34,15 @@ def test_constraints_lock_agrees_with_pyproject():
     for name, version in pins.all_pins().items():
         if name == "wheel":  # a build tool only, not installed into the environment
             continue
-        assert locked.get(name) == version, f"{name}: pyproject {version}, constraints {locked.get(name)}"
+        assert locked.get(name) == version, (
+            f"{name}: pyproject {version}, constraints {locked.get(name)}"
+        )
 
 
 def test_environment_yml_is_generated_from_pyproject():
-    assert (ROOT / "environment.yml").read_text() == pins.render_environment_yml(), \
+    assert (ROOT / "environment.yml").read_text() == pins.render_environment_yml(), (
         "regenerate it: python tools/pins.py conda > environment.yml"
+    )
 
 
 def test_environment_yml_pins_the_same_versions():
@@ -46,7 +50,9 @@ def test_environment_yml_pins_the_same_versions():
     assert re.search(r"^  - python=3\.11$", text, re.M)
     for name, version in pins.runtime_pins().items():
         assert re.search(rf"^\s+- {re.escape(name)}[=]=?{re.escape(version)}$", text, re.M), name
-    assert re.search(r"^      - -e \.$", text, re.M), "the kit itself is installed from the repository"
+    assert re.search(r"^      - -e \.$", text, re.M), (
+        "the kit itself is installed from the repository"
+    )
 
 
 def test_bootstrap_names_the_build_tools_chainer_needs():
@@ -59,4 +65,6 @@ def test_cuda_headers_match_nvrtc():
     gpu = pins.extra_pins("gpu")
     nvrtc, runtime = gpu["nvidia-cuda-nvrtc-cu12"], gpu.get("nvidia-cuda-runtime-cu12")
     assert runtime is not None, "pin nvidia-cuda-runtime-cu12 in the gpu extra, at NVRTC's version"
-    assert runtime.split(".")[:2] == nvrtc.split(".")[:2], f"runtime headers {runtime}, NVRTC {nvrtc}"
+    assert runtime.split(".")[:2] == nvrtc.split(".")[:2], (
+        f"runtime headers {runtime}, NVRTC {nvrtc}"
+    )

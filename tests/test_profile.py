@@ -1,5 +1,6 @@
 """The step profile (`qsub -v PROFILE=1`): a real 2-rank stage-3 job under the kit's local scheduler, its
 phases per rank in the log and the results file, and what notebook 03 shows of it."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,9 +23,15 @@ def profiled(quick_env, tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         for key in ("CHAINER_DATASET_ROOT", "COURSE_DATASET"):
             patch.setenv(key, quick_env[key])
-        job = submit.submit(stages.MULTI_NODE.job_path, nodes=1, per_node=2,
-                            env={"COURSE_TRAIN_ARGS": TRAIN_ARGS, "PROFILE": "1"}, scheduler="local",
-                            workdir=folder, echo=None)
+        job = submit.submit(
+            stages.MULTI_NODE.job_path,
+            nodes=1,
+            per_node=2,
+            env={"COURSE_TRAIN_ARGS": TRAIN_ARGS, "PROFILE": "1"},
+            scheduler="local",
+            workdir=folder,
+            echo=None,
+        )
         assert job.wait(timeout=600, echo=None) == 0, job.find_log().read_text()
     return folder, job
 
@@ -37,15 +44,25 @@ def test_every_rank_reports_its_phases_and_they_make_up_its_step(profiled):
     [run] = evidence.runs(stages.MULTI_NODE.name, folder)
     assert run.traced, run.problems
     ranks = run.record["profile"]["ranks"]
-    assert [r["rank"] for r in ranks] == [0, 1] and run.record["profile"]["phases"] == list(profile.PHASES)
+    assert [r["rank"] for r in ranks] == [0, 1] and run.record["profile"]["phases"] == list(
+        profile.PHASES
+    )
     assert [profile.line(r) for r in ranks] == lines
     for r in ranks:
         ms = r["median_ms"]
         counted = run.record["throughput"]
-        steps = counted["counted_iterations"] + counted["warmup_iterations"] + counted["excluded_iterations"]
-        assert r["steps"] == steps - 1 - 2, r  # less the first (it broadcasts the weights) and the warm-up
+        steps = (
+            counted["counted_iterations"]
+            + counted["warmup_iterations"]
+            + counted["excluded_iterations"]
+        )
+        assert r["steps"] == steps - 1 - 2, (
+            r
+        )  # less the first (it broadcasts the weights) and the warm-up
         # compute and the exchange take time on every rank; the barrier wait may be ~0 on the slower one
-        assert all(ms[phase] > 0 for phase in ("data", "forward", "backward", "allreduce", "update")), ms
+        assert all(
+            ms[phase] > 0 for phase in ("data", "forward", "backward", "allreduce", "update")
+        ), ms
         assert ms["wait"] >= 0 and ms["other"] >= 0
         # where the cuts fall: the network's passes outweigh reading a batch and the optimizer's update
         assert min(ms["forward"], ms["backward"]) > max(ms["data"], ms["update"]), ms
@@ -60,18 +77,30 @@ def test_the_notebook_shows_a_bar_per_rank_and_the_measured_allreduce(profiled):
     assert [(row["ranks"], row["rank"]) for row in rows] == [(2, 0), (2, 1)]
     measured = profile_report.measured_allreduce_seconds(folder)
     [run] = evidence.runs(stages.MULTI_NODE.name, folder)
-    assert measured["ranks"] == 2 and measured["gradient_bytes"] == 4 * run.record["model"]["parameters"]
+    assert (
+        measured["ranks"] == 2
+        and measured["gradient_bytes"] == 4 * run.record["model"]["parameters"]
+    )
     assert 0 < measured["seconds"] < 1
     figure = profile_report.plot(folder)
     bars = figure.axes[0].patches
     assert len(bars) == 2 * len(profile.PHASES)  # one segment per phase in each rank's bar
-    assert [t.get_text() for t in figure.axes[0].get_legend().get_texts()] == list(reversed(profile.PHASES))
+    assert [t.get_text() for t in figure.axes[0].get_legend().get_texts()] == list(
+        reversed(profile.PHASES)
+    )
 
 
 def test_nsys_where_there_is_none_ends_the_job_saying_so(profiled):
     folder, _ = profiled
-    job = submit.submit(stages.MULTI_NODE.job_path, nodes=1, per_node=2, env={"PROFILE": "nsys"}, scheduler="local",
-                        workdir=folder, echo=None)
+    job = submit.submit(
+        stages.MULTI_NODE.job_path,
+        nodes=1,
+        per_node=2,
+        env={"PROFILE": "nsys"},
+        scheduler="local",
+        workdir=folder,
+        echo=None,
+    )
     assert job.wait(timeout=120, echo=None) == 2
     log = job.find_log().read_text()
     assert "PROFILE=nsys: nsys (Nsight Systems) is not on this node's PATH" in log
@@ -82,10 +111,14 @@ def test_the_demo_prints_the_profiles_the_fits_and_the_prediction_against_the_pr
     folder, _ = profiled
     measured(folder, ranks=2, algorithm="ring")  # a benchmark's files, as its job leaves them
     lines = allreduce_report.summary(folder)
-    assert [line.split(" on ")[0] for line in lines[:2]] == ["step profile, 2 rank(s), rank 0",
-                                                             "step profile, 2 rank(s), rank 1"]
+    assert [line.split(" on ")[0] for line in lines[:2]] == [
+        "step profile, 2 rank(s), rank 0",
+        "step profile, 2 rank(s), rank 1",
+    ]
     assert lines[2].startswith("allreduce fit, ring on 2 ranks: alpha ")
     [run] = evidence.runs(stages.MULTI_NODE.name, folder)
-    assert lines[3].startswith(f"gradient allreduce of {run.path.parent.name} "
-                               f"({run.record['model']['parameters']:,} parameters, ring on 2 ranks): predicted ")
+    assert lines[3].startswith(
+        f"gradient allreduce of {run.path.parent.name} "
+        f"({run.record['model']['parameters']:,} parameters, ring on 2 ranks): predicted "
+    )
     assert "measured " in lines[3] and "(ratio " in lines[3]

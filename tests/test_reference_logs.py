@@ -1,4 +1,5 @@
 """The committed reference logs (docs/reference-logs) still pass the grader's checks, and `course report`."""
+
 from __future__ import annotations
 
 import json
@@ -38,7 +39,9 @@ def test_a_run_whose_results_were_edited_does_not_count(tmp_path, capsys):
     record["throughput"]["images_per_sec"] *= 1.2
     results.write_text(json.dumps(record))
     assert cli.main(["report", str(folder)]) == 0
-    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("multi_node-3"))
+    row = next(
+        line for line in capsys.readouterr().out.splitlines() if line.startswith("multi_node-3")
+    )
     assert "no:" in row
 
 

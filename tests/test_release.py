@@ -1,4 +1,5 @@
 """The student release: made from solutions/ by nbgrader, committed, and free of answers."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,9 @@ def test_committed_release_is_what_nbgrader_makes_from_solutions(regenerated):
     committed = sorted(str(p.relative_to(RELEASED)) for p in RELEASED.rglob("*") if p.is_file())
     assert made == committed
     for name in made:
-        assert (regenerated / name).read_bytes() == (RELEASED / name).read_bytes(), \
+        assert (regenerated / name).read_bytes() == (RELEASED / name).read_bytes(), (
             f"notebooks/{paths.ASSIGNMENT}/{name} is stale: run  make release"
+        )
 
 
 def test_release_holds_the_job_scripts_of_jobs(regenerated):
@@ -53,13 +55,19 @@ def solution_lines(notebook: dict) -> list[str]:
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_no_solution_or_hidden_test_is_released(name):
     source = json.loads((SOURCE / name).read_text())
-    released_text = "\n".join("".join(c["source"]) for c in json.loads((RELEASED / name).read_text())["cells"])
-    instructions = "\n".join("".join(c["source"]) for c in source["cells"] if c["cell_type"] == "markdown")
+    released_text = "\n".join(
+        "".join(c["source"]) for c in json.loads((RELEASED / name).read_text())["cells"]
+    )
+    instructions = "\n".join(
+        "".join(c["source"]) for c in source["cells"] if c["cell_type"] == "markdown"
+    )
     secrets = [line for line in solution_lines(source) if line not in instructions]
     assert secrets, "the source should have solutions and hidden tests"
     for line in secrets:
         assert line not in released_text, f"released {name} shows: {line}"
-    assert not re.search(r"BEGIN (SOLUTION|HIDDEN TESTS)|END (SOLUTION|HIDDEN TESTS)", released_text)
+    assert not re.search(
+        r"BEGIN (SOLUTION|HIDDEN TESTS)|END (SOLUTION|HIDDEN TESTS)", released_text
+    )
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

@@ -8,8 +8,17 @@ from course import results
 from course.errors import ResultsError
 
 # The smallest record a training run could write.
-RECORD = {"stage": "single_gpu", "workers": 1, "job": {"id": None}, "hosts": ["h"], "devices": ["@numpy"], "log": [],
-          "complete": True, "throughput": {"images_per_sec": 51.12}, "script": {"name": "train.py"}}
+RECORD = {
+    "stage": "single_gpu",
+    "workers": 1,
+    "job": {"id": None},
+    "hosts": ["h"],
+    "devices": ["@numpy"],
+    "log": [],
+    "complete": True,
+    "throughput": {"images_per_sec": 51.12},
+    "script": {"name": "train.py"},
+}
 
 
 def test_round_trip_with_seal_and_digest(tmp_path):
@@ -31,11 +40,18 @@ def test_an_edit_breaks_the_seal(tmp_path):
     assert not results.seal_ok(results.load(path))
 
 
-@pytest.mark.parametrize("content,message", [("{not json", "not a readable results file"),
-                                             ('{"schema": "other"}', "not a course results file"),
-                                             ("[]", "not a course results file"),
-                                             ('{"schema": "course-results/1", "stage": "single_gpu", "job": null}',
-                                              "lacks what every results file holds .*job")])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("{not json", "not a readable results file"),
+        ('{"schema": "other"}', "not a course results file"),
+        ("[]", "not a course results file"),
+        (
+            '{"schema": "course-results/1", "stage": "single_gpu", "job": null}',
+            "lacks what every results file holds .*job",
+        ),
+    ],
+)
 def test_bad_files_are_named(tmp_path, content, message):
     path = tmp_path / "results.json"
     path.write_text(content)

@@ -3,6 +3,7 @@
 The jobs run under the real local scheduler (course.cluster.localsched), as `course submit` runs them;
 tests/test_slurm.py does the same under real Slurm.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,15 +38,25 @@ def student_folder(tmp_path: Path, name: str, stage: str = "single_gpu") -> Path
 
 
 def final_weights(run_folder: Path) -> dict[str, np.ndarray]:
-    final = checkpoint.snapshot_files(run_folder)[0]  # a finished run keeps its last snapshot (of each rank) only
+    final = checkpoint.snapshot_files(run_folder)[
+        0
+    ]  # a finished run keeps its last snapshot (of each rank) only
     with np.load(final) as snapshot:
-        return {key: snapshot[key] for key in snapshot.files if key.startswith("updater/model:main/")}
+        return {
+            key: snapshot[key] for key in snapshot.files if key.startswith("updater/model:main/")
+        }
 
 
 def run_job(folder: Path, env: dict, walltime: str) -> submit.Job:
     stage = stages.get((folder / "stage").read_text())
-    job = submit.submit(stage.job_path, env={"COURSE_TRAIN_ARGS": TRAIN_ARGS}, options=["-l", f"walltime={walltime}"],
-                        scheduler="local", workdir=folder, echo=None)
+    job = submit.submit(
+        stage.job_path,
+        env={"COURSE_TRAIN_ARGS": TRAIN_ARGS},
+        options=["-l", f"walltime={walltime}"],
+        scheduler="local",
+        workdir=folder,
+        echo=None,
+    )
     job.wait(timeout=600, echo=None)
     return job
 
@@ -58,7 +69,11 @@ def finished(folder: Path) -> bool:
 def newest_snapshot(folder: Path) -> int:
     """The iteration of the newest snapshot in the student's runs/ (0: none yet)."""
     runs = folder / results.RUNS_DIR
-    found = [path for run in runs.iterdir() for path in checkpoint.snapshot_files(run)] if runs.is_dir() else []
+    found = (
+        [path for run in runs.iterdir() for path in checkpoint.snapshot_files(run)]
+        if runs.is_dir()
+        else []
+    )
     return max((int(path.name.replace(".", "_").rsplit("_", 1)[1]) for path in found), default=0)
 
 
@@ -92,7 +107,9 @@ def test_a_run_killed_at_its_walltime_resumes_and_ends_as_if_never_stopped(tmp_p
         if finished(split):  # its job may still have been killed at the walltime while it ended
             break
         text = jobs[-1].find_log().read_text()
-        assert joblog.walltime_exceeded(text) and jobs[-1].exit_status() == joblog.WALLTIME_EXIT, text
+        assert joblog.walltime_exceeded(text) and jobs[-1].exit_status() == joblog.WALLTIME_EXIT, (
+            text
+        )
         progress, before = newest_snapshot(split), progress
         walltime += 0 if progress > before else math.ceil(epoch)
     assert len(jobs) >= 2 and finished(split), [j.find_log().read_text() for j in jobs]
@@ -100,7 +117,11 @@ def test_a_run_killed_at_its_walltime_resumes_and_ends_as_if_never_stopped(tmp_p
     [resumed] = evidence.runs(stage, split)
     assert resumed.traced, resumed.problems
     segment_jobs = [segment["job"]["id"] for segment in resumed.segments]
-    assert segment_jobs[-1] == jobs[-1].id and len(segment_jobs) >= 2 and set(segment_jobs) <= {j.id for j in jobs}
+    assert (
+        segment_jobs[-1] == jobs[-1].id
+        and len(segment_jobs) >= 2
+        and set(segment_jobs) <= {j.id for j in jobs}
+    )
     later = [j for j in jobs if j.id in segment_jobs[1:]]
     for job in later:  # each later job says where it resumed
         [said] = joblog.resumptions(job.find_log().read_text())
@@ -110,12 +131,18 @@ def test_a_run_killed_at_its_walltime_resumes_and_ends_as_if_never_stopped(tmp_p
     stats = resumed.record["throughput"]
     assert stats["warmup_iterations"] == 2 * len(segment_jobs)
     iterations = 4 * (resumed.record["dataset"]["train_per_worker"] // 32)
-    assert stats["counted_iterations"] + stats["warmup_iterations"] + stats["excluded_iterations"] == iterations
-    assert [s["from_iteration"] for s in resumed.segments[1:]] == [s["to_iteration"] for s in resumed.segments[:-1]]
+    assert (
+        stats["counted_iterations"] + stats["warmup_iterations"] + stats["excluded_iterations"]
+        == iterations
+    )
+    assert [s["from_iteration"] for s in resumed.segments[1:]] == [
+        s["to_iteration"] for s in resumed.segments[:-1]
+    ]
 
     # The same final weights and accuracy as the run that was never stopped (same seed, CPU).
-    assert [e["validation/main/accuracy"] for e in resumed.record["log"]] == \
-        [e["validation/main/accuracy"] for e in log]
+    assert [e["validation/main/accuracy"] for e in resumed.record["log"]] == [
+        e["validation/main/accuracy"] for e in log
+    ]
     expected, got = final_weights(uninterrupted.path.parent), final_weights(resumed.path.parent)
     assert expected.keys() == got.keys() and expected
     assert all(np.array_equal(expected[key], got[key]) for key in expected)
@@ -124,8 +151,10 @@ def test_a_run_killed_at_its_walltime_resumes_and_ends_as_if_never_stopped(tmp_p
     first = resumed.segments[0]["job"]
     joblog.find(split, first["id"], first["name"]).unlink()
     [resumed] = evidence.runs(stage, split)
-    assert any(f"resumed from job {first['id']}, whose log is not beside the notebooks" in problem
-               for problem in resumed.problems)
+    assert any(
+        f"resumed from job {first['id']}, whose log is not beside the notebooks" in problem
+        for problem in resumed.problems
+    )
 
 
 def test_a_finished_run_is_not_resumed(tmp_path, env):

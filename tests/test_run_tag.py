@@ -1,4 +1,5 @@
 """The run folder a training script writes to (course.runtime.harness: parse_args and _run_tag)."""
+
 from __future__ import annotations
 
 import re
@@ -27,12 +28,16 @@ def test_runs_started_in_the_same_second_get_folders_of_their_own(no_job):
     assert folders[0] != folders[1]
     for folder in folders:
         tag = folder.rpartition("single_gpu-")[2]
-        assert tag.startswith(second + "-"), "the time keeps the folders in the order they were made"
+        assert tag.startswith(second + "-"), (
+            "the time keeps the folders in the order they were made"
+        )
         assert re.fullmatch(r"[A-Za-z0-9._-]+", tag)
 
 
 def test_a_job_names_its_run_the_same_on_every_rank(no_job, monkeypatch):
     monkeypatch.setenv("PBS_JOBID", "4242.pbs01")
     assert harness._run_tag() == harness._run_tag() == "4242.pbs01"
-    monkeypatch.setenv("COURSE_RUN_TAG", "4243.reedbush/pbsadmin0")  # what course launch passes the ranks
+    monkeypatch.setenv(
+        "COURSE_RUN_TAG", "4243.reedbush/pbsadmin0"
+    )  # what course launch passes the ranks
     assert harness._run_tag() == "4243.reedbush_pbsadmin0"

@@ -3,6 +3,7 @@
 Each run is made by hand with the kit's own writers: a results file (course.results.write) and
 the job log with the lines the harness prints (course.joblog), as a real job leaves them.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,22 +35,44 @@ suspicious_above = 1.25
 pytestmark = pytest.mark.usefixtures("grading_config")  # this module's GRADING (tests/conftest.py)
 
 
-def make_run(folder, stage: str, number: int, images_per_sec: float, workers: int = 1, *, device_kind="gpu",
-             width=16, communicator=None, allreduce=None, complete=True, logged_images_per_sec=None,
-             logged_workers=None, log=True, age=0) -> tuple:
+def make_run(
+    folder,
+    stage: str,
+    number: int,
+    images_per_sec: float,
+    workers: int = 1,
+    *,
+    device_kind="gpu",
+    width=16,
+    communicator=None,
+    allreduce=None,
+    complete=True,
+    logged_images_per_sec=None,
+    logged_workers=None,
+    log=True,
+    age=0,
+) -> tuple:
     """A finished run of `stage` as job <number>.local: its results file and, with log=True, its job log."""
     job = stages.get(stage)
     job_id = f"{number}.local"
     path = folder / results.RUNS_DIR / f"{stage}-{job_id}" / results.FILENAME
     devices = ["@cupy:0" if device_kind == "gpu" else "@numpy"] * workers
     record = {
-        "stage": stage, "workers": workers, "hosts": ["n1"] * workers, "devices": devices,
+        "stage": stage,
+        "workers": workers,
+        "hosts": ["n1"] * workers,
+        "devices": devices,
         "job": {"id": job_id, "name": job.job_script, "scheduler": "local"},
         "script": {"name": job.script, "sha256": None},
-        "device_kind": device_kind, "gpu_model": "Tesla P100" if device_kind == "gpu" else None,
-        "communicator": communicator, "allreduce": allreduce,
-        "model": {"name": "vgg", "width": width}, "batch_size": {"per_worker": 32, "total": 32 * workers},
-        "dataset": {"name": "synthetic"}, "complete": complete, "error": None if complete else "KeyboardInterrupt: ",
+        "device_kind": device_kind,
+        "gpu_model": "Tesla P100" if device_kind == "gpu" else None,
+        "communicator": communicator,
+        "allreduce": allreduce,
+        "model": {"name": "vgg", "width": width},
+        "batch_size": {"per_worker": 32, "total": 32 * workers},
+        "dataset": {"name": "synthetic"},
+        "complete": complete,
+        "error": None if complete else "KeyboardInterrupt: ",
         "throughput": {"images_per_sec": images_per_sec, "std": 1.0, "counted_iterations": 40},
         "log": [{"epoch": 1, "validation/main/accuracy": 0.3}],
     }
@@ -57,15 +80,37 @@ def make_run(folder, stage: str, number: int, images_per_sec: float, workers: in
     if age:  # older than the runs made after it, as results.find orders them
         os.utime(path, (path.stat().st_mtime - age,) * 2)
     if log:
-        header = joblog.RunHeader(stage=stage, job_id=job_id, scheduler="local", workers=logged_workers or workers,
-                                  hosts=record["hosts"], devices=devices, batch_per_worker=32, learning_rate=0.05,
-                                  seed=0, communicator=communicator, allreduce=allreduce, gpu_model=record["gpu_model"])
+        header = joblog.RunHeader(
+            stage=stage,
+            job_id=job_id,
+            scheduler="local",
+            workers=logged_workers or workers,
+            hosts=record["hosts"],
+            devices=devices,
+            batch_per_worker=32,
+            learning_rate=0.05,
+            seed=0,
+            communicator=communicator,
+            allreduce=allreduce,
+            gpu_model=record["gpu_model"],
+        )
         rate = images_per_sec if logged_images_per_sec is None else logged_images_per_sec
-        launched = [joblog.launch_line(job_id, "local", [("n1", workers)]),
-                    joblog.launch_command_line(["mpiexec", "-n", str(workers), job.script])] \
-            if stage == stages.MULTI_NODE.name else []
-        lines = [*launched, header.format(), "epoch  main/loss", joblog.throughput_line(rate, 40, 5, 3),
-                 joblog.results_line(path.relative_to(folder), digest), joblog.end_line(job_id, 0)]
+        launched = (
+            [
+                joblog.launch_line(job_id, "local", [("n1", workers)]),
+                joblog.launch_command_line(["mpiexec", "-n", str(workers), job.script]),
+            ]
+            if stage == stages.MULTI_NODE.name
+            else []
+        )
+        lines = [
+            *launched,
+            header.format(),
+            "epoch  main/loss",
+            joblog.throughput_line(rate, 40, 5, 3),
+            joblog.results_line(path.relative_to(folder), digest),
+            joblog.end_line(job_id, 0),
+        ]
         (folder / joblog.log_name(job.job_script, number)).write_text("\n".join(lines) + "\n")
     return path, digest
 
@@ -83,9 +128,11 @@ def test_a_traced_run_gets_its_points(folder, capsys):
     make_run(folder, "single_gpu", 1, 51.123)
     assert scoring.grade_run("single_gpu", 3, folder) == 3
     out = capsys.readouterr().out
-    assert out == ("note: job 1.local was not checked against the scheduler's records: the local scheduler keeps no "
-                   "accounting\nOK: single_gpu-1.local (job 1.local): 51.1 img/s on 1 worker(s), "
-                   "traced to run_single_gpu_training.sh.o1\n")
+    assert out == (
+        "note: job 1.local was not checked against the scheduler's records: the local scheduler keeps no "
+        "accounting\nOK: single_gpu-1.local (job 1.local): 51.1 img/s on 1 worker(s), "
+        "traced to run_single_gpu_training.sh.o1\n"
+    )
 
 
 def test_an_edited_results_file_breaks_its_seal(folder):
@@ -94,7 +141,10 @@ def test_an_edited_results_file_breaks_its_seal(folder):
     record["throughput"]["images_per_sec"] = 65.0
     path.write_text(json.dumps(record))
     message = failure(scoring.grade_run, "single_gpu", 3, folder)
-    assert "no single_gpu run can be traced to its job; the latest, single_gpu-1.local (job 1.local)" in message
+    assert (
+        "no single_gpu run can be traced to its job; the latest, single_gpu-1.local (job 1.local)"
+        in message
+    )
     assert "edited after the job wrote it (its seal does not match)" in message
     assert "images/sec in the results (65.00) is not what the log shows (50.00)" in message
 
@@ -105,8 +155,10 @@ def test_a_resealed_results_file_differs_from_the_digest_in_the_log(folder):
     record["log"][0]["validation/main/accuracy"] = 0.9
     assert results.write(path, {k: v for k, v in record.items() if not k.startswith("_")}) != digest
     message = failure(scoring.grade_run, "single_gpu", 3, folder)
-    assert "the results file differs from the one job 1.local wrote (see its sha256 in " \
-           "run_single_gpu_training.sh.o1)" in message
+    assert (
+        "the results file differs from the one job 1.local wrote (see its sha256 in "
+        "run_single_gpu_training.sh.o1)" in message
+    )
     assert "seal" not in message
 
 
@@ -131,7 +183,9 @@ def test_a_log_showing_another_worker_count_does_not_trace(folder):
 def test_a_log_that_does_not_name_the_results_file_does_not_trace(folder):
     make_run(folder, "single_gpu", 1, 50.0)
     log = folder / "run_single_gpu_training.sh.o1"
-    log.write_text("\n".join(line for line in log.read_text().splitlines() if "course: results" not in line))
+    log.write_text(
+        "\n".join(line for line in log.read_text().splitlines() if "course: results" not in line)
+    )
     message = failure(scoring.grade_run, "single_gpu", 3, folder)
     assert "the log run_single_gpu_training.sh.o1 does not name this results file" in message
 
@@ -158,17 +212,25 @@ def test_a_script_changed_since_its_run_is_noted(folder, capsys):
     make_run(folder, "single_gpu", 1, 50.0)
     (folder / "train_cifar_single.py").write_text("# edited after the job\n")
     assert scoring.grade_run("single_gpu", 3, folder) == 3
-    assert "note: train_cifar_single.py has changed since this job ran it" in capsys.readouterr().out
+    assert (
+        "note: train_cifar_single.py has changed since this job ran it" in capsys.readouterr().out
+    )
 
 
 # --- efficiency against stage 1 ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("images_per_sec,points", [
-    (210.0, 3), (140.0, 3),  # 1.05 (the ceiling itself) and 0.7
-    (139.8, 1.5), (100.0, 1.5),  # just below 0.7, and 0.5
-    (99.8, 0.75), (50.0, 0.75),  # just below 0.5, and 0.25
-])
+@pytest.mark.parametrize(
+    "images_per_sec,points",
+    [
+        (210.0, 3),
+        (140.0, 3),  # 1.05 (the ceiling itself) and 0.7
+        (139.8, 1.5),
+        (100.0, 1.5),  # just below 0.7, and 0.5
+        (99.8, 0.75),
+        (50.0, 0.75),  # just below 0.5, and 0.25
+    ],
+)
 def test_efficiency_tiers_at_their_boundaries(folder, capsys, images_per_sec, points):
     make_run(folder, "single_gpu", 1, 100.0)
     make_run(folder, "multi_node", 2, images_per_sec, workers=2, communicator="pure_nccl")
@@ -190,18 +252,28 @@ def test_efficiency_above_the_ceiling_does_not_compare(folder):
     assert "efficiency 1.060, above 1.05: more than linear speedup" in message
 
 
-@pytest.mark.parametrize("images_per_sec,points", [(240.0, 3), (100.0, 3), (99.8, 1.5), (60.0, 1.5)])
+@pytest.mark.parametrize(
+    "images_per_sec,points", [(240.0, 3), (100.0, 3), (99.8, 1.5), (60.0, 1.5)]
+)
 def test_cpu_runs_use_their_own_tiers_and_ceiling(folder, images_per_sec, points):
     make_run(folder, "single_gpu", 1, 100.0, device_kind="cpu")
-    make_run(folder, "multi_node", 2, images_per_sec, workers=2, device_kind="cpu", communicator="naive")
+    make_run(
+        folder, "multi_node", 2, images_per_sec, workers=2, device_kind="cpu", communicator="naive"
+    )
     assert scoring.grade_efficiency("multi_node", 3, folder) == points
 
 
-@pytest.mark.parametrize("images_per_sec,words", [(59.8, "efficiency 0.299, below 0.3"),
-                                                  (252.0, "efficiency 1.260, above 1.25")])
-def test_cpu_runs_below_their_last_tier_or_above_their_ceiling_get_nothing(folder, images_per_sec, words):
+@pytest.mark.parametrize(
+    "images_per_sec,words",
+    [(59.8, "efficiency 0.299, below 0.3"), (252.0, "efficiency 1.260, above 1.25")],
+)
+def test_cpu_runs_below_their_last_tier_or_above_their_ceiling_get_nothing(
+    folder, images_per_sec, words
+):
     make_run(folder, "single_gpu", 1, 100.0, device_kind="cpu")
-    make_run(folder, "multi_node", 2, images_per_sec, workers=2, device_kind="cpu", communicator="naive")
+    make_run(
+        folder, "multi_node", 2, images_per_sec, workers=2, device_kind="cpu", communicator="naive"
+    )
     assert words in failure(scoring.grade_efficiency, "multi_node", 3, folder)
 
 
@@ -210,13 +282,18 @@ def test_a_stage_2_run_on_cpus_earns_nothing(folder):
     make_run(folder, "single_gpu", 1, 100.0, device_kind="cpu")
     make_run(folder, "multi_gpu", 2, 140.0, workers=2, device_kind="cpu")
     message = failure(scoring.grade_efficiency, "multi_gpu", 4, folder)
-    assert "a multi_gpu run trains on GPUs, and this one shows devices @numpy, @numpy with GPU model none" in message
+    assert (
+        "a multi_gpu run trains on GPUs, and this one shows devices @numpy, @numpy with GPU model none"
+        in message
+    )
 
 
 def test_the_run_earning_the_most_below_the_ceiling_is_graded(folder, capsys):
     make_run(folder, "single_gpu", 1, 100.0)
     make_run(folder, "multi_node", 2, 190.0, workers=2, communicator="pure_nccl")  # 0.95
-    make_run(folder, "multi_node", 3, 440.0, workers=4, communicator="pure_nccl")  # 1.1: implausible
+    make_run(
+        folder, "multi_node", 3, 440.0, workers=4, communicator="pure_nccl"
+    )  # 1.1: implausible
     make_run(folder, "multi_node", 4, 240.0, workers=4, communicator="non_cuda_aware")  # 0.6
     assert scoring.grade_efficiency("multi_node", 3, folder) == 3
     assert "multi_node-2.local (job 2.local): 190.0 img/s on 2 workers" in capsys.readouterr().out
@@ -224,7 +301,9 @@ def test_the_run_earning_the_most_below_the_ceiling_is_graded(folder, capsys):
 
 def test_an_extra_run_on_more_workers_never_lowers_the_efficiency_points(folder):
     make_run(folder, "single_gpu", 1, 100.0)
-    make_run(folder, "multi_node", 2, 180.0, workers=2, communicator="pure_nccl")  # 0.9: all the points
+    make_run(
+        folder, "multi_node", 2, 180.0, workers=2, communicator="pure_nccl"
+    )  # 0.9: all the points
     assert scoring.grade_efficiency("multi_node", 3, folder) == 3
     make_run(folder, "multi_node", 3, 220.0, workers=4, communicator="pure_nccl")  # 0.55: half
     assert scoring.grade_efficiency("multi_node", 3, folder) == 3
@@ -234,34 +313,49 @@ def test_an_extra_run_on_more_workers_never_lowers_the_efficiency_points(folder)
 
 def test_efficiency_is_the_best_against_any_comparable_stage_1_run(folder, capsys):
     make_run(folder, "single_gpu", 1, 100.0, age=60)
-    make_run(folder, "multi_node", 2, 180.0, workers=2, communicator="pure_nccl")  # 0.9 against job 1
-    make_run(folder, "single_gpu", 3, 100.0, width=8)  # newer, and another model width: compares with nothing
+    make_run(
+        folder, "multi_node", 2, 180.0, workers=2, communicator="pure_nccl"
+    )  # 0.9 against job 1
+    make_run(
+        folder, "single_gpu", 3, 100.0, width=8
+    )  # newer, and another model width: compares with nothing
     assert scoring.grade_efficiency("multi_node", 3, folder) == 3
     assert "against 100.0 img/s on 1 in single_gpu-1.local (job 1.local)" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("change,difference", [
-    (dict(width=8), "model width: 8 here, 16 in stage 1"),
-    (dict(device_kind="cpu"), "device kind: cpu here, gpu in stage 1"),
-])
+@pytest.mark.parametrize(
+    "change,difference",
+    [
+        (dict(width=8), "model width: 8 here, 16 in stage 1"),
+        (dict(device_kind="cpu"), "device kind: cpu here, gpu in stage 1"),
+    ],
+)
 def test_runs_that_do_not_compare_with_stage_1_get_nothing(folder, change, difference):
     make_run(folder, "single_gpu", 1, 100.0)
     make_run(folder, "multi_node", 2, 180.0, workers=2, communicator="naive", **change)
     message = failure(scoring.grade_efficiency, "multi_node", 3, folder)
-    assert f"no traced multi_node run on 2 or more workers compares with stage 1 ({difference}" in message
+    assert (
+        f"no traced multi_node run on 2 or more workers compares with stage 1 ({difference}"
+        in message
+    )
 
 
 def test_efficiency_needs_a_traced_stage_1_run(folder):
     make_run(folder, "single_gpu", 1, 100.0, log=False)
     make_run(folder, "multi_node", 2, 180.0, workers=2, communicator="naive")
-    assert "no traced stage-1 run to compare with" in failure(scoring.grade_efficiency, "multi_node", 3, folder)
+    assert "no traced stage-1 run to compare with" in failure(
+        scoring.grade_efficiency, "multi_node", 3, folder
+    )
 
 
 def test_a_single_rank_run_is_no_scaling_run(folder):
     make_run(folder, "single_gpu", 1, 100.0)
     make_run(folder, "multi_node", 2, 95.0, communicator="naive")
     message = failure(scoring.grade_efficiency, "multi_node", 3, folder)
-    assert "no traced multi_node run on 2 or more workers compares with stage 1 (none found)" in message
+    assert (
+        "no traced multi_node run on 2 or more workers compares with stage 1 (none found)"
+        in message
+    )
 
 
 # --- stage 3's comparison ---------------------------------------------------------------------
@@ -269,30 +363,52 @@ def test_a_single_rank_run_is_no_scaling_run(folder):
 
 def comparison_runs(folder, settings):
     for number, (workers, allreduce) in enumerate(settings, start=1):
-        make_run(folder, "multi_node", number, 90.0 * workers, workers=workers, device_kind="cpu",
-                 communicator="naive", allreduce=allreduce)
+        make_run(
+            folder,
+            "multi_node",
+            number,
+            90.0 * workers,
+            workers=workers,
+            device_kind="cpu",
+            communicator="naive",
+            allreduce=allreduce,
+        )
 
 
 def test_two_rank_counts_and_two_settings_pass_the_comparison(folder, capsys):
     comparison_runs(folder, [(1, None), (2, None), (2, "ring")])
     assert scoring.grade_comparisons(1, folder) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[-1] == "OK: stage-3 runs compare rank counts [1, 2] and communication settings ['naive', 'naive/ring']"
-    assert out[:-1] == [f"note: job {n}.local was not checked against the scheduler's records: the local scheduler "
-                        "keeps no accounting" for n in (1, 2, 3)]
+    assert (
+        out[-1]
+        == "OK: stage-3 runs compare rank counts [1, 2] and communication settings ['naive', 'naive/ring']"
+    )
+    assert out[:-1] == [
+        f"note: job {n}.local was not checked against the scheduler's records: the local scheduler "
+        "keeps no accounting"
+        for n in (1, 2, 3)
+    ]
 
 
 def test_an_extra_run_never_lowers_the_comparison(folder):
     comparison_runs(folder, [(1, None), (2, None), (2, "ring"), (4, None)])
-    (folder / "run_multi_node_training.sh.o4").write_text("forged\n")  # an extra run that does not count
+    (folder / "run_multi_node_training.sh.o4").write_text(
+        "forged\n"
+    )  # an extra run that does not count
     assert scoring.grade_comparisons(1, folder) == 1
 
 
-@pytest.mark.parametrize("settings,covered", [
-    ([(1, None), (2, None)], "rank counts [1, 2] and communication settings ['naive']"),
-    ([(2, None), (2, "ring")], "rank counts [2] and communication settings ['naive', 'naive/ring']"),
-    ([], "rank counts [] and communication settings []"),
-])
+@pytest.mark.parametrize(
+    "settings,covered",
+    [
+        ([(1, None), (2, None)], "rank counts [1, 2] and communication settings ['naive']"),
+        (
+            [(2, None), (2, "ring")],
+            "rank counts [2] and communication settings ['naive', 'naive/ring']",
+        ),
+        ([], "rank counts [] and communication settings []"),
+    ],
+)
 def test_fewer_rank_counts_or_settings_fail_the_comparison(folder, settings, covered):
     comparison_runs(folder, settings)
     message = failure(scoring.grade_comparisons, 1, folder)
@@ -303,7 +419,10 @@ def test_an_untraced_run_is_left_out_of_the_comparison_and_named(folder):
     comparison_runs(folder, [(1, None), (2, None), (2, "ring")])
     (folder / "run_multi_node_training.sh.o3").unlink()
     message = failure(scoring.grade_comparisons, 1, folder)
-    assert "settings ['naive']; multi_node-3.local (job 3.local) does not count: no job log *.o3" in message
+    assert (
+        "settings ['naive']; multi_node-3.local (job 3.local) does not count: no job log *.o3"
+        in message
+    )
 
 
 def test_comparison_coverage_counts_traced_runs_only(folder):
@@ -312,10 +431,18 @@ def test_comparison_coverage_counts_traced_runs_only(folder):
     kept = log.read_text()
     log.unlink()
     coverage = evidence.comparison_coverage(evidence.runs("multi_node", folder))
-    assert (coverage.rank_counts, coverage.settings, coverage.complete) == ([1, 2], ["naive"], False)
+    assert (coverage.rank_counts, coverage.settings, coverage.complete) == (
+        [1, 2],
+        ["naive"],
+        False,
+    )
     log.write_text(kept)
     coverage = evidence.comparison_coverage(evidence.runs("multi_node", folder))
-    assert (coverage.rank_counts, coverage.settings, coverage.complete) == ([1, 2, 4], ["naive", "naive/ring"], True)
+    assert (coverage.rank_counts, coverage.settings, coverage.complete) == (
+        [1, 2, 4],
+        ["naive", "naive/ring"],
+        True,
+    )
 
 
 # --- the notebooks' visible self-checks ---------------------------------------------------------
@@ -325,8 +452,10 @@ def test_check_runs_says_ok_for_a_traced_run(folder, capsys):
     make_run(folder, "single_gpu", 1, 51.0)
     [run] = report.check_runs("single_gpu", folder)
     assert run.traced
-    assert capsys.readouterr().out == ("single_gpu-1.local (job 1.local): 51.0 img/s, 1 worker(s) "
-                                       "[OK, traced to run_single_gpu_training.sh.o1]\n")
+    assert capsys.readouterr().out == (
+        "single_gpu-1.local (job 1.local): 51.0 img/s, 1 worker(s) "
+        "[OK, traced to run_single_gpu_training.sh.o1]\n"
+    )
 
 
 def test_check_runs_says_which_run_will_not_count_and_why(folder, capsys):
@@ -344,9 +473,22 @@ def test_check_runs_without_runs_says_to_submit(folder, capsys):
 def test_check_comparison_says_ok_or_not_yet(folder, capsys):
     comparison_runs(folder, [(1, None), (2, None)])
     assert not report.check_comparison(folder).complete
-    assert capsys.readouterr().out.startswith("NOT YET: traced stage-3 runs cover rank counts [1, 2] and "
-                                              "communication settings ['naive']; the comparison needs at least 2")
-    make_run(folder, "multi_node", 3, 170.0, workers=2, device_kind="cpu", communicator="naive", allreduce="ring")
+    assert capsys.readouterr().out.startswith(
+        "NOT YET: traced stage-3 runs cover rank counts [1, 2] and "
+        "communication settings ['naive']; the comparison needs at least 2"
+    )
+    make_run(
+        folder,
+        "multi_node",
+        3,
+        170.0,
+        workers=2,
+        device_kind="cpu",
+        communicator="naive",
+        allreduce="ring",
+    )
     assert report.check_comparison(folder).complete
-    assert capsys.readouterr().out.startswith("OK: traced stage-3 runs cover rank counts [1, 2] and communication "
-                                              "settings ['naive', 'naive/ring'].")
+    assert capsys.readouterr().out.startswith(
+        "OK: traced stage-3 runs cover rank counts [1, 2] and communication "
+        "settings ['naive', 'naive/ring']."
+    )

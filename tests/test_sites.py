@@ -1,4 +1,5 @@
 """Site profiles: the shipped ones load, apply cleanly, and give job scripts that each scheduler reads."""
+
 from __future__ import annotations
 
 import shutil
@@ -42,8 +43,12 @@ def test_every_profile_applies_and_its_directives_parse(jobs_dir, name):
 def test_reedbush_profile_is_faithful_to_the_published_scripts(jobs_dir):
     sites.apply(sites.load_profile("reedbush-h"), jobs_dir)
     text = (jobs_dir / "run_multi_node_training.sh").read_text()
-    for line in ("#PBS -q h-regular", "#PBS -l select=2:mpiprocs=2", "#PBS -W group_list=gt00",
-                 "#PBS -l walltime=00:20:00"):
+    for line in (
+        "#PBS -q h-regular",
+        "#PBS -l select=2:mpiprocs=2",
+        "#PBS -W group_list=gt00",
+        "#PBS -l walltime=00:20:00",
+    ):
         assert line in text
     env = (jobs_dir / "site_env.sh").read_text()
     assert "module load cuda" in env and "conda activate chainer-course" in env
@@ -59,11 +64,19 @@ def test_slurm_profile_adds_what_pbs_syntax_cannot_say(jobs_dir):
 
 def test_site_env_is_valid_bash_and_env_overrides_its_defaults(tmp_path):
     probe = 'source jobs/site_env.sh; echo "$COURSE_DATASET|$COURSE_TRAIN_ARGS|$COURSE_MPIEXEC|$OMP_NUM_THREADS"'
-    run = subprocess.run(["bash", "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True,
-                         env={"PATH": f"{ROOT / '.venv' / 'bin'}:/usr/bin:/bin", "COURSE_DATASET": "mine"})
+    run = subprocess.run(
+        ["bash", "-c", probe],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": f"{ROOT / '.venv' / 'bin'}:/usr/bin:/bin", "COURSE_DATASET": "mine"},
+    )
     [line, ended] = run.stdout.strip().splitlines()
     dataset, train_args, mpiexec, threads = line.split("|")
-    assert joblog.end(ended).says == "ended with exit status 0"  # the trap that closes every job log
+    assert (
+        joblog.end(ended).says == "ended with exit status 0"
+    )  # the trap that closes every job log
     assert dataset == "mine"  # a job's -v setting wins over the site's default
     assert train_args == "--model vgg --width 16 --batchsize 64 --epoch 3"
     assert mpiexec == "mpiexec -n {nprocs} --hostfile {hostfile} --bind-to core" and threads == "1"
@@ -73,17 +86,24 @@ def test_drift_is_reported(jobs_dir):
     profile = sites.load_profile("local")
     script = jobs_dir / "run_single_gpu_training.sh"
     script.write_text(script.read_text().replace("walltime=00:30:00", "walltime=09:00:00"))
-    assert sites.check(profile, jobs_dir) == ["run_single_gpu_training.sh: its directives differ from the profile's"]
+    assert sites.check(profile, jobs_dir) == [
+        "run_single_gpu_training.sh: its directives differ from the profile's"
+    ]
 
 
-@pytest.mark.parametrize("change,message", [
-    ("scheduler = \"lsf\"", "is not one of local, pbs, slurm"),
-    ("[environment]\nsetup = []\ndataset = \"x\"\ntrain_args = \"--width $(rm -rf ~)\"\nmpiexec = \"m\"",
-     "may not contain"),
-    ("not toml at all [", "not valid TOML"),
-    ("#PBS -l walltime={wallime}", "names wallime"),
-    ('communication = []', "needs at least one entry"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ('scheduler = "lsf"', "is not one of local, pbs, slurm"),
+        (
+            '[environment]\nsetup = []\ndataset = "x"\ntrain_args = "--width $(rm -rf ~)"\nmpiexec = "m"',
+            "may not contain",
+        ),
+        ("not toml at all [", "not valid TOML"),
+        ("#PBS -l walltime={wallime}", "names wallime"),
+        ("communication = []", "needs at least one entry"),
+    ],
+)
 def test_bad_profiles_are_refused_with_the_reason(tmp_path, change, message):
     text = (ROOT / "sites" / "local.toml").read_text()
     if change.startswith("scheduler"):
@@ -93,7 +113,7 @@ def test_bad_profiles_are_refused_with_the_reason(tmp_path, change, message):
     elif change.startswith("communication"):
         text = text.replace('communication = ["naive", "naive/ring"]', change)
     elif change.startswith("[environment]"):
-        text = text[:text.index("[environment]")] + change + text[text.index("\n[jobs."):]
+        text = text[: text.index("[environment]")] + change + text[text.index("\n[jobs.") :]
     else:
         text = change
     path = tmp_path / "site.toml"
@@ -114,23 +134,63 @@ def test_unknown_profile_lists_the_known_ones():
     assert "local" in caught.value.hint and "reedbush-h" in caught.value.hint
 
 
-@pytest.mark.parametrize("old,new,message,nearest", [
-    ('scheduler = "local"', 'scheduler = "local"\nqueu = "gpu"', "unknown key `queu`", "did you mean `queue`?"),
-    ("gpus_per_node = 0", "gpu_per_node = 0", "unknown key `gpu_per_node`", "did you mean `gpus_per_node`?"),
-    ("threads_per_rank = 1", "treads_per_rank = 1", "unknown key `environment.treads_per_rank`",
-     "did you mean `threads_per_rank`?"),
-    ('dataset = "synthetic"', 'dataset = "synthetic"\ndataset_rot = "/data"', "unknown key `environment.dataset_rot`",
-     "did you mean `dataset_root`?"),
-    ("[scaling]", "[scalling]", "unknown key `scalling`", "did you mean `scaling`?"),
-    ("[scaling]", "[extras]\nx = 1\n[scaling]", "unknown key `extras`", "the top level takes description,"),
-    ("walltime = \"00:30:00\"", "walltime = \"00:30:00\"\nwaltime = \"1\"",
-     "unknown key `jobs.run_single_gpu_training.waltime`", "did you mean `walltime`?"),
-    ("threads_per_rank = 1", 'threads_per_rank = "1"', "`environment.threads_per_rank` should be a whole number",
-     "fix the profile"),
-    ('runs = ["1x1", "1x2"]', 'runs = ["1x1", "1by2"]', "`scaling.runs[1]` = '1by2' is not NODESxRANKS", "fix"),
-])
-def test_misspelt_or_mistyped_profile_keys_are_refused_with_the_nearest_valid_key(tmp_path, old, new, message,
-                                                                                    nearest):
+@pytest.mark.parametrize(
+    "old,new,message,nearest",
+    [
+        (
+            'scheduler = "local"',
+            'scheduler = "local"\nqueu = "gpu"',
+            "unknown key `queu`",
+            "did you mean `queue`?",
+        ),
+        (
+            "gpus_per_node = 0",
+            "gpu_per_node = 0",
+            "unknown key `gpu_per_node`",
+            "did you mean `gpus_per_node`?",
+        ),
+        (
+            "threads_per_rank = 1",
+            "treads_per_rank = 1",
+            "unknown key `environment.treads_per_rank`",
+            "did you mean `threads_per_rank`?",
+        ),
+        (
+            'dataset = "synthetic"',
+            'dataset = "synthetic"\ndataset_rot = "/data"',
+            "unknown key `environment.dataset_rot`",
+            "did you mean `dataset_root`?",
+        ),
+        ("[scaling]", "[scalling]", "unknown key `scalling`", "did you mean `scaling`?"),
+        (
+            "[scaling]",
+            "[extras]\nx = 1\n[scaling]",
+            "unknown key `extras`",
+            "the top level takes description,",
+        ),
+        (
+            'walltime = "00:30:00"',
+            'walltime = "00:30:00"\nwaltime = "1"',
+            "unknown key `jobs.run_single_gpu_training.waltime`",
+            "did you mean `walltime`?",
+        ),
+        (
+            "threads_per_rank = 1",
+            'threads_per_rank = "1"',
+            "`environment.threads_per_rank` should be a whole number",
+            "fix the profile",
+        ),
+        (
+            'runs = ["1x1", "1x2"]',
+            'runs = ["1x1", "1by2"]',
+            "`scaling.runs[1]` = '1by2' is not NODESxRANKS",
+            "fix",
+        ),
+    ],
+)
+def test_misspelt_or_mistyped_profile_keys_are_refused_with_the_nearest_valid_key(
+    tmp_path, old, new, message, nearest
+):
     text = (ROOT / "sites" / "local.toml").read_text()
     assert old in text
     path = tmp_path / "site.toml"
@@ -141,11 +201,17 @@ def test_misspelt_or_mistyped_profile_keys_are_refused_with_the_nearest_valid_ke
     assert nearest in caught.value.hint
 
 
-def test_an_unknown_key_is_named_with_its_line_and_course_site_apply_fails(tmp_path, monkeypatch, capsys):
-    text = (ROOT / "sites" / "local.toml").read_text().replace("threads_per_rank", "treads_per_rank")
+def test_an_unknown_key_is_named_with_its_line_and_course_site_apply_fails(
+    tmp_path, monkeypatch, capsys
+):
+    text = (
+        (ROOT / "sites" / "local.toml").read_text().replace("threads_per_rank", "treads_per_rank")
+    )
     (tmp_path / "typo.toml").write_text(text)
-    line = text[:text.index("treads_per_rank")].count("\n") + 1
-    monkeypatch.setattr(sites.paths, "kit_root", lambda: tmp_path)  # were it applied, it would go here
+    line = text[: text.index("treads_per_rank")].count("\n") + 1
+    monkeypatch.setattr(
+        sites.paths, "kit_root", lambda: tmp_path
+    )  # were it applied, it would go here
     assert cli.main(["site", "apply", str(tmp_path / "typo.toml")]) == 2
     err = capsys.readouterr().err
     assert f"typo.toml:{line}: unknown key `environment.treads_per_rank`" in err
@@ -153,8 +219,11 @@ def test_an_unknown_key_is_named_with_its_line_and_course_site_apply_fails(tmp_p
 
 
 def test_a_sites_own_resources_reach_the_job_scripts_checks(jobs_dir, tmp_path):
-    text = (ROOT / "sites" / "local.toml").read_text().replace('scheduler = "local"',
-                                                               'scheduler = "local"\nresources = ["lscratch"]')
+    text = (
+        (ROOT / "sites" / "local.toml")
+        .read_text()
+        .replace('scheduler = "local"', 'scheduler = "local"\nresources = ["lscratch"]')
+    )
     (tmp_path / "scratch.toml").write_text(text)
     sites.apply(sites.load_profile(str(tmp_path / "scratch.toml")), jobs_dir)
     extra = siteenv.read(jobs_dir / "site_env.sh")["COURSE_RESOURCES"].split()

@@ -1,4 +1,5 @@
 """The course's job scripts under a real Slurm scheduler, submitted with `qsub -j oe` as students do."""
+
 from __future__ import annotations
 
 import shutil
@@ -22,7 +23,9 @@ def cluster(tmp_path_factory):
     except slurm_cluster.Unavailable as e:
         pytest.skip(f"no Slurm cluster here: {e}")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SLURM_CONF", str(running.conf))  # for qstat, which Job.wait runs from this process
+        patch.setenv(
+            "SLURM_CONF", str(running.conf)
+        )  # for qstat, which Job.wait runs from this process
         yield running
     running.stop()
 
@@ -35,49 +38,98 @@ def assignment(student_run, tmp_path):
 
 def test_stage1_job_submitted_with_qsub(cluster, assignment, quick_env):
     env = cluster.env(quick_env)
-    run = subprocess.run(["qsub", "-j", "oe", "jobs/run_single_gpu_training.sh"], cwd=assignment, env=env,
-                         capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        ["qsub", "-j", "oe", "jobs/run_single_gpu_training.sh"],
+        cwd=assignment,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     job = submit.Job(run.stdout.strip(), assignment, "qsub")
     assert job.wait(timeout=600, echo=None, poll=2) == 0, job.find_log().read_text()
     assert job.find_log().name == f"run_single_gpu_training.sh.o{job.number}"  # as -j oe names it
     [run_] = evidence.runs("single_gpu", assignment)
     assert run_.traced, run_.problems
-    assert run_.record["job"] == {"id": job.id, "scheduler": "slurm", "name": "run_single_gpu_training.sh"}
+    assert run_.record["job"] == {
+        "id": job.id,
+        "scheduler": "slurm",
+        "name": "run_single_gpu_training.sh",
+    }
 
 
 def test_stage3_job_through_course_submit_with_mpi_ranks(cluster, assignment, quick_env):
     env = cluster.env(quick_env)
-    run = subprocess.run([PYTHON, "-m", "course", "submit", "jobs/run_multi_node_training.sh",
-                          "-l", "select=1:mpiprocs=2", "-v", "ALLREDUCE=ring"], cwd=assignment, env=env,
-                         capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [
+            PYTHON,
+            "-m",
+            "course",
+            "submit",
+            "jobs/run_multi_node_training.sh",
+            "-l",
+            "select=1:mpiprocs=2",
+            "-v",
+            "ALLREDUCE=ring",
+        ],
+        cwd=assignment,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "2 slot(s) on 1 node(s): localhost x2" in run.stdout
     [run_] = evidence.runs("multi_node", assignment)
     assert run_.traced, run_.problems
-    assert (run_.workers, run_.setting, run_.record["job"]["scheduler"]) == (2, "naive/ring", "slurm")
+    assert (run_.workers, run_.setting, run_.record["job"]["scheduler"]) == (
+        2,
+        "naive/ring",
+        "slurm",
+    )
 
 
 def test_a_request_the_cluster_cannot_meet_is_refused_at_submission(cluster, assignment, quick_env):
-    run = subprocess.run([PYTHON, "-m", "course", "submit", "jobs/run_multi_gpu_training.sh"], cwd=assignment,
-                         env=cluster.env(quick_env), capture_output=True, text=True)
+    run = subprocess.run(
+        [PYTHON, "-m", "course", "submit", "jobs/run_multi_gpu_training.sh"],
+        cwd=assignment,
+        env=cluster.env(quick_env),
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "qsub refused" in run.stderr and "Invalid generic resource" in run.stderr
 
 
-def test_a_job_killed_at_its_walltime_is_continued_by_the_next_from_its_snapshot(cluster, assignment, quick_env):
+def test_a_job_killed_at_its_walltime_is_continued_by_the_next_from_its_snapshot(
+    cluster, assignment, quick_env
+):
     """Slurm's time limits have a resolution of a minute and are enforced within about 30 s of it: the
     run takes about two minutes, so that the first job ends at its one-minute walltime part-way."""
-    env = cluster.env({**quick_env, "COURSE_TRAIN_ARGS": "--model vgg --width 8 --batchsize 32 --epoch 32 --warmup 2"})
+    env = cluster.env(
+        {
+            **quick_env,
+            "COURSE_TRAIN_ARGS": "--model vgg --width 8 --batchsize 32 --epoch 32 --warmup 2",
+        }
+    )
     jobs = []
     for _ in range(5):
-        run = subprocess.run(["qsub", "-j", "oe", "-l", "walltime=00:01:00", "jobs/run_single_gpu_training.sh"],
-                             cwd=assignment, env=env, capture_output=True, text=True, check=True)
+        run = subprocess.run(
+            ["qsub", "-j", "oe", "-l", "walltime=00:01:00", "jobs/run_single_gpu_training.sh"],
+            cwd=assignment,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         jobs.append(submit.Job(run.stdout.strip(), assignment, "qsub"))
         jobs[-1].wait(timeout=600, echo=None, poll=2)
         if any(results.load(path).get("complete") for path in results.find(assignment)):
             break  # its job may still have been killed at the walltime while the run ended
         text = jobs[-1].find_log().read_text()
-        assert "DUE TO TIME LIMIT" in text and jobs[-1].ending().says == "was killed at its walltime", text
+        assert (
+            "DUE TO TIME LIMIT" in text and jobs[-1].ending().says == "was killed at its walltime"
+        ), text
     assert len(jobs) >= 2, [job.find_log().read_text()[-600:] for job in jobs]
     [run_] = evidence.runs("single_gpu", assignment)
     assert run_.traced, run_.problems
@@ -92,11 +144,18 @@ def test_the_allreduce_benchmark_job_submitted_with_qsub(cluster, tmp_path, quic
     folder = tmp_path / "student"
     shutil.copytree(ROOT / "jobs", folder / "jobs")
     sites.apply(sites.load_profile("slurm-cpu"), folder / "jobs")
-    run = subprocess.run(["qsub", "-j", "oe", "-l", "select=1:mpiprocs=2", "jobs/run_allreduce_benchmark.sh"],
-                         cwd=folder, env=cluster.env({**quick_env, "ROUNDS": "2"}), capture_output=True, text=True,
-                         check=True)
+    run = subprocess.run(
+        ["qsub", "-j", "oe", "-l", "select=1:mpiprocs=2", "jobs/run_allreduce_benchmark.sh"],
+        cwd=folder,
+        env=cluster.env({**quick_env, "ROUNDS": "2"}),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     job = submit.Job(run.stdout.strip(), folder, "qsub")
     assert job.wait(timeout=300, echo=None, poll=2) == 0, job.find_log().read_text()
     assert job.find_log().name == f"run_allreduce_benchmark.sh.o{job.number}"
     check_benchmark_job(folder, 2, job.find_log())
-    assert {path.parent.name for path in folder.glob("runs/allreduce-*/*.json")} == {f"allreduce-{job.id}"}
+    assert {path.parent.name for path in folder.glob("runs/allreduce-*/*.json")} == {
+        f"allreduce-{job.id}"
+    }

@@ -1,9 +1,10 @@
 """A function is a stub while it raises NotImplementedError, whatever comments it keeps."""
+
 from __future__ import annotations
 
 from course.stubs import stubbed_functions
 
-SOURCE = '''
+SOURCE = """
 def untouched(train):
     # PUT YOUR CODE HERE
     raise NotImplementedError()
@@ -21,7 +22,7 @@ def raise_left_after_the_code(train):
 
 def main():
     untouched([])
-'''
+"""
 
 
 def test_stubs_are_found_by_their_raise_not_their_comment():

@@ -1,4 +1,5 @@
 """The throughput extension, on a real Trainer with a fake clock."""
+
 from __future__ import annotations
 
 import chainer
@@ -30,13 +31,17 @@ def in_tmp_path(tmp_path, monkeypatch):
 
 def tiny_trainer(n_examples=40, batch=10, epochs=3):
     rng = np.random.default_rng(0)
-    dataset = chainer.datasets.TupleDataset(rng.normal(size=(n_examples, 4)).astype(np.float32),
-                                            rng.integers(0, 3, n_examples).astype(np.int32))
+    dataset = chainer.datasets.TupleDataset(
+        rng.normal(size=(n_examples, 4)).astype(np.float32),
+        rng.integers(0, 3, n_examples).astype(np.int32),
+    )
     model = L.Classifier(L.Linear(4, 3))
     optimizer = chainer.optimizers.SGD(0.1)
     optimizer.setup(model)
     iterator = chainer.iterators.SerialIterator(dataset, batch)
-    trainer = training.Trainer(training.updaters.StandardUpdater(iterator, optimizer), (epochs, "epoch"))
+    trainer = training.Trainer(
+        training.updaters.StandardUpdater(iterator, optimizer), (epochs, "epoch")
+    )
     evaluator_iter = chainer.iterators.SerialIterator(dataset, batch, repeat=False, shuffle=False)
     trainer.extend(extensions.Evaluator(evaluator_iter, model))
     trainer.extend(extensions.LogReport())

@@ -1,6 +1,7 @@
 """Stage 3 across two hosts: a two-node Slurm cluster on this machine (tests/slurm_cluster.py), each node
 a network and UTS namespace of its own, so that ranks on the second node have another host name,
 another address and comm.rank != comm.intra_rank, as on a real cluster."""
+
 from __future__ import annotations
 
 import json
@@ -27,12 +28,20 @@ def cluster(tmp_path_factory):
         pytest.skip(f"no two-node Slurm cluster here: {e}")
     try:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("SLURM_CONF", str(running.conf))  # for qstat, which Job.wait runs from this process
+            patch.setenv(
+                "SLURM_CONF", str(running.conf)
+            )  # for qstat, which Job.wait runs from this process
             yield running
     finally:  # also after a failed test: the namespaces, the bridge and every daemon go
         running.stop()
-    assert "course-cnode" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert subprocess.run(["ip", "link", "show", slurm_cluster.BRIDGE], capture_output=True).returncode != 0
+    assert (
+        "course-cnode"
+        not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    )
+    assert (
+        subprocess.run(["ip", "link", "show", slurm_cluster.BRIDGE], capture_output=True).returncode
+        != 0
+    )
     deadline = time.monotonic() + 30
     while subprocess.run(["pgrep", "-f", str(running.conf)], capture_output=True).returncode == 0:
         assert time.monotonic() < deadline, "a daemon of the two-node cluster outlived its stop"
@@ -41,13 +50,21 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def assignment(student_run, tmp_path_factory):
-    return slurm_cluster.assignment(student_run, tmp_path_factory.mktemp("two-nodes") / paths.ASSIGNMENT)
+    return slurm_cluster.assignment(
+        student_run, tmp_path_factory.mktemp("two-nodes") / paths.ASSIGNMENT
+    )
 
 
 def qsub(cluster, assignment, quick_env, *options: str) -> submit.Job:
     """`qsub -j oe OPTIONS SCRIPT` as a student types it; waits for the job and returns it."""
-    run = subprocess.run(["qsub", "-j", "oe", *options], cwd=assignment, env=cluster.env(quick_env),
-                         capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        ["qsub", "-j", "oe", *options],
+        cwd=assignment,
+        env=cluster.env(quick_env),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     job = submit.Job(run.stdout.strip(), assignment, "qsub")
     code = job.wait(timeout=600, echo=None, poll=2)
     assert code == 0, job.find_log().read_text()[-3000:]
@@ -55,20 +72,31 @@ def qsub(cluster, assignment, quick_env, *options: str) -> submit.Job:
 
 
 def test_the_cluster_has_two_hosts_that_reach_each_other_only_on_its_own_network(cluster):
-    for node, other in zip(NODES, reversed(NODES)):
+    for node in NODES:
         namespace = f"/run/netns/course-{node}"
-        said = subprocess.run(["nsenter", f"--net={namespace}", "ip", "-4", "-o", "addr", "show", "eth0"],
-                              capture_output=True, text=True, check=True).stdout
+        said = subprocess.run(
+            ["nsenter", f"--net={namespace}", "ip", "-4", "-o", "addr", "show", "eth0"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert f"{slurm_cluster.SUBNET}." in said
-        routes = subprocess.run(["nsenter", f"--net={namespace}", "ip", "route"], capture_output=True, text=True,
-                                check=True).stdout
+        routes = subprocess.run(
+            ["nsenter", f"--net={namespace}", "ip", "route"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert "default" not in routes, routes  # nothing beyond the cluster's subnet is reachable
 
 
-def test_stage3_with_select_2_runs_four_ranks_on_two_hosts_and_joins_the_scaling_table(cluster, assignment,
-                                                                                        quick_env):
+def test_stage3_with_select_2_runs_four_ranks_on_two_hosts_and_joins_the_scaling_table(
+    cluster, assignment, quick_env
+):
     started = time.monotonic()
-    qsub(cluster, assignment, quick_env, "jobs/run_single_gpu_training.sh")  # the baseline: 1 worker
+    qsub(
+        cluster, assignment, quick_env, "jobs/run_single_gpu_training.sh"
+    )  # the baseline: 1 worker
     for select in ("select=1:mpiprocs=2", "select=2:mpiprocs=2"):
         job = qsub(cluster, assignment, quick_env, "-l", select, "jobs/run_multi_node_training.sh")
     log = job.find_log().read_text()
@@ -77,7 +105,11 @@ def test_stage3_with_select_2_runs_four_ranks_on_two_hosts_and_joins_the_scaling
     assert "4 slot(s) on 2 node(s): cnode1 x2, cnode2 x2" in log
     places = joblog.rank_places(log)
     assert [(p.rank, p.host, p.intra_rank, p.inter_rank) for p in places] == [
-        (0, "cnode1", 0, 0), (1, "cnode1", 1, 0), (2, "cnode2", 0, 1), (3, "cnode2", 1, 1)], log
+        (0, "cnode1", 0, 0),
+        (1, "cnode1", 1, 0),
+        (2, "cnode2", 0, 1),
+        (3, "cnode2", 1, 1),
+    ], log
     # scatter_dataset: rank 0 read the 1024 training examples and sent every rank its quarter, across hosts
     assert [p.train_examples for p in places] == [256] * 4
     runs = {run.workers: run for run in evidence.runs("multi_node", assignment)}
@@ -89,8 +121,13 @@ def test_stage3_with_select_2_runs_four_ranks_on_two_hosts_and_joins_the_scaling
     assert table[("single_gpu", 1)]["baseline"]
     assert table[("multi_node", 2)]["devices"] == "@numpy on 1 node(s)"
     assert table[("multi_node", 4)]["devices"] == "@numpy on 2 node(s)"
-    assert table[("multi_node", 4)]["efficiency"] is not None and table[("multi_node", 4)]["counts"] == "yes"
-    print(f"three jobs on the two-node cluster in {time.monotonic() - started:.0f} s")  # shown with -s
+    assert (
+        table[("multi_node", 4)]["efficiency"] is not None
+        and table[("multi_node", 4)]["counts"] == "yes"
+    )
+    print(
+        f"three jobs on the two-node cluster in {time.monotonic() - started:.0f} s"
+    )  # shown with -s
 
 
 CHECKS_ON_THE_NODES = """
@@ -117,14 +154,39 @@ def test_stage3_checks_run_on_the_real_nodes_and_catch_binding_a_gpu_by_rank(clu
     script.write_text(CHECKS_ON_THE_NODES)
     job = tmp_path / "job.sh"
     job.write_text(f"#!/bin/bash\ncd {ROOT}\nexec {PYTHON} {script} {tmp_path}\n")
-    run = subprocess.run(["sbatch", "--parsable", "-N", "2", "--ntasks-per-node", "2", "-o", str(tmp_path / "out"),
-                          "--wrap", f"bash {job}"], env=cluster.env({"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
-                                                                     "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}),
-                         capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "-N",
+            "2",
+            "--ntasks-per-node",
+            "2",
+            "-o",
+            str(tmp_path / "out"),
+            "--wrap",
+            f"bash {job}",
+        ],
+        env=cluster.env(
+            {
+                "PATH": "/usr/bin:/bin",
+                "HOME": str(tmp_path),
+                "PYTHONPATH": str(ROOT),
+                "OMP_NUM_THREADS": "1",
+            }
+        ),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     job_id = run.stdout.strip()
     deadline, env = time.monotonic() + 600, cluster.env({"PATH": "/usr/bin:/bin"})
-    while time.monotonic() < deadline and subprocess.run(["squeue", "-h", "-j", job_id], env=env,
-                                                         capture_output=True, text=True).stdout.strip():
+    while (
+        time.monotonic() < deadline
+        and subprocess.run(
+            ["squeue", "-h", "-j", job_id], env=env, capture_output=True, text=True
+        ).stdout.strip()
+    ):
         time.sleep(2)
     out = (tmp_path / "out").read_text()
     found = json.loads(out.strip().splitlines()[-1])

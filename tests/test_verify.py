@@ -1,4 +1,5 @@
 """The verifier's reading of a submission: which code of the student's it takes, and what it reports."""
+
 from __future__ import annotations
 
 import json
@@ -7,8 +8,10 @@ from course.instructor import verify
 
 
 def test_a_test_cell_splits_into_what_the_student_sees_and_what_is_hidden():
-    source = ("check(f)\n### BEGIN HIDDEN TESTS\ncheck(f, n=3)\n### END HIDDEN TESTS\n"
-              "### BEGIN ALWAYS HIDDEN TESTS\ncheck(f, n=5)\n### END ALWAYS HIDDEN TESTS\n")
+    source = (
+        "check(f)\n### BEGIN HIDDEN TESTS\ncheck(f, n=3)\n### END HIDDEN TESTS\n"
+        "### BEGIN ALWAYS HIDDEN TESTS\ncheck(f, n=5)\n### END ALWAYS HIDDEN TESTS\n"
+    )
     assert verify._split(source) == ("check(f)", "check(f, n=3)\ncheck(f, n=5)")
 
 
@@ -16,32 +19,50 @@ def test_only_the_functions_are_taken_and_what_else_runs_code_is_reported():
     sources = {
         "make_iterators": "import os\nos.environ['X'] = '1'\n\ndef make_iterators(a, b=2, c=(1, 'x')):\n    return a\n",
         "build_trainer": "@staticmethod\ndef build_trainer(x):\n    return x\n\n"
-                         "def make_model(x=print('hi')):\n    return x\n\n"
-                         "def add_snapshots(trainer):\n    import inspect\n    return inspect.stack()\n",
+        "def make_model(x=print('hi')):\n    return x\n\n"
+        "def add_snapshots(trainer):\n    import inspect\n    return inspect.stack()\n",
         "broken": "def f(:\n",
     }
     code, notes = verify.functions(sources)
-    assert code.count("def ") == 2 and "def make_iterators(a, b=2, c=(1, 'x'))" in code and "def add_snapshots" in code
+    assert (
+        code.count("def ") == 2
+        and "def make_iterators(a, b=2, c=(1, 'x'))" in code
+        and "def add_snapshots" in code
+    )
     assert "os.environ" not in code and "print('hi')" not in code
     joined = " / ".join(notes)
-    assert "make_iterators: line 2 runs code outside a function (left out: only the functions are graded); it uses os" \
+    assert (
+        "make_iterators: line 2 runs code outside a function (left out: only the functions are graded); it uses os"
         in joined
-    assert "build_trainer has a decorator" in joined and "make_model computes a default value" in joined
+    )
+    assert (
+        "build_trainer has a decorator" in joined
+        and "make_model computes a default value" in joined
+    )
     assert "add_snapshots uses inspect, which the exercise never needs" in joined
     assert "broken: a syntax error at line 1" in joined
 
 
-def test_a_test_shown_passing_in_the_handed_in_notebook_but_failing_in_the_verifier_is_named(tmp_path):
-    cell = {"cell_type": "code", "execution_count": 3, "source": "check(f)", "outputs": [
-        {"output_type": "stream", "name": "stdout", "text": "OK: f"}],
-        "metadata": {"nbgrader": {"grade_id": "check_f", "grade": True}}}
+def test_a_test_shown_passing_in_the_handed_in_notebook_but_failing_in_the_verifier_is_named(
+    tmp_path,
+):
+    cell = {
+        "cell_type": "code",
+        "execution_count": 3,
+        "source": "check(f)",
+        "outputs": [{"output_type": "stream", "name": "stdout", "text": "OK: f"}],
+        "metadata": {"nbgrader": {"grade_id": "check_f", "grade": True}},
+    }
     notebook = tmp_path / "01.ipynb"
     notebook.write_text(json.dumps({"cells": [cell]}))
-    failing = verify.Verdict("01.ipynb", "", outputs={"check_f": [{"output_type": "error"}]},
-                             visible_failed=["check_f"])
+    failing = verify.Verdict(
+        "01.ipynb", "", outputs={"check_f": [{"output_type": "error"}]}, visible_failed=["check_f"]
+    )
     assert verify.disagreements(notebook, failing) == ["check_f"]
     hidden_only = verify.Verdict("01.ipynb", "", outputs={"check_f": [{"output_type": "error"}]})
-    assert verify.disagreements(notebook, hidden_only) == []  # wrong code the hidden part caught: no flag
+    assert (
+        verify.disagreements(notebook, hidden_only) == []
+    )  # wrong code the hidden part caught: no flag
 
 
 def test_a_package_of_the_kits_name_in_a_submission_is_named(tmp_path):
@@ -49,7 +70,11 @@ def test_a_package_of_the_kits_name_in_a_submission_is_named(tmp_path):
     (tmp_path / "numpy.py").write_text("")
     (tmp_path / "course.txt").write_text("")
     notes = verify.shadowing(tmp_path)
-    assert len(notes) == 2 and "holds course, which would shadow" in notes[0] and "numpy.py" in notes[1]
+    assert (
+        len(notes) == 2
+        and "holds course, which would shadow" in notes[0]
+        and "numpy.py" in notes[1]
+    )
 
 
 def test_grading_without_bubblewrap_says_how_to_get_it(monkeypatch):
@@ -63,6 +88,8 @@ def test_grading_without_bubblewrap_says_how_to_get_it(monkeypatch):
     with pytest.raises(GradingError) as raised:
         verify.check_sandbox()
     assert "bubblewrap (bwrap) is not installed" in raised.value.message
-    assert "apt install bubblewrap" in raised.value.hint and "COURSE_SANDBOX=off" in raised.value.hint
+    assert (
+        "apt install bubblewrap" in raised.value.hint and "COURSE_SANDBOX=off" in raised.value.hint
+    )
     monkeypatch.setenv(sandbox.SWITCH, "off")
     verify.check_sandbox()  # switched off on purpose: grading goes on, and its summary says so

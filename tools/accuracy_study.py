@@ -9,6 +9,7 @@ ranks with each rule of --lr-rule (constant, linear, warmup), for every seed. Pr
 and a table of the final validation accuracy (mean and range over the seeds), and writes every
 figure to --out. docs/accuracy.md holds the figures of one run and what they teach.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,34 +26,68 @@ if __package__ in (None, ""):  # run as a script: the kit's checkout is the pare
 
 from course import results, stages  # noqa: E402
 from course.cluster import mpi  # noqa: E402
-from course.runtime import data  # noqa: E402
 from course.fileio import atomic_file  # noqa: E402
+from course.runtime import data  # noqa: E402
 
 TRAIN_ARGS = "--model vgg --width 16 --batchsize 64 --epoch 3"  # the local site profile's
 
 
 def run(ranks: int, rule: str, seed: int, train_args: str, dataset: str, workdir: Path) -> dict:
     out = workdir / f"r{ranks}-{rule}-s{seed}"
-    command = [mpi.mpiexec(), "-n", str(ranks), "--bind-to", "core", sys.executable, "-m", "course", "train",
-               "--communicator", "naive", "--dataset", dataset, *shlex.split(train_args), "--lr-rule", rule,
-               "--seed", str(seed), "--out", str(out)]
-    done = subprocess.run(command, cwd=workdir, env=mpi.local_run_environment(), capture_output=True, text=True)
+    command = [
+        mpi.mpiexec(),
+        "-n",
+        str(ranks),
+        "--bind-to",
+        "core",
+        sys.executable,
+        "-m",
+        "course",
+        "train",
+        "--communicator",
+        "naive",
+        "--dataset",
+        dataset,
+        *shlex.split(train_args),
+        "--lr-rule",
+        rule,
+        "--seed",
+        str(seed),
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(
+        command, cwd=workdir, env=mpi.local_run_environment(), capture_output=True, text=True
+    )
     if done.returncode != 0:
         raise SystemExit(f"run failed: {shlex.join(command)}\n{done.stderr[-2000:]}")
     record = results.load(out / results.FILENAME)
     curve = [round(entry["validation/main/accuracy"], 4) for entry in record["log"]]
-    return {"ranks": ranks, "rule": rule if ranks > 1 else "-", "seed": seed, "accuracy": curve,
-            "final": curve[-1], "images_per_sec": record["throughput"]["images_per_sec"],
-            "lr": record["lr_schedule"], "wall_seconds": record["wall_seconds"]}
+    return {
+        "ranks": ranks,
+        "rule": rule if ranks > 1 else "-",
+        "seed": seed,
+        "accuracy": curve,
+        "final": curve[-1],
+        "images_per_sec": record["throughput"]["images_per_sec"],
+        "lr": record["lr_schedule"],
+        "wall_seconds": record["wall_seconds"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--ranks", type=int, default=2)
-    parser.add_argument("--rules", nargs="+", default=list(stages.LR_RULES), choices=stages.LR_RULES)
+    parser.add_argument(
+        "--rules", nargs="+", default=list(stages.LR_RULES), choices=stages.LR_RULES
+    )
     parser.add_argument("--train-args", default=TRAIN_ARGS)
-    parser.add_argument("--dataset", default=data.SYNTHETIC, help="a prepared data set (the synthetic one is made)")
+    parser.add_argument(
+        "--dataset", default=data.SYNTHETIC, help="a prepared data set (the synthetic one is made)"
+    )
     parser.add_argument("--out", type=Path, default=Path("build/accuracy/study.json"))
     args = parser.parse_args(argv)
     if args.dataset == data.SYNTHETIC and not data.path_for(data.SYNTHETIC).exists():
@@ -64,13 +99,19 @@ def main(argv: list[str] | None = None) -> int:
             for ranks, rule in plan:
                 found.append(run(ranks, rule, seed, args.train_args, args.dataset, Path(tmp)))
                 print(json.dumps(found[-1]), flush=True)
-    print(f"\nfinal validation accuracy over seeds {args.seeds} ({args.train_args}, {args.dataset}):")
+    print(
+        f"\nfinal validation accuracy over seeds {args.seeds} ({args.train_args}, {args.dataset}):"
+    )
     for ranks, rule in [(1, "-")] + [(args.ranks, rule) for rule in args.rules]:
         finals = [r["final"] for r in found if r["ranks"] == ranks and r["rule"] == rule]
-        print(f"  {ranks} rank(s), lr rule {rule:<8}  mean {statistics.mean(finals):.3f}  "
-              f"range {min(finals):.3f}-{max(finals):.3f}  ({', '.join(f'{f:.3f}' for f in finals)})")
+        print(
+            f"  {ranks} rank(s), lr rule {rule:<8}  mean {statistics.mean(finals):.3f}  "
+            f"range {min(finals):.3f}-{max(finals):.3f}  ({', '.join(f'{f:.3f}' for f in finals)})"
+        )
     with atomic_file(args.out, "w") as f:
-        json.dump({"settings": {k: str(v) for k, v in vars(args).items()}, "runs": found}, f, indent=1)
+        json.dump(
+            {"settings": {k: str(v) for k, v in vars(args).items()}, "runs": found}, f, indent=1
+        )
     print(f"figures: {args.out}")
     return 0
 

@@ -24,6 +24,7 @@
 
 A CPU "device" is one core: every process runs its BLAS on one thread.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,8 +91,9 @@ def loop_overhead(width: int, batch: int, steps: int, warmup: int, out: Path) ->
     from course.runtime.throughput import Throughput
 
     model, optimizer, iterator = _setup(width, batch, seed=0)
-    trainer = training.Trainer(training.updaters.StandardUpdater(iterator, optimizer), (steps, "iteration"),
-                               out=str(out))
+    trainer = training.Trainer(
+        training.updaters.StandardUpdater(iterator, optimizer), (steps, "iteration"), out=str(out)
+    )
     trainer.extend(Throughput(batch, warmup=warmup))
     trainer.extend(extensions.LogReport(trigger=(10, "iteration")))
     trainer.extend(extensions.PrintReport(reference.REPORT, out=io.StringIO()))
@@ -109,24 +111,41 @@ def loop_overhead(width: int, batch: int, steps: int, warmup: int, out: Path) ->
     trainer.extend(stamp)
     trainer.extend(interleave)
     args = harness.parser(stages.SINGLE_GPU.name).parse_args(
-        ["--batchsize", str(batch), "--warmup", str(warmup), "--width", str(width), "--dataset", "bench",
-         "--epoch", "0"])
+        [
+            "--batchsize",
+            str(batch),
+            "--warmup",
+            str(warmup),
+            "--width",
+            str(width),
+            "--dataset",
+            "bench",
+            "--epoch",
+            "0",
+        ]
+    )
     args.stage = stages.SINGLE_GPU.name
     with contextlib.redirect_stdout(io.StringIO()):
         stats = harness.run(trainer, args)
     if stats is None:
-        raise CourseError(f"{steps} steps leave too few after the {warmup} warm-up ones to measure",
-                          "give more --steps")
+        raise CourseError(
+            f"{steps} steps leave too few after the {warmup} warm-up ones to measure",
+            "give more --steps",
+        )
     reported = stats.images_per_sec
     # Between two stamps: the kit's extensions, one bare step, then the next kit update.
-    intervals = [b - a for a, b in zip(stamps[warmup:], stamps[warmup + 1:])]
+    intervals = [b - a for a, b in zip(stamps[warmup:], stamps[warmup + 1 :])]
     kit = [interval - step for interval, step in zip(intervals, bare[warmup:])]
-    bare = bare[warmup + 1:]
-    return {"kit_images_per_sec": batch * len(kit) / sum(kit), "bare_images_per_sec": batch * len(bare) / sum(bare),
-            "ratio": statistics.median(bare) / statistics.median(kit),
-            "ratio_of_means": sum(bare) / sum(kit), "steps": len(kit),
-            # The kit's Throughput times whole intervals, which here hold the interleaved bare step too.
-            "reported_over_wall": reported / (batch * len(intervals) / sum(intervals))}
+    bare = bare[warmup + 1 :]
+    return {
+        "kit_images_per_sec": batch * len(kit) / sum(kit),
+        "bare_images_per_sec": batch * len(bare) / sum(bare),
+        "ratio": statistics.median(bare) / statistics.median(kit),
+        "ratio_of_means": sum(bare) / sum(kit),
+        "steps": len(kit),
+        # The kit's Throughput times whole intervals, which here hold the interleaved bare step too.
+        "reported_over_wall": reported / (batch * len(intervals) / sum(intervals)),
+    }
 
 
 def _mpirun(n: int, command: list[str], cwd: Path | None = None) -> str:
@@ -135,18 +154,47 @@ def _mpirun(n: int, command: list[str], cwd: Path | None = None) -> str:
         mpiexec = mpi.mpiexec()
     except JobError as e:
         raise CourseError(e.message, e.hint) from None
-    run = subprocess.run([mpiexec, "-n", str(n), "--bind-to", "core", *command], cwd=cwd,
-                         env=mpi.local_run_environment(), capture_output=True, text=True)
+    run = subprocess.run(
+        [mpiexec, "-n", str(n), "--bind-to", "core", *command],
+        cwd=cwd,
+        env=mpi.local_run_environment(),
+        capture_output=True,
+        text=True,
+    )
     if run.returncode != 0:
-        raise CourseError(f"the {n}-rank run failed (exit status {run.returncode}): {run.stderr.strip()[-1500:]}",
-                          "python -m course doctor says whether MPI works here")
+        raise CourseError(
+            f"the {n}-rank run failed (exit status {run.returncode}): {run.stderr.strip()[-1500:]}",
+            "python -m course doctor says whether MPI works here",
+        )
     return run.stdout
 
 
 def _ranks_run(n: int, width: int, batch: int, steps: int, warmup: int, workdir: Path) -> dict:
-    _mpirun(n, [sys.executable, "-m", "course", "train", "--communicator", "naive", "--dataset", "bench",
-                "--width", str(width), "--batchsize", str(batch), "--iterations", str(steps),
-                "--warmup", str(warmup), "--no-eval", "--out", f"runs/ranks{n}"], cwd=workdir)
+    _mpirun(
+        n,
+        [
+            sys.executable,
+            "-m",
+            "course",
+            "train",
+            "--communicator",
+            "naive",
+            "--dataset",
+            "bench",
+            "--width",
+            str(width),
+            "--batchsize",
+            str(batch),
+            "--iterations",
+            str(steps),
+            "--warmup",
+            str(warmup),
+            "--no-eval",
+            "--out",
+            f"runs/ranks{n}",
+        ],
+        cwd=workdir,
+    )
     return results.load(workdir / "runs" / f"ranks{n}" / results.FILENAME)["throughput"]
 
 
@@ -166,7 +214,12 @@ def ranks_worker(width: int, batch: int, segments: int, steps: int) -> None:
         optimizer.update(model, x, t)
         return time.perf_counter() - start
 
-    times: dict[str, list[float]] = {"together": [], "independent": [], "alone": [], "slower_of_two": []}
+    times: dict[str, list[float]] = {
+        "together": [],
+        "independent": [],
+        "alone": [],
+        "slower_of_two": [],
+    }
     for segment in range(segments + 1):  # the first segment is the warm-up
         comm.mpi_comm.Barrier()
         together = [allreduce_step() for _ in range(steps)]
@@ -191,15 +244,21 @@ def ranks_worker(width: int, batch: int, segments: int, steps: int) -> None:
 
 
 def interleaved_ranks(width: int, batch: int, segments: int, steps: int) -> dict:
-    code = (f"import sys; sys.path.insert(0, {str(paths.KIT_ROOT)!r}); from tools import bench; "
-            f"bench.ranks_worker({width}, {batch}, {segments}, {steps})")
+    code = (
+        f"import sys; sys.path.insert(0, {str(paths.KIT_ROOT)!r}); from tools import bench; "
+        f"bench.ranks_worker({width}, {batch}, {segments}, {steps})"
+    )
     out = _mpirun(2, [sys.executable, "-c", code])
     times = json.loads(out.strip().splitlines()[-1])
     step = {k: statistics.median(v) for k, v in times.items()}
-    return {"step_seconds": step, "efficiency": step["alone"] / step["together"],
-            "hardware_ceiling": step["alone"] / step["independent"],
-            "synchronisation": step["independent"] / step["slower_of_two"],
-            "allreduce": step["slower_of_two"] / step["together"], "steps": len(times["together"])}
+    return {
+        "step_seconds": step,
+        "efficiency": step["alone"] / step["together"],
+        "hardware_ceiling": step["alone"] / step["independent"],
+        "synchronisation": step["independent"] / step["slower_of_two"],
+        "allreduce": step["slower_of_two"] / step["together"],
+        "steps": len(times["together"]),
+    }
 
 
 def weak_scaling(width: int, batch: int, steps: int, warmup: int, repeats: int) -> dict:
@@ -209,17 +268,28 @@ def weak_scaling(width: int, batch: int, steps: int, warmup: int, repeats: int) 
         for _ in range(repeats):
             one.append(_ranks_run(1, width, batch, steps, warmup, Path(tmp))["images_per_sec"])
             two.append(_ranks_run(2, width, batch, steps, warmup, Path(tmp))["images_per_sec"])
-    return {"interleaved": interleaved, "efficiency": interleaved["efficiency"],
-            "end_to_end": {"images_per_sec_1": one, "images_per_sec_2": two,
-                           "efficiency_per_pair": [b / (2 * a) for a, b in zip(one, two)]}}
+    return {
+        "interleaved": interleaved,
+        "efficiency": interleaved["efficiency"],
+        "end_to_end": {
+            "images_per_sec_1": one,
+            "images_per_sec_2": two,
+            "efficiency_per_pair": [b / (2 * a) for a, b in zip(one, two)],
+        },
+    }
 
 
 def play_small_student(workdir: Path) -> Path:
     """A student who solved and ran every notebook, with small settings (the "bench" data set)."""
     from course.instructor import demo
 
-    env = {**os.environ, **mpi.ONE_THREAD, "XDG_STATE_HOME": str(workdir / "state"), "COURSE_DATASET": "bench",
-           "COURSE_TRAIN_ARGS": "--model vgg --width 8 --batchsize 32 --epoch 1 --warmup 2"}
+    env = {
+        **os.environ,
+        **mpi.ONE_THREAD,
+        "XDG_STATE_HOME": str(workdir / "state"),
+        "COURSE_DATASET": "bench",
+        "COURSE_TRAIN_ARGS": "--model vgg --width 8 --batchsize 32 --epoch 1 --warmup 2",
+    }
     return demo.play_student(paths.kit_root(), workdir / "play", echo=lambda line: None, env=env)
 
 
@@ -236,13 +306,21 @@ def autograde_time(workdir: Path, repeats: int, student: Path | None = None, job
         shutil.copytree(student, course / "submitted" / f"student{i}" / paths.ASSIGNMENT)
     db_url = autograde.prepare(course)
     started = time.monotonic()
-    outcomes = autograde.autograde(course, course / "submitted", [f"student{i}" for i in range(repeats)], db_url,
-                                   jobs)
+    outcomes = autograde.autograde(
+        course, course / "submitted", [f"student{i}" for i in range(repeats)], db_url, jobs
+    )
     wall = time.monotonic() - started
     verified = [o.seconds for o in outcomes]
-    return {"wall_seconds": wall, "seconds_per_submission": wall / repeats, "jobs": jobs or os.cpu_count(),
-            "verify_seconds_median": statistics.median(verified), "verify_seconds_max": max(verified),
-            "notebooks": len(demo.NOTEBOOKS), "submissions": repeats, "scores": [o.score for o in outcomes]}
+    return {
+        "wall_seconds": wall,
+        "seconds_per_submission": wall / repeats,
+        "jobs": jobs or os.cpu_count(),
+        "verify_seconds_median": statistics.median(verified),
+        "verify_seconds_max": max(verified),
+        "notebooks": len(demo.NOTEBOOKS),
+        "submissions": repeats,
+        "scores": [o.score for o in outcomes],
+    }
 
 
 def _fmt(values: list[float], digits: int = 3) -> str:
@@ -250,9 +328,14 @@ def _fmt(values: list[float], digits: int = 3) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tools/bench.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--width", type=int, default=16, help="VGG width (16: the course's CPU model)")
+    parser = argparse.ArgumentParser(
+        prog="tools/bench.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--width", type=int, default=16, help="VGG width (16: the course's CPU model)"
+    )
     parser.add_argument("--batchsize", type=int, default=64)
     parser.add_argument("--steps", type=int, default=45, help="training steps per run")
     parser.add_argument("--warmup", type=int, default=5)
@@ -267,33 +350,50 @@ def main(argv: list[str] | None = None) -> int:
 
     data.prepare_synthetic(max(2560, args.batchsize * args.steps), 100, name="bench")
 
-    print(f"bench: VGG width {args.width}, batch {args.batchsize}, {args.steps} steps "
-          f"({args.warmup} warm-up), one core per process", flush=True)
+    print(
+        f"bench: VGG width {args.width}, batch {args.batchsize}, {args.steps} steps "
+        f"({args.warmup} warm-up), one core per process",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         overhead = loop_overhead(args.width, args.batchsize, 2 * args.steps, args.warmup, Path(tmp))
-    print(f"(a) kit / bare Chainer loop: {overhead['ratio']:.3f} (median of {overhead['steps']} interleaved "
-          f"step pairs; ratio of means {overhead['ratio_of_means']:.3f}: kit {overhead['kit_images_per_sec']:.1f}, "
-          f"bare {overhead['bare_images_per_sec']:.1f} img/s); kit's Throughput / its wall clock: "
-          f"{overhead['reported_over_wall']:.3f}", flush=True)
+    print(
+        f"(a) kit / bare Chainer loop: {overhead['ratio']:.3f} (median of {overhead['steps']} interleaved "
+        f"step pairs; ratio of means {overhead['ratio_of_means']:.3f}: kit {overhead['kit_images_per_sec']:.1f}, "
+        f"bare {overhead['bare_images_per_sec']:.1f} img/s); kit's Throughput / its wall clock: "
+        f"{overhead['reported_over_wall']:.3f}",
+        flush=True,
+    )
     scaling = weak_scaling(args.width, args.batchsize, args.steps, args.warmup, args.pairs)
     inter, e2e = scaling["interleaved"], scaling["end_to_end"]
     ms = {k: v * 1e3 for k, v in inter["step_seconds"].items()}
-    print(f"(b) weak scaling, naive, 2 ranks vs 1: efficiency {scaling['efficiency']:.3f} = shared hardware "
-          f"{inter['hardware_ceiling']:.3f} x waiting for the slower rank {inter['synchronisation']:.3f} x allreduce "
-          f"{inter['allreduce']:.3f}\n    (median of {inter['steps']} interleaved steps: {ms['alone']:.0f} ms alone, "
-          f"{ms['independent']:.0f} ms with both cores busy, {ms['slower_of_two']:.0f} ms the slower of the two, "
-          f"{ms['together']:.0f} ms with allreduce)\n"
-          f"    end to end, {args.pairs} run pairs: efficiency {_fmt(e2e['efficiency_per_pair'])} "
-          f"({_fmt(e2e['images_per_sec_2'], 1)} / {_fmt(e2e['images_per_sec_1'], 1)} img/s)", flush=True)
+    print(
+        f"(b) weak scaling, naive, 2 ranks vs 1: efficiency {scaling['efficiency']:.3f} = shared hardware "
+        f"{inter['hardware_ceiling']:.3f} x waiting for the slower rank {inter['synchronisation']:.3f} x allreduce "
+        f"{inter['allreduce']:.3f}\n    (median of {inter['steps']} interleaved steps: {ms['alone']:.0f} ms alone, "
+        f"{ms['independent']:.0f} ms with both cores busy, {ms['slower_of_two']:.0f} ms the slower of the two, "
+        f"{ms['together']:.0f} ms with allreduce)\n"
+        f"    end to end, {args.pairs} run pairs: efficiency {_fmt(e2e['efficiency_per_pair'])} "
+        f"({_fmt(e2e['images_per_sec_2'], 1)} / {_fmt(e2e['images_per_sec_1'], 1)} img/s)",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         grading = autograde_time(Path(tmp), repeats=args.class_size)
-    print(f"(c) course grade, sandbox on: {grading['submissions']} submissions in {grading['wall_seconds']:.0f} s "
-          f"({grading['seconds_per_submission']:.1f} s per submission, {grading['jobs']} verified at a time; one "
-          f"verification {grading['verify_seconds_median']:.1f} s median, {grading['verify_seconds_max']:.1f} s "
-          f"max); 100 submissions: about {100 * grading['seconds_per_submission'] / 60:.1f} min", flush=True)
-    report = {"settings": vars(args) | {"out": str(args.out)}, "machine": {"cpus": os.cpu_count()},
-              "loop_overhead": overhead, "weak_scaling": scaling, "autograde": grading,
-              "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    print(
+        f"(c) course grade, sandbox on: {grading['submissions']} submissions in {grading['wall_seconds']:.0f} s "
+        f"({grading['seconds_per_submission']:.1f} s per submission, {grading['jobs']} verified at a time; one "
+        f"verification {grading['verify_seconds_median']:.1f} s median, {grading['verify_seconds_max']:.1f} s "
+        f"max); 100 submissions: about {100 * grading['seconds_per_submission'] / 60:.1f} min",
+        flush=True,
+    )
+    report = {
+        "settings": vars(args) | {"out": str(args.out)},
+        "machine": {"cpus": os.cpu_count()},
+        "loop_overhead": overhead,
+        "weak_scaling": scaling,
+        "autograde": grading,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(args.out, "w") as f:
         f.write(json.dumps(report, indent=1) + "\n")

@@ -7,6 +7,7 @@ virtual environment exists.
     python tools/pins.py conda              # environment.yml for conda users on clusters
     python tools/pins.py lock REPORT.json   # constraints.txt from a `pip install --report`
 """
+
 from __future__ import annotations
 
 import json
@@ -97,7 +98,9 @@ def render_environment_yml(pyproject: Path = PYPROJECT) -> str:
     # conda-forge ships Chainer as a built package, so nothing is built with an old setuptools.
     lines += [f"  - {name}={pins[name]}" for name in conda_side]
     lines += ["  - pip:", "      - --no-binary=mpi4py"]
-    lines += [f"      - {name}=={version}" for name, version in pins.items() if name not in conda_side]
+    lines += [
+        f"      - {name}=={version}" for name, version in pins.items() if name not in conda_side
+    ]
     lines += ["      - -e ."]
     return "\n".join(lines) + "\n"
 
@@ -122,7 +125,9 @@ def main(argv: list[str]) -> int:
         "lock": lambda: render_constraints(Path(argv[1])),
     }
     if not argv or argv[0] not in commands or len(argv) != (2 if argv[0] == "lock" else 1):
-        print("usage: python tools/pins.py {bootstrap,conda,python,lock REPORT.json}", file=sys.stderr)
+        print(
+            "usage: python tools/pins.py {bootstrap,conda,python,lock REPORT.json}", file=sys.stderr
+        )
         return 2
     sys.stdout.write(commands[argv[0]]().rstrip("\n") + "\n")
     return 0

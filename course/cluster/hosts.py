@@ -3,6 +3,7 @@
 PBS Pro (and the kit's local runner, which sets PBS's variables) lists one line per MPI slot
 in $PBS_NODEFILE; Slurm gives a compressed node list and a tasks-per-node pattern.
 """
+
 from __future__ import annotations
 
 import os
@@ -43,8 +44,14 @@ def expand_hostlist(expression: str) -> list[str]:
     """Slurm's compressed node list, e.g. 'gpu[01-02]-ib,login1' -> gpu01-ib gpu02-ib login1."""
     expression = expression.strip()
     if not re.fullmatch(f"{_HOST}(?:,{_HOST})*", expression):
-        raise JobError(f"cannot read the Slurm node list {expression!r}", "report this to your instructor")
-    return [host for pattern in re.findall(_HOST, expression) for host in _expand_host(pattern, expression)]
+        raise JobError(
+            f"cannot read the Slurm node list {expression!r}", "report this to your instructor"
+        )
+    return [
+        host
+        for pattern in re.findall(_HOST, expression)
+        for host in _expand_host(pattern, expression)
+    ]
 
 
 def _expand_host(pattern: str, expression: str) -> list[str]:
@@ -56,9 +63,11 @@ def _expand_host(pattern: str, expression: str) -> list[str]:
     for part in group.group(1).split(","):
         lo, _, hi = part.partition("-")
         if not lo.isdigit() or (hi and not hi.isdigit()):
-            raise JobError(f"cannot read the Slurm node list {expression!r}", "report this to your instructor")
+            raise JobError(
+                f"cannot read the Slurm node list {expression!r}", "report this to your instructor"
+            )
         numbers += [f"{n:0{len(lo)}d}" for n in range(int(lo), int(hi or lo) + 1)]
-    head, tail = pattern[:group.start()], pattern[group.end():]
+    head, tail = pattern[: group.start()], pattern[group.end() :]
     return [f"{head}{n}{rest}" for n in numbers for rest in _expand_host(tail, expression)]
 
 
@@ -75,7 +84,9 @@ def read_nodefile(path: Path) -> list[tuple[str, int]]:
     try:
         lines = [line.strip() for line in Path(path).read_text().splitlines() if line.strip()]
     except OSError as e:
-        raise JobError(f"cannot read the node file {path}: {e}", "is this running inside the job?") from None
+        raise JobError(
+            f"cannot read the node file {path}: {e}", "is this running inside the job?"
+        ) from None
     if not lines:
         raise JobError(f"the node file {path} is empty", "ask the scheduler for at least one node")
     counts: dict[str, int] = {}
@@ -88,15 +99,29 @@ def detect(environ: Mapping[str, str] | None = None) -> JobEnvironment:
     """The job this process runs in, read from the scheduler's variables."""
     env = os.environ if environ is None else environ
     if env.get("PBS_JOBID"):
-        hosts = read_nodefile(Path(env["PBS_NODEFILE"])) if env.get("PBS_NODEFILE") else [(socket.gethostname(), 1)]
+        hosts = (
+            read_nodefile(Path(env["PBS_NODEFILE"]))
+            if env.get("PBS_NODEFILE")
+            else [(socket.gethostname(), 1)]
+        )
         scheduler = "local" if env.get("COURSE_SCHEDULER") == "local" else "pbs"
-        return JobEnvironment(scheduler, env["PBS_JOBID"], env.get("PBS_JOBNAME"),
-                              Path(env.get("PBS_O_WORKDIR") or os.getcwd()), hosts)
+        return JobEnvironment(
+            scheduler,
+            env["PBS_JOBID"],
+            env.get("PBS_JOBNAME"),
+            Path(env.get("PBS_O_WORKDIR") or os.getcwd()),
+            hosts,
+        )
     if env.get("SLURM_JOB_ID"):
         nodes = expand_hostlist(env.get("SLURM_JOB_NODELIST") or socket.gethostname())
         tasks = expand_tasks_per_node(env.get("SLURM_TASKS_PER_NODE", ""))
         if len(tasks) != len(nodes):
             tasks = [1] * len(nodes)
-        return JobEnvironment("slurm", env["SLURM_JOB_ID"], env.get("SLURM_JOB_NAME"),
-                              Path(env.get("SLURM_SUBMIT_DIR") or os.getcwd()), list(zip(nodes, tasks)))
+        return JobEnvironment(
+            "slurm",
+            env["SLURM_JOB_ID"],
+            env.get("SLURM_JOB_NAME"),
+            Path(env.get("SLURM_SUBMIT_DIR") or os.getcwd()),
+            list(zip(nodes, tasks)),
+        )
     return JobEnvironment("none", None, None, Path(os.getcwd()), [(socket.gethostname(), 1)])

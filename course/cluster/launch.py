@@ -7,6 +7,7 @@ ends with this command: it is sent the signals this command gets, and SIGTERM if
 Template fields: {nprocs} {ranks_per_node} {nodes} {hostfile} {export} ({export} becomes
 Open MPI's `-x NAME` for the variables the ranks need on other nodes).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,44 +26,91 @@ from course.errors import JobError
 DEFAULT_TEMPLATE = "mpiexec -n {nprocs} --hostfile {hostfile}"
 # Open MPI's names for the allreduce algorithms of its `tuned` component. The stage-3 notebook maps
 # them onto the seed paper's: nonoverlapping ~ BRB, recursive doubling ~ BRD, Rabenseifner ~ VHD.
-ALLREDUCE = {"basic_linear": 1, "nonoverlapping": 2, "recursive_doubling": 3, "ring": 4, "segmented_ring": 5,
-             "rabenseifner": 6}
-FORWARDED = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "CHAINER_DATASET_ROOT",
-             "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "CHAINERMN_FORCE_ABORT_ON_EXCEPTION")
+ALLREDUCE = {
+    "basic_linear": 1,
+    "nonoverlapping": 2,
+    "recursive_doubling": 3,
+    "ring": 4,
+    "segmented_ring": 5,
+    "rabenseifner": 6,
+}
+FORWARDED = (
+    "PATH",
+    "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "CHAINER_DATASET_ROOT",
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "CHAINERMN_FORCE_ABORT_ON_EXCEPTION",
+)
 
 
-def build(job: hosts.JobEnvironment, command: list[str], template: str, hostfile: Path,
-          allreduce: str = "") -> tuple[list[str], dict[str, str]]:
+def build(
+    job: hosts.JobEnvironment,
+    command: list[str],
+    template: str,
+    hostfile: Path,
+    allreduce: str = "",
+) -> tuple[list[str], dict[str, str]]:
     """The launcher's argv and the extra environment of the ranks."""
     if not command:
         raise JobError("nothing to launch", "python -m course launch -- python train.py ...")
     extra = {"COURSE_RUN_TAG": job.job_id or "", **mpi.rank_environment()}
     if allreduce:
         if allreduce not in ALLREDUCE:
-            raise JobError(f"unknown allreduce algorithm {allreduce!r}", f"one of {', '.join(ALLREDUCE)}")
+            raise JobError(
+                f"unknown allreduce algorithm {allreduce!r}", f"one of {', '.join(ALLREDUCE)}"
+            )
         # Open MPI 5's hierarchical `han` component outranks `tuned` on communicators that span nodes and
         # would choose its own algorithm: left out, so that the one asked for runs there too.
-        extra.update(COURSE_ALLREDUCE=allreduce, OMPI_MCA_coll_tuned_use_dynamic_rules="1",
-                     OMPI_MCA_coll_tuned_allreduce_algorithm=str(ALLREDUCE[allreduce]), OMPI_MCA_coll="^han")
-    oversubscribed = job.per_node > (os.cpu_count() or 1)  # the local scheduler allows it, with a warning
-    if oversubscribed:  # ranks that busy-wait on a shared core wait for its time slice: let them yield it
+        extra.update(
+            COURSE_ALLREDUCE=allreduce,
+            OMPI_MCA_coll_tuned_use_dynamic_rules="1",
+            OMPI_MCA_coll_tuned_allreduce_algorithm=str(ALLREDUCE[allreduce]),
+            OMPI_MCA_coll="^han",
+        )
+    oversubscribed = job.per_node > (
+        os.cpu_count() or 1
+    )  # the local scheduler allows it, with a warning
+    if (
+        oversubscribed
+    ):  # ranks that busy-wait on a shared core wait for its time slice: let them yield it
         extra["OMPI_MCA_mpi_yield_when_idle"] = "1"
     names = sorted({*FORWARDED, *extra, *(k for k in os.environ if k.startswith("COURSE_"))})
     export = " ".join(f"-x {name}" for name in names if name in os.environ or name in extra)
     try:
-        filled = template.format(nprocs=job.nprocs, ranks_per_node=job.per_node, nodes=job.nodes,
-                                 hostfile=shlex.quote(str(hostfile)), export=export)
+        filled = template.format(
+            nprocs=job.nprocs,
+            ranks_per_node=job.per_node,
+            nodes=job.nodes,
+            hostfile=shlex.quote(str(hostfile)),
+            export=export,
+        )
     except (KeyError, IndexError) as e:
-        raise JobError(f"the site's launcher template has an unknown field {e}: {template!r}",
-                       "fields: {nprocs} {ranks_per_node} {nodes} {hostfile} {export}") from None
+        raise JobError(
+            f"the site's launcher template has an unknown field {e}: {template!r}",
+            "fields: {nprocs} {ranks_per_node} {nodes} {hostfile} {export}",
+        ) from None
     argv = shlex.split(filled)
     if oversubscribed:  # else Open MPI refuses to bind more ranks than cores
-        argv = [f"{word}:overload-allowed" if before == "--bind-to" and ":" not in word else word
-                for before, word in zip(["", *argv], argv)]
-    launcher = mpi.mpiexec() if argv[0] == "mpiexec" else paths.find_program(argv[0], environment_first=True)
+        argv = [
+            f"{word}:overload-allowed" if before == "--bind-to" and ":" not in word else word
+            for before, word in zip(["", *argv], argv)
+        ]
+    launcher = (
+        mpi.mpiexec()
+        if argv[0] == "mpiexec"
+        else paths.find_program(argv[0], environment_first=True)
+    )
     if launcher is None:
-        raise JobError(f"{argv[0]} is not found", "load the site's MPI module in the site profile's setup, "
-                       "or install the kit's mpi extra (pip install -e \".[mpi]\")")
+        raise JobError(
+            f"{argv[0]} is not found",
+            "load the site's MPI module in the site profile's setup, "
+            'or install the kit\'s mpi extra (pip install -e ".[mpi]")',
+        )
     return [launcher, *argv[1:], *command], extra
 
 
@@ -74,9 +122,14 @@ def write_hostfile(job: hosts.JobEnvironment, folder: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="course launch", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--allreduce", default="", help=f"Open MPI allreduce algorithm: {', '.join(ALLREDUCE)}")
+    parser = argparse.ArgumentParser(
+        prog="course launch",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--allreduce", default="", help=f"Open MPI allreduce algorithm: {', '.join(ALLREDUCE)}"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command of one rank")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -87,8 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         print(joblog.launch_line(job.job_id, job.scheduler, job.hosts), flush=True)
         found = gpu.visible_gpus()
         if found.count and job.per_node > found.count:
-            print(f"course launch: warning: {job.per_node} ranks per node but this node has {found.count} GPU(s); "
-                  "ranks past the last GPU cannot bind one", flush=True)
+            print(
+                f"course launch: warning: {job.per_node} ranks per node but this node has {found.count} GPU(s); "
+                "ranks past the last GPU cannot bind one",
+                flush=True,
+            )
         print(joblog.launch_command_line(argv_), flush=True)
         return run(argv_, {**os.environ, **extra})
 

@@ -16,6 +16,7 @@ SIGTERM, SIGINT or SIGHUP (`python -m course cancel JOBID`, this module's comman
 shell exits and leaves processes behind; a forked watchdog does it if the supervisor itself dies.
 The status file (state_dir()/jobs/N/status.json, written atomically) records how and when it ended.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -29,7 +30,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
@@ -44,7 +45,9 @@ GRACE = 10.0  # seconds a job's processes get between SIGTERM and SIGKILL (PBS's
 
 
 def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
     return Path(base) / "course-kit"
 
 
@@ -63,7 +66,7 @@ def _next_number() -> int:
 
 
 def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _read_json(path: Path) -> dict:
@@ -109,8 +112,12 @@ class LocalJob:
             return self.supervisor is not None
         return not any(procs.alive(pid) for pid in pids)
 
-    def wait(self, timeout: float | None = None, echo: Callable[[str], None] | None = None,
-             poll: float = 0.5) -> int | None:
+    def wait(
+        self,
+        timeout: float | None = None,
+        echo: Callable[[str], None] | None = None,
+        poll: float = 0.5,
+    ) -> int | None:
         """Wait for the end (None if `timeout` passes first); `echo` gets each new log line."""
         deadline = None if timeout is None else time.monotonic() + timeout
         offset = 0
@@ -130,7 +137,9 @@ class LocalJob:
                 return status
             if lost:
                 if echo:
-                    echo(f"course local scheduler: job {self.id} was lost (its supervisor ended without a status)")
+                    echo(
+                        f"course local scheduler: job {self.id} was lost (its supervisor ended without a status)"
+                    )
                 return LOST_EXIT
             if deadline is not None and time.monotonic() > deadline:
                 return None
@@ -141,12 +150,17 @@ def find(job_id: str) -> LocalJob:
     """A job of this machine's scheduler by its id (12.local, or 12); JobError when there is none."""
     number = joblog.job_number(job_id)
     if job_id != number and not job_id.endswith(".local"):
-        raise JobError(f"{job_id} is a cluster's job, not one of this machine's",
-                       f"cancel it with its scheduler's command: qdel {job_id} (PBS) or scancel {number} (Slurm)")
+        raise JobError(
+            f"{job_id} is a cluster's job, not one of this machine's",
+            f"cancel it with its scheduler's command: qdel {job_id} (PBS) or scancel {number} (Slurm)",
+        )
     spec = _read_json(state_dir() / "jobs" / number / "spec.json") if number.isdigit() else {}
     if not spec:
-        raise JobError(f"no local job {job_id}", f"this machine's jobs are in {state_dir() / 'jobs'}; "
-                       "use the id `python -m course submit` printed, e.g. 12.local")
+        raise JobError(
+            f"no local job {job_id}",
+            f"this machine's jobs are in {state_dir() / 'jobs'}; "
+            "use the id `python -m course submit` printed, e.g. 12.local",
+        )
     log = Path(spec["log"])
     return LocalJob(int(number), log.name.rsplit(".o", 1)[0], log, Path(spec["status"]))
 
@@ -156,7 +170,9 @@ def _is_supervisor(pid: int) -> bool:
     try:
         return b"course.cluster.localsched" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except FileNotFoundError:
-        return procs.alive(pid) and not Path("/proc/self").exists()  # no /proc here: trust the number
+        return (
+            procs.alive(pid) and not Path("/proc/self").exists()
+        )  # no /proc here: trust the number
     except OSError:
         return False
 
@@ -165,17 +181,24 @@ def cancel(job_id: str, timeout: float = GRACE + 10) -> LocalJob:
     """Stop a local job and all its processes, as qdel does; returns it once it has ended."""
     job = find(job_id)
     deadline = time.monotonic() + timeout
-    while not job.record() and time.monotonic() < deadline:  # submitted a moment ago: not yet started
+    while (
+        not job.record() and time.monotonic() < deadline
+    ):  # submitted a moment ago: not yet started
         time.sleep(0.1)
     record = job.record()
     if "exit_status" in record:
-        raise JobError(f"job {job.id} has already ended: it {record.get('says', 'ended')}", f"its log: {job.log}")
+        raise JobError(
+            f"job {job.id} has already ended: it {record.get('says', 'ended')}",
+            f"its log: {job.log}",
+        )
     supervisor = record.get("supervisor")
     if supervisor and _is_supervisor(supervisor):
         os.kill(supervisor, signal.SIGTERM)
     if job.wait(max(deadline - time.monotonic(), 1.0)) is None:
-        raise JobError(f"job {job.id} did not end within {timeout:.0f} s of being cancelled",
-                       f"see which of its processes still run: ps -s {record.get('session')}")
+        raise JobError(
+            f"job {job.id} did not end within {timeout:.0f} s of being cancelled",
+            f"see which of its processes still run: ps -s {record.get('session')}",
+        )
     return job
 
 
@@ -200,27 +223,39 @@ def check_request(request: pbs.Request) -> list[str]:
             raise JobError(
                 f"this job asks for {request.ngpus} GPU(s) per node, and this machine has {have}",
                 "run it on a GPU node of a cluster (qsub there); every cell of the notebook that needs "
-                "no GPU still works here")
+                "no GPU still works here",
+            )
     warnings = []
     cores = os.cpu_count() or 1
     if request.ranks > cores:
-        warnings.append(f"{request.ranks} ranks on {cores} cores: they share cores, so each runs slower")
+        warnings.append(
+            f"{request.ranks} ranks on {cores} cores: they share cores, so each runs slower"
+        )
     return warnings
 
 
-def start(script: Path, options: list[str] = (), workdir: Path | None = None,
-          environment: dict[str, str] | None = None, resources: list[str] = ()) -> LocalJob:
+def start(
+    script: Path,
+    options: list[str] = (),
+    workdir: Path | None = None,
+    environment: dict[str, str] | None = None,
+    resources: list[str] = (),
+) -> LocalJob:
     """Submit `script` to the embedded scheduler; returns at once (use .wait()). `resources`: the site's
     own `-l` resource names, allowed besides PBS's."""
     script = Path(script)
     workdir = Path(workdir or os.getcwd()).resolve()
     if not script.is_file():
-        raise JobError(f"no job script {script}", "submit from the folder that holds the notebooks and jobs/")
+        raise JobError(
+            f"no job script {script}", "submit from the folder that holds the notebooks and jobs/"
+        )
     request = pbs.read_request(script.read_text(), options, resources)
     warnings = check_request(request)
     name = request.name or script.name
     number = _next_number()
-    while (workdir / joblog.log_name(name, number)).exists():  # the counter was reset: never overwrite an old job's log
+    while (
+        workdir / joblog.log_name(name, number)
+    ).exists():  # the counter was reset: never overwrite an old job's log
         number = _next_number()
     job_dir = state_dir() / "jobs" / str(number)
     job_dir.mkdir(parents=True, exist_ok=True)
@@ -230,19 +265,38 @@ def start(script: Path, options: list[str] = (), workdir: Path | None = None,
     env = dict(os.environ if environment is None else environment)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.update(request.variables)
-    env.update({
-        "PBS_JOBID": f"{number}.local", "PBS_JOBNAME": name, "PBS_O_WORKDIR": str(workdir),
-        "PBS_NODEFILE": str(nodefile), "PBS_QUEUE": request.queue or "local", "PBS_O_HOST": socket.gethostname(),
-        "PBS_ENVIRONMENT": "PBS_BATCH", "COURSE_SCHEDULER": "local",
-    })
+    env.update(
+        {
+            "PBS_JOBID": f"{number}.local",
+            "PBS_JOBNAME": name,
+            "PBS_O_WORKDIR": str(workdir),
+            "PBS_NODEFILE": str(nodefile),
+            "PBS_QUEUE": request.queue or "local",
+            "PBS_O_HOST": socket.gethostname(),
+            "PBS_ENVIRONMENT": "PBS_BATCH",
+            "COURSE_SCHEDULER": "local",
+        }
+    )
     job = LocalJob(number, name, workdir / joblog.log_name(name, number), job_dir / "status.json")
-    spec = {"script": str(job_dir / script.name), "log": str(job.log), "status": str(job.status_file),
-            "walltime": request.walltime, "env": env, "warnings": warnings, "id": job.id}
+    spec = {
+        "script": str(job_dir / script.name),
+        "log": str(job.log),
+        "status": str(job.status_file),
+        "walltime": request.walltime,
+        "env": env,
+        "warnings": warnings,
+        "id": job.id,
+    }
     (job_dir / "spec.json").write_text(json.dumps(spec))
     job.log.write_text("")
-    job.supervisor = subprocess.Popen([sys.executable, "-m", "course.cluster.localsched", str(job_dir / "spec.json")],
-                                      start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL, cwd=workdir)
+    job.supervisor = subprocess.Popen(
+        [sys.executable, "-m", "course.cluster.localsched", str(job_dir / "spec.json")],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=workdir,
+    )
     return job
 
 
@@ -272,10 +326,17 @@ def _write_record(spec: dict, record: dict) -> None:
 
 def _record_end(spec: dict, started: datetime, status: int, says: str) -> None:
     ended = _utc_now()
-    _write_record(spec, {"state": "ended", "exit_status": status, "says": says,
-                         "started_at": started.isoformat(timespec="seconds"),
-                         "ended_at": ended.isoformat(timespec="seconds"),
-                         "seconds": round((ended - started).total_seconds(), 3)})
+    _write_record(
+        spec,
+        {
+            "state": "ended",
+            "exit_status": status,
+            "says": says,
+            "started_at": started.isoformat(timespec="seconds"),
+            "ended_at": ended.isoformat(timespec="seconds"),
+            "seconds": round((ended - started).total_seconds(), 3),
+        },
+    )
 
 
 def _start_watchdog(spec: dict, started: datetime) -> tuple[int, int]:
@@ -318,7 +379,9 @@ def _run(process: subprocess.Popen, spec: dict, log: IO[str]) -> tuple[int, str]
         log.write(joblog.cancel_notice(spec["id"], stop.signal.name[3:], _utc_now()) + "\n")
         return 128 + stop.signal, "was cancelled"
     _ignore_stops()
-    left = procs.end_session(process.pid, GRACE, process.poll)  # as PBS, end what the job left running
+    left = procs.end_session(
+        process.pid, GRACE, process.poll
+    )  # as PBS, end what the job left running
     if left:
         log.write(joblog.leftovers_notice(left) + "\n")
     killed = signal.Signals(status - 128).name if status > 128 and process.returncode < 0 else None
@@ -340,21 +403,38 @@ def supervise(spec_file: Path) -> int:
                 log.write(f"course local scheduler: {warning}\n")
             home = spec["env"].get("HOME") or os.path.expanduser("~")
             try:  # in a session of its own: the session is the job, whatever process groups MPI makes
-                process = subprocess.Popen(["bash", spec["script"]], cwd=home, env=spec["env"], stdout=log,
-                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                           start_new_session=True, preexec_fn=procs.die_with_parent())
+                process = subprocess.Popen(
+                    ["bash", spec["script"]],
+                    cwd=home,
+                    env=spec["env"],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    preexec_fn=procs.die_with_parent(),
+                )
             except OSError as e:
                 log.write(f"course local scheduler: the job could not start: {e}\n")
                 return status
-            _write_record(spec, {"state": "running", "supervisor": os.getpid(), "watchdog": watchdog,
-                                 "session": process.pid, "started_at": started.isoformat(timespec="seconds")})
+            _write_record(
+                spec,
+                {
+                    "state": "running",
+                    "supervisor": os.getpid(),
+                    "watchdog": watchdog,
+                    "session": process.pid,
+                    "started_at": started.isoformat(timespec="seconds"),
+                },
+            )
             status, says = _run(process, spec, log)
     except _Stopped as stop:  # stopped before the job shell started
         status, says = 128 + stop.signal, "was cancelled"
     finally:
         _ignore_stops()
         if process is not None:
-            procs.end_session(process.pid, GRACE, process.poll)  # after a crash too: nothing outlives the job
+            procs.end_session(
+                process.pid, GRACE, process.poll
+            )  # after a crash too: nothing outlives the job
         _record_end(spec, started, status, says)
     return status
 

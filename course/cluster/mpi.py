@@ -1,4 +1,5 @@
 """The one place that says how the kit starts MPI ranks: which mpiexec, and the environment they get."""
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,11 @@ def mpiexec() -> str:
     """The launcher that matches the MPI library mpi4py loads; JobError where there is none."""
     found = paths.find_program("mpiexec", environment_first=True)
     if found is None:
-        raise JobError("mpiexec is not found", "load the site's MPI module in the site profile's setup, "
-                       "or install the kit's mpi extra (pip install -e \".[mpi]\")")
+        raise JobError(
+            "mpiexec is not found",
+            "load the site's MPI module in the site profile's setup, "
+            'or install the kit\'s mpi extra (pip install -e ".[mpi]")',
+        )
     return found
 
 

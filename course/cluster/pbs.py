@@ -1,4 +1,5 @@
 """PBS job requests: the `#PBS` lines of a job script and `qsub` options, read the way PBS Pro does."""
+
 from __future__ import annotations
 
 import difflib
@@ -12,13 +13,59 @@ from course.errors import JobError
 # The resources PBS Pro sites use (`-l NAME=...`), and Torque's `nodes`, which Slurm's qsub wrapper reads
 # too. A name outside these lists is refused, not ignored: `-l selct=1:mpiprocs=2` would otherwise run a
 # stage-3 job with one rank. A site's own resources go into its profile's `resources` list.
-JOB_RESOURCES = ("select", "place", "walltime", "nodes", "ncpus", "ngpus", "mpiprocs", "ompthreads", "mem",
-                 "vmem", "pmem", "pvmem", "cput", "pcput", "file", "software", "host", "arch", "soft_walltime",
-                 "min_walltime", "max_walltime", "naccelerators", "accelerator_model", "preempt_targets")
-CHUNK_RESOURCES = ("ncpus", "ngpus", "mpiprocs", "ompthreads", "mem", "vmem", "host", "vnode", "arch",
-                   "accelerator", "naccelerators", "accelerator_model", "accelerator_memory", "aoe")
-NODE_PROPERTIES = ("ppn", "gpus")  # Torque's nodes=N:ppn=M:gpus=G (other words there name node features)
-_COUNTS = {"mpiprocs": "mpiprocs", "ngpus": "ngpus", "ncpus": "ncpus", "ppn": "mpiprocs", "gpus": "ngpus"}
+JOB_RESOURCES = (
+    "select",
+    "place",
+    "walltime",
+    "nodes",
+    "ncpus",
+    "ngpus",
+    "mpiprocs",
+    "ompthreads",
+    "mem",
+    "vmem",
+    "pmem",
+    "pvmem",
+    "cput",
+    "pcput",
+    "file",
+    "software",
+    "host",
+    "arch",
+    "soft_walltime",
+    "min_walltime",
+    "max_walltime",
+    "naccelerators",
+    "accelerator_model",
+    "preempt_targets",
+)
+CHUNK_RESOURCES = (
+    "ncpus",
+    "ngpus",
+    "mpiprocs",
+    "ompthreads",
+    "mem",
+    "vmem",
+    "host",
+    "vnode",
+    "arch",
+    "accelerator",
+    "naccelerators",
+    "accelerator_model",
+    "accelerator_memory",
+    "aoe",
+)
+NODE_PROPERTIES = (
+    "ppn",
+    "gpus",
+)  # Torque's nodes=N:ppn=M:gpus=G (other words there name node features)
+_COUNTS = {
+    "mpiprocs": "mpiprocs",
+    "ngpus": "ngpus",
+    "ncpus": "ncpus",
+    "ppn": "mpiprocs",
+    "gpus": "ngpus",
+}
 
 
 @dataclass(frozen=True)
@@ -72,8 +119,10 @@ def unknown_resource(name: str, known: Collection[str], where: str) -> JobError:
     """The error for a resource PBS would not know, naming the nearest one it does."""
     nearest = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean {nearest[0]}?" if nearest else f"PBS knows {', '.join(known)}"
-    return JobError(f"{where}: unknown resource {name!r}",
-                    f"{hint} (a resource only your site has goes into its profile's `resources` list)")
+    return JobError(
+        f"{where}: unknown resource {name!r}",
+        f"{hint} (a resource only your site has goes into its profile's `resources` list)",
+    )
 
 
 def _count(key: str, value: str, where: str) -> int:
@@ -86,10 +135,15 @@ def parse_select(text: str, request: Request, extra: Collection[str] = ()) -> Re
     """'2:mpiprocs=2:ngpus=2' -> 2 nodes, 2 ranks and 2 GPUs per node."""
     chunks = text.split("+")
     if len(chunks) > 1:
-        raise JobError(f"select={text} mixes chunk kinds", "the course's jobs use one kind: select=N:mpiprocs=M")
+        raise JobError(
+            f"select={text} mixes chunk kinds",
+            "the course's jobs use one kind: select=N:mpiprocs=M",
+        )
     count, *resources = chunks[0].split(":")
     if not count.isdigit() or int(count) < 1:
-        raise JobError(f"select={text}: the node count must come first", "e.g. -l select=2:mpiprocs=2")
+        raise JobError(
+            f"select={text}: the node count must come first", "e.g. -l select=2:mpiprocs=2"
+        )
     values = {"nodes": int(count)}
     for resource in resources:
         key, _, value = resource.partition("=")
@@ -104,8 +158,10 @@ def parse_nodes(text: str, request: Request) -> Request:
     """Torque's 'N:ppn=M:gpus=G' -> N nodes, M ranks and G GPUs per node."""
     count, *properties = text.split(":")
     if not count.isdigit() or int(count) < 1:
-        raise JobError(f"nodes={text}: the node count must come first",
-                       "e.g. -l nodes=2:ppn=2, or PBS Pro's -l select=2:mpiprocs=2")
+        raise JobError(
+            f"nodes={text}: the node count must come first",
+            "e.g. -l nodes=2:ppn=2, or PBS Pro's -l select=2:mpiprocs=2",
+        )
     values = {"nodes": int(count)}
     for item in properties:
         key, equals, value = item.partition("=")
@@ -119,7 +175,9 @@ def parse_nodes(text: str, request: Request) -> Request:
 def _within(error: JobError, context: str) -> JobError:
     """`error` prefixed with where it was found, the message's own prefix left out if `context` holds it."""
     where, said, what = error.message.partition(": ")
-    return JobError(f"{context}: {what if said and where in context else error.message}", error.hint)
+    return JobError(
+        f"{context}: {what if said and where in context else error.message}", error.hint
+    )
 
 
 def _apply_resource(item: str, request: Request, extra: Collection[str]) -> Request:
@@ -138,17 +196,38 @@ def _apply_resource(item: str, request: Request, extra: Collection[str]) -> Requ
     return request
 
 
-def apply_options(options: list[str], request: Request | None = None, extra: Collection[str] = ()) -> Request:
+def apply_options(
+    options: list[str], request: Request | None = None, extra: Collection[str] = ()
+) -> Request:
     """Apply qsub options (as in `qsub -l select=1:mpiprocs=2 -N x`) to a request; `extra`: the
     site's own resource names, allowed besides PBS's."""
     request = request or Request()
     tokens = list(options)
     while tokens:
         option = tokens.pop(0)
-        flag, inline = (option[:2], option[2:]) if option.startswith("-") and len(option) > 2 else (option, "")
-        if flag not in ("-l", "-q", "-N", "-W", "-j", "-v", "-V", "-o", "-e", "-m", "-M", "-A", "-P", "-r"):
-            raise JobError(f"unknown qsub option {option!r}",
-                           "see `man qsub`; the course's jobs use -l, -q, -N, -W, -j, -v")
+        flag, inline = (
+            (option[:2], option[2:]) if option.startswith("-") and len(option) > 2 else (option, "")
+        )
+        if flag not in (
+            "-l",
+            "-q",
+            "-N",
+            "-W",
+            "-j",
+            "-v",
+            "-V",
+            "-o",
+            "-e",
+            "-m",
+            "-M",
+            "-A",
+            "-P",
+            "-r",
+        ):
+            raise JobError(
+                f"unknown qsub option {option!r}",
+                "see `man qsub`; the course's jobs use -l, -q, -N, -W, -j, -v",
+            )
         if flag == "-V":
             continue
         if not inline and not tokens:
@@ -175,7 +254,9 @@ def apply_options(options: list[str], request: Request | None = None, extra: Col
             for pair in value.split(","):
                 key, _, setting = pair.partition("=")
                 if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-                    raise JobError(f"-v {value}: {key!r} is not a variable name", "e.g. -v COMMUNICATOR=naive")
+                    raise JobError(
+                        f"-v {value}: {key!r} is not a variable name", "e.g. -v COMMUNICATOR=naive"
+                    )
                 variables[key] = setting
             request = replace(request, variables=variables)
     return request

@@ -6,6 +6,7 @@ the process group, is what holds every process of the job. Linux tells which pro
 session (/proc) and lets a child ask for a signal when its parent dies (prctl); elsewhere the job's
 process group is all there is to signal, and children outlive a parent killed with SIGKILL.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -15,7 +16,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # what schedulers and terminals send to stop
+STOP_SIGNALS = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+)  # what schedulers and terminals send to stop
 _PROC = Path("/proc")
 _PR_SET_PDEATHSIG = 1
 
@@ -50,7 +55,7 @@ def _stat(pid: int) -> list[str] | None:
         text = (_PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
-    return text[text.rindex(")") + 2:].split()
+    return text[text.rindex(")") + 2 :].split()
 
 
 def alive(pid: int) -> bool:

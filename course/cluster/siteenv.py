@@ -3,6 +3,7 @@
 `python -m course site apply` renders a profile into it; every job script sources it; the
 submitter, the notebooks, the doctor and the demo read its `export NAME=value` lines.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,7 +23,10 @@ def in_folder(folder: Path) -> Path:
     """<folder>/jobs/site_env.sh (the folder a student submits from); JobError when it is missing."""
     path = Path(folder) / paths.JOBS_DIR / FILE
     if not path.is_file():
-        raise JobError(f"{path} does not exist", "work in the assignment folder (the one with the notebooks and jobs/)")
+        raise JobError(
+            f"{path} does not exist",
+            "work in the assignment folder (the one with the notebooks and jobs/)",
+        )
     return path
 
 
@@ -53,10 +57,16 @@ def _in_pbs_lines(profile: Profile, field: str) -> bool:
 
 
 def render(profile: Profile) -> str:
-    setup = ("\n".join(profile.setup) if profile.setup
-             else ": # nothing to load: jobs inherit the submitting environment")
-    root = (f'export CHAINER_DATASET_ROOT="${{CHAINER_DATASET_ROOT:-{profile.dataset_root}}}"\n'
-            if profile.dataset_root else "")
+    setup = (
+        "\n".join(profile.setup)
+        if profile.setup
+        else ": # nothing to load: jobs inherit the submitting environment"
+    )
+    root = (
+        f'export CHAINER_DATASET_ROOT="${{CHAINER_DATASET_ROOT:-{profile.dataset_root}}}"\n'
+        if profile.dataset_root
+        else ""
+    )
     threads = profile.threads_per_rank
     select = profile.select("{nodes}", "{ranks_per_node}", profile.gpus_per_node or 0)
     return f"""\

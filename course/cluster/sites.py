@@ -6,6 +6,7 @@ every job sources (modules, Python environment, data, training defaults, MPI lau
 Inside jobs/site_env.sh a few `COURSE_*` variables also tell `python -m course submit` and the
 notebooks how this site is run (scheduler, how to ask for nodes, which runs to compare).
 """
+
 from __future__ import annotations
 
 import difflib
@@ -17,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-
 from course import paths
 from course.cluster import siteenv
 from course.errors import SiteError
@@ -28,7 +28,14 @@ if TYPE_CHECKING:
 BEGIN = "# >>> site directives: written by `python -m course site apply` >>>"
 END = "# <<< site directives <<<"
 SCHEDULERS = ("local", "pbs", "slurm")
-DIRECTIVE_FIELDS = ("queue", "group", "nodes", "ranks_per_node", "gpus", "walltime")  # what a directive may name
+DIRECTIVE_FIELDS = (
+    "queue",
+    "group",
+    "nodes",
+    "ranks_per_node",
+    "gpus",
+    "walltime",
+)  # what a directive may name
 _UNSAFE = re.compile(r"[\"'`$\\{}]")  # values pasted into quoted shell strings
 
 
@@ -64,9 +71,14 @@ class Profile:
     def directive_block(self, job: str) -> list[str]:
         """The directive lines of one job script, lines whose values are empty or 0 left out."""
         resources = self.jobs[job]
-        values = {"queue": self.queue, "group": self.group, "nodes": resources.nodes,
-                  "ranks_per_node": resources.ranks_per_node, "gpus": resources.gpus,
-                  "walltime": resources.walltime}
+        values = {
+            "queue": self.queue,
+            "group": self.group,
+            "nodes": resources.nodes,
+            "ranks_per_node": resources.ranks_per_node,
+            "gpus": resources.gpus,
+            "walltime": resources.walltime,
+        }
         lines = []
         for template in self.directives:
             used = [field for _, field, _, _ in string.Formatter().parse(template) if field]
@@ -78,8 +90,14 @@ class Profile:
         """The `-l select=` value for a run of this shape (for `qsub -l` on the command line)."""
         fallback = "#PBS -l select={nodes}:mpiprocs={ranks_per_node}"
         template = next((d for d in self.directives if "select=" in d), fallback)
-        rendered = template.format(queue=self.queue, group=self.group, nodes=nodes, ranks_per_node=ranks_per_node,
-                                   gpus=gpus, walltime="")
+        rendered = template.format(
+            queue=self.queue,
+            group=self.group,
+            nodes=nodes,
+            ranks_per_node=ranks_per_node,
+            gpus=gpus,
+            walltime="",
+        )
         return rendered.split("select=", 1)[1].split()[0]
 
 
@@ -99,45 +117,91 @@ PROFILE_SCHEMA = {
         "other_queues": _STRINGS,
         "group": {"type": "string"},
         "gpus_per_node": {"type": "integer", "minimum": 0},
-        "resources": {"type": "array", "items": {"type": "string", "pattern": r"^[A-Za-z_]\w*$",
-                                                  "description": "a resource name, e.g. \"lscratch\""}},
+        "resources": {
+            "type": "array",
+            "items": {
+                "type": "string",
+                "pattern": r"^[A-Za-z_]\w*$",
+                "description": 'a resource name, e.g. "lscratch"',
+            },
+        },
         "directives": _STRINGS,
         "environment": {
-            "type": "object", "additionalProperties": False,
+            "type": "object",
+            "additionalProperties": False,
             "required": ["setup", "dataset", "train_args", "mpiexec"],
-            "properties": {"setup": _STRINGS, "dataset": {"type": "string"}, "dataset_root": {"type": "string"},
-                           "train_args": {"type": "string"}, "threads_per_rank": _COUNT,
-                           "mpiexec": {"type": "string"}},
-        },
-        "jobs": {"type": "object", "additionalProperties": {
-            "type": "object", "additionalProperties": False, "required": ["nodes", "ranks_per_node", "walltime"],
-            "properties": {"nodes": _COUNT, "ranks_per_node": _COUNT, "gpus": {"type": "integer", "minimum": 0},
-                           "walltime": {"type": "string", "pattern": r"^\d+(:\d+){0,2}$",
-                                        "description": "HH:MM:SS, e.g. \"00:30:00\""}},
-        }},
-        "scaling": {
-            "type": "object", "additionalProperties": False, "required": ["runs", "communication"],
             "properties": {
-                "runs": {"type": "array", "minItems": 1, "description": '["1x1", "1x2"]',
-                         "items": {"type": "string", "pattern": r"^\d+x\d+$",
-                                   "description": 'NODESxRANKS per node, e.g. "1x2"'}},
-                "communication": {"type": "array", "minItems": 1, "items": {"type": "string"},
-                                  "description": '["naive", "naive/ring"]'},
+                "setup": _STRINGS,
+                "dataset": {"type": "string"},
+                "dataset_root": {"type": "string"},
+                "train_args": {"type": "string"},
+                "threads_per_rank": _COUNT,
+                "mpiexec": {"type": "string"},
+            },
+        },
+        "jobs": {
+            "type": "object",
+            "additionalProperties": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["nodes", "ranks_per_node", "walltime"],
+                "properties": {
+                    "nodes": _COUNT,
+                    "ranks_per_node": _COUNT,
+                    "gpus": {"type": "integer", "minimum": 0},
+                    "walltime": {
+                        "type": "string",
+                        "pattern": r"^\d+(:\d+){0,2}$",
+                        "description": 'HH:MM:SS, e.g. "00:30:00"',
+                    },
+                },
+            },
+        },
+        "scaling": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["runs", "communication"],
+            "properties": {
+                "runs": {
+                    "type": "array",
+                    "minItems": 1,
+                    "description": '["1x1", "1x2"]',
+                    "items": {
+                        "type": "string",
+                        "pattern": r"^\d+x\d+$",
+                        "description": 'NODESxRANKS per node, e.g. "1x2"',
+                    },
+                },
+                "communication": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {"type": "string"},
+                    "description": '["naive", "naive/ring"]',
+                },
             },
         },
     },
 }
-_KINDS = {"string": "text in quotes", "integer": "a whole number", "array": "a list [...]", "object": "a table"}
+_KINDS = {
+    "string": "text in quotes",
+    "integer": "a whole number",
+    "array": "a list [...]",
+    "object": "a table",
+}
 
 
 def _dotted(path: list[str | int]) -> str:
     """A key's place in the profile, as TOML writes it: environment.threads_per_rank, scaling.runs[0]."""
-    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(
+        "."
+    )
 
 
 def _line_of(text: str, key: str) -> str:
     """':N', the line where `key` is set or its table begins, for the error message ('' if not found)."""
-    found = re.search(rf"^\s*(?:{re.escape(key)}\s*=|\[+[^\]]*\b{re.escape(key)}\s*\]+)", text, re.MULTILINE)
+    found = re.search(
+        rf"^\s*(?:{re.escape(key)}\s*=|\[+[^\]]*\b{re.escape(key)}\s*\]+)", text, re.MULTILINE
+    )
     return f":{text.count(chr(10), 0, found.start()) + 1}" if found else ""
 
 
@@ -150,19 +214,28 @@ def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> S
         nearest = difflib.get_close_matches(key, allowed, n=1)
         table = f"[{_dotted(path)}]" if path else "the top level"
         guess = f"did you mean `{nearest[0]}`? " if nearest else ""
-        return SiteError(f"{where}{_line_of(text, key)}: unknown key `{_dotted([*path, key])}`",
-                         f"{guess}{table} takes {', '.join(allowed)}")
+        return SiteError(
+            f"{where}{_line_of(text, key)}: unknown key `{_dotted([*path, key])}`",
+            f"{guess}{table} takes {', '.join(allowed)}",
+        )
     name = _dotted(path)
     if kind == "required":
         missing = next(key for key in error.validator_value if key not in value)
-        return SiteError(f"{where}: `{_dotted([*path, missing])}` is missing",
-                         "see sites/local.toml for a complete profile")
+        return SiteError(
+            f"{where}: `{_dotted([*path, missing])}` is missing",
+            "see sites/local.toml for a complete profile",
+        )
     if kind == "enum":
-        return SiteError(f"{where}: {name} {value!r} is not one of {', '.join(error.validator_value)}",
-                         "fix the profile")
+        return SiteError(
+            f"{where}: {name} {value!r} is not one of {', '.join(error.validator_value)}",
+            "fix the profile",
+        )
     if kind == "type":
-        return SiteError(f"{where}: `{name}` should be {_KINDS.get(error.validator_value, error.validator_value)}, "
-                         f"not {value!r}", "fix the profile")
+        return SiteError(
+            f"{where}: `{name}` should be {_KINDS.get(error.validator_value, error.validator_value)}, "
+            f"not {value!r}",
+            "fix the profile",
+        )
     example = error.schema.get("description")
     if kind == "minItems":
         return SiteError(f"{where}: `{name}` needs at least one entry", f"e.g. {name} = {example}")
@@ -176,16 +249,25 @@ def validate(data: dict, where: str, text: str) -> None:
     import jsonschema  # here, not at the top: it takes a second to import, and only profiles need it
 
     errors = jsonschema.Draft202012Validator(PROFILE_SCHEMA).iter_errors(data)
-    first = min(errors, key=lambda e: (e.validator != "additionalProperties", e.validator != "required",
-                                       [str(p) for p in e.absolute_path]), default=None)
+    first = min(
+        errors,
+        key=lambda e: (
+            e.validator != "additionalProperties",
+            e.validator != "required",
+            [str(p) for p in e.absolute_path],
+        ),
+        default=None,
+    )
     if first is not None:
         raise _schema_error(first, where, text)
 
 
 def _safe(value: str, key: str, where: str, allow: str = "") -> str:
     if _UNSAFE.search(value.translate({ord(c): None for c in allow})):
-        raise SiteError(f"{where}: `{key}` may not contain quotes, braces, $, ` or \\ ({value!r})",
-                        "it is pasted into a shell string in jobs/site_env.sh")
+        raise SiteError(
+            f"{where}: `{key}` may not contain quotes, braces, $, ` or \\ ({value!r})",
+            "it is pasted into a shell string in jobs/site_env.sh",
+        )
     return value
 
 
@@ -196,7 +278,10 @@ def load_profile(name_or_path: str) -> Profile:
         path = paths.kit_root() / "sites" / f"{name_or_path}.toml"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in (paths.KIT_ROOT / "sites").glob("*.toml")))
-        raise SiteError(f"no site profile {name_or_path!r}", f"the kit has: {known}; or give a path to a .toml file")
+        raise SiteError(
+            f"no site profile {name_or_path!r}",
+            f"the kit has: {known}; or give a path to a .toml file",
+        )
     where = str(path)
     text = path.read_text()
     try:
@@ -204,29 +289,44 @@ def load_profile(name_or_path: str) -> Profile:
     except tomllib.TOMLDecodeError as e:
         raise SiteError(f"{where} is not valid TOML: {e}", "fix the line it names") from None
     validate(data, where, text)
-    jobs = {job: JobResources(table["nodes"], table["ranks_per_node"], table.get("gpus", 0), table["walltime"])
-            for job, table in data["jobs"].items()}
+    jobs = {
+        job: JobResources(
+            table["nodes"], table["ranks_per_node"], table.get("gpus", 0), table["walltime"]
+        )
+        for job, table in data["jobs"].items()
+    }
     for template in data["directives"]:
         try:
-            unknown = {f for _, f, _, _ in string.Formatter().parse(template) if f} - set(DIRECTIVE_FIELDS)
+            unknown = {f for _, f, _, _ in string.Formatter().parse(template) if f} - set(
+                DIRECTIVE_FIELDS
+            )
         except ValueError as e:
-            raise SiteError(f"{where}: directive {template!r}: {e}", "braces hold a field: {nodes}") from None
+            raise SiteError(
+                f"{where}: directive {template!r}: {e}", "braces hold a field: {nodes}"
+            ) from None
         if unknown:
-            raise SiteError(f"{where}: directive {template!r} names {', '.join(sorted(unknown))}",
-                            f"a directive may use {', '.join('{' + f + '}' for f in DIRECTIVE_FIELDS)}")
+            raise SiteError(
+                f"{where}: directive {template!r} names {', '.join(sorted(unknown))}",
+                f"a directive may use {', '.join('{' + f + '}' for f in DIRECTIVE_FIELDS)}",
+            )
     env, scaling = data["environment"], data["scaling"]
     return Profile(
-        name=path.stem, description=data.get("description", ""), scheduler=data["scheduler"],
-        directives=data["directives"], queue=data.get("queue", ""),
+        name=path.stem,
+        description=data.get("description", ""),
+        scheduler=data["scheduler"],
+        directives=data["directives"],
+        queue=data.get("queue", ""),
         queues=[q for q in [data.get("queue", ""), *data.get("other_queues", [])] if q],
-        group=data.get("group", ""), gpus_per_node=data.get("gpus_per_node", 0),
+        group=data.get("group", ""),
+        gpus_per_node=data.get("gpus_per_node", 0),
         setup=env["setup"],
         dataset=_safe(env["dataset"], "dataset", where),
         dataset_root=_safe(env.get("dataset_root", ""), "dataset_root", where),
         train_args=_safe(env["train_args"], "train_args", where),
         threads_per_rank=env.get("threads_per_rank", 1),
         mpiexec=_safe(env["mpiexec"], "mpiexec", where, allow="{}"),
-        jobs=jobs, scaling_runs=[tuple(int(n) for n in run.split("x")) for run in scaling["runs"]],
+        jobs=jobs,
+        scaling_runs=[tuple(int(n) for n in run.split("x")) for run in scaling["runs"]],
         communication=[_safe(c, "communication", where) for c in scaling["communication"]],
         resources=data.get("resources", []),
     )
@@ -234,7 +334,9 @@ def load_profile(name_or_path: str) -> Profile:
 
 def rewrite_directives(script: str, lines: list[str], where: str) -> str:
     if BEGIN not in script or END not in script:
-        raise SiteError(f"{where} has no site directive markers", f"put the #PBS lines between\n{BEGIN}\n{END}")
+        raise SiteError(
+            f"{where} has no site directive markers", f"put the #PBS lines between\n{BEGIN}\n{END}"
+        )
     head, rest = script.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     return head + BEGIN + "\n" + "".join(f"{line}\n" for line in lines) + END + tail
@@ -249,11 +351,15 @@ def apply(profile: Profile, jobs_dir: Path) -> list[Path]:
     scripts = job_scripts(jobs_dir)
     missing = [s.stem for s in scripts if s.stem not in profile.jobs]
     if missing:
-        raise SiteError(f"profile {profile.name} has no [jobs.{missing[0]}] for jobs/{missing[0]}.sh",
-                        "give every job script its nodes, ranks_per_node, gpus and walltime")
+        raise SiteError(
+            f"profile {profile.name} has no [jobs.{missing[0]}] for jobs/{missing[0]}.sh",
+            "give every job script its nodes, ranks_per_node, gpus and walltime",
+        )
     written = []
     for script in scripts:
-        updated = rewrite_directives(script.read_text(), profile.directive_block(script.stem), str(script))
+        updated = rewrite_directives(
+            script.read_text(), profile.directive_block(script.stem), str(script)
+        )
         if updated != script.read_text():
             script.write_text(updated)
         written.append(script)
@@ -270,7 +376,9 @@ def check(profile: Profile, jobs_dir: Path) -> list[str]:
         if script.stem not in profile.jobs:
             problems.append(f"{script.name}: no [jobs.{script.stem}] in the profile")
             continue
-        expected = rewrite_directives(script.read_text(), profile.directive_block(script.stem), str(script))
+        expected = rewrite_directives(
+            script.read_text(), profile.directive_block(script.stem), str(script)
+        )
         if expected != script.read_text():
             problems.append(f"{script.name}: its directives differ from the profile's")
     env_file = Path(jobs_dir) / siteenv.FILE
@@ -292,12 +400,17 @@ def main(argv: list[str]) -> int:
     """`python -m course site list | show | apply PROFILE`."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="course site", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="course site",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     actions = parser.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="the profiles in sites/")
     actions.add_parser("show", help="the applied profile, and whether jobs/ still matches it")
-    apply_parser = actions.add_parser("apply", help="write a profile into jobs/ (and the release's copy)")
+    apply_parser = actions.add_parser(
+        "apply", help="write a profile into jobs/ (and the release's copy)"
+    )
     apply_parser.add_argument("profile", help="a name from sites/ or a path to a .toml file")
     args = parser.parse_args(argv)
     root = paths.kit_root()
@@ -310,8 +423,10 @@ def main(argv: list[str]) -> int:
         env_file = jobs_dir / siteenv.FILE
         name = siteenv.read(env_file).get("COURSE_SITE") if env_file.is_file() else None
         if name is None:
-            raise SiteError(f"no profile is applied: {env_file} is missing or sets no COURSE_SITE",
-                            "python -m course site apply local (or your site's profile)")
+            raise SiteError(
+                f"no profile is applied: {env_file} is missing or sets no COURSE_SITE",
+                "python -m course site apply local (or your site's profile)",
+            )
         profile = load_profile(name)
         print(f"applied: {name} ({profile.description}); scheduler {profile.scheduler}")
         for job in job_scripts(jobs_dir):

@@ -8,6 +8,7 @@ on this machine (course.cluster.localsched); the others hand them to `qsub -j oe
 notebook (autograde or validate) nothing is submitted: the grader reads the job outputs that
 came with the submission.
 """
+
 from __future__ import annotations
 
 import os
@@ -44,12 +45,16 @@ def check_training_scripts(script: Path, workdir: Path) -> None:
     for name in sorted(set(re.findall(r"\b(train_\w+\.py)\b", script.read_text()))):
         target = Path(workdir) / name
         if not target.is_file():
-            raise JobError(f"the job runs {name}, which does not exist yet",
-                           "run the notebook cell that writes it (course.notebook.write_script) first")
+            raise JobError(
+                f"the job runs {name}, which does not exist yet",
+                "run the notebook cell that writes it (course.notebook.write_script) first",
+            )
         stubs = stubbed_functions(target.read_text())
         if stubs:
-            raise NotImplementedError(f"{name} still has PUT YOUR CODE HERE stubs in {', '.join(stubs)}: "
-                            "fill them in, run their self-checks, then write the script again")
+            raise NotImplementedError(
+                f"{name} still has PUT YOUR CODE HERE stubs in {', '.join(stubs)}: "
+                "fill them in, run their self-checks, then write the script again"
+            )
 
 
 @dataclass
@@ -88,8 +93,12 @@ class Job:
         log = self.find_log()
         return joblog.end(log.read_text(errors="replace")) if log else None
 
-    def wait(self, timeout: float | None = None, echo: Callable[[str], None] | None = print,
-             poll: float = 5.0) -> int | None:
+    def wait(
+        self,
+        timeout: float | None = None,
+        echo: Callable[[str], None] | None = print,
+        poll: float = 5.0,
+    ) -> int | None:
         """Wait for the job to end; print its log as it grows; return its exit status.
 
         Interrupted (Ctrl-C, or the notebook's stop button), it says how to follow or cancel the job,
@@ -110,8 +119,11 @@ class Job:
             raise
         if echo and status is not None:
             end = self.ending()
-            says = (f"{end.says} (exit status {status})" if end and end.kind != "exit"
-                    else f"ended with exit status {status}")
+            says = (
+                f"{end.says} (exit status {status})"
+                if end and end.kind != "exit"
+                else f"ended with exit status {status}"
+            )
             echo(f"[job {self.id} {says}; log: {self.find_log()}]")
             if status != 0:
                 echo(f"[what went wrong: {self.diagnosis()}]")
@@ -124,8 +136,10 @@ class Job:
 
     def _interrupted(self, echo: Callable[[str], None]) -> None:
         """Say that the job goes on, and how to stop it; in a terminal, offer to cancel it."""
-        echo(f"[stopped following job {self.id}; it goes on running. Its log: {self.find_log()}; "
-             f"to cancel it: {self.cancel_command()}]")
+        echo(
+            f"[stopped following job {self.id}; it goes on running. Its log: {self.find_log()}; "
+            f"to cancel it: {self.cancel_command()}]"
+        )
         if self.scheduler != "local" or not sys.stdin.isatty():  # nobody to answer: ask nothing
             return
         try:
@@ -140,9 +154,12 @@ class Job:
         """The likeliest cause of a failed job, read from its log, and what to do about it."""
         log = self.find_log()
         if log is None:
-            return (f"the job left no log *.o{self.number} in {self.workdir}"
-                    + ("" if self.scheduler == "local" else f": ask the scheduler (qstat -x -f {self.id})"))
-        return explain(log.read_text(errors="replace"), self.id, self.scheduler == "local", log.name)
+            return f"the job left no log *.o{self.number} in {self.workdir}" + (
+                "" if self.scheduler == "local" else f": ask the scheduler (qstat -x -f {self.id})"
+            )
+        return explain(
+            log.read_text(errors="replace"), self.id, self.scheduler == "local", log.name
+        )
 
     def _wait_qsub(self, timeout: float | None, echo, poll: float) -> int | None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -152,11 +169,16 @@ class Job:
             log = self.find_log()
             text = log.read_text(errors="replace") if log is not None else ""
             # A killed job writes no end line; without qstat its scheduler's kill notice is the only sign.
-            ended = (self.exit_status() is not None or (state == "finished" and log is not None)
-                     or joblog.killed_by_scheduler(text))
+            ended = (
+                self.exit_status() is not None
+                or (state == "finished" and log is not None)
+                or joblog.killed_by_scheduler(text)
+            )
             if echo and text:
                 lines = text.splitlines()
-                upto = len(lines) if ended else max(shown, len(lines) - 1)  # the last line may be incomplete
+                upto = (
+                    len(lines) if ended else max(shown, len(lines) - 1)
+                )  # the last line may be incomplete
                 for line in lines[shown:upto]:
                     echo(line)
                 shown = upto
@@ -170,22 +192,33 @@ class Job:
 
 def _rank_killed(m: re.Match) -> str:
     number = int(m["signal"])
-    why = {9: "most often the node ran out of memory: a smaller batch or model, or fewer ranks per node",
-           11: "a crash in compiled code (CuPy, MPI, NumPy): the lines above it may say where"}
-    return (f"MPI rank {m['rank']} on {m['node']} was killed by signal {number} ({m['name']})"
-            + (f": {why[number]}" if number in why else ""))
+    why = {
+        9: "most often the node ran out of memory: a smaller batch or model, or fewer ranks per node",
+        11: "a crash in compiled code (CuPy, MPI, NumPy): the lines above it may say where",
+    }
+    return f"MPI rank {m['rank']} on {m['node']} was killed by signal {number} ({m['name']})" + (
+        f": {why[number]}" if number in why else ""
+    )
 
 
 def _scheduler_kill(end: joblog.End, local: bool) -> str | None:
     """What a scheduler's kill notice means for the student; None when no scheduler killed the job."""
     if end.kind == "walltime":
-        return "the walltime ran out: train fewer epochs, or ask for more time (-l walltime=HH:MM:SS)"
+        return (
+            "the walltime ran out: train fewer epochs, or ask for more time (-l walltime=HH:MM:SS)"
+        )
     if end.kind == "cancelled":
-        who = "python -m course cancel, or its scheduler was stopped" if local else "qdel or scancel, or an admin"
+        who = (
+            "python -m course cancel, or its scheduler was stopped"
+            if local
+            else "qdel or scancel, or an admin"
+        )
         return f"the job was cancelled ({who}): submit it again"
     if end.kind == "lost":
-        return ("the local scheduler's process was killed (or the machine ran out of memory), which stops its job: "
-                "submit it again")
+        return (
+            "the local scheduler's process was killed (or the machine ran out of memory), which stops its job: "
+            "submit it again"
+        )
     if end.kind == "killed":
         return f"the job {end.says}: ask for more of it in the job's #PBS -l lines"
     return None
@@ -194,20 +227,43 @@ def _scheduler_kill(end: joblog.End, local: bool) -> str | None:
 # What else a failed job's log can show, most telling first: (pattern, what it means). Bash's, Open MPI's
 # and Python's own words, and the kit's error lines (course.joblog).
 _CAUSES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
-    (re.compile(r"^(?P<file>\S+): line (?P<line>\d+): syntax error(?P<what>.*)$", re.M),
-     lambda m: f"bash cannot read the job script: syntax error{m['what']} at line {m['line']} of "
-               f"{Path(m['file']).name}: fix that line (bash -n SCRIPT checks a script without running it)"),
+    (
+        re.compile(r"^(?P<file>\S+): line (?P<line>\d+): syntax error(?P<what>.*)$", re.M),
+        lambda m: (
+            f"bash cannot read the job script: syntax error{m['what']} at line {m['line']} of "
+            f"{Path(m['file']).name}: fix that line (bash -n SCRIPT checks a script without running it)"
+        ),
+    ),
     (joblog.KIT_ERROR, lambda m: f"course {m['command']}: {m['message']}: {m['fix']}"),
-    (re.compile(r"^(?P<file>\S+): line (?P<line>\d+): (?P<command>.+): command not found$", re.M),
-     lambda m: f"line {m['line']} of {Path(m['file']).name} runs `{m['command']}`, which is not found: "
-               "fix the name, or load its module in the site profile's setup"),
-    (re.compile(r"(?P<launcher>\w+) was unable to find the specified executable file[\s\S]*?Executable: (?P<exe>\S+)"),
-     lambda m: f"{m['launcher']} could not find the program {m['exe']} to start as a rank: check its name "
-               "and that it is installed on every node"),
-    (re.compile(r"(?P<launcher>\w+) noticed that process rank (?P<rank>\d+) with PID \d+ on node (?P<node>\S+) "
-                r"exited on\s+signal (?P<signal>\d+) \((?P<name>[^)]*)\)"), _rank_killed),
-    (re.compile(r"^\s*(?P<error>[\w.]*(?:Error|Exception|Interrupt)\b:?.*)$", re.M),
-     lambda m: f"{m['error'].strip()[:200]} (the traceback above it in the log shows where)"),
+    (
+        re.compile(
+            r"^(?P<file>\S+): line (?P<line>\d+): (?P<command>.+): command not found$", re.M
+        ),
+        lambda m: (
+            f"line {m['line']} of {Path(m['file']).name} runs `{m['command']}`, which is not found: "
+            "fix the name, or load its module in the site profile's setup"
+        ),
+    ),
+    (
+        re.compile(
+            r"(?P<launcher>\w+) was unable to find the specified executable file[\s\S]*?Executable: (?P<exe>\S+)"
+        ),
+        lambda m: (
+            f"{m['launcher']} could not find the program {m['exe']} to start as a rank: check its name "
+            "and that it is installed on every node"
+        ),
+    ),
+    (
+        re.compile(
+            r"(?P<launcher>\w+) noticed that process rank (?P<rank>\d+) with PID \d+ on node (?P<node>\S+) "
+            r"exited on\s+signal (?P<signal>\d+) \((?P<name>[^)]*)\)"
+        ),
+        _rank_killed,
+    ),
+    (
+        re.compile(r"^\s*(?P<error>[\w.]*(?:Error|Exception|Interrupt)\b:?.*)$", re.M),
+        lambda m: f"{m['error'].strip()[:200]} (the traceback above it in the log shows where)",
+    ),
 ]
 _MISSING = re.compile(r"^.*No such file or directory.*$", re.M)
 
@@ -223,16 +279,23 @@ def explain(text: str, job_id: str, local: bool, log: str = "the log") -> str:
         if found:
             return meaning(found[-1])  # the last: a traceback ends with the exception raised
     if end and end.kind == "signal":
-        outside = ("kill, or the machine shutting down" if local
-                   else "qdel or scancel, an administrator, or a node failing")
+        outside = (
+            "kill, or the machine shutting down"
+            if local
+            else "qdel or scancel, an administrator, or a node failing"
+        )
         return f"the job {end.says}, sent from outside it ({outside}): submit it again"
     missing = _MISSING.findall(text)
     if missing:
         return f"{missing[-1].strip()[:200]} (check that path; a job starts in your home folder)"
     if local:
-        return f"{log} names no cause: read it from the top; the command before its last line failed"
-    return (f"{log} names no cause; ask the scheduler why the job ended: "
-            f"qstat -x -f {job_id} (PBS) or sacct -j {joblog.job_number(job_id)} (Slurm)")
+        return (
+            f"{log} names no cause: read it from the top; the command before its last line failed"
+        )
+    return (
+        f"{log} names no cause; ask the scheduler why the job ended: "
+        f"qstat -x -f {job_id} (PBS) or sacct -j {joblog.job_number(job_id)} (Slurm)"
+    )
 
 
 def qstat_state(job_id: str) -> str:
@@ -246,28 +309,45 @@ def qstat_state(job_id: str) -> str:
         gone = ("Unknown Job Id", "Invalid job id", "has finished", "Job has been deleted")
         return "finished" if any(word in said for word in gone) else "unknown"
     # PBS Pro and Slurm's wrapper list a finished job a while longer, in state F or C.
-    states = re.findall(rf"^{re.escape(job_id.split('.')[0])}\S*\s+\S+\s+\S+\s+\S+\s+([A-Z])\b", run.stdout, re.M)
+    states = re.findall(
+        rf"^{re.escape(job_id.split('.')[0])}\S*\s+\S+\s+\S+\s+\S+\s+([A-Z])\b", run.stdout, re.M
+    )
     return "finished" if states and states[-1] in ("F", "C") else "queued"
 
 
-def qsub_options(settings: dict[str, str], nodes: int | None, per_node: int | None,
-                 env: dict[str, str] | None) -> list[str]:
+def qsub_options(
+    settings: dict[str, str], nodes: int | None, per_node: int | None, env: dict[str, str] | None
+) -> list[str]:
     options = []
     if nodes is not None or per_node is not None:
         template = settings.get("COURSE_SELECT", "{nodes}:mpiprocs={ranks_per_node}")
-        options += ["-l", "select=" + template.format(nodes=nodes or 1, ranks_per_node=per_node or 1)]
+        options += [
+            "-l",
+            "select=" + template.format(nodes=nodes or 1, ranks_per_node=per_node or 1),
+        ]
     if env:
         for key, value in env.items():
             if "," in str(value):
-                raise JobError(f"-v {key}={value}: qsub cannot pass a comma in a value", "use another separator")
+                raise JobError(
+                    f"-v {key}={value}: qsub cannot pass a comma in a value",
+                    "use another separator",
+                )
         options += ["-v", ",".join(f"{k}={v}" for k, v in env.items())]
     return options
 
 
-def submit(script: str | Path, *, nodes: int | None = None, per_node: int | None = None,
-           env: dict[str, str] | None = None, options: list[str] = (), scheduler: str = "auto",
-           workdir: str | Path | None = None, echo: Callable[[str], None] | None = print,
-           skip_without_gpus: bool = False) -> Job | None:
+def submit(
+    script: str | Path,
+    *,
+    nodes: int | None = None,
+    per_node: int | None = None,
+    env: dict[str, str] | None = None,
+    options: list[str] = (),
+    scheduler: str = "auto",
+    workdir: str | Path | None = None,
+    echo: Callable[[str], None] | None = print,
+    skip_without_gpus: bool = False,
+) -> Job | None:
     """Submit a job script as `qsub -j oe` would; None while nbgrader runs the notebook.
 
     nodes, per_node: override the script's `select` (N nodes, M MPI ranks on each).
@@ -279,24 +359,34 @@ def submit(script: str | Path, *, nodes: int | None = None, per_node: int | None
     """
     __tracebackhide__ = True
     try:
-        return _submit(script, nodes, per_node, env, options, scheduler, workdir, echo, skip_without_gpus)
+        return _submit(
+            script, nodes, per_node, env, options, scheduler, workdir, echo, skip_without_gpus
+        )
     except NotImplementedError as e:  # the training script still has stubs
-        raise NotImplementedError(str(e)) from None  # shown from here: the student's cell, then the message
+        raise NotImplementedError(
+            str(e)
+        ) from None  # shown from here: the student's cell, then the message
     except CourseError as e:
         raise type(e)(e.message, e.hint) from None
 
 
-def _submit(script, nodes, per_node, env, options, scheduler, workdir, echo, skip_without_gpus) -> Job | None:
+def _submit(
+    script, nodes, per_node, env, options, scheduler, workdir, echo, skip_without_gpus
+) -> Job | None:
     if nbgrader_running():
         if echo:
-            echo(f"nbgrader is running this notebook: {script} is not submitted; the grader reads the job "
-                 "outputs that came with your submission.")
+            echo(
+                f"nbgrader is running this notebook: {script} is not submitted; the grader reads the job "
+                "outputs that came with your submission."
+            )
         return None
     workdir = Path(workdir or os.getcwd()).resolve()
     script = Path(script)
     if not (workdir / script).is_file():
-        raise JobError(f"no job script {workdir / script}",
-                       "work in the assignment folder (the one with the notebooks and jobs/)")
+        raise JobError(
+            f"no job script {workdir / script}",
+            "work in the assignment folder (the one with the notebooks and jobs/)",
+        )
     settings = site_settings(workdir)
     check_training_scripts(workdir / script, workdir)
     if scheduler == "auto":
@@ -307,14 +397,18 @@ def _submit(script, nodes, per_node, env, options, scheduler, workdir, echo, ski
     if by_environment:
         options, variables = _split_variables(list(options))
         env = {**(env or {}), **pbs.apply_options(variables).variables}
-    options = qsub_options(settings, nodes, per_node, None if by_environment else env) + list(options)
+    options = qsub_options(settings, nodes, per_node, None if by_environment else env) + list(
+        options
+    )
     if scheduler == "local":
         lacking = missing_gpus(script, workdir, options, settings) if skip_without_gpus else None
         if lacking:
             if echo:
                 echo(lacking)
             return None
-        local = localsched.start(workdir / script, options, workdir, resources=site_resources(settings))
+        local = localsched.start(
+            workdir / script, options, workdir, resources=site_resources(settings)
+        )
         job = Job(local.id, workdir, "local", local.log, local)
     elif scheduler == "qsub":
         job = _qsub(script, options, workdir, settings, env if by_environment else None)
@@ -325,16 +419,20 @@ def _submit(script, nodes, per_node, env, options, scheduler, workdir, echo, ski
     return job
 
 
-def missing_gpus(script: Path, workdir: Path, options: list[str], settings: dict[str, str]) -> str | None:
+def missing_gpus(
+    script: Path, workdir: Path, options: list[str], settings: dict[str, str]
+) -> str | None:
     """Why this machine cannot run the job for want of GPUs, with what to do instead; None when it has enough."""
     request = pbs.read_request((workdir / script).read_text(), options, site_resources(settings))
     found = gpu.visible_gpus()
     if found.count >= request.ngpus:
         return None
     have = f"has {found.count} GPU(s) ({', '.join(found.names)})" if found.count else "has no GPU"
-    return (f"NOT SUBMITTED: this machine {have} and {script} asks for {request.ngpus} GPU(s) per node, so "
-            f"its job cannot run here. Submit it on a GPU node of a cluster: qsub -j oe {script}. "
-            "The rest of this notebook runs here: read on.")
+    return (
+        f"NOT SUBMITTED: this machine {have} and {script} asks for {request.ngpus} GPU(s) per node, so "
+        f"its job cannot run here. Submit it on a GPU node of a cluster: qsub -j oe {script}. "
+        "The rest of this notebook runs here: read on."
+    )
 
 
 def check_site_request(script: Path, options: list[str], settings: dict[str, str]) -> None:
@@ -342,13 +440,17 @@ def check_site_request(script: Path, options: list[str], settings: dict[str, str
     request = pbs.read_request(script.read_text(), options, site_resources(settings))
     queues = settings.get("COURSE_QUEUES", "").split()
     if request.queue and queues and request.queue not in queues:
-        raise JobError(f"queue {request.queue!r} is not one of this site's ({', '.join(queues)})",
-                       "use -q with one of those, or ask your instructor")
+        raise JobError(
+            f"queue {request.queue!r} is not one of this site's ({', '.join(queues)})",
+            "use -q with one of those, or ask your instructor",
+        )
     gpus = int(settings.get("COURSE_GPUS_PER_NODE") or 0)
     asked = max(request.ngpus, request.mpiprocs)
     if gpus and asked > gpus:  # every course job runs one rank per GPU at most
-        raise JobError(f"the job asks for {asked} GPUs or ranks per node, and this site's nodes have {gpus} GPUs",
-                       f"one rank per GPU: at most -l select=N:mpiprocs={gpus}")
+        raise JobError(
+            f"the job asks for {asked} GPUs or ranks per node, and this site's nodes have {gpus} GPUs",
+            f"one rank per GPU: at most -l select=N:mpiprocs={gpus}",
+        )
 
 
 def _split_variables(options: list[str]) -> tuple[list[str], list[str]]:
@@ -365,22 +467,38 @@ def _split_variables(options: list[str]) -> tuple[list[str], list[str]]:
     return rest, variables
 
 
-def _qsub(script: Path, options: list[str], workdir: Path, settings: dict[str, str],
-          env: dict[str, str] | None = None) -> Job:
+def _qsub(
+    script: Path,
+    options: list[str],
+    workdir: Path,
+    settings: dict[str, str],
+    env: dict[str, str] | None = None,
+) -> Job:
     check_site_request(workdir / script, options, settings)
     qsub = paths.find_program("qsub")
     if qsub is None:
-        raise JobError(f"no qsub here, and the jobs are set up for the `{settings.get('COURSE_SITE')}` site "
-                       f"({settings.get('COURSE_SCHEDULER')})",
-                       "submit on the cluster's login node, or run here: python -m course submit --local ...")
-    run = subprocess.run([qsub, "-j", "oe", *options, str(script)], cwd=workdir, capture_output=True, text=True,
-                         env={**os.environ, **(env or {})})
+        raise JobError(
+            f"no qsub here, and the jobs are set up for the `{settings.get('COURSE_SITE')}` site "
+            f"({settings.get('COURSE_SCHEDULER')})",
+            "submit on the cluster's login node, or run here: python -m course submit --local ...",
+        )
+    run = subprocess.run(
+        [qsub, "-j", "oe", *options, str(script)],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     if run.returncode != 0:
-        raise JobError(f"qsub refused {script}: {(run.stderr or run.stdout).strip()}",
-                       "check the queue, group and resources in the site profile (python -m course site show)")
+        raise JobError(
+            f"qsub refused {script}: {(run.stderr or run.stdout).strip()}",
+            "check the queue, group and resources in the site profile (python -m course site show)",
+        )
     match = re.search(r"(\d+[\w.\-]*)\s*$", run.stdout.strip())
     if not match:
-        raise JobError(f"qsub said {run.stdout.strip()!r}, not a job id", "check the job with qstat")
+        raise JobError(
+            f"qsub said {run.stdout.strip()!r}, not a job id", "check the job with qstat"
+        )
     return Job(match.group(1), workdir, "qsub")
 
 
@@ -398,18 +516,26 @@ class PlannedRun:
 
     @property
     def env(self) -> dict[str, str]:
-        return {"COMMUNICATOR": self.communicator, **({"ALLREDUCE": self.allreduce} if self.allreduce else {}),
-                "LR_RULE": self.lr_rule, **({"BATCHSIZE": str(self.batch_per_worker)} if self.batch_per_worker else {}),
-                **({"PROFILE": "1"} if self.profile else {})}
+        return {
+            "COMMUNICATOR": self.communicator,
+            **({"ALLREDUCE": self.allreduce} if self.allreduce else {}),
+            "LR_RULE": self.lr_rule,
+            **({"BATCHSIZE": str(self.batch_per_worker)} if self.batch_per_worker else {}),
+            **({"PROFILE": "1"} if self.profile else {}),
+        }
 
     def describe(self, select: str = "{nodes}:mpiprocs={ranks_per_node}") -> str:
         variables = ",".join(f"{k}={v}" for k, v in self.env.items())
         request = select.format(nodes=self.nodes, ranks_per_node=self.per_node)
-        strong = f", strong scaling ({self.batch_per_worker} per rank)" if self.batch_per_worker else ""
-        return (f"{self.nodes} node(s) x {self.per_node} rank(s), {self.communicator}"
-                f"{' with ' + self.allreduce + ' allreduce' if self.allreduce else ''}, lr rule {self.lr_rule}{strong}"
-                f"{', step profile' if self.profile else ''}:  "
-                f"qsub -j oe -l select={request} -v {variables} {stages.MULTI_NODE.job_path}")
+        strong = (
+            f", strong scaling ({self.batch_per_worker} per rank)" if self.batch_per_worker else ""
+        )
+        return (
+            f"{self.nodes} node(s) x {self.per_node} rank(s), {self.communicator}"
+            f"{' with ' + self.allreduce + ' allreduce' if self.allreduce else ''}, lr rule {self.lr_rule}{strong}"
+            f"{', step profile' if self.profile else ''}:  "
+            f"qsub -j oe -l select={request} -v {variables} {stages.MULTI_NODE.job_path}"
+        )
 
 
 # On GPUs NCCL moves the gradients: pure_nccl everywhere, non_cuda_aware (NCCL in a node, MPI between nodes).
@@ -418,8 +544,9 @@ _GPU_COMMUNICATION = ("pure_nccl", "non_cuda_aware")
 _THROUGH_MPI = ("naive", "flat")
 
 
-def _local_gpu_comparison(settings: dict[str, str], shapes: list[tuple[int, int]],
-                          communication: list[tuple[str, str]]) -> tuple[list[tuple[int, int]], list[tuple[str, str]]]:
+def _local_gpu_comparison(
+    settings: dict[str, str], shapes: list[tuple[int, int]], communication: list[tuple[str, str]]
+) -> tuple[list[tuple[int, int]], list[tuple[str, str]]]:
     """The comparison the `local` profile can run on this machine's GPUs: one rank per GPU, NCCL communicators.
 
     A local profile that leaves gpus_per_node at 0 plans for CPU cores (naive); on GPUs its settings give way
@@ -432,9 +559,13 @@ def _local_gpu_comparison(settings: dict[str, str], shapes: list[tuple[int, int]
             "this machine has 1 GPU: stage 3 runs one rank per GPU and NCCL refuses two ranks on one GPU, so "
             "there is no multi-rank run to compare here",
             "compare on a node with 2 or more GPUs, or on CPU cores: hide the GPU from every stage (stage 1 "
-            "included, so that the runs compare) with  export CUDA_VISIBLE_DEVICES=  before starting Jupyter")
-    shapes = list(dict.fromkeys((nodes, min(per_node, found // nodes)) for nodes, per_node in shapes
-                                if found // nodes))
+            "included, so that the runs compare) with  export CUDA_VISIBLE_DEVICES=  before starting Jupyter",
+        )
+    shapes = list(
+        dict.fromkeys(
+            (nodes, min(per_node, found // nodes)) for nodes, per_node in shapes if found // nodes
+        )
+    )
     if settings.get("COURSE_GPUS_PER_NODE", "0") == "0":
         return shapes, [(name, "") for name in _GPU_COMMUNICATION]
     through_mpi = sorted({name for name, _ in communication if name in _THROUGH_MPI})
@@ -443,15 +574,23 @@ def _local_gpu_comparison(settings: dict[str, str], shapes: list[tuple[int, int]
             f"the site profile compares {', '.join(through_mpi)} on this machine's GPUs, which hands GPU memory "
             "to MPI, and this MPI is not CUDA-aware (ompi_info does not say it was built with CUDA)",
             f"use {' and '.join(_GPU_COMMUNICATION)} in the profile's [scaling] communication, or an MPI built "
-            "with CUDA support")
+            "with CUDA support",
+        )
     return shapes, communication
 
 
-def _site_plan(workdir: str | Path) -> tuple[dict[str, str], list[tuple[int, int]], list[tuple[str, str]]]:
+def _site_plan(
+    workdir: str | Path,
+) -> tuple[dict[str, str], list[tuple[int, int]], list[tuple[str, str]]]:
     """(site settings, the shapes NODESxRANKS, the communication settings) this machine can run."""
     settings = site_settings(Path(workdir))
-    shapes = [tuple(int(x) for x in run.split("x")) for run in settings.get("COURSE_SCALING_RUNS", "1x2").split()]
-    communication = [c.partition("/")[::2] for c in settings.get("COURSE_COMMUNICATION", "naive").split()]
+    shapes = [
+        tuple(int(x) for x in run.split("x"))
+        for run in settings.get("COURSE_SCALING_RUNS", "1x2").split()
+    ]
+    communication = [
+        c.partition("/")[::2] for c in settings.get("COURSE_COMMUNICATION", "naive").split()
+    ]
     if settings.get("COURSE_SCHEDULER") == "local" and gpu.resolve_device("auto") != "@numpy":
         shapes, communication = _local_gpu_comparison(settings, shapes, communication)
     return settings, shapes, communication
@@ -479,7 +618,11 @@ def comparison_plan(workdir: str | Path = ".") -> list[PlannedRun]:
     plan += [PlannedRun(nodes, per_node, *communication[0], lr_rule=rule) for rule in others]
     split = site_batch(settings) // (nodes * per_node)
     if split >= 1:
-        plan.append(PlannedRun(nodes, per_node, *communication[0], lr_rule="constant", batch_per_worker=split))
+        plan.append(
+            PlannedRun(
+                nodes, per_node, *communication[0], lr_rule="constant", batch_per_worker=split
+            )
+        )
     return plan
 
 
@@ -490,27 +633,52 @@ def profile_plan(workdir: str | Path = ".") -> list[PlannedRun]:
     _, shapes, communication = _site_plan(workdir)
     nodes, per_node = max(shapes, key=lambda shape: shape[0] * shape[1])
     setting = next((c for c in communication if c[1]), communication[0])
-    return [PlannedRun(1, 1, *setting, profile=True), PlannedRun(nodes, per_node, *setting, profile=True)]
+    return [
+        PlannedRun(1, 1, *setting, profile=True),
+        PlannedRun(nodes, per_node, *setting, profile=True),
+    ]
 
 
 def main(argv: list[str]) -> int:
     """`python -m course submit [-l RESOURCE] [-v VARS] SCRIPT`: submit a job script and follow its log."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="course submit", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="course submit",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--local", dest="scheduler", action="store_const", const="local",
-                       help="run it on this machine, whatever the site profile says")
-    where.add_argument("--qsub", dest="scheduler", action="store_const", const="qsub", help="hand it to qsub")
+    where.add_argument(
+        "--local",
+        dest="scheduler",
+        action="store_const",
+        const="local",
+        help="run it on this machine, whatever the site profile says",
+    )
+    where.add_argument(
+        "--qsub", dest="scheduler", action="store_const", const="qsub", help="hand it to qsub"
+    )
     parser.set_defaults(scheduler="auto")
-    parser.add_argument("-l", dest="resources", action="append", default=[], metavar="RESOURCE",
-                        help="as qsub -l, e.g. -l select=1:mpiprocs=2")
-    parser.add_argument("-v", dest="variables", default="", metavar="VAR=VALUE,...", help="as qsub -v")
-    parser.add_argument("--no-wait", dest="wait", action="store_false", help="return after submitting")
+    parser.add_argument(
+        "-l",
+        dest="resources",
+        action="append",
+        default=[],
+        metavar="RESOURCE",
+        help="as qsub -l, e.g. -l select=1:mpiprocs=2",
+    )
+    parser.add_argument(
+        "-v", dest="variables", default="", metavar="VAR=VALUE,...", help="as qsub -v"
+    )
+    parser.add_argument(
+        "--no-wait", dest="wait", action="store_false", help="return after submitting"
+    )
     parser.add_argument("script", type=Path)
     args = parser.parse_args(argv)
-    options = [x for r in args.resources for x in ("-l", r)] + (["-v", args.variables] if args.variables else [])
+    options = [x for r in args.resources for x in ("-l", r)] + (
+        ["-v", args.variables] if args.variables else []
+    )
     job = submit(args.script, scheduler=args.scheduler, options=options)
     if not args.wait:
         print(f"follow it with: tail -f {job.find_log() or f'<script>.o{job.number}'}")

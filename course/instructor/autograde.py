@@ -20,6 +20,7 @@ scores 0 (nbgrader's rule); grades-details.csv and the summary say it was not ha
 One grading run at a time per course folder: a second one stops at once (the lock is gradebook.lock,
 beside gradebook.db), since two nbgrader runs on one gradebook corrupt it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,7 +55,10 @@ class Part:
     max_score: float
     message: str = ""
     by_hand: bool = False  # a written answer: the instructor grades it in the Formgrader
-    flags: list[str] = field(default_factory=list)  # what the instructor should look at (not a score)
+    flags: list[str] = field(
+        default_factory=list
+    )  # what the instructor should look at (not a score)
+
 
 BY_HAND = "a written answer: grade it by hand in the Formgrader"
 UNANSWERED = "a written answer left as it was released (nbgrader scores it 0)"
@@ -69,21 +73,34 @@ class Outcome:
     max_score: float = 0.0
     parts: list[Part] = field(default_factory=list)
     failure: str = ""
-    missing: list[str] = field(default_factory=list)  # notebooks not handed in, e.g. 03_multi_node.ipynb
-    flags: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (notebook, test or "") -> notes
+    missing: list[str] = field(
+        default_factory=list
+    )  # notebooks not handed in, e.g. 03_multi_node.ipynb
+    flags: dict[tuple[str, str], list[str]] = field(
+        default_factory=dict
+    )  # (notebook, test or "") -> notes
 
 
-def _nbgrader(args: list[str], root: Path, extra: list[str] = (), timeout: float | None = None,
-              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def _nbgrader(
+    args: list[str],
+    root: Path,
+    extra: list[str] = (),
+    timeout: float | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess:
     env = {**paths.tool_environment(), **(env or {})}
     env["COURSE_GRADING_CONFIG"] = str(root / "grading.toml")
     command = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={root}", *extra]
-    return subprocess.run(command, cwd=root, capture_output=True, text=True, env=env, timeout=timeout)
+    return subprocess.run(
+        command, cwd=root, capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 def _last_error(output: str) -> str:
     lines = [line for line in output.splitlines() if "ERROR" in line or "Error" in line]
-    return (lines[-1] if lines else output.strip().splitlines()[-1] if output.strip() else "no output")[:300]
+    return (
+        lines[-1] if lines else output.strip().splitlines()[-1] if output.strip() else "no output"
+    )[:300]
 
 
 def _messages(notebook: Path) -> dict[str, str]:
@@ -100,7 +117,8 @@ def _messages(notebook: Path) -> dict[str, str]:
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
                 found[meta["grade_id"]] = f"{output.get('ename')}: " + "; ".join(
-                    line.strip() for line in (output.get("evalue") or "").splitlines()[:2])
+                    line.strip() for line in (output.get("evalue") or "").splitlines()[:2]
+                )
                 break
     return found
 
@@ -120,7 +138,10 @@ def _read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) 
         try:
             submission = gradebook.find_submission(ASSIGNMENT, outcome.student)
         except MissingEntry:
-            outcome.graded, outcome.failure = False, "nbgrader recorded no grades for it (see its log above)"
+            outcome.graded, outcome.failure = (
+                False,
+                "nbgrader recorded no grades for it (see its log above)",
+            )
             return
         outcome.score, outcome.max_score = submission.score, submission.max_score
         for notebook in submission.notebooks:
@@ -135,19 +156,36 @@ def _read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) 
                     score = grade.score or 0.0
                     by_hand = grade.cell_type == "markdown"
                     if by_hand:
-                        message = BY_HAND if grade.needs_manual_grade else UNANSWERED if score < grade.max_score else ""
+                        message = (
+                            BY_HAND
+                            if grade.needs_manual_grade
+                            else UNANSWERED
+                            if score < grade.max_score
+                            else ""
+                        )
                     else:
                         message = messages.get(grade.name, "") if score < grade.max_score else ""
-                    outcome.parts.append(Part(notebook.name, grade.name, score, grade.max_score, message, by_hand,
-                                              outcome.flags.get((notebook.name, grade.name), [])))
+                    outcome.parts.append(
+                        Part(
+                            notebook.name,
+                            grade.name,
+                            score,
+                            grade.max_score,
+                            message,
+                            by_hand,
+                            outcome.flags.get((notebook.name, grade.name), []),
+                        )
+                    )
 
 
 def check_course_folder(root: Path) -> None:
     """GradingError unless `root` holds what grading needs."""
     for needed in ("nbgrader_config.py", "grading.toml", f"solutions/{ASSIGNMENT}"):
         if not (root / needed).exists():
-            raise GradingError(f"{root} is not a course folder: it has no {needed}",
-                               "grade in a clone of the kit (or copy nbgrader_config.py, grading.toml and solutions/)")
+            raise GradingError(
+                f"{root} is not a course folder: it has no {needed}",
+                "grade in a clone of the kit (or copy nbgrader_config.py, grading.toml and solutions/)",
+            )
 
 
 @contextmanager
@@ -163,8 +201,10 @@ def grading_lock(root: Path) -> Iterator[None]:
         except BlockingIOError:
             f.seek(0)
             holder = f.read().strip() or "unknown"
-            raise GradingError(f"a grading run is already in progress in {root} (pid {holder})",
-                               "wait for it to end (or stop it), then run python -m course grade again") from None
+            raise GradingError(
+                f"a grading run is already in progress in {root} (pid {holder})",
+                "wait for it to end (or stop it), then run python -m course grade again",
+            ) from None
         f.truncate(0)
         f.write(f"{os.getpid()}\n")
         f.flush()
@@ -176,37 +216,50 @@ def prepare(root: Path) -> str:
     check_course_folder(root)
     db_url = f"sqlite:///{root / 'gradebook.db'}"
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
-        run = _nbgrader(["generate_assignment", ASSIGNMENT, "--force"], root,
-                        [f"--CourseDirectory.release_directory={tmp}", f"--CourseDirectory.db_url={db_url}"])
+        run = _nbgrader(
+            ["generate_assignment", ASSIGNMENT, "--force"],
+            root,
+            [f"--CourseDirectory.release_directory={tmp}", f"--CourseDirectory.db_url={db_url}"],
+        )
     if run.returncode != 0:
-        raise GradingError(f"nbgrader generate_assignment failed: {_last_error(run.stdout + run.stderr)}",
-                           "python -m course release shows the whole error")
+        raise GradingError(
+            f"nbgrader generate_assignment failed: {_last_error(run.stdout + run.stderr)}",
+            "python -m course release shows the whole error",
+        )
     return db_url
 
 
 def _failures(log: str, students: list[str]) -> dict[str, str]:
     """{student: what went wrong} for the submissions nbgrader's autograde log says it could not process."""
     failures = {}
-    marker = re.compile(r"^\[\w+App \| ERROR\] There was an error processing assignment: (.*)$", re.M)
+    marker = re.compile(
+        r"^\[\w+App \| ERROR\] There was an error processing assignment: (.*)$", re.M
+    )
     for match in marker.finditer(log):
         student = Path(match.group(1).strip()).parent.name
         # Only this student's part of the log: a failure before any notebook names none.
-        starts = [m.end() for m in re.finditer(rf"student with ID '{re.escape(student)}'", log[:match.start()])]
-        before = log[starts[-1] if starts else match.start():match.start()]
-        after = log[match.end():]
-        section = after[:next_marker.start()] if (next_marker := marker.search(after)) else after
+        starts = [
+            m.end()
+            for m in re.finditer(rf"student with ID '{re.escape(student)}'", log[: match.start()])
+        ]
+        before = log[starts[-1] if starts else match.start() : match.start()]
+        after = log[match.end() :]
+        section = after[: next_marker.start()] if (next_marker := marker.search(after)) else after
         errors = re.findall(r"^\s*([\w.]+(?:Error|Exception)\b.*)$", section, re.M)
         converting = re.findall(r"Converting notebook (\S+\.ipynb)", before)
         where = f"{Path(converting[-1]).name}: " if converting else ""
-        failures[student] = (where + (errors[-1].strip() if errors else "nbgrader could not process it"))[:300]
+        failures[student] = (
+            where + (errors[-1].strip() if errors else "nbgrader could not process it")
+        )[:300]
     for student in students:
         if f"for student '{student}'" in log and student not in failures:
             failures[student] = "nbgrader could not process it (see its log)"
     return failures
 
 
-def verify_all(root: Path, submitted: Path, students: list[str], verdicts: Path, jobs: int,
-               cell_timeout: float) -> dict[str, tuple[float, dict, str]]:
+def verify_all(
+    root: Path, submitted: Path, students: list[str], verdicts: Path, jobs: int, cell_timeout: float
+) -> dict[str, tuple[float, dict, str]]:
     """Verify every submission, `jobs` at a time, each in its own sandboxed process; leave the verdicts in
     `verdicts` for nbgrader's step. {student: (seconds, flags by (notebook, test), failure or "")}."""
     from concurrent.futures import ThreadPoolExecutor
@@ -218,47 +271,80 @@ def verify_all(root: Path, submitted: Path, students: list[str], verdicts: Path,
         folder = submitted / student / ASSIGNMENT
         started = time.monotonic()
         try:
-            found = verify.verify(folder, plans, hidden=hidden, grading_config=root / "grading.toml",
-                                  timeout=cell_timeout)
+            found = verify.verify(
+                folder,
+                plans,
+                hidden=hidden,
+                grading_config=root / "grading.toml",
+                timeout=cell_timeout,
+            )
         except verify.VerificationError as e:
             nbgrader_hook.write_verdicts(verdicts, student, None, e.message)
             return time.monotonic() - started, {}, e.message
         nbgrader_hook.write_verdicts(verdicts, student, found)
-        flags = {(Path(v.notebook).stem, test): notes for v in found for test, notes in v.flags.items()}
+        flags = {
+            (Path(v.notebook).stem, test): notes for v in found for test, notes in v.flags.items()
+        }
         if verify.shadowing(folder):
             flags[("", "")] = verify.shadowing(folder)
         for v in found:
             for test in verify.disagreements(folder / v.notebook, v):
                 flags.setdefault((Path(v.notebook).stem, test), []).append(
                     "the notebook as handed in shows this test passing, the grader's run fails it "
-                    "(changed after it ran, or tampering)")
+                    "(changed after it ran, or tampering)"
+                )
         return time.monotonic() - started, flags, ""
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         return dict(zip(students, pool.map(one, students)))
 
 
-def autograde(root: Path, submitted: Path, students: list[str], db_url: str, jobs: int = 0,
-              cell_timeout: float = verify.CELL_TIMEOUT) -> list[Outcome]:
+def autograde(
+    root: Path,
+    submitted: Path,
+    students: list[str],
+    db_url: str,
+    jobs: int = 0,
+    cell_timeout: float = verify.CELL_TIMEOUT,
+) -> list[Outcome]:
     """Verify every submission, then nbgrader autograde over them in one process; outcomes from the gradebook."""
     with tempfile.TemporaryDirectory(prefix="course-verdicts-") as verdicts:
-        verified = verify_all(root, submitted, students, Path(verdicts), jobs or os.cpu_count() or 1, cell_timeout)
-        common = [f"--CourseDirectory.submitted_directory={submitted}", f"--CourseDirectory.db_url={db_url}"]
+        verified = verify_all(
+            root, submitted, students, Path(verdicts), jobs or os.cpu_count() or 1, cell_timeout
+        )
+        common = [
+            f"--CourseDirectory.submitted_directory={submitted}",
+            f"--CourseDirectory.db_url={db_url}",
+        ]
         try:
-            run = _nbgrader(["autograde", ASSIGNMENT, "--create", "--force"], root, common, timeout=6 * 3600,
-                            env={nbgrader_hook.VERDICTS: verdicts})
+            run = _nbgrader(
+                ["autograde", ASSIGNMENT, "--create", "--force"],
+                root,
+                common,
+                timeout=6 * 3600,
+                env={nbgrader_hook.VERDICTS: verdicts},
+            )
             log = run.stdout + run.stderr
         except subprocess.TimeoutExpired:
-            raise GradingError("nbgrader autograde ran for more than 6 hours",
-                               "grade fewer submissions at a time") from None
+            raise GradingError(
+                "nbgrader autograde ran for more than 6 hours", "grade fewer submissions at a time"
+            ) from None
     failures = _failures(log, students)
     failures.update({student: failure for student, (_, _, failure) in verified.items() if failure})
     if run.returncode != 0 and not failures:
-        raise GradingError(f"nbgrader autograde failed: {_last_error(log)}", "see nbgrader's log above")
+        raise GradingError(
+            f"nbgrader autograde failed: {_last_error(log)}", "see nbgrader's log above"
+        )
     outcomes = []
     for student in students:
         seconds, flags, _ = verified[student]
-        outcome = Outcome(student, student not in failures, seconds, failure=failures.get(student, ""), flags=flags)
+        outcome = Outcome(
+            student,
+            student not in failures,
+            seconds,
+            failure=failures.get(student, ""),
+            flags=flags,
+        )
         if outcome.graded:
             _read_gradebook(root, submitted, db_url, outcome)
         outcomes.append(outcome)
@@ -266,17 +352,28 @@ def autograde(root: Path, submitted: Path, students: list[str], db_url: str, job
 
 
 def feedback(root: Path, submitted: Path, db_url: str) -> None:
-    run = _nbgrader(["generate_feedback", ASSIGNMENT, "--force"], root,
-                    [f"--CourseDirectory.submitted_directory={submitted}", f"--CourseDirectory.db_url={db_url}"])
+    run = _nbgrader(
+        ["generate_feedback", ASSIGNMENT, "--force"],
+        root,
+        [
+            f"--CourseDirectory.submitted_directory={submitted}",
+            f"--CourseDirectory.db_url={db_url}",
+        ],
+    )
     if run.returncode != 0:
-        print(f"feedback: nbgrader generate_feedback reported: {_last_error(run.stdout + run.stderr)}", file=sys.stderr)
+        print(
+            f"feedback: nbgrader generate_feedback reported: {_last_error(run.stdout + run.stderr)}",
+            file=sys.stderr,
+        )
 
 
 def export(root: Path, db_url: str, out: Path, outcomes: list[Outcome]) -> None:
     """nbgrader's export of the gradebook into `out`, without the submissions that were not graded."""
     run = _nbgrader(["export", f"--to={out}", f"--CourseDirectory.db_url={db_url}"], root)
     if run.returncode != 0:
-        raise GradingError(f"nbgrader export failed: {_last_error(run.stdout + run.stderr)}", "see nbgrader's log")
+        raise GradingError(
+            f"nbgrader export failed: {_last_error(run.stdout + run.stderr)}", "see nbgrader's log"
+        )
     not_graded = {outcome.student for outcome in outcomes if not outcome.graded}
     if not_graded:
         _drop_rows(out, not_graded)
@@ -298,13 +395,24 @@ def write_details(outcomes: list[Outcome], path: Path) -> None:
         writer.writerow(["student", "notebook", "test", "score", "max_score", "message", "flags"])
         for outcome in outcomes:
             if not outcome.graded:
-                writer.writerow([outcome.student, "", "", "", "", f"NOT GRADED: {outcome.failure}", ""])
+                writer.writerow(
+                    [outcome.student, "", "", "", "", f"NOT GRADED: {outcome.failure}", ""]
+                )
             for (notebook, test), notes in sorted(outcome.flags.items()):
                 if not test:  # about the notebook as a whole
                     writer.writerow([outcome.student, notebook, "", "", "", "", " | ".join(notes)])
             for part in outcome.parts:
-                writer.writerow([outcome.student, part.notebook, part.test, part.score, part.max_score, part.message,
-                                 " | ".join(part.flags)])
+                writer.writerow(
+                    [
+                        outcome.student,
+                        part.notebook,
+                        part.test,
+                        part.score,
+                        part.max_score,
+                        part.message,
+                        " | ".join(part.flags),
+                    ]
+                )
 
 
 def summary(outcomes: list[Outcome]) -> str:
@@ -316,31 +424,65 @@ def summary(outcomes: list[Outcome]) -> str:
         by_notebook: dict[str, list[Part]] = {}
         for part in outcome.parts:
             by_notebook.setdefault(part.notebook, []).append(part)
-        per_notebook = ", ".join(f"{name} {sum(p.score for p in parts):g}/{sum(p.max_score for p in parts):g}"
-                                 for name, parts in sorted(by_notebook.items()))
+        per_notebook = ", ".join(
+            f"{name} {sum(p.score for p in parts):g}/{sum(p.max_score for p in parts):g}"
+            for name, parts in sorted(by_notebook.items())
+        )
         lines.append(f"{outcome.student}: {outcome.score:g}/{outcome.max_score:g} ({per_notebook})")
         lines += [f"    {name}: not handed in" for name in outcome.missing]
-        lines += [f"    FLAG {' '.join(filter(None, (notebook, test))) or 'submission'}: {note}"
-                  for (notebook, test), notes in sorted(outcome.flags.items()) for note in notes]
+        lines += [
+            f"    FLAG {' '.join(filter(None, (notebook, test))) or 'submission'}: {note}"
+            for (notebook, test), notes in sorted(outcome.flags.items())
+            for note in notes
+        ]
         for part in outcome.parts:
-            if part.score < part.max_score and not part.by_hand and f"{part.notebook}.ipynb" not in outcome.missing:
-                lines.append(f"    {part.notebook} {part.test}: {part.score:g}/{part.max_score:g}  {part.message}")
+            if (
+                part.score < part.max_score
+                and not part.by_hand
+                and f"{part.notebook}.ipynb" not in outcome.missing
+            ):
+                lines.append(
+                    f"    {part.notebook} {part.test}: {part.score:g}/{part.max_score:g}  {part.message}"
+                )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="course grade", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("submitted", nargs="?", type=Path, default=None,
-                        help="submissions as <folder>/<student>/distributed_training (default: <course>/submitted)")
-    parser.add_argument("--course-dir", type=Path, default=None, help="the course folder (default: the kit)")
-    parser.add_argument("--exchange", type=Path, default=None, help="nbgrader collect from this exchange first")
-    parser.add_argument("--out", type=Path, default=None, help="the gradebook CSV (default: <course>/grades.csv)")
+    parser = argparse.ArgumentParser(
+        prog="course grade",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "submitted",
+        nargs="?",
+        type=Path,
+        default=None,
+        help="submissions as <folder>/<student>/distributed_training (default: <course>/submitted)",
+    )
+    parser.add_argument(
+        "--course-dir", type=Path, default=None, help="the course folder (default: the kit)"
+    )
+    parser.add_argument(
+        "--exchange", type=Path, default=None, help="nbgrader collect from this exchange first"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="the gradebook CSV (default: <course>/grades.csv)"
+    )
     parser.add_argument("--no-feedback", dest="feedback", action="store_false")
-    parser.add_argument("--jobs", "-j", type=int, default=0,
-                        help="submissions verified at a time (default: one per CPU core)")
-    parser.add_argument("--cell-timeout", type=float, default=verify.CELL_TIMEOUT,
-                        help="seconds a test cell may run (default %(default)g)")
+    parser.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=0,
+        help="submissions verified at a time (default: one per CPU core)",
+    )
+    parser.add_argument(
+        "--cell-timeout",
+        type=float,
+        default=verify.CELL_TIMEOUT,
+        help="seconds a test cell may run (default %(default)g)",
+    )
     args = parser.parse_args(argv)
     root = (args.course_dir or paths.kit_root()).resolve()
     check_course_folder(root)
@@ -354,16 +496,25 @@ def _grade(root: Path, args: argparse.Namespace) -> int:
     db_url = prepare(root)
     if args.exchange:
         # --update: a student's newer submission replaces the one collected before
-        run = _nbgrader(["collect", ASSIGNMENT, "--update"], root,
-                        [f"--Exchange.root={args.exchange.resolve()}",
-                         f"--CourseDirectory.submitted_directory={submitted}"])
+        run = _nbgrader(
+            ["collect", ASSIGNMENT, "--update"],
+            root,
+            [
+                f"--Exchange.root={args.exchange.resolve()}",
+                f"--CourseDirectory.submitted_directory={submitted}",
+            ],
+        )
         if run.returncode != 0:
-            raise GradingError(f"nbgrader collect failed: {_last_error(run.stdout + run.stderr)}",
-                               "check --exchange and the course id in nbgrader_config.py")
+            raise GradingError(
+                f"nbgrader collect failed: {_last_error(run.stdout + run.stderr)}",
+                "check --exchange and the course id in nbgrader_config.py",
+            )
     students = sorted(p.parent.name for p in submitted.glob(f"*/{ASSIGNMENT}") if p.is_dir())
     if not students:
-        raise GradingError(f"no submissions in {submitted} (expected <student>/{ASSIGNMENT}/)",
-                           "give the folder that holds the students' folders")
+        raise GradingError(
+            f"no submissions in {submitted} (expected <student>/{ASSIGNMENT}/)",
+            "give the folder that holds the students' folders",
+        )
     verify.check_sandbox()
     print(f"grading {len(students)} submission(s) of {ASSIGNMENT} from {submitted}", flush=True)
     outcomes = autograde(root, submitted, students, db_url, args.jobs, args.cell_timeout)
@@ -377,23 +528,31 @@ def _grade(root: Path, args: argparse.Namespace) -> int:
     copied = plagiarism.find({student: submitted / student / ASSIGNMENT for student in students})
     plagiarism.write_csv(copied, shared)
     if copied:
-        print(f"plagiarism: {len(copied)} job output(s) shared between submissions, in {shared}", file=sys.stderr)
+        print(
+            f"plagiarism: {len(copied)} job output(s) shared between submissions, in {shared}",
+            file=sys.stderr,
+        )
     print("\n" + summary(outcomes))
     notebooks = len(list((root / "solutions" / ASSIGNMENT).glob("*.ipynb")))
     per_student = sum(o.seconds for o in outcomes) / len(outcomes)
-    print(f"\nverified: {per_student:.1f} s per student ({per_student / max(1, notebooks):.1f} s per notebook), "
-          f"{args.jobs or os.cpu_count()} at a time" + ("" if sandbox.enabled() else
-                                                         f"; WITHOUT the sandbox ({sandbox.SWITCH}=off)"))
-    print(f"gradebook: {out} (nbgrader export), per test: {details}"
-          + (f"; feedback: {root / 'feedback'}" if args.feedback else ""))
+    print(
+        f"\nverified: {per_student:.1f} s per student ({per_student / max(1, notebooks):.1f} s per notebook), "
+        f"{args.jobs or os.cpu_count()} at a time"
+        + ("" if sandbox.enabled() else f"; WITHOUT the sandbox ({sandbox.SWITCH}=off)")
+    )
+    print(
+        f"gradebook: {out} (nbgrader export), per test: {details}"
+        + (f"; feedback: {root / 'feedback'}" if args.feedback else "")
+    )
     failed = [o.student for o in outcomes if not o.graded]
     if failed:
-        print(f"NOT GRADED: {', '.join(failed)} (left out of {out.name}; the reason is in {details.name})",
-              file=sys.stderr)
+        print(
+            f"NOT GRADED: {', '.join(failed)} (left out of {out.name}; the reason is in {details.name})",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -16,6 +16,7 @@ with every answer and hidden test. DIR holds
 
 and no solutions/, hidden tests, grading.toml, instructor configuration or course/instructor/.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,9 +32,15 @@ from course.errors import CourseError
 from course.instructor import exchange, release
 
 # nbgrader's instructor tools (its installation guide names them); the Assignment List and Validate stay.
-LAB_EXTENSIONS_OFF = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
-                      "@jupyter/nbgrader:course-list")
-SERVER_EXTENSIONS_OFF = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
+LAB_EXTENSIONS_OFF = (
+    "@jupyter/nbgrader:formgrader",
+    "@jupyter/nbgrader:create-assignment",
+    "@jupyter/nbgrader:course-list",
+)
+SERVER_EXTENSIONS_OFF = (
+    "nbgrader.server_extensions.formgrader",
+    "nbgrader.server_extensions.course_list",
+)
 KIT_FILES = ("pyproject.toml", "constraints.txt")
 # Of course/: the grader, and the kit's reference training (`course train`, for benchmarks), whose code is
 # the stages' answers.
@@ -86,11 +93,17 @@ def student_jupyter_config(folder: Path) -> Path:
     env = {**paths.tool_environment(), "JUPYTER_CONFIG_DIR": str(folder)}
     jupyter = str(Path(sys.executable).parent / "jupyter")
     for action in ("disable", "lock"):
-        done = subprocess.run([jupyter, "labextension", action, "--level=user", *LAB_EXTENSIONS_OFF],
-                              capture_output=True, text=True, env=env)
+        done = subprocess.run(
+            [jupyter, "labextension", action, "--level=user", *LAB_EXTENSIONS_OFF],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         if done.returncode != 0:
-            raise CourseError(f"jupyter labextension {action} failed: {(done.stdout + done.stderr).strip()[-300:]}",
-                              "check that JupyterLab is installed in this environment (make venv)")
+            raise CourseError(
+                f"jupyter labextension {action} failed: {(done.stdout + done.stderr).strip()[-300:]}",
+                "check that JupyterLab is installed in this environment (make venv)",
+            )
     server = {"ServerApp": {"jpserver_extensions": {name: False for name in SERVER_EXTENSIONS_OFF}}}
     (folder / "jupyter_server_config.json").write_text(json.dumps(server, indent=2) + "\n")
     return folder
@@ -102,39 +115,74 @@ def build(root: Path, out: Path, exchange_root: Path | None = None) -> Path:
     if not released.is_dir():
         raise CourseError(f"no release in {released}", "make release first")
     if release.job_outputs(released):
-        raise CourseError(f"{released} holds job outputs", "remove them (or make release) before bundling")
+        raise CourseError(
+            f"{released} holds job outputs", "remove them (or make release) before bundling"
+        )
     if out.exists() and any(out.iterdir()):
-        raise CourseError(f"{out} exists and is not empty", "give a new folder, or remove that one first")
+        raise CourseError(
+            f"{out} exists and is not empty", "give a new folder, or remove that one first"
+        )
     course = exchange.settings(root)
     target = exchange.assignment_folder(out, course)
     shutil.copytree(released, target, ignore=shutil.ignore_patterns(*course.ignore))
     package = root / "course"
-    shutil.copytree(package, out / "course", ignore=lambda folder, names: set(CACHES(folder, names)) | {
-        name for name in names if (Path(folder) / name).relative_to(package).as_posix() in LEFT_OUT})
+    shutil.copytree(
+        package,
+        out / "course",
+        ignore=lambda folder, names: (
+            set(CACHES(folder, names))
+            | {
+                name
+                for name in names
+                if (Path(folder) / name).relative_to(package).as_posix() in LEFT_OUT
+            }
+        ),
+    )
     for name in KIT_FILES:
         shutil.copy(root / name, out / name)
     (out / "nbgrader_config.py").write_text(exchange.student_config(course, exchange_root))
     student_jupyter_config(out / "jupyter")
-    bootstrap = subprocess.run([sys.executable, str(root / "tools" / "pins.py"), "bootstrap"], check=True,
-                               capture_output=True, text=True).stdout.strip()
-    for name, text in (("install.sh", INSTALL.format(bootstrap=bootstrap)), ("start-jupyterlab.sh", START)):
+    bootstrap = subprocess.run(
+        [sys.executable, str(root / "tools" / "pins.py"), "bootstrap"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    for name, text in (
+        ("install.sh", INSTALL.format(bootstrap=bootstrap)),
+        ("start-jupyterlab.sh", START),
+    ):
         (out / name).write_text(text)
         os.chmod(out / name, 0o755)
-    (out / "README.md").write_text(README.format(course_id=course.course_id, assignment=paths.ASSIGNMENT,
-                                                 folder=target.parent.relative_to(out)))
+    (out / "README.md").write_text(
+        README.format(
+            course_id=course.course_id,
+            assignment=paths.ASSIGNMENT,
+            folder=target.parent.relative_to(out),
+        )
+    )
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="course bundle", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="course bundle",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--out", type=Path, required=True, help="a new folder for the bundle")
-    parser.add_argument("--exchange", type=Path, default=None,
-                        help="the exchange students use (default: the course's, from nbgrader_config.py)")
+    parser.add_argument(
+        "--exchange",
+        type=Path,
+        default=None,
+        help="the exchange students use (default: the course's, from nbgrader_config.py)",
+    )
     args = parser.parse_args(argv)
     root = paths.kit_root()
     out = build(root, args.out.resolve(), args.exchange.resolve() if args.exchange else None)
     files = sum(1 for path in out.rglob("*") if path.is_file())
-    print(f"student bundle: {out} ({files} files). Hand out this folder, never the repository (it holds the "
-          f"solutions).\nIts exchange: {exchange.settings(out).root} (students can override it with {exchange.ENV})")
+    print(
+        f"student bundle: {out} ({files} files). Hand out this folder, never the repository (it holds the "
+        f"solutions).\nIts exchange: {exchange.settings(out).root} (students can override it with {exchange.ENV})"
+    )
     return 0

@@ -21,6 +21,7 @@ Everything goes to build/demo/ in the kit's folder (the exchange too: build/demo
 without GPUs stage 2's job cannot run: its notebook says so at that cell, and its throughput earns no
 points.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,17 +45,28 @@ NOTEBOOKS = tuple(stage.notebook for stage in stages.STAGES.values())
 @dataclass(frozen=True)
 class Student:
     name: str
-    notebooks: tuple[str, ...]  # the notebooks they work on and run; the others are handed in as fetched
+    notebooks: tuple[
+        str, ...
+    ]  # the notebooks they work on and run; the others are handed in as fetched
     left: frozenset[str] = frozenset()  # exercises (grade ids) they leave as released
 
 
-STUDENTS = (Student("ada-solved", NOTEBOOKS),
-            Student("ben-partial", (NOTEBOOKS[0],), frozenset({"build_trainer", "add_snapshots",
-                                                                "answer_snapshot_cost"})))
+STUDENTS = (
+    Student("ada-solved", NOTEBOOKS),
+    Student(
+        "ben-partial",
+        (NOTEBOOKS[0],),
+        frozenset({"build_trainer", "add_snapshots", "answer_snapshot_cost"}),
+    ),
+)
 
 
-def solve(folder: Path, solutions_folder: Path, notebooks: tuple[str, ...] = NOTEBOOKS,
-          left: frozenset[str] = frozenset()) -> None:
+def solve(
+    folder: Path,
+    solutions_folder: Path,
+    notebooks: tuple[str, ...] = NOTEBOOKS,
+    left: frozenset[str] = frozenset(),
+) -> None:
     """Write the solutions into the exercise cells of `notebooks` in `folder` (but those in `left`), as a
     student would write them."""
     import nbformat
@@ -62,13 +74,19 @@ def solve(folder: Path, solutions_folder: Path, notebooks: tuple[str, ...] = NOT
     for name in notebooks:
         notebook = nbformat.read(folder / name, as_version=4)
         source = nbformat.read(solutions_folder / name, as_version=4)
-        answers = {cell.metadata["nbgrader"]["grade_id"]: cell.source for cell in source.cells
-                   if cell.metadata.get("nbgrader", {}).get("solution")}
+        answers = {
+            cell.metadata["nbgrader"]["grade_id"]: cell.source
+            for cell in source.cells
+            if cell.metadata.get("nbgrader", {}).get("solution")
+        }
         for cell in notebook.cells:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
             if grade_id in answers and grade_id not in left:
-                cell.source = "\n".join(line for line in answers[grade_id].splitlines()
-                                        if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line)
+                cell.source = "\n".join(
+                    line
+                    for line in answers[grade_id].splitlines()
+                    if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line
+                )
         nbformat.write(notebook, folder / name)
 
 
@@ -88,9 +106,14 @@ def run_notebook(path: Path, timeout: int = 1800, env: dict[str, str] | None = N
     from nbclient import NotebookClient
 
     notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=timeout, allow_errors=True, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}},
-                            extra_arguments=["--IPKernelApp.log_level=ERROR"])  # as nbgrader_config.py
+    client = NotebookClient(
+        notebook,
+        timeout=timeout,
+        allow_errors=True,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
+    )  # as nbgrader_config.py
     client.execute(**({"env": env} if env is not None else {}))
     nbformat.write(notebook, path)
     errors = []
@@ -98,7 +121,9 @@ def run_notebook(path: Path, timeout: int = 1800, env: dict[str, str] | None = N
         for output in cell.get("outputs", []):
             if output.output_type == "error":
                 grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "?")
-                errors.append(f"{grade_id}: {output.ename}: {output.evalue.splitlines()[0] if output.evalue else ''}")
+                errors.append(
+                    f"{grade_id}: {output.ename}: {output.evalue.splitlines()[0] if output.evalue else ''}"
+                )
     return errors
 
 
@@ -111,28 +136,41 @@ def course_folder(root: Path, destination: Path) -> Path:
     return destination
 
 
-def run_all(folder: Path, notebooks: tuple[str, ...], echo: Callable[[str], None] = print,
-            env: dict[str, str] | None = None) -> None:
+def run_all(
+    folder: Path,
+    notebooks: tuple[str, ...],
+    echo: Callable[[str], None] = print,
+    env: dict[str, str] | None = None,
+) -> None:
     """Run `notebooks` of `folder` one after the other, saying how long each took and where it stopped."""
     for name in notebooks:
         started = time.monotonic()
         errors = run_notebook(folder / name, env=env)
-        echo(f"  {name}: ran in {time.monotonic() - started:.0f} s"
-             + ("" if not errors else "; stopped with: " + "; ".join(errors)))
+        echo(
+            f"  {name}: ran in {time.monotonic() - started:.0f} s"
+            + ("" if not errors else "; stopped with: " + "; ".join(errors))
+        )
 
 
 def play_student(root: Path, workdir: Path, echo=print, env: dict[str, str] | None = None) -> Path:
     """Release, then a student who solves and runs every notebook; returns the student's folder."""
     released = Path(workdir) / "release"
     release.generate(root, released)
-    student = student_copy(released / paths.ASSIGNMENT, root / "solutions" / paths.ASSIGNMENT,
-                           Path(workdir) / "student" / paths.ASSIGNMENT)
+    student = student_copy(
+        released / paths.ASSIGNMENT,
+        root / "solutions" / paths.ASSIGNMENT,
+        Path(workdir) / "student" / paths.ASSIGNMENT,
+    )
     run_all(student, NOTEBOOKS, echo, env)
     return student
 
 
-def play_term(root: Path, out: Path, students: tuple[Student, ...] = STUDENTS,
-              env: dict[str, str] | None = None) -> tuple[int, dict[str, Path]]:
+def play_term(
+    root: Path,
+    out: Path,
+    students: tuple[Student, ...] = STUDENTS,
+    env: dict[str, str] | None = None,
+) -> tuple[int, dict[str, Path]]:
     """Release, fetch, work, submit, grade and return feedback through the exchange out/exchange with
     nbgrader's apps; (course grade's exit status, each student's assignment folder).
 
@@ -148,18 +186,31 @@ def play_term(root: Path, out: Path, students: tuple[Student, ...] = STUDENTS,
         home = homes[student.name] = out / "students" / student.name
         home.mkdir(parents=True)
         (home / "nbgrader_config.py").write_text(exchange.student_config(settings, ex))
-        exchange.run("fetch_assignment", [paths.ASSIGNMENT], home, ex, cache=home / ".nbgrader-cache")
+        exchange.run(
+            "fetch_assignment", [paths.ASSIGNMENT], home, ex, cache=home / ".nbgrader-cache"
+        )
         folder = folders[student.name] = exchange.assignment_folder(home, settings)
-        print(f"{student.name}: fetched into {folder}; works on {', '.join(student.notebooks)}"
-              + (f", leaving {', '.join(sorted(student.left))} as released" if student.left else ""))
+        print(
+            f"{student.name}: fetched into {folder}; works on {', '.join(student.notebooks)}"
+            + (f", leaving {', '.join(sorted(student.left))} as released" if student.left else "")
+        )
         solve(folder, root / "solutions" / paths.ASSIGNMENT, student.notebooks, student.left)
         run_all(folder, student.notebooks, env=env)
-        exchange.run("submit", [paths.ASSIGNMENT, f"--student={student.name}"], home, ex,
-                     cache=home / ".nbgrader-cache")
-        sent = max((ex / settings.course_id / "inbound").glob(f"{student.name}+{paths.ASSIGNMENT}+*"))
-        print(f"  submitted: {exchange.size(sent) / 1e3:.0f} kB reached the exchange, of "
-              f"{exchange.size(folder) / 1e6:.1f} MB in the folder (snapshots stay; nbgrader refuses a folder "
-              f"over {settings.max_dir_size / 1e3:g} MB, ignored files counted)")
+        exchange.run(
+            "submit",
+            [paths.ASSIGNMENT, f"--student={student.name}"],
+            home,
+            ex,
+            cache=home / ".nbgrader-cache",
+        )
+        sent = max(
+            (ex / settings.course_id / "inbound").glob(f"{student.name}+{paths.ASSIGNMENT}+*")
+        )
+        print(
+            f"  submitted: {exchange.size(sent) / 1e3:.0f} kB reached the exchange, of "
+            f"{exchange.size(folder) / 1e6:.1f} MB in the folder (snapshots stay; nbgrader refuses a folder "
+            f"over {settings.max_dir_size / 1e3:g} MB, ignored files counted)"
+        )
 
     print("\n== 5. The instructor collects and grades the submissions with nbgrader")
     status = autograde.main(["--course-dir", str(course), "--exchange", str(ex)])
@@ -168,17 +219,31 @@ def play_term(root: Path, out: Path, students: tuple[Student, ...] = STUDENTS,
     print("\n== 6. Each student fetches their feedback")
     for student in students:
         home = homes[student.name]
-        exchange.run("fetch_feedback", [paths.ASSIGNMENT, f"--student={student.name}"], home, ex,
-                     cache=home / ".nbgrader-cache")
-        fetched = sorted(p.relative_to(home) for p in (folders[student.name] / "feedback").rglob("*.html"))
-        print(f"{student.name}: {len(fetched)} feedback file(s), e.g. {fetched[0] if fetched else '-'}")
+        exchange.run(
+            "fetch_feedback",
+            [paths.ASSIGNMENT, f"--student={student.name}"],
+            home,
+            ex,
+            cache=home / ".nbgrader-cache",
+        )
+        fetched = sorted(
+            p.relative_to(home) for p in (folders[student.name] / "feedback").rglob("*.html")
+        )
+        print(
+            f"{student.name}: {len(fetched)} feedback file(s), e.g. {fetched[0] if fetched else '-'}"
+        )
     return status, folders
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="course demo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=None, help="default: build/demo in the kit's folder")
+    parser = argparse.ArgumentParser(
+        prog="course demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="default: build/demo in the kit's folder"
+    )
     args = parser.parse_args(argv)
     root = paths.kit_root()
     out = (args.out or root / "build" / "demo").resolve()
@@ -198,12 +263,18 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         verify.check_sandbox()
-    except GradingError as e:  # the demo grades its own students: say what a real grading run needs, go on
-        print(f"\nNote: {e.message}\n  -> {e.hint}\n  The demo grades its own students without the sandbox.")
+    except (
+        GradingError
+    ) as e:  # the demo grades its own students: say what a real grading run needs, go on
+        print(
+            f"\nNote: {e.message}\n  -> {e.hint}\n  The demo grades its own students without the sandbox."
+        )
         os.environ[sandbox.SWITCH] = "off"
 
-    print("\n== 3-4. The release through nbgrader's exchange, and two students who work and submit (the jobs "
-          "run now)")
+    print(
+        "\n== 3-4. The release through nbgrader's exchange, and two students who work and submit (the jobs "
+        "run now)"
+    )
     status, folders = play_term(root, out)
 
     solved = folders[STUDENTS[0].name]
@@ -212,9 +283,13 @@ def main(argv: list[str] | None = None) -> int:
     print(report.table_text(table))
     for line in report.notes(table, report.target_of(solved)):
         print(line)
-    print(f"\n== 8. Where {STUDENTS[0].name}'s step time goes, and the allreduce predicted, then measured")
+    print(
+        f"\n== 8. Where {STUDENTS[0].name}'s step time goes, and the allreduce predicted, then measured"
+    )
     for line in allreduce_report.summary(solved):
         print(line)
-    print(f"\nDemo finished in {(time.monotonic() - started) / 60:.1f} min. The students' folders: "
-          f"{out / 'students'}; the exchange: {out / 'exchange'}; the gradebook: {out / 'course' / 'grades.csv'}")
+    print(
+        f"\nDemo finished in {(time.monotonic() - started) / 60:.1f} min. The students' folders: "
+        f"{out / 'students'}; the exchange: {out / 'exchange'}; the gradebook: {out / 'course' / 'grades.csv'}"
+    )
     return status

@@ -4,6 +4,7 @@ and nbgrader's exchange apps run against it (release_assignment, fetch_assignmen
 The course's nbgrader_config.py is the one place the exchange is set (COURSE_EXCHANGE, else exchange/
 beside it); the students' configuration (the bundle's nbgrader_config.py) is written from it.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,6 +22,7 @@ ENV = "COURSE_EXCHANGE"
 @dataclass(frozen=True)
 class Settings:
     """What nbgrader's exchange apps read from a course's nbgrader_config.py."""
+
     course_id: str
     root: Path
     path_includes_course: bool
@@ -36,12 +38,23 @@ def settings(course_dir: Path) -> Settings:
     from traitlets.config.loader import PyFileConfigLoader
 
     config = PyFileConfigLoader("nbgrader_config.py", path=str(course_dir)).load_config()
-    coursedir, exchange = CourseDirectory(config=config), Exchange(config=config)  # nbgrader's defaults filled in
+    coursedir, exchange = (
+        CourseDirectory(config=config),
+        Exchange(config=config),
+    )  # nbgrader's defaults filled in
     if not coursedir.course_id:
-        raise CourseError(f"{course_dir / 'nbgrader_config.py'} sets no CourseDirectory.course_id",
-                          "the exchange keeps each course under its id: set it")
-    return Settings(coursedir.course_id, Path(exchange.root), exchange.path_includes_course, tuple(coursedir.ignore),
-                    coursedir.max_file_size, coursedir.max_dir_size)
+        raise CourseError(
+            f"{course_dir / 'nbgrader_config.py'} sets no CourseDirectory.course_id",
+            "the exchange keeps each course under its id: set it",
+        )
+    return Settings(
+        coursedir.course_id,
+        Path(exchange.root),
+        exchange.path_includes_course,
+        tuple(coursedir.ignore),
+        coursedir.max_file_size,
+        coursedir.max_dir_size,
+    )
 
 
 def student_config(course: Settings, root: Path | None = None) -> str:
@@ -68,7 +81,11 @@ c.CourseDirectory.max_file_size = {course.max_file_size!r}
 
 def assignment_folder(notebook_root: Path, course: Settings) -> Path:
     """Where fetch_assignment puts the assignment and submit takes it from, under a student's notebook root."""
-    base = Path(notebook_root) / course.course_id if course.path_includes_course else Path(notebook_root)
+    base = (
+        Path(notebook_root) / course.course_id
+        if course.path_includes_course
+        else Path(notebook_root)
+    )
     return base / paths.ASSIGNMENT
 
 
@@ -81,17 +98,27 @@ def run(app: str, args: list[str], cwd: Path, root: Path, cache: Path | None = N
     command = [sys.executable, "-m", "nbgrader", app, *args, f"--Exchange.root={root}"]
     if cache is not None:
         command.append(f"--Exchange.cache={cache}")
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=paths.tool_environment())
+    done = subprocess.run(
+        command, cwd=cwd, capture_output=True, text=True, env=paths.tool_environment()
+    )
     log = done.stdout + done.stderr
     if done.returncode != 0:
-        said = [line for line in log.splitlines() if "ERROR" in line or "CRITICAL" in line] or log.splitlines()[-3:]
-        raise CourseError(f"nbgrader {app} failed in {cwd}:\n  " + "\n  ".join(said),
-                          f"those are nbgrader's words; the exchange was {root} ({ENV} or c.Exchange.root in "
-                          "nbgrader_config.py sets it)")
+        said = [
+            line for line in log.splitlines() if "ERROR" in line or "CRITICAL" in line
+        ] or log.splitlines()[-3:]
+        raise CourseError(
+            f"nbgrader {app} failed in {cwd}:\n  " + "\n  ".join(said),
+            f"those are nbgrader's words; the exchange was {root} ({ENV} or c.Exchange.root in "
+            "nbgrader_config.py sets it)",
+        )
     return log
 
 
 def size(folder: Path) -> int:
     """Bytes in `folder` as nbgrader's submit counts them against max_dir_size: every file, ignored ones
     included, symbolic links not followed."""
-    return sum(os.path.getsize(path) for path in Path(folder).rglob("*") if path.is_file() and not path.is_symlink())
+    return sum(
+        os.path.getsize(path)
+        for path in Path(folder).rglob("*")
+        if path.is_file() and not path.is_symlink()
+    )

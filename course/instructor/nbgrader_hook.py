@@ -6,6 +6,7 @@ into the test cells, scores them as it always does, and keeps the gradebook, the
 export. Run by nbgrader alone (`nbgrader autograde`, the Formgrader), the step verifies the notebook
 itself. Either way no student code runs in nbgrader's process or in a kernel.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,9 @@ def verdict_file(folder: Path, student: str) -> Path:
     return Path(folder) / f"{student}.json"
 
 
-def write_verdicts(folder: Path, student: str, verdicts: list[verify.Verdict] | None, failure: str = "") -> None:
+def write_verdicts(
+    folder: Path, student: str, verdicts: list[verify.Verdict] | None, failure: str = ""
+) -> None:
     from dataclasses import asdict
 
     data = {"failure": failure} if verdicts is None else {"verdicts": [asdict(v) for v in verdicts]}
@@ -48,10 +51,15 @@ def read_verdicts(folder: Path, student: str) -> tuple[list[verify.Verdict] | No
 class VerifiedExecute(NbGraderPreprocessor):
     """Give each test cell the outputs the verifier's run of it produced; leave the other cells empty."""
 
-    timeout = Float(verify.CELL_TIMEOUT, help="seconds a test cell may run in the verifier").tag(config=True)
+    timeout = Float(verify.CELL_TIMEOUT, help="seconds a test cell may run in the verifier").tag(
+        config=True
+    )
 
     def preprocess(self, nb, resources):
-        student, name = resources["nbgrader"]["student"], f"{resources['nbgrader']['notebook']}.ipynb"
+        student, name = (
+            resources["nbgrader"]["student"],
+            f"{resources['nbgrader']['notebook']}.ipynb",
+        )
         assignment = resources["nbgrader"]["assignment"]
         folder = Path(resources["metadata"]["path"])
         course = CourseDirectory(config=self.config)
@@ -61,12 +69,19 @@ class VerifiedExecute(NbGraderPreprocessor):
         verdict = self._prepared(student, name, nb, plan)
         if verdict is None:
             submitted = Path(course.format_path(course.submitted_directory, ".", ".")).resolve()
-            verdict = verify.verify(folder, [plan], hidden=verify.private_paths(root, submitted),
-                                    grading_config=root / "grading.toml", timeout=self.timeout)[0]
+            verdict = verify.verify(
+                folder,
+                [plan],
+                hidden=verify.private_paths(root, submitted),
+                grading_config=root / "grading.toml",
+                timeout=self.timeout,
+            )[0]
         for cell in nb.cells:
             if cell.cell_type == "code":
                 grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-                cell.outputs = [nbformat.from_dict(output) for output in verdict.outputs.get(grade_id, [])]
+                cell.outputs = [
+                    nbformat.from_dict(output) for output in verdict.outputs.get(grade_id, [])
+                ]
         return nb, resources
 
     @staticmethod
@@ -79,7 +94,14 @@ class VerifiedExecute(NbGraderPreprocessor):
         if failure:
             raise verify.VerificationError(failure, "")
         sources = verify.solution_sources(nb, plan.solution_ids)
-        return next((v for v in verdicts or [] if v.notebook == name and v.digest == verify.digest(sources)), None)
+        return next(
+            (
+                v
+                for v in verdicts or []
+                if v.notebook == name and v.digest == verify.digest(sources)
+            ),
+            None,
+        )
 
 
 def autograde_preprocessors() -> list:

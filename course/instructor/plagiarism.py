@@ -15,6 +15,7 @@ by hashing files (nothing is trained or re-run):
 The kit's local scheduler numbers jobs per machine from 1, so its job ids and run folders are the same
 for every student who used it: they are not flagged (their seals and logs are).
 """
+
 from __future__ import annotations
 
 import csv
@@ -51,15 +52,26 @@ def _keys(folder: Path) -> list[tuple[str, str, Path]]:
             continue
         if record.get("seal"):
             found.append(("results seal", str(record["seal"]), path))
-        jobs = [record.get("job"), *((segment or {}).get("job") for segment in record.get("segments") or [])]
-        scheduled = {f"{job['scheduler']}:{job['id']}" for job in jobs
-                     if isinstance(job, dict) and job.get("id") and job.get("scheduler") in SCHEDULED}
+        jobs = [
+            record.get("job"),
+            *((segment or {}).get("job") for segment in record.get("segments") or []),
+        ]
+        scheduled = {
+            f"{job['scheduler']}:{job['id']}"
+            for job in jobs
+            if isinstance(job, dict) and job.get("id") and job.get("scheduler") in SCHEDULED
+        }
         found += [("job id", key, path) for key in sorted(scheduled)]
         job = record.get("job") if isinstance(record.get("job"), dict) else {}
         if job.get("scheduler") in SCHEDULED and job.get("id"):
-            found.append(("run folder", f"{path.parent.name} (job {job['scheduler']}:{job['id']})", path))
-    found += [("job log", sha256_file(log), log) for log in sorted(Path(folder).glob("*.o*"))
-              if _LOG.search(log.name) and log.is_file()]
+            found.append(
+                ("run folder", f"{path.parent.name} (job {job['scheduler']}:{job['id']})", path)
+            )
+    found += [
+        ("job log", sha256_file(log), log)
+        for log in sorted(Path(folder).glob("*.o*"))
+        if _LOG.search(log.name) and log.is_file()
+    ]
     return found
 
 
@@ -68,10 +80,19 @@ def find(submissions: dict[str, Path]) -> list[Flag]:
     shared: dict[tuple[str, str], dict[str, list[str]]] = {}
     for student, folder in sorted(submissions.items()):
         for kind, value, path in _keys(Path(folder)):
-            shared.setdefault((kind, value), {}).setdefault(student, []).append(str(path.relative_to(folder)))
-    return [Flag(kind, value, tuple(owners), tuple(f"{student}: {file}" for student in owners
-                                                    for file in owners[student]))
-            for (kind, value), owners in sorted(shared.items()) if len(owners) > 1]
+            shared.setdefault((kind, value), {}).setdefault(student, []).append(
+                str(path.relative_to(folder))
+            )
+    return [
+        Flag(
+            kind,
+            value,
+            tuple(owners),
+            tuple(f"{student}: {file}" for student in owners for file in owners[student]),
+        )
+        for (kind, value), owners in sorted(shared.items())
+        if len(owners) > 1
+    ]
 
 
 def write_csv(flags: list[Flag], path: Path) -> None:

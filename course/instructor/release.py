@@ -4,6 +4,7 @@ nbgrader's own generate_assignment makes the notebooks (stubs for solutions, hid
 then the job scripts of jobs/ are copied in, so that the released folder holds everything a student
 needs. tests/test_release.py checks that the committed notebooks/ equals what this makes.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -30,16 +31,31 @@ def generate(root: Path, destination: Path) -> list[Path]:
     source = root / "solutions" / paths.ASSIGNMENT
     leftovers = job_outputs(source)
     if leftovers:
-        raise CourseError(f"{source} holds job outputs ({', '.join(p.name for p in leftovers[:4])})",
-                          "run the solution notebooks in a copy, not in solutions/; remove these first")
+        raise CourseError(
+            f"{source} holds job outputs ({', '.join(p.name for p in leftovers[:4])})",
+            "run the solution notebooks in a copy, not in solutions/; remove these first",
+        )
     with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
-        command = [sys.executable, "-m", "nbgrader", "generate_assignment", paths.ASSIGNMENT, "--force",
-                   "--CourseDirectory.root=" + str(root), f"--CourseDirectory.release_directory={destination}",
-                   f"--CourseDirectory.db_url=sqlite:///{tmp}/gradebook.db", "--log-level=WARN"]
-        run = subprocess.run(command, cwd=root, capture_output=True, text=True, env=paths.tool_environment())
+        command = [
+            sys.executable,
+            "-m",
+            "nbgrader",
+            "generate_assignment",
+            paths.ASSIGNMENT,
+            "--force",
+            "--CourseDirectory.root=" + str(root),
+            f"--CourseDirectory.release_directory={destination}",
+            f"--CourseDirectory.db_url=sqlite:///{tmp}/gradebook.db",
+            "--log-level=WARN",
+        ]
+        run = subprocess.run(
+            command, cwd=root, capture_output=True, text=True, env=paths.tool_environment()
+        )
     if run.returncode != 0:
-        raise CourseError(f"nbgrader generate_assignment failed:\n{run.stdout}{run.stderr}",
-                          "fix the notebook it names (nbgrader's cell metadata or solution markers)")
+        raise CourseError(
+            f"nbgrader generate_assignment failed:\n{run.stdout}{run.stderr}",
+            "fix the notebook it names (nbgrader's cell metadata or solution markers)",
+        )
     folder = Path(destination) / paths.ASSIGNMENT
     sites.copy_jobs(root / paths.JOBS_DIR, folder / paths.JOBS_DIR)
     return sorted(folder.rglob("*"))
@@ -53,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     release = root / "notebooks"
     folder = release / paths.ASSIGNMENT
     if folder.exists() and job_outputs(folder):
-        raise CourseError(f"{folder} holds job outputs", "work in a copy of the release; remove them here first")
+        raise CourseError(
+            f"{folder} holds job outputs", "work in a copy of the release; remove them here first"
+        )
     with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
         generate(root, Path(tmp))
         if folder.exists():
@@ -63,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     for path in sorted(folder.rglob("*")):
         if path.is_file():
             print(f"  {path.relative_to(release)}")
-    print(f"To the students: nbgrader release_assignment {paths.ASSIGNMENT} (here; the exchange is "
-          f"{exchange.settings(root).root}), and hand out make student-bundle")
+    print(
+        f"To the students: nbgrader release_assignment {paths.ASSIGNMENT} (here; the exchange is "
+        f"{exchange.settings(root).root}), and hand out make student-bundle"
+    )
     return 0

@@ -8,6 +8,7 @@ algorithms (jobs/run_allreduce_benchmark.sh) gives each the same machine, minute
 the quartiles of the pooled repeats; two algorithms differ beyond noise at a size only where their
 quartile ranges do not overlap.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -67,8 +68,14 @@ def _series(ranks: int, algorithm: str, job: str, records: list[dict]) -> Series
     for record in records:
         for size in record["sizes"]:
             pooled[size["bytes"]] += size["seconds"]
-    series = Series(ranks, algorithm, job, nodes=len(set(records[0]["hosts"])), cores=records[0].get("cores") or 0,
-                    bursts=len(records))
+    series = Series(
+        ranks,
+        algorithm,
+        job,
+        nodes=len(set(records[0]["hosts"])),
+        cores=records[0].get("cores") or 0,
+        bursts=len(records),
+    )
     for nbytes in sorted(pooled):
         median, q1, q3 = allreduce.summarize(pooled[nbytes])
         series.sizes.append(nbytes)
@@ -81,12 +88,15 @@ def _series(ranks: int, algorithm: str, job: str, records: list[dict]) -> Series
 
 def fits(table: list[Series]) -> dict[tuple[int, str], tuple[float, float]]:
     """The kit's (α, β) per (ranks, algorithm) with a cost model, fitted on the medians."""
-    return {(s.ranks, s.algorithm): costmodel.fit(s.sizes, s.median, s.algorithm, s.ranks)
-            for s in table if s.algorithm in costmodel.ALGORITHMS and s.ranks > 1 and len(s.sizes) > 1}
+    return {
+        (s.ranks, s.algorithm): costmodel.fit(s.sizes, s.median, s.algorithm, s.ranks)
+        for s in table
+        if s.algorithm in costmodel.ALGORITHMS and s.ranks > 1 and len(s.sizes) > 1
+    }
 
 
 def _bytes(n: int) -> str:
-    unit, name = (2 ** 20, "MiB") if n >= 2 ** 20 else (1024, "KiB")
+    unit, name = (2**20, "MiB") if n >= 2**20 else (1024, "KiB")
     return f"{n // unit} {name}" if n % unit == 0 else f"{n / unit:.1f} {name}"
 
 
@@ -100,14 +110,20 @@ def table_text(table: list[Series]) -> str:
         for s in table:
             if n in s.sizes:
                 i = s.sizes.index(n)
-                cells.append(f"{s.median[i] * 1e6:9.1f} us ({s.q1[i] * 1e6:.0f}-{s.q3[i] * 1e6:.0f})".center(28))
+                cells.append(
+                    f"{s.median[i] * 1e6:9.1f} us ({s.q1[i] * 1e6:.0f}-{s.q3[i] * 1e6:.0f})".center(
+                        28
+                    )
+                )
             else:
                 cells.append(" " * 28)
         lines.append(f"{_bytes(n):>8} | " + " | ".join(cells))
     return "\n".join(lines)
 
 
-def compare(table: list[Series], first: str = "ring", second: str = "recursive_doubling") -> list[str]:
+def compare(
+    table: list[Series], first: str = "ring", second: str = "recursive_doubling"
+) -> list[str]:
     """Per rank count measured with both algorithms, where they differ beyond the spread and where not."""
     by = {(s.ranks, s.algorithm): s for s in table}
     said = []
@@ -121,15 +137,20 @@ def compare(table: list[Series], first: str = "ring", second: str = "recursive_d
             apart = a.q3[i] < b.q1[j] or b.q3[j] < a.q1[i]  # the quartile ranges do not overlap
             faster = first if a.median[i] < b.median[j] else second
             ratio = max(a.median[i], b.median[j]) / min(a.median[i], b.median[j])
-            (beyond if apart else within).append(f"{_bytes(n)} ({faster} {ratio:.2f}x faster)" if apart
-                                                 else _bytes(n))
-        said.append(f"{ranks} ranks, {first} vs {second}: beyond the spread at "
-                    f"{', '.join(beyond) or 'no size'}; within it (noise) at {', '.join(within) or 'no size'}")
+            (beyond if apart else within).append(
+                f"{_bytes(n)} ({faster} {ratio:.2f}x faster)" if apart else _bytes(n)
+            )
+        said.append(
+            f"{ranks} ranks, {first} vs {second}: beyond the spread at "
+            f"{', '.join(beyond) or 'no size'}; within it (noise) at {', '.join(within) or 'no size'}"
+        )
     if said:
-        said.append("The alpha-beta model has no term for the sums themselves (the seed's table 1 counts them as "
-                    "computation): recursive doubling adds the whole vector at each of its log2(p) steps, the ring "
-                    "(p-1)/p of it in all. On one node, where a message is a memory copy, an addition costs about "
-                    "what a copy does, so on 2 ranks, where both send n bytes, the ring can still win.")
+        said.append(
+            "The alpha-beta model has no term for the sums themselves (the seed's table 1 counts them as "
+            "computation): recursive doubling adds the whole vector at each of its log2(p) steps, the ring "
+            "(p-1)/p of it in all. On one node, where a message is a memory copy, an addition costs about "
+            "what a copy does, so on 2 ranks, where both send n bytes, the ring can still win."
+        )
     return said
 
 
@@ -140,25 +161,37 @@ def notes(table: list[Series], fitted: dict[tuple[int, str], tuple[float, float]
         if (s.ranks, s.algorithm) not in fitted:
             continue
         alpha, beta = fitted[(s.ranks, s.algorithm)]
-        errors = [costmodel.allreduce_seconds(s.algorithm, s.ranks, n, alpha, beta) / t - 1
-                  for n, t in zip(s.sizes, s.median)]
+        errors = [
+            costmodel.allreduce_seconds(s.algorithm, s.ranks, n, alpha, beta) / t - 1
+            for n, t in zip(s.sizes, s.median)
+        ]
         worst = max(range(len(errors)), key=lambda i: abs(errors[i]))
         close = [_bytes(n) for n, e in zip(s.sizes, errors) if abs(e) <= 0.25]
-        line = (f"{s.label}: alpha {alpha * 1e6:.2f} us, beta {beta * 1e9:.3f} ns/byte "
-                f"({1 / beta / 1e9:.2f} GB/s); the model is within 25% of the median at "
-                f"{', '.join(close) or 'no size'} and misses most at {_bytes(s.sizes[worst])} "
-                f"({errors[worst]:+.0%})" if beta > 0 else f"{s.label}: the fit gives beta <= 0: no bandwidth term")
+        line = (
+            f"{s.label}: alpha {alpha * 1e6:.2f} us, beta {beta * 1e9:.3f} ns/byte "
+            f"({1 / beta / 1e9:.2f} GB/s); the model is within 25% of the median at "
+            f"{', '.join(close) or 'no size'} and misses most at {_bytes(s.sizes[worst])} "
+            f"({errors[worst]:+.0%})"
+            if beta > 0
+            else f"{s.label}: the fit gives beta <= 0: no bandwidth term"
+        )
         if alpha <= 0:
             line += "; alpha <= 0: the latency is below what these sizes resolve"
-        if s.nodes == 1 and errors[worst] < 0 and s.sizes[worst] >= 4 * 2 ** 20:
-            line += ("; from a few MiB on the messages no longer fit in the caches and each copy runs at memory "
-                     "speed: one beta cannot hold both")
+        if s.nodes == 1 and errors[worst] < 0 and s.sizes[worst] >= 4 * 2**20:
+            line += (
+                "; from a few MiB on the messages no longer fit in the caches and each copy runs at memory "
+                "speed: one beta cannot hold both"
+            )
         if s.oversubscribed:
-            line += (f". {s.ranks} ranks on {s.cores} cores: ranks take turns on a core, so a step waits for a "
-                     "rank to be scheduled as well as for its message, and the times are not the network's")
+            line += (
+                f". {s.ranks} ranks on {s.cores} cores: ranks take turns on a core, so a step waits for a "
+                "rank to be scheduled as well as for its message, and the times are not the network's"
+            )
         elif s.nodes == 1:
-            line += (". One node: the 'network' is shared memory, and the ranks share caches and memory "
-                     "bandwidth, which the model's one β per link does not know")
+            line += (
+                ". One node: the 'network' is shared memory, and the ranks share caches and memory "
+                "bandwidth, which the model's one β per link does not know"
+            )
         said.append(line)
     return said
 
@@ -170,7 +203,10 @@ def gradient_bytes(model: str = "vgg", widths: tuple[int, ...] = WIDTHS) -> dict
     """The gradient of the course network at each width, in bytes (float32, all parameters in one buffer)."""
     from course.notebook.checks.allreduce import parameter_arrays
 
-    return {width: costmodel.BYTES_PER_PARAMETER * sum(parameter_arrays(model, width)) for width in widths}
+    return {
+        width: costmodel.BYTES_PER_PARAMETER * sum(parameter_arrays(model, width))
+        for width in widths
+    }
 
 
 def by_width(table: list[Series], sizes: dict[int, int]) -> list[str]:
@@ -180,18 +216,26 @@ def by_width(table: list[Series], sizes: dict[int, int]) -> list[str]:
 
     said = []
     for s in table:
-        at = {width: float(np.exp(np.interp(np.log(n), np.log(s.sizes), np.log(s.median))))
-              for width, n in sizes.items() if min(s.sizes) <= n <= max(s.sizes)}
+        at = {
+            width: float(np.exp(np.interp(np.log(n), np.log(s.sizes), np.log(s.median))))
+            for width, n in sizes.items()
+            if min(s.sizes) <= n <= max(s.sizes)
+        }
         if len(at) == len(sizes):
             (w1, t1), (w2, t2) = list(at.items())[:2]
-            said.append(f"{s.label}: the width-{w1} gradient ({_bytes(sizes[w1])}) {t1 * 1e3:.2f} ms, the width-{w2} "
-                        f"one ({_bytes(sizes[w2])}, {sizes[w2] / sizes[w1]:.0f}x the bytes) {t2 * 1e3:.2f} ms: "
-                        f"{t2 / t1:.1f}x the time")
+            said.append(
+                f"{s.label}: the width-{w1} gradient ({_bytes(sizes[w1])}) {t1 * 1e3:.2f} ms, the width-{w2} "
+                f"one ({_bytes(sizes[w2])}, {sizes[w2] / sizes[w1]:.0f}x the bytes) {t2 * 1e3:.2f} ms: "
+                f"{t2 / t1:.1f}x the time"
+            )
     return said
 
 
-def plot(table: list[Series], fitted: dict[tuple[int, str], tuple[float, float]],
-         marks: dict[int, int] | None = None):
+def plot(
+    table: list[Series],
+    fitted: dict[tuple[int, str], tuple[float, float]],
+    marks: dict[int, int] | None = None,
+):
     """Median time against message size (log-log), quartiles as error bars, the fitted model as lines."""
     import matplotlib.pyplot as plt
     import numpy as np
@@ -200,19 +244,43 @@ def plot(table: list[Series], fitted: dict[tuple[int, str], tuple[float, float]]
     for k, s in enumerate(table):
         colour = f"C{k % 10}"
         median = np.asarray(s.median)
-        ax.errorbar(s.sizes, median, yerr=[median - np.asarray(s.q1), np.asarray(s.q3) - median], fmt="o",
-                    color=colour, capsize=3, label=f"{s.label} (measured)")
+        ax.errorbar(
+            s.sizes,
+            median,
+            yerr=[median - np.asarray(s.q1), np.asarray(s.q3) - median],
+            fmt="o",
+            color=colour,
+            capsize=3,
+            label=f"{s.label} (measured)",
+        )
         if (s.ranks, s.algorithm) in fitted:
             grid = np.geomspace(min(s.sizes), max(s.sizes), 50)
-            model = [costmodel.allreduce_seconds(s.algorithm, s.ranks, n, *fitted[(s.ranks, s.algorithm)])
-                     for n in grid]
+            model = [
+                costmodel.allreduce_seconds(
+                    s.algorithm, s.ranks, n, *fitted[(s.ranks, s.algorithm)]
+                )
+                for n in grid
+            ]
             ax.plot(grid, model, color=colour, linestyle="--", label=f"{s.label} (model)")
     for width, n in (marks or {}).items():
         ax.axvline(n, color="grey", linewidth=0.8, linestyle=":")
-        ax.annotate(f"VGG width {width}", (n, 1.0), xycoords=("data", "axes fraction"), rotation=90, fontsize=7,
-                    ha="right", va="top", color="grey")
-    ax.set(xscale="log", yscale="log", xlabel="message size (bytes)", ylabel="allreduce time (s)",
-           title="Allreduce: measured (median, quartiles) and the fitted alpha-beta model")
+        ax.annotate(
+            f"VGG width {width}",
+            (n, 1.0),
+            xycoords=("data", "axes fraction"),
+            rotation=90,
+            fontsize=7,
+            ha="right",
+            va="top",
+            color="grey",
+        )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="message size (bytes)",
+        ylabel="allreduce time (s)",
+        title="Allreduce: measured (median, quartiles) and the fitted alpha-beta model",
+    )
     ax.legend(fontsize=7)
     figure.tight_layout()
     return figure
@@ -225,7 +293,9 @@ def show(folder: Path = Path(".")) -> list[Series]:
 
     table = measured_table(folder)
     if not table:
-        print("No allreduce measurements yet: submit jobs/run_allreduce_benchmark.sh, then run this cell again.")
+        print(
+            "No allreduce measurements yet: submit jobs/run_allreduce_benchmark.sh, then run this cell again."
+        )
         return table
     fitted = fits(table)
     sizes = gradient_bytes()
@@ -244,19 +314,29 @@ def summary(folder: Path = Path(".")) -> list[str]:
     from course.notebook.checks.allreduce import parameter_arrays
     from course.runtime.profile import PHASES
 
-    lines = [f"step profile, {row['ranks']} rank(s), rank {row['rank']} on {row['host']}: "
-             + ", ".join(f"{phase} {row[phase]:.1f}" for phase in PHASES if row[phase] is not None) + " ms"
-             for row in profile_report.rows(folder)]
+    lines = [
+        f"step profile, {row['ranks']} rank(s), rank {row['rank']} on {row['host']}: "
+        + ", ".join(f"{phase} {row[phase]:.1f}" for phase in PHASES if row[phase] is not None)
+        + " ms"
+        for row in profile_report.rows(folder)
+    ]
     fitted = fits(measured_table(folder))
-    lines += [f"allreduce fit, {algorithm} on {ranks} ranks: alpha {alpha * 1e6:.2f} us, beta {beta * 1e9:.3f} ns/byte"
-              for (ranks, algorithm), (alpha, beta) in sorted(fitted.items())]
+    lines += [
+        f"allreduce fit, {algorithm} on {ranks} ranks: alpha {alpha * 1e6:.2f} us, beta {beta * 1e9:.3f} ns/byte"
+        for (ranks, algorithm), (alpha, beta) in sorted(fitted.items())
+    ]
     measured = profile_report.measured_allreduce_seconds(folder)
     if measured is not None and (measured["ranks"], measured["algorithm"]) in fitted:
         arrays = measured["arrays"] or parameter_arrays(measured["model"], measured["width"])
         predicted = costmodel.predict_gradient_allreduce(
-            arrays if measured["communicator"] == "naive" else sum(arrays), measured["algorithm"], measured["ranks"],
-            *fitted[(measured["ranks"], measured["algorithm"])])
-        lines.append(f"gradient allreduce of {measured['run']} ({sum(arrays):,} parameters, {measured['algorithm']} on "
-                     f"{measured['ranks']} ranks): predicted {predicted * 1e3:.2f} ms, measured "
-                     f"{measured['seconds'] * 1e3:.2f} ms (ratio {predicted / measured['seconds']:.2f})")
+            arrays if measured["communicator"] == "naive" else sum(arrays),
+            measured["algorithm"],
+            measured["ranks"],
+            *fitted[(measured["ranks"], measured["algorithm"])],
+        )
+        lines.append(
+            f"gradient allreduce of {measured['run']} ({sum(arrays):,} parameters, {measured['algorithm']} on "
+            f"{measured['ranks']} ranks): predicted {predicted * 1e3:.2f} ms, measured "
+            f"{measured['seconds'] * 1e3:.2f} ms (ratio {predicted / measured['seconds']:.2f})"
+        )
     return lines

@@ -5,13 +5,14 @@ read with the kit's own directive parser (course.cluster.pbs), checked against w
 and written into jobs/run_multi_node_training.sh in place of the instructor's defaults (the lines of
 the site's own scheduler, e.g. `#SBATCH --gres`, are kept). `course site apply` writes the defaults again.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
 from course import paths, stages
-from course.cluster import pbs, sites, siteenv
+from course.cluster import pbs, siteenv, sites
 from course.errors import CourseError, JobError
 from course.fileio import atomic_file
 
@@ -32,25 +33,36 @@ class Site:
 def applied_site(folder: Path = Path(".")) -> Site:
     """The site whose profile was applied to `folder`'s jobs/ (course site apply)."""
     settings = siteenv.read(siteenv.in_folder(folder))
-    return Site(settings.get("COURSE_SITE", "?"), settings.get("COURSE_QUEUE") or None,
-                settings.get("COURSE_GROUP") or None, tuple(settings.get("COURSE_RESOURCES", "").split()))
+    return Site(
+        settings.get("COURSE_SITE", "?"),
+        settings.get("COURSE_QUEUE") or None,
+        settings.get("COURSE_GROUP") or None,
+        tuple(settings.get("COURSE_RESOURCES", "").split()),
+    )
 
 
 def request_shape(folder: Path = Path(".")) -> tuple[int, int]:
     """(nodes, ranks per node) of the largest run of the site's stage-3 comparison."""
     settings = siteenv.read(siteenv.in_folder(folder))
-    shapes = [tuple(int(n) for n in run.split("x")) for run in settings.get("COURSE_SCALING_RUNS", "1x2").split()]
+    shapes = [
+        tuple(int(n) for n in run.split("x"))
+        for run in settings.get("COURSE_SCALING_RUNS", "1x2").split()
+    ]
     return max(shapes, key=lambda shape: (shape[0] * shape[1], shape[0]))
 
 
 def check(lines, site: Site, nodes: int, ranks_per_node: int, walltime: str) -> pbs.Request:
     """The request `lines` make, read as PBS reads a job script; CourseError saying what to change."""
     if not isinstance(lines, (list, tuple)) or not all(isinstance(line, str) for line in lines):
-        raise CourseError(f"resource_request returned {type(lines).__name__}, not a list of lines",
-                          'return a list such as ["#PBS -l select=1:mpiprocs=2", ...]')
+        raise CourseError(
+            f"resource_request returned {type(lines).__name__}, not a list of lines",
+            'return a list such as ["#PBS -l select=1:mpiprocs=2", ...]',
+        )
     for line in lines:
         if not line.startswith("#PBS "):
-            raise CourseError(f"{line!r} is not a #PBS line", "each line starts with '#PBS ' and one qsub option")
+            raise CourseError(
+                f"{line!r} is not a #PBS line", "each line starts with '#PBS ' and one qsub option"
+            )
     try:
         request = pbs.read_request("#!/bin/bash\n" + "\n".join(lines) + "\n", extra=site.resources)
     except JobError as e:
@@ -59,23 +71,33 @@ def check(lines, site: Site, nodes: int, ranks_per_node: int, walltime: str) -> 
     got = {"nodes": request.nodes, "MPI ranks per node": request.mpiprocs}
     for what in wanted:
         if got[what] != wanted[what]:
-            raise CourseError(f"the lines ask for {got[what]} {what}; the run needs {wanted[what]}",
-                              "-l select=NODES:mpiprocs=RANKS_PER_NODE asks for NODES chunks (nodes here), each "
-                              "with RANKS_PER_NODE MPI ranks")
+            raise CourseError(
+                f"the lines ask for {got[what]} {what}; the run needs {wanted[what]}",
+                "-l select=NODES:mpiprocs=RANKS_PER_NODE asks for NODES chunks (nodes here), each "
+                "with RANKS_PER_NODE MPI ranks",
+            )
     if request.walltime != pbs.parse_walltime(walltime):
         asked = "no walltime" if request.walltime is None else pbs.format_walltime(request.walltime)
-        raise CourseError(f"the lines ask for {asked}; the run needs {walltime}",
-                          "-l walltime=HH:MM:SS: too little and the job is killed, too much and it waits longer "
-                          "in the queue")
-    for option, name, needed, found in (("-q", "queue", site.queue, request.queue),
-                                        ("-W group_list=", "group", site.group, request.group)):
+        raise CourseError(
+            f"the lines ask for {asked}; the run needs {walltime}",
+            "-l walltime=HH:MM:SS: too little and the job is killed, too much and it waits longer "
+            "in the queue",
+        )
+    for option, name, needed, found in (
+        ("-q", "queue", site.queue, request.queue),
+        ("-W group_list=", "group", site.group, request.group),
+    ):
         if needed and found != needed:
-            raise CourseError(f"{site.name} runs jobs in {name} {needed}; the lines "
-                              + (f"ask for {found}" if found else f"name no {name}"),
-                              f"#PBS {option}{'' if option.endswith('=') else ' '}{needed}")
+            raise CourseError(
+                f"{site.name} runs jobs in {name} {needed}; the lines "
+                + (f"ask for {found}" if found else f"name no {name}"),
+                f"#PBS {option}{'' if option.endswith('=') else ' '}{needed}",
+            )
         if not needed and found:
-            raise CourseError(f"{site.name} has no {name}s, and the lines name {name} {found}",
-                              f"leave out {option.rstrip('=')} on this site")
+            raise CourseError(
+                f"{site.name} has no {name}s, and the lines name {name} {found}",
+                f"leave out {option.rstrip('=')} on this site",
+            )
     return request
 
 
@@ -84,10 +106,14 @@ def write(lines: list[str], folder: Path = Path(".")) -> Path:
     script = Path(folder) / stages.MULTI_NODE.job_path
     text = script.read_text()
     if sites.BEGIN not in text or sites.END not in text:
-        raise CourseError(f"{script} has no site directive markers", f"restore it: python -m course site apply "
-                          f"{applied_site(folder).name}")
+        raise CourseError(
+            f"{script} has no site directive markers",
+            f"restore it: python -m course site apply {applied_site(folder).name}",
+        )
     block = text.split(sites.BEGIN, 1)[1].split(sites.END, 1)[0]
-    kept = [line for line in block.splitlines() if line.startswith("#") and not line.startswith("#PBS")]
+    kept = [
+        line for line in block.splitlines() if line.startswith("#") and not line.startswith("#PBS")
+    ]
     mode = script.stat().st_mode
     with atomic_file(script, "w") as f:
         f.write(sites.rewrite_directives(text, [*lines, *kept], str(script)))
@@ -104,6 +130,8 @@ def use(resource_request, walltime: str, folder: Path = Path(".")) -> list[str]:
     check(lines, site, nodes, ranks_per_node, walltime)
     script = write(lines, folder)
     block = script.read_text().split(sites.BEGIN, 1)[1].split(sites.END, 1)[0].strip()
-    print(f"{Path(paths.JOBS_DIR) / script.name} now asks for {nodes} node(s) x {ranks_per_node} MPI rank(s) "
-          f"for {walltime}:\n{block}")
+    print(
+        f"{Path(paths.JOBS_DIR) / script.name} now asks for {nodes} node(s) x {ranks_per_node} MPI rank(s) "
+        f"for {walltime}:\n{block}"
+    )
     return lines

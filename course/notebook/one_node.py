@@ -1,5 +1,6 @@
 """The seeds' optional experiment: on one node with N GPUs, stage 2 (MultiprocessParallelUpdater) beside
 stage 3 with N ranks on that node (ChainerMN), in one table. Only GPU runs compare: stage 2 needs GPUs."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,15 +15,35 @@ def _on_one_node(run: evidence.Run) -> bool:
 def rows(folder: Path = Path(".")) -> list[dict]:
     """One row per traced GPU run on one node with 2 or more GPUs, of stage 2 and of stage 3, for every GPU
     count both stages have."""
-    found = {name: [run for run in evidence.runs(name, folder) if run.traced and run.workers > 1
-                    and run.record.get("device_kind") == "gpu" and _on_one_node(run)]
-             for name in (stages.MULTI_GPU.name, stages.MULTI_NODE.name)}
-    shared = ({run.workers for run in found[stages.MULTI_GPU.name]}
-              & {run.workers for run in found[stages.MULTI_NODE.name]})
-    return [{"stage": name, "how": "MultiprocessParallelUpdater" if name == stages.MULTI_GPU.name
-             else f"ChainerMN, {run.setting}", "GPUs": run.workers, "GPU model": run.record.get("gpu_model"),
-             "img/s": round(run.images_per_sec, 1), "run": run.path.parent.name}
-            for name, runs in found.items() for run in runs if run.workers in shared]
+    found = {
+        name: [
+            run
+            for run in evidence.runs(name, folder)
+            if run.traced
+            and run.workers > 1
+            and run.record.get("device_kind") == "gpu"
+            and _on_one_node(run)
+        ]
+        for name in (stages.MULTI_GPU.name, stages.MULTI_NODE.name)
+    }
+    shared = {run.workers for run in found[stages.MULTI_GPU.name]} & {
+        run.workers for run in found[stages.MULTI_NODE.name]
+    }
+    return [
+        {
+            "stage": name,
+            "how": "MultiprocessParallelUpdater"
+            if name == stages.MULTI_GPU.name
+            else f"ChainerMN, {run.setting}",
+            "GPUs": run.workers,
+            "GPU model": run.record.get("gpu_model"),
+            "img/s": round(run.images_per_sec, 1),
+            "run": run.path.parent.name,
+        }
+        for name, runs in found.items()
+        for run in runs
+        if run.workers in shared
+    ]
 
 
 def why_empty(folder: Path = Path(".")) -> str:
@@ -30,13 +51,17 @@ def why_empty(folder: Path = Path(".")) -> str:
     if not evidence.runs(stages.MULTI_GPU.name, folder):
         found = gpu.visible_gpus().count
         if found < 2:
-            return (f"This machine has {found or 'no'} GPU{'' if found == 1 else 's'}, and stage 2 has no run: "
-                    "MultiprocessParallelUpdater needs 2 or more GPUs in one node, so there is nothing to put beside "
-                    "ChainerMN here. On a node with 2 or more GPUs, run stage 2's job and stage 3 with "
-                    "-l select=1:mpiprocs=2 (one rank per GPU); this table then shows both.")
+            return (
+                f"This machine has {found or 'no'} GPU{'' if found == 1 else 's'}, and stage 2 has no run: "
+                "MultiprocessParallelUpdater needs 2 or more GPUs in one node, so there is nothing to put beside "
+                "ChainerMN here. On a node with 2 or more GPUs, run stage 2's job and stage 3 with "
+                "-l select=1:mpiprocs=2 (one rank per GPU); this table then shows both."
+            )
         return "Stage 2 has no run yet: submit notebook 02's job on this node."
-    return ("No traced stage-2 and stage-3 runs on one node with the same number of GPUs: run stage 3 with "
-            "-l select=1:mpiprocs=N for the N GPUs of your stage-2 run.")
+    return (
+        "No traced stage-2 and stage-3 runs on one node with the same number of GPUs: run stage 3 with "
+        "-l select=1:mpiprocs=N for the N GPUs of your stage-2 run."
+    )
 
 
 def show(folder: Path = Path(".")) -> list[dict]:
@@ -49,7 +74,11 @@ def show(folder: Path = Path(".")) -> list[dict]:
         return table
     columns = list(table[0])
     head = "".join(f"<th>{column}</th>" for column in columns)
-    body = "".join("<tr>" + "".join(f"<td style='white-space:nowrap'>{row[column]}</td>" for column in columns)
-                   + "</tr>" for row in table)
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td style='white-space:nowrap'>{row[column]}</td>" for column in columns)
+        + "</tr>"
+        for row in table
+    )
     display(HTML(f"<table><tr>{head}</tr>{body}</table>"))
     return table

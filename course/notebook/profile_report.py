@@ -1,6 +1,7 @@
 """The step profiles of a student's stage-3 runs (`PROFILE=1`), for notebook 03: a table and a stacked bar
 per rank, and the allreduce time the cost model's prediction is compared with. The profile's contract (the
 results file's `profile` field) is in course/runtime/profile.py."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,14 +9,24 @@ from pathlib import Path
 from course import evidence, stages
 from course.runtime.profile import PHASES
 
-COLOURS = {"data": "#8c8c8c", "forward": "#4c72b0", "backward": "#55a868", "wait": "#c44e52",
-           "allreduce": "#dd8452", "update": "#8172b3", "other": "#e5e5e5"}
+COLOURS = {
+    "data": "#8c8c8c",
+    "forward": "#4c72b0",
+    "backward": "#55a868",
+    "wait": "#c44e52",
+    "allreduce": "#dd8452",
+    "update": "#8172b3",
+    "other": "#e5e5e5",
+}
 
 
 def profiled_runs(folder: Path = Path(".")) -> list[evidence.Run]:
     """The traced stage-3 runs with a step profile, fewest ranks first."""
-    runs = [run for run in evidence.runs(stages.MULTI_NODE.name, folder)
-            if run.traced and (run.record.get("profile") or {}).get("ranks")]
+    runs = [
+        run
+        for run in evidence.runs(stages.MULTI_NODE.name, folder)
+        if run.traced and (run.record.get("profile") or {}).get("ranks")
+    ]
     return sorted(runs, key=lambda run: (run.workers, run.path.parent.name))
 
 
@@ -25,10 +36,18 @@ def rows(folder: Path = Path(".")) -> list[dict]:
     for run in profiled_runs(folder):
         nodes = len(set(run.record.get("hosts") or []))
         for rank in run.record["profile"]["ranks"]:
-            table.append({"run": run.path.parent.name, "ranks": run.workers, "nodes": nodes, "rank": rank["rank"],
-                          "host": rank["host"], **{phase: rank["median_ms"].get(phase) for phase in PHASES},
-                          "step": round(sum(rank["median_ms"].get(phase) or 0 for phase in PHASES), 3),
-                          "steps": rank["steps"]})
+            table.append(
+                {
+                    "run": run.path.parent.name,
+                    "ranks": run.workers,
+                    "nodes": nodes,
+                    "rank": rank["rank"],
+                    "host": rank["host"],
+                    **{phase: rank["median_ms"].get(phase) for phase in PHASES},
+                    "step": round(sum(rank["median_ms"].get(phase) or 0 for phase in PHASES), 3),
+                    "steps": rank["steps"],
+                }
+            )
     return table
 
 
@@ -37,17 +56,27 @@ def measured_allreduce_seconds(folder: Path = Path("."), ranks: int | None = Non
     ranks, in seconds; the gradient's size in bytes (float32 parameters); the network (and its parameter
     arrays' sizes), the communicator and the allreduce algorithm the run used ("ring" where MPI or NCCL
     chose: NCCL's is a ring). None without such a run."""
-    runs = [run for run in profiled_runs(folder) if run.workers > 1 and (ranks is None or run.workers == ranks)]
+    runs = [
+        run
+        for run in profiled_runs(folder)
+        if run.workers > 1 and (ranks is None or run.workers == ranks)
+    ]
     if not runs:
         return None
     run = runs[-1]
     times = sorted(rank["median_ms"]["allreduce"] for rank in run.record["profile"]["ranks"])
     model = run.record.get("model") or {}
-    return {"run": run.path.parent.name, "ranks": run.workers, "seconds": times[len(times) // 2] / 1000,
-            "gradient_bytes": 4 * model["parameters"] if model.get("parameters") else None,
-            "model": model.get("name"), "width": model.get("width"), "arrays": model.get("arrays"),
-            "communicator": run.record.get("communicator"),
-            "algorithm": run.record.get("allreduce") or "ring"}
+    return {
+        "run": run.path.parent.name,
+        "ranks": run.workers,
+        "seconds": times[len(times) // 2] / 1000,
+        "gradient_bytes": 4 * model["parameters"] if model.get("parameters") else None,
+        "model": model.get("name"),
+        "width": model.get("width"),
+        "arrays": model.get("arrays"),
+        "communicator": run.record.get("communicator"),
+        "algorithm": run.record.get("allreduce") or "ring",
+    }
 
 
 def plot(folder: Path = Path(".")):
@@ -64,15 +93,27 @@ def plot(folder: Path = Path(".")):
     bottoms = [0.0] * len(table)
     for phase in PHASES:
         heights = [row[phase] or 0.0 for row in table]
-        axes.bar(positions, heights, bottom=bottoms, color=COLOURS[phase], label=phase, edgecolor="white",
-                 linewidth=0.5)
+        axes.bar(
+            positions,
+            heights,
+            bottom=bottoms,
+            color=COLOURS[phase],
+            label=phase,
+            edgecolor="white",
+            linewidth=0.5,
+        )
         bottoms = [b + h for b, h in zip(bottoms, heights)]
-    axes.set_xticks(positions, [f"{row['ranks']} rank(s)\nrank {row['rank']}\n{row['host']}" for row in table],
-                    fontsize=8)
+    axes.set_xticks(
+        positions,
+        [f"{row['ranks']} rank(s)\nrank {row['rank']}\n{row['host']}" for row in table],
+        fontsize=8,
+    )
     axes.set_ylabel("ms per step (median)")
     axes.set_title("Where a training step's time goes, per rank")
     handles, labels = axes.get_legend_handles_labels()
-    axes.legend(handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    axes.legend(
+        handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0)
+    )
     figure.tight_layout()
     return figure
 
@@ -85,8 +126,12 @@ def show(folder: Path = Path(".")) -> list[dict]:
     table = rows(folder)
     columns = ["run", "ranks", "nodes", "rank", "host", *PHASES, "step", "steps"]
     head = "".join(f"<th>{column}</th>" for column in columns)
-    body = "".join("<tr>" + "".join(f"<td style='white-space:nowrap'>{_cell(row[column])}</td>" for column in columns)
-                   + "</tr>" for row in table)
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td style='white-space:nowrap'>{_cell(row[column])}</td>" for column in columns)
+        + "</tr>"
+        for row in table
+    )
     display(HTML(f"<table><tr>{head}</tr>{body}</table>"))
     figure = plot(folder)
     display(figure)

@@ -1,4 +1,5 @@
 """Tables and plots of the runs, and the notebooks' visible checks of them (the demo's summary too)."""
+
 from __future__ import annotations
 
 import html
@@ -7,8 +8,22 @@ from pathlib import Path
 from course import evidence, results, stages
 from course.errors import CourseError
 
-COLUMNS = ("run", "stage", "workers", "scaling", "devices", "setting", "img/s", "spread", "speedup", "efficiency",
-           "val. accuracy", "time to target", "TTA speedup", "counts")
+COLUMNS = (
+    "run",
+    "stage",
+    "workers",
+    "scaling",
+    "devices",
+    "setting",
+    "img/s",
+    "spread",
+    "speedup",
+    "efficiency",
+    "val. accuracy",
+    "time to target",
+    "TTA speedup",
+    "counts",
+)
 
 
 def target_of(folder: Path = Path("."), baseline: str | None = None) -> float | None:
@@ -54,21 +69,35 @@ def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
             setting = f"{run.setting}, lr {run.lr_rule}" if stage == stages.MULTI_NODE.name else "-"
             if record.get("profile"):
                 setting += ", profiled"
-            table.append({
-                "run": run.path.parent.name, "stage": stage, "workers": run.workers,
-                "scaling": scaling if scaling and run.workers > 1 else "-",
-                "devices": ", ".join(sorted(set(record.get("devices") or []))) + (
-                    f" on {len(set(record.get('hosts') or []))} node(s)" if record.get("hosts") else ""),
-                "setting": setting, "img/s": run.images_per_sec,
-                "spread": (record.get("throughput") or {}).get("std", 0.0),
-                "speedup": run.images_per_sec / base.images_per_sec if comparable else None,
-                "efficiency": evidence.efficiency(run, base) if comparable else None,
-                "val. accuracy": run.final_accuracy,
-                "time to target": (f"{tta['seconds']:.0f} s" if tta else "never") if target is not None else None,
-                "TTA speedup": base_tta["seconds"] / tta["seconds"] if comparable and tta and base_tta else None,
-                "counts": "yes" if run.traced else "no: " + run.problems[0],
-                "baseline": base is not None and run.path == base.path, "_curve": run.accuracy_curve,
-            })
+            table.append(
+                {
+                    "run": run.path.parent.name,
+                    "stage": stage,
+                    "workers": run.workers,
+                    "scaling": scaling if scaling and run.workers > 1 else "-",
+                    "devices": ", ".join(sorted(set(record.get("devices") or [])))
+                    + (
+                        f" on {len(set(record.get('hosts') or []))} node(s)"
+                        if record.get("hosts")
+                        else ""
+                    ),
+                    "setting": setting,
+                    "img/s": run.images_per_sec,
+                    "spread": (record.get("throughput") or {}).get("std", 0.0),
+                    "speedup": run.images_per_sec / base.images_per_sec if comparable else None,
+                    "efficiency": evidence.efficiency(run, base) if comparable else None,
+                    "val. accuracy": run.final_accuracy,
+                    "time to target": (f"{tta['seconds']:.0f} s" if tta else "never")
+                    if target is not None
+                    else None,
+                    "TTA speedup": base_tta["seconds"] / tta["seconds"]
+                    if comparable and tta and base_tta
+                    else None,
+                    "counts": "yes" if run.traced else "no: " + run.problems[0],
+                    "baseline": base is not None and run.path == base.path,
+                    "_curve": run.accuracy_curve,
+                }
+            )
     return table
 
 
@@ -87,8 +116,10 @@ _NOWRAP = 'style="white-space: nowrap"'
 
 def table_html(table: list[dict]) -> str:
     head = "".join(f"<th {_NOWRAP}>{c}</th>" for c in COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td {_NOWRAP}>{_cell(row[c])}</td>" for c in COLUMNS)
-                   + "</tr>" for row in table)
+    body = "".join(
+        "<tr>" + "".join(f"<td {_NOWRAP}>{_cell(row[c])}</td>" for c in COLUMNS) + "</tr>"
+        for row in table
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -103,16 +134,22 @@ def notes(table: list[dict], target: float | None = None) -> list[str]:
     found = [row for row in table if row["baseline"]]
     if not found:
         return ["No traced stage-1 run: speedup and efficiency need one (the baseline)."]
-    said = [f"Baseline: {found[0]['run']} (the latest traced stage-1 run unless you name one: "
-            f"course.report.show(baseline=\"<run>\"))."]
+    said = [
+        f"Baseline: {found[0]['run']} (the latest traced stage-1 run unless you name one: "
+        f'course.report.show(baseline="<run>")).'
+    ]
     if target is not None:
-        said.append(f"Time to target: wall time until validation accuracy first reached {target} "
-                    "(grading.toml), at the resolution of the evaluations.")
+        said.append(
+            f"Time to target: wall time until validation accuracy first reached {target} "
+            "(grading.toml), at the resolution of the evaluations."
+        )
     noisy = [row["run"] for row in table if (row["efficiency"] or 0) > 1.0]
     if noisy:
-        said.append(f"Efficiency above 1 ({', '.join(noisy)}) is measurement noise: the baseline ran slower than "
-                    "usual (shared cores, another job). Run stage 1 and these again, one after the other, or "
-                    "compare interleaved as `make bench` does.")
+        said.append(
+            f"Efficiency above 1 ({', '.join(noisy)}) is measurement noise: the baseline ran slower than "
+            "usual (shared cores, another job). Run stage 1 and these again, one after the other, or "
+            "compare interleaved as `make bench` does."
+        )
     return said
 
 
@@ -141,20 +178,37 @@ def plot(table: list[dict]):
     markers = dict(zip(stages.NAMES, "os^"))
     for stage in stages.NAMES:
         for scaling in ("weak", "strong"):  # strong: stage 1's batch split over the workers
-            points = [row for row in table if row["stage"] == stage and (row.get("scaling") == "strong") ==
-                      (scaling == "strong")]
+            points = [
+                row
+                for row in table
+                if row["stage"] == stage
+                and (row.get("scaling") == "strong") == (scaling == "strong")
+            ]
             if points:
-                speed.scatter([row["workers"] for row in points], [row["img/s"] for row in points],
-                              marker=markers[stage], s=40, zorder=3, facecolors="none" if scaling == "strong" else None,
-                              edgecolors="C3" if scaling == "strong" else None,
-                              label=f"{stage} (strong scaling)" if scaling == "strong" else stage)
+                speed.scatter(
+                    [row["workers"] for row in points],
+                    [row["img/s"] for row in points],
+                    marker=markers[stage],
+                    s=40,
+                    zorder=3,
+                    facecolors="none" if scaling == "strong" else None,
+                    edgecolors="C3" if scaling == "strong" else None,
+                    label=f"{stage} (strong scaling)" if scaling == "strong" else stage,
+                )
     most = max(2, max(row["workers"] for row in table))
     top = max(row["img/s"] for row in table)
     bases = [row for row in table if row["baseline"]]
     if bases:
         ideal = [bases[0]["img/s"], most * bases[0]["img/s"]]
-        speed.plot([1, most], ideal, color="black", linestyle="--", linewidth=1.5,
-                   label="ideal (linear, from the baseline)", zorder=2)
+        speed.plot(
+            [1, most],
+            ideal,
+            color="black",
+            linestyle="--",
+            linewidth=1.5,
+            label="ideal (linear, from the baseline)",
+            zorder=2,
+        )
         top = max(top, ideal[1])
     # From 0, so that the gap to the ideal line reads as the share of throughput lost; the whole line fits
     # (and an axis of runs that measured nothing, 0 img/s, still has a height).
@@ -172,10 +226,21 @@ def plot(table: list[dict]):
         by_update.plot([p["iteration"] for p in curve], [p["accuracy"] for p in curve], **style)
         by_time.plot([p["seconds"] for p in curve], [p["accuracy"] for p in curve], **style)
     speed.set(xlabel="workers (GPUs or CPU cores)", ylabel="images/sec", title="Throughput")
-    by_epoch.set(xlabel="epoch", ylabel="validation accuracy", title="Accuracy per epoch", ylim=(0, 1))
-    by_update.set(xlabel="updates (iterations): N ranks make N times fewer per epoch", ylabel="validation accuracy",
-                  title="Accuracy per update", ylim=(0, 1))
-    by_time.set(xlabel="wall time (s)", ylabel="validation accuracy", title="Accuracy over time", ylim=(0, 1))
+    by_epoch.set(
+        xlabel="epoch", ylabel="validation accuracy", title="Accuracy per epoch", ylim=(0, 1)
+    )
+    by_update.set(
+        xlabel="updates (iterations): N ranks make N times fewer per epoch",
+        ylabel="validation accuracy",
+        title="Accuracy per update",
+        ylim=(0, 1),
+    )
+    by_time.set(
+        xlabel="wall time (s)",
+        ylabel="validation accuracy",
+        title="Accuracy over time",
+        ylim=(0, 1),
+    )
     # Workers, epochs and updates are counts. min_n_ticks=1: with the default (2) the locator falls back to
     # fractional ticks when the axis holds one integer only (a one-epoch run).
     for axis in (speed.xaxis, by_epoch.xaxis, by_update.xaxis):
@@ -213,13 +278,19 @@ def snapshot_cost(folder: Path = Path(".")) -> dict | None:
     traced = [run for run in evidence.runs(stages.BASELINE.name, folder) if run.traced]
     cost = traced[-1].snapshot_cost() if traced else None
     if cost is None:
-        print("No traced stage-1 run with snapshots yet: write add_snapshots, write the script, submit the job.")
+        print(
+            "No traced stage-1 run with snapshots yet: write add_snapshots, write the script, submit the job."
+        )
         return None
-    line = (f"{traced[-1].describe()}: {cost['snapshots']} snapshot(s), {cost['seconds']:.3f} s each on average "
-            "(serialising the trainer and writing the file)")
+    line = (
+        f"{traced[-1].describe()}: {cost['snapshots']} snapshot(s), {cost['seconds']:.3f} s each on average "
+        "(serialising the trainer and writing the file)"
+    )
     if cost["epoch_seconds"]:
-        line += (f"; an epoch took {cost['epoch_seconds']:.1f} s, so one snapshot per epoch costs "
-                 f"{100 * cost['share']:.2f}% of the training time")
+        line += (
+            f"; an epoch took {cost['epoch_seconds']:.1f} s, so one snapshot per epoch costs "
+            f"{100 * cost['share']:.2f}% of the training time"
+        )
     print(line)
     return cost
 
@@ -230,8 +301,14 @@ def check_runs(stage: str, folder: Path = Path(".")) -> list[evidence.Run]:
     if not found:
         print(f"No {stage} run yet in {Path(folder, results.RUNS_DIR)}/: submit the job above.")
     for run in found:
-        status = "OK, traced to " + run.log.name if run.traced else "WILL NOT COUNT: " + "; ".join(run.problems)
-        print(f"{run.describe()}: {run.images_per_sec:.1f} img/s, {run.workers} worker(s) [{status}]")
+        status = (
+            "OK, traced to " + run.log.name
+            if run.traced
+            else "WILL NOT COUNT: " + "; ".join(run.problems)
+        )
+        print(
+            f"{run.describe()}: {run.images_per_sec:.1f} img/s, {run.workers} worker(s) [{status}]"
+        )
         for note in run.notes:
             print(f"  note: {note}")
     return found
@@ -243,8 +320,10 @@ def check_comparison(folder: Path = Path(".")) -> evidence.Coverage:
     if coverage.complete:
         print(f"OK: traced stage-3 runs cover {coverage.describe()}.")
     else:
-        print(f"NOT YET: traced stage-3 runs cover {coverage.describe()}; the comparison needs at least "
-              f"{coverage.NEEDED} of each: run the comparison cell above.")
+        print(
+            f"NOT YET: traced stage-3 runs cover {coverage.describe()}; the comparison needs at least "
+            f"{coverage.NEEDED} of each: run the comparison cell above."
+        )
     return coverage
 
 
@@ -253,14 +332,23 @@ def main(argv: list[str]) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="course report", description=main.__doc__)
-    parser.add_argument("folder", type=Path, nargs="?", default=Path("."),
-                        help="where you submit the jobs from (default: here)")
-    parser.add_argument("--baseline", default=None, help="the stage-1 run to compare with (default: the latest)")
+    parser.add_argument(
+        "folder",
+        type=Path,
+        nargs="?",
+        default=Path("."),
+        help="where you submit the jobs from (default: here)",
+    )
+    parser.add_argument(
+        "--baseline", default=None, help="the stage-1 run to compare with (default: the latest)"
+    )
     args = parser.parse_args(argv)
     table = rows(args.folder, args.baseline)
     if not table:
-        raise CourseError(f"no runs in {args.folder / results.RUNS_DIR}",
-                          "give the folder you submit the jobs from (it holds runs/ and the job logs)")
+        raise CourseError(
+            f"no runs in {args.folder / results.RUNS_DIR}",
+            "give the folder you submit the jobs from (it holds runs/ and the job logs)",
+        )
     print(table_text(table))
     for line in notes(table, target_of(args.folder, args.baseline)):
         print(line)
@@ -273,23 +361,38 @@ def check_accuracy(folder: Path = Path("."), baseline: str | None = None) -> lis
     target = _target(base)
     found = [run for run in evidence.runs(stages.MULTI_NODE.name, folder) if run.traced]
     if base is None or not found:
-        print("NOT YET: the accuracy comparison needs a traced stage-1 run and traced stage-3 runs.")
+        print(
+            "NOT YET: the accuracy comparison needs a traced stage-1 run and traced stage-3 runs."
+        )
         return found
     if target is None:
         print("No accuracy target for this data set in grading.toml: final accuracies only.")
     for run in [base, *found]:
         tta = run.time_to_accuracy(target) if target is not None else None
-        reached = (f"reached {target} at epoch {tta['epoch']} ({tta['seconds']:.0f} s)" if tta
-                   else f"never reached {target}" if target is not None else "")
+        reached = (
+            f"reached {target} at epoch {tta['epoch']} ({tta['seconds']:.0f} s)"
+            if tta
+            else f"never reached {target}"
+            if target is not None
+            else ""
+        )
         rule = f", lr rule {run.lr_rule}" if run is not base else " (stage 1)"
-        final = "no evaluation" if run.final_accuracy is None else f"final accuracy {run.final_accuracy:.3f}"
+        final = (
+            "no evaluation"
+            if run.final_accuracy is None
+            else f"final accuracy {run.final_accuracy:.3f}"
+        )
         print(f"{run.describe()}: {run.workers} worker(s){rule}: {final}; {reached}")
     graded = evidence.accuracy_candidates(found, base)
     reached = [run for run in graded if target is not None and run.time_to_accuracy(target)]
     if reached:
-        print(f"OK: a run on {reached[0].workers} ranks with the {stages.TAUGHT_LR_RULE} rule reached the target.")
+        print(
+            f"OK: a run on {reached[0].workers} ranks with the {stages.TAUGHT_LR_RULE} rule reached the target."
+        )
     elif target is not None:
         where = f"on {graded[0].workers} ranks" if graded else "on 2 or more ranks"
-        print(f"NOT YET: no run {where} with the {stages.TAUGHT_LR_RULE} rule reached {target}: check "
-              "learning_rate_schedule above, then run the comparison again.")
+        print(
+            f"NOT YET: no run {where} with the {stages.TAUGHT_LR_RULE} rule reached {target}: check "
+            "learning_rate_schedule above, then run the comparison again."
+        )
     return found

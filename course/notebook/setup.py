@@ -1,4 +1,5 @@
 """The first cell of every notebook: where it runs, and the data the jobs will read."""
+
 from __future__ import annotations
 
 import os
@@ -20,17 +21,21 @@ def setup(stage_name: str) -> None:
     try:
         settings = siteenv.read(siteenv.in_folder(os.getcwd()))
     except CourseError:
-        print("Note: no jobs/site_env.sh here. Open the notebooks from the assignment folder (it has jobs/), "
-              "so that the jobs find your scripts.")
+        print(
+            "Note: no jobs/site_env.sh here. Open the notebooks from the assignment folder (it has jobs/), "
+            "so that the jobs find your scripts."
+        )
         settings = {}
     for name in ("CHAINER_DATASET_ROOT", "COURSE_DATASET"):  # as the jobs will see them
         if settings.get(name):
             os.environ.setdefault(name, settings[name])
     found = gpu.visible_gpus()
     scheduler = settings.get("COURSE_SCHEDULER", "?")
-    print(f"Stage {stage.number} ({stage.name}) | site profile: {settings.get('COURSE_SITE', '?')} "
-          f"(jobs go to {'this machine' if scheduler == 'local' else 'qsub'}) | "
-          f"GPUs here: {found.count}{' (' + ', '.join(sorted(set(found.names))) + ')' if found.count else ''}")
+    print(
+        f"Stage {stage.number} ({stage.name}) | site profile: {settings.get('COURSE_SITE', '?')} "
+        f"(jobs go to {'this machine' if scheduler == 'local' else 'qsub'}) | "
+        f"GPUs here: {found.count}{' (' + ', '.join(sorted(set(found.names))) + ')' if found.count else ''}"
+    )
     name = os.environ.get("COURSE_DATASET", "auto")
     try:
         print(f"Data: {data.info(data.resolve(name)).describe()}")

@@ -8,6 +8,7 @@ algorithm at MPI_Init from its MCA parameters, which `course launch --allreduce 
 COURSE_ALLREDUCE names it), so one burst measures one algorithm; the job script alternates them.
 Rank 0 writes the sealed file (course.allreduce) and prints its log line and a summary.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,21 +22,33 @@ import numpy as np
 from course import allreduce
 from course.cluster import hosts
 
-SIZES = tuple(1024 * 4 ** k for k in range(1, 9))  # 4 KiB, 16 KiB, ..., 64 MiB
-MIN_REPEATS, MAX_REPEATS = 3, 200  # 3: a median and quartiles mean something; 200: small sizes stop early
+SIZES = tuple(1024 * 4**k for k in range(1, 9))  # 4 KiB, 16 KiB, ..., 64 MiB
+MIN_REPEATS, MAX_REPEATS = (
+    3,
+    200,
+)  # 3: a median and quartiles mean something; 200: small sizes stop early
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m course.runtime.allreduce_bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help="message sizes in bytes")
-    parser.add_argument("--budget", type=float, default=1.5, help="seconds of timed repeats per burst, about")
-    parser.add_argument("--out", default=".", help="the folder whose runs/ gets the file (the submit folder)")
+    parser = argparse.ArgumentParser(
+        prog="python -m course.runtime.allreduce_bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=list(SIZES), help="message sizes in bytes"
+    )
+    parser.add_argument(
+        "--budget", type=float, default=1.5, help="seconds of timed repeats per burst, about"
+    )
+    parser.add_argument(
+        "--out", default=".", help="the folder whose runs/ gets the file (the submit folder)"
+    )
     return parser.parse_args(argv)
 
 
 def _format_bytes(n: int) -> str:
-    return f"{n // 2 ** 20} MiB" if n >= 2 ** 20 else f"{n // 1024} KiB"
+    return f"{n // 2**20} MiB" if n >= 2**20 else f"{n // 1024} KiB"
 
 
 def measure(comm, sizes: list[int], budget: float) -> list[dict] | None:
@@ -45,16 +58,24 @@ def measure(comm, sizes: list[int], budget: float) -> list[dict] | None:
 
     largest = max(sizes) // 4
     send = np.full(largest, comm.rank + 1, dtype=np.float32)
-    received = np.empty(largest, dtype=np.float32)  # touched by the warm-up calls, before any timing
+    received = np.empty(
+        largest, dtype=np.float32
+    )  # touched by the warm-up calls, before any timing
     expected = comm.size * (comm.size + 1) / 2
-    comm.Allreduce(send[:1], received[:1], op=MPI.SUM)  # connections are set up at the first call: not timed
+    comm.Allreduce(
+        send[:1], received[:1], op=MPI.SUM
+    )  # connections are set up at the first call: not timed
     share = budget / len(sizes)
     measured = []
     for nbytes in sizes:
         n = nbytes // 4
-        comm.Allreduce(send[:n], received[:n], op=MPI.SUM)  # warm-up: first touch of the pages, not timed
+        comm.Allreduce(
+            send[:n], received[:n], op=MPI.SUM
+        )  # warm-up: first touch of the pages, not timed
         if received[0] != expected or received[n - 1] != expected:
-            raise RuntimeError(f"allreduce of {nbytes} bytes summed to {received[0]}, not {expected}")
+            raise RuntimeError(
+                f"allreduce of {nbytes} bytes summed to {received[0]}, not {expected}"
+            )
         times, began = [], time.perf_counter()
         while True:
             comm.Barrier()
@@ -62,12 +83,16 @@ def measure(comm, sizes: list[int], budget: float) -> list[dict] | None:
             comm.Allreduce(send[:n], received[:n], op=MPI.SUM)
             times.append(time.perf_counter() - start)
             # Rank 0's clock decides for all, outside the timed call, so that every rank repeats alike.
-            more = len(times) < MIN_REPEATS or (len(times) < MAX_REPEATS and time.perf_counter() - began < share)
+            more = len(times) < MIN_REPEATS or (
+                len(times) < MAX_REPEATS and time.perf_counter() - began < share
+            )
             if not comm.bcast(more, root=0):
                 break
         times = np.asarray(times)
         slowest = np.empty_like(times) if comm.rank == 0 else None
-        comm.Reduce(times, slowest, op=MPI.MAX, root=0)  # after the repeats: no traffic between them
+        comm.Reduce(
+            times, slowest, op=MPI.MAX, root=0
+        )  # after the repeats: no traffic between them
         if comm.rank == 0:
             measured.append({"bytes": nbytes, "repeats": len(times), "seconds": slowest.tolist()})
     return measured if comm.rank == 0 else None
@@ -75,7 +100,11 @@ def measure(comm, sizes: list[int], budget: float) -> list[dict] | None:
 
 def _run_tag(job: hosts.JobEnvironment) -> str:
     """The run folder's suffix: the job's id (every burst of a job shares it), else the time and process."""
-    tag = os.environ.get("COURSE_RUN_TAG") or job.job_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    tag = (
+        os.environ.get("COURSE_RUN_TAG")
+        or job.job_id
+        or f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    )
     return re.sub(r"[^A-Za-z0-9._-]", "_", tag)
 
 
@@ -94,17 +123,29 @@ def main(argv: list[str] | None = None) -> int:
     folder = allreduce.run_folder(args.out, _run_tag(job))
     path = allreduce.next_path(folder, algorithm, comm.size)
     # cores: the node's (rank 0 itself is bound to one); mca: the Open MPI settings that chose the algorithm.
-    record = {"job": {"id": job.job_id, "scheduler": job.scheduler, "name": job.job_name},
-              "ranks": comm.size, "hosts": names, "cores": os.cpu_count(), "algorithm": algorithm,
-              "mca": {k: v for k, v in os.environ.items() if k.startswith("OMPI_MCA_coll_")},
-              "mpi": MPI.Get_library_version().strip().splitlines()[0], "started": started,
-              "seconds_total": time.time() - started, "sizes": measured}
+    record = {
+        "job": {"id": job.job_id, "scheduler": job.scheduler, "name": job.job_name},
+        "ranks": comm.size,
+        "hosts": names,
+        "cores": os.cpu_count(),
+        "algorithm": algorithm,
+        "mca": {k: v for k, v in os.environ.items() if k.startswith("OMPI_MCA_coll_")},
+        "mpi": MPI.Get_library_version().strip().splitlines()[0],
+        "started": started,
+        "seconds_total": time.time() - started,
+        "sizes": measured,
+    }
     sha256 = allreduce.write(path, record)
     for size in measured:
         median, q1, q3 = allreduce.summarize(size["seconds"])
-        print(f"allreduce {algorithm} on {comm.size} rank(s), {_format_bytes(size['bytes']):>7}: median "
-              f"{median * 1e6:10.1f} us (quartiles {q1 * 1e6:.1f}-{q3 * 1e6:.1f}) over {size['repeats']} repeats")
-    print(allreduce.log_line(os.path.relpath(path, args.out), sha256, algorithm, comm.size), flush=True)
+        print(
+            f"allreduce {algorithm} on {comm.size} rank(s), {_format_bytes(size['bytes']):>7}: median "
+            f"{median * 1e6:10.1f} us (quartiles {q1 * 1e6:.1f}-{q3 * 1e6:.1f}) over {size['repeats']} repeats"
+        )
+    print(
+        allreduce.log_line(os.path.relpath(path, args.out), sha256, algorithm, comm.size),
+        flush=True,
+    )
     return 0
 
 

@@ -9,6 +9,7 @@ starting over. Each job that worked on a run is a segment; the trainer's own sta
 list of segments, the random generators' states and the throughput counted so far, so the
 resumed run trains as the uninterrupted one would and its results cover every segment.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,12 @@ def run_key(args: argparse.Namespace, workers: int, script_sha256: str | None) -
     """What makes two jobs the same training: the script, every flag but --out, the workers and the
     MPI allreduce algorithm. Only a job with the same key may continue a run."""
     flags = {k: v for k, v in vars(args).items() if k not in ("out", "lr_plan", "no_resume")}
-    facts = {"flags": flags, "workers": workers, "script": script_sha256,
-             "allreduce": os.environ.get("COURSE_ALLREDUCE") or None}
+    facts = {
+        "flags": flags,
+        "workers": workers,
+        "script": script_sha256,
+        "allreduce": os.environ.get("COURSE_ALLREDUCE") or None,
+    }
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -89,12 +94,17 @@ def claim_folder(out: str, stage: str, key: str, resume: bool) -> tuple[str, boo
     if resume:
         runs = Path(out).parent
         candidates = [p for p in runs.glob(f"{stage}-*") if p.is_dir() and _unfinished(p, key)]
-        for folder in sorted(candidates, key=lambda p: max(f.stat().st_mtime for f in snapshot_files(p)),
-                             reverse=True):
+        for folder in sorted(
+            candidates,
+            key=lambda p: max(f.stat().st_mtime for f in snapshot_files(p)),
+            reverse=True,
+        ):
             if _lock(folder):
                 return str(folder), True
     _lock(Path(out))
-    (Path(out) / KEY_FILE).write_text(json.dumps({"key": key, "stage": stage, "created_at": _now()}) + "\n")
+    (Path(out) / KEY_FILE).write_text(
+        json.dumps({"key": key, "stage": stage, "created_at": _now()}) + "\n"
+    )
     return out, False
 
 
@@ -109,7 +119,9 @@ class _Timed:
         self._inner(trainer)
         self._state.snapshot_taken(trainer, time.perf_counter() - start)
 
-    def __getattr__(self, name):  # initialize, finalize, serialize, trigger, priority, ... of the snapshot
+    def __getattr__(
+        self, name
+    ):  # initialize, finalize, serialize, trigger, priority, ... of the snapshot
         return getattr(self._inner, name)
 
 
@@ -123,7 +135,9 @@ class _MultiNodeSnapshots(chainer.training.Extension):
     def __init__(self, comm) -> None:
         from chainermn import create_multi_node_checkpointer
 
-        self.checkpointer = create_multi_node_checkpointer(MULTI_NODE_NAME, comm, cp_interval=1, gc_interval=1)
+        self.checkpointer = create_multi_node_checkpointer(
+            MULTI_NODE_NAME, comm, cp_interval=1, gc_interval=1
+        )
 
     def __call__(self, trainer) -> None:
         self.checkpointer(trainer)
@@ -148,8 +162,13 @@ class ResumeState(chainer.training.Extension):
         self._trainer = trainer
         job = hosts.detect()
         self.segments: list[dict] = []
-        self.current = {"job": {"id": job.job_id, "scheduler": job.scheduler, "name": job.job_name},
-                        "started_at": _now(), "from_iteration": 0, "to_iteration": 0, "snapshot_at": None}
+        self.current = {
+            "job": {"id": job.job_id, "scheduler": job.scheduler, "name": job.job_name},
+            "started_at": _now(),
+            "from_iteration": 0,
+            "to_iteration": 0,
+            "snapshot_at": None,
+        }
         self.snapshot_seconds: list[float] = []
         self.resumed_from: int | None = None
 
@@ -198,8 +217,11 @@ def attach(trainer, comm=None, add: bool = True) -> ResumeState | None:
         return None
     state = ResumeState(trainer)
     if found is None:
-        snapshot = (_MultiNodeSnapshots(comm) if comm is not None
-                    else extensions.snapshot(filename="snapshot_iter_{.updater.iteration}", n_retains=2))
+        snapshot = (
+            _MultiNodeSnapshots(comm)
+            if comm is not None
+            else extensions.snapshot(filename="snapshot_iter_{.updater.iteration}", n_retains=2)
+        )
         trainer.extend(snapshot, name="course_snapshot", trigger=(1, "epoch"))
         found = "course_snapshot", snapshot
     name, snapshot = found
@@ -232,7 +254,11 @@ def resume(trainer, comm=None) -> int | None:
         if hasattr(optimizer, "is_changed"):
             optimizer.is_changed(optimizer.target)
         return trainer.updater.iteration
-    latest = _snapshot._find_latest_snapshot(snapshot.filename, trainer.out) if os.path.isdir(trainer.out) else None
+    latest = (
+        _snapshot._find_latest_snapshot(snapshot.filename, trainer.out)
+        if os.path.isdir(trainer.out)
+        else None
+    )
     if latest is None:
         return None
     chainer.serializers.load_npz(os.path.join(trainer.out, latest), trainer)
@@ -242,7 +268,11 @@ def resume(trainer, comm=None) -> int | None:
 def keep_last(trainer) -> list[Path]:
     """After a finished run: remove all but the final snapshot (the trained model); return what was removed."""
     final = trainer.updater.iteration
-    removed = [f for f in snapshot_files(trainer.out) if int(_SNAPSHOT_NAME.match(f.name).group(1)) != final]
+    removed = [
+        f
+        for f in snapshot_files(trainer.out)
+        if int(_SNAPSHOT_NAME.match(f.name).group(1)) != final
+    ]
     for path in removed:
         path.unlink(missing_ok=True)
     return removed

@@ -7,6 +7,7 @@ the very file ``chainer.datasets.get_cifar10()`` reads; the others are ``<name>.
 One more key, ``meta``, holds a JSON description (source, seed, image size). Files are
 written to a temporary name and renamed, so a crash never leaves half a data set.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,28 +40,35 @@ SYNTHETIC_TRAIN, SYNTHETIC_TEST = 4000, 1000
 
 def _prepare_hint(name: str) -> str:
     if name == REAL:
-        return (f"download {CIFAR_URL} and run:  python -m course data cifar10 --from "
-                f"/path/to/{CIFAR_ARCHIVE}   (or use the synthetic set: python -m course data synthetic)")
+        return (
+            f"download {CIFAR_URL} and run:  python -m course data cifar10 --from "
+            f"/path/to/{CIFAR_ARCHIVE}   (or use the synthetic set: python -m course data synthetic)"
+        )
     if name == SYNTHETIC:
         return "run:  python -m course data synthetic"
     variant = parse_variant(name)
     if variant:
         base, size, percent = variant
-        return (f"run:  python -m course data variant --base {base} --size {size} --percent {percent:g}"
-                f"   (needs the {base!r} data set first)")
+        return (
+            f"run:  python -m course data variant --base {base} --size {size} --percent {percent:g}"
+            f"   (needs the {base!r} data set first)"
+        )
     return "run:  python -m course data list   to see which data sets exist"
 
 
 def data_dir() -> Path:
     """Chainer's CIFAR folder, honouring CHAINER_DATASET_ROOT as Chainer does."""
     root = os.environ.get("CHAINER_DATASET_ROOT") or os.path.join(
-        os.path.expanduser("~"), ".chainer", "dataset")
+        os.path.expanduser("~"), ".chainer", "dataset"
+    )
     return Path(root) / "pfnet" / "chainer" / "cifar"
 
 
 def path_for(name: str) -> Path:
     if not re.fullmatch(r"[A-Za-z0-9_.\-]+", name):
-        raise DatasetError(f"{name!r} is not a data set name", "use letters, digits, '.', '_' and '-'")
+        raise DatasetError(
+            f"{name!r} is not a data set name", "use letters, digits, '.', '_' and '-'"
+        )
     return data_dir() / ("cifar-10.npz" if name == REAL else f"{name}.npz")
 
 
@@ -102,8 +110,10 @@ class DatasetInfo:
 
     def describe(self) -> str:
         source = self.meta.get("source", "unknown source")
-        return (f"{self.name}: {self.n_train} training / {self.n_test} test images, "
-                f"{self.image_size} px ({source}) in {self.path}")
+        return (
+            f"{self.name}: {self.n_train} training / {self.n_test} test images, "
+            f"{self.image_size} px ({source}) in {self.path}"
+        )
 
 
 @dataclass(frozen=True)
@@ -128,8 +138,14 @@ def _save(path: Path, arrays: Arrays, compress: bool) -> None:
     _check_arrays(arrays, f"not writing {path}", _name_of(path))
     with atomic_file(path) as f:
         save = np.savez_compressed if compress else np.savez
-        save(f, train_x=arrays.train_x, train_y=arrays.train_y, test_x=arrays.test_x,
-             test_y=arrays.test_y, meta=np.array(json.dumps(arrays.meta, sort_keys=True)))
+        save(
+            f,
+            train_x=arrays.train_x,
+            train_y=arrays.train_y,
+            test_x=arrays.test_x,
+            test_y=arrays.test_y,
+            meta=np.array(json.dumps(arrays.meta, sort_keys=True)),
+        )
 
 
 def _check_arrays(arrays: Arrays, where: str, name: str) -> None:
@@ -138,39 +154,53 @@ def _check_arrays(arrays: Arrays, where: str, name: str) -> None:
         x, y = getattr(arrays, f"{split}_x"), getattr(arrays, f"{split}_y")
         size = int(round((x.shape[1] / 3) ** 0.5)) if x.ndim == 2 else 0
         if x.dtype != np.uint8 or x.ndim != 2 or 3 * size * size != x.shape[1]:
-            raise DatasetError(f"{where}: {split} images are {x.dtype} {x.shape}, "
-                               "expected uint8 N x 3*S*S", _prepare_hint(name))
+            raise DatasetError(
+                f"{where}: {split} images are {x.dtype} {x.shape}, expected uint8 N x 3*S*S",
+                _prepare_hint(name),
+            )
         if x.shape[0] == 0:  # training would divide by the number of images
             raise DatasetError(f"{where}: the {split} set has 0 images", _prepare_hint(name))
         if y.shape != (x.shape[0],):
-            raise DatasetError(f"{where}: {split} labels have shape {y.shape}, expected one label for each "
-                               f"of the {x.shape[0]} images", _prepare_hint(name))
+            raise DatasetError(
+                f"{where}: {split} labels have shape {y.shape}, expected one label for each "
+                f"of the {x.shape[0]} images",
+                _prepare_hint(name),
+            )
         wrong = np.unique(y[(y < 0) | (y >= N_CLASSES)])
         if wrong.size:
             shown = ", ".join(str(v) for v in wrong[:5]) + (", ..." if wrong.size > 5 else "")
-            raise DatasetError(f"{where}: {split} labels must be 0..{N_CLASSES - 1} (CIFAR-10's ten classes), "
-                               f"found {shown}", _prepare_hint(name))
+            raise DatasetError(
+                f"{where}: {split} labels must be 0..{N_CLASSES - 1} (CIFAR-10's ten classes), "
+                f"found {shown}",
+                _prepare_hint(name),
+            )
 
 
 def read_arrays(name: str) -> Arrays:
     """The raw uint8 arrays of a prepared data set; DatasetError if missing, damaged or empty."""
     path = path_for(name)
     if not path.exists():
-        raise DatasetError(f"data set {name!r} is not prepared: {path} does not exist", _prepare_hint(name))
+        raise DatasetError(
+            f"data set {name!r} is not prepared: {path} does not exist", _prepare_hint(name)
+        )
     try:
         with np.load(path, allow_pickle=False) as npz:
             missing = [k for k in KEYS if k not in npz.files]
             if missing:
-                raise DatasetError(f"{path} lacks {', '.join(missing)}: it is not a CIFAR data set file",
-                                   "delete it, then " + _prepare_hint(name))
+                raise DatasetError(
+                    f"{path} lacks {', '.join(missing)}: it is not a CIFAR data set file",
+                    "delete it, then " + _prepare_hint(name),
+                )
             # Reading every member checks its CRC, so a corrupt file fails here, not mid-training.
             loaded = {k: npz[k] for k in KEYS}
             meta = json.loads(str(npz["meta"])) if "meta" in npz.files else {"source": "chainer"}
     except DatasetError:
         raise
     except (zipfile.BadZipFile, EOFError, ValueError, OSError, KeyError, json.JSONDecodeError) as e:
-        raise DatasetError(f"{path} is truncated or corrupt ({type(e).__name__}: {e})",
-                           "delete it, then " + _prepare_hint(name)) from None
+        raise DatasetError(
+            f"{path} is truncated or corrupt ({type(e).__name__}: {e})",
+            "delete it, then " + _prepare_hint(name),
+        ) from None
     arrays = Arrays(meta={**meta, "name": name}, **loaded)
     _check_arrays(arrays, str(path), name)
     return arrays
@@ -178,8 +208,14 @@ def read_arrays(name: str) -> Arrays:
 
 def info(name: str) -> DatasetInfo:
     arrays = read_arrays(name)
-    return DatasetInfo(name, path_for(name), len(arrays.train_y), len(arrays.test_y),
-                       arrays.image_size, arrays.meta)
+    return DatasetInfo(
+        name,
+        path_for(name),
+        len(arrays.train_y),
+        len(arrays.test_y),
+        arrays.image_size,
+        arrays.meta,
+    )
 
 
 def available() -> list[str]:
@@ -198,8 +234,10 @@ def resolve(name: str) -> str:
     for candidate in (REAL, SYNTHETIC):
         if path_for(candidate).exists():
             return candidate
-    raise DatasetError("no data set is prepared (neither real CIFAR-10 nor the synthetic set)",
-                       "run:  python -m course data synthetic   (or see datasets/README.md for real data)")
+    raise DatasetError(
+        "no data set is prepared (neither real CIFAR-10 nor the synthetic set)",
+        "run:  python -m course data synthetic   (or see datasets/README.md for real data)",
+    )
 
 
 FLOAT_IN_MEMORY_BYTES = 1 << 30  # a larger set stays uint8 in memory
@@ -235,11 +273,18 @@ def load(name: str = "auto", *, scale: float = 1.0) -> tuple:
     return dataset(arrays.train_x, arrays.train_y), dataset(arrays.test_x, arrays.test_y)
 
 
-def prepare_synthetic(n_train: int = SYNTHETIC_TRAIN, n_test: int = SYNTHETIC_TEST, *, seed: int = 0,
-                      name: str = SYNTHETIC) -> DatasetInfo:
+def prepare_synthetic(
+    n_train: int = SYNTHETIC_TRAIN,
+    n_test: int = SYNTHETIC_TEST,
+    *,
+    seed: int = 0,
+    name: str = SYNTHETIC,
+) -> DatasetInfo:
     """Generate the synthetic set (32 px); the same seed always gives the same file contents."""
     if n_train < 10 or n_test < 10:
-        raise DatasetError(f"too few images ({n_train} training, {n_test} test)", "ask for at least 10 of each")
+        raise DatasetError(
+            f"too few images ({n_train} training, {n_test} test)", "ask for at least 10 of each"
+        )
     _save(path_for(name), _synthetic_arrays(n_train, n_test, seed), compress=True)
     return info(name)  # the generated arrays are freed by now: only the copy read back is in memory
 
@@ -254,9 +299,13 @@ def _synthetic_arrays(n_train: int, n_test: int, seed: int) -> Arrays:
 class _CifarUnpickler(pickle.Unpickler):
     """Reads the pickled batches of the official archive, refusing anything but plain data."""
 
-    _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-                ("numpy", "ndarray"), ("numpy", "dtype"),
-                ("_codecs", "encode")}  # how Python 3 writes bytes into protocol-2 pickles
+    _ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("_codecs", "encode"),
+    }  # how Python 3 writes bytes into protocol-2 pickles
 
     def find_class(self, module: str, name: str):
         if (module, name) not in self._ALLOWED:
@@ -264,20 +313,27 @@ class _CifarUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def _read_batch(archive: tarfile.TarFile, member: str, source: Path) -> tuple[np.ndarray, np.ndarray]:
+def _read_batch(
+    archive: tarfile.TarFile, member: str, source: Path
+) -> tuple[np.ndarray, np.ndarray]:
     try:
         f = archive.extractfile(member)
     except KeyError:
         f = None
     if f is None:
-        raise DatasetError(f"{source} has no {member}: it is not the CIFAR-10 python archive",
-                           f"download {CIFAR_URL} (the 'python version')")
+        raise DatasetError(
+            f"{source} has no {member}: it is not the CIFAR-10 python archive",
+            f"download {CIFAR_URL} (the 'python version')",
+        )
     batch = _CifarUnpickler(io.BytesIO(f.read()), encoding="bytes").load()
     x = np.asarray(batch[b"data"], dtype=np.uint8)
     y = np.asarray(batch[b"labels"], dtype=np.uint8)
     if x.ndim != 2 or x.shape[1] != 3072 or y.shape != (x.shape[0],):
-        raise DatasetError(f"{source}: {member} holds {x.shape} images and {y.shape} labels, "
-                           "not CIFAR-10's 3072-byte rows", f"download {CIFAR_URL} again")
+        raise DatasetError(
+            f"{source}: {member} holds {x.shape} images and {y.shape} labels, "
+            "not CIFAR-10's 3072-byte rows",
+            f"download {CIFAR_URL} again",
+        )
     return x, y
 
 
@@ -287,12 +343,16 @@ def _find_archive(source: Path | None) -> Path:
             raise DatasetError(f"{source} does not exist", f"give the path of {CIFAR_ARCHIVE}")
         return Path(source)
     root = data_dir().parent.parent.parent
-    candidates = [data_dir() / CIFAR_ARCHIVE, root / "_dl_cache" / hashlib.md5(CIFAR_URL.encode()).hexdigest()]
+    candidates = [
+        data_dir() / CIFAR_ARCHIVE,
+        root / "_dl_cache" / hashlib.md5(CIFAR_URL.encode()).hexdigest(),
+    ]
     for candidate in candidates:
         if candidate.is_file():
             return candidate
-    raise DatasetError("the CIFAR-10 archive was not given and is not in Chainer's cache",
-                       _prepare_hint(REAL))
+    raise DatasetError(
+        "the CIFAR-10 archive was not given and is not in Chainer's cache", _prepare_hint(REAL)
+    )
 
 
 def prepare_real(source: Path | None = None) -> DatasetInfo:
@@ -307,18 +367,31 @@ def prepare_real(source: Path | None = None) -> DatasetInfo:
     try:
         md5 = file_digest(archive_path, "md5")
         with tarfile.open(archive_path, "r:gz") as archive:
-            train = [_read_batch(archive, f"cifar-10-batches-py/data_batch_{i}", archive_path)
-                     for i in range(1, 6)]
+            train = [
+                _read_batch(archive, f"cifar-10-batches-py/data_batch_{i}", archive_path)
+                for i in range(1, 6)
+            ]
             test_x, test_y = _read_batch(archive, "cifar-10-batches-py/test_batch", archive_path)
     except DatasetError:
         raise
     except (tarfile.TarError, EOFError, OSError, pickle.UnpicklingError, KeyError, ValueError) as e:
-        raise DatasetError(f"{archive_path} is truncated or not the CIFAR-10 python archive "
-                           f"({type(e).__name__}: {e})", f"download {CIFAR_URL} again") from None
-    meta = {"source": f"CIFAR-10 ({archive_path.name})", "archive_md5": md5,
-            "official_archive": md5 == CIFAR_ARCHIVE_MD5}
-    arrays = Arrays(np.concatenate([x for x, _ in train]), np.concatenate([y for _, y in train]),
-                    test_x, test_y, meta)
+        raise DatasetError(
+            f"{archive_path} is truncated or not the CIFAR-10 python archive "
+            f"({type(e).__name__}: {e})",
+            f"download {CIFAR_URL} again",
+        ) from None
+    meta = {
+        "source": f"CIFAR-10 ({archive_path.name})",
+        "archive_md5": md5,
+        "official_archive": md5 == CIFAR_ARCHIVE_MD5,
+    }
+    arrays = Arrays(
+        np.concatenate([x for x, _ in train]),
+        np.concatenate([y for _, y in train]),
+        test_x,
+        test_y,
+        meta,
+    )
     _save(path_for(REAL), arrays, compress=True)
     return info(REAL)
 
@@ -332,10 +405,10 @@ def _resize(images: np.ndarray, size: int) -> np.ndarray:
     w = np.clip(pos - lo, 0.0, 1.0).astype(np.float32)
     out = np.empty(images.shape[:2] + (size, size), dtype=np.uint8)
     for start in range(0, len(images), 256):  # chunks keep the float copy small
-        x = images[start:start + 256].astype(np.float32)
+        x = images[start : start + 256].astype(np.float32)
         rows = x[:, :, lo, :] * (1 - w)[:, None] + x[:, :, hi, :] * w[:, None]
         cols = rows[:, :, :, lo] * (1 - w) + rows[:, :, :, hi] * w
-        out[start:start + 256] = np.clip(cols + 0.5, 0, 255).astype(np.uint8)
+        out[start : start + 256] = np.clip(cols + 0.5, 0, 255).astype(np.uint8)
     return out
 
 
@@ -348,16 +421,21 @@ def _stratified_subset(labels: np.ndarray, fraction: float, rng: np.random.Gener
     return np.sort(np.concatenate(picked))
 
 
-def prepare_variant(base: str, *, percent: float = 100.0, size: int = 32, seed: int = 0,
-                    name: str | None = None) -> DatasetInfo:
+def prepare_variant(
+    base: str, *, percent: float = 100.0, size: int = 32, seed: int = 0, name: str | None = None
+) -> DatasetInfo:
     """A class-balanced `percent` of `base`, resized to `size` px (the seed used 5% at 256 px)."""
     if not 0 < percent <= 100:
         raise DatasetError(f"percent must be in (0, 100], not {percent}", "e.g. --percent 5")
     if not 32 <= size <= 1024:  # the course's VGG halves the image five times
-        raise DatasetError(f"image size {size} px is out of range", "use 32 to 1024 px, e.g. --size 256")
+        raise DatasetError(
+            f"image size {size} px is out of range", "use 32 to 1024 px, e.g. --size 256"
+        )
     name = name or variant_name(base, size, percent)
     if name == base:
-        raise DatasetError(f"the variant would overwrite {base!r}", "give a different --percent, --size or --name")
+        raise DatasetError(
+            f"the variant would overwrite {base!r}", "give a different --percent, --size or --name"
+        )
     arrays = read_arrays(base)
     rng = np.random.default_rng(seed)
     out = {}
@@ -368,8 +446,13 @@ def prepare_variant(base: str, *, percent: float = 100.0, size: int = 32, seed: 
         if size != arrays.image_size:
             images = _resize(images, size)
         out[f"{split}_x"], out[f"{split}_y"] = images.reshape(len(keep), -1), y[keep]
-    meta = {"source": f"{percent:g}% of {base} at {size} px", "base": base, "percent": percent,
-            "seed": seed, "base_source": arrays.meta.get("source", "")}
+    meta = {
+        "source": f"{percent:g}% of {base} at {size} px",
+        "base": base,
+        "percent": percent,
+        "seed": seed,
+        "base_source": arrays.meta.get("source", ""),
+    }
     # Large variants stay uncompressed: they are read at every job start.
     _save(path_for(name), Arrays(meta=meta, **out), compress=size <= 64)
     return info(name)
@@ -379,20 +462,32 @@ def main(argv: list[str]) -> int:
     """`python -m course data ACTION`: prepare a data set, or list the prepared ones."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="course data", description="prepare CIFAR-10, the synthetic set, or a "
-                                     "variant of either, in Chainer's data folder ($CHAINER_DATASET_ROOT)")
+    parser = argparse.ArgumentParser(
+        prog="course data",
+        description="prepare CIFAR-10, the synthetic set, or a "
+        "variant of either, in Chainer's data folder ($CHAINER_DATASET_ROOT)",
+    )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     actions.add_parser("list", help="the prepared data sets")
-    a = actions.add_parser("site", help="make the data set the applied site profile names (and its base)")
-    a.add_argument("--from", dest="source", type=Path, default=None, help="the CIFAR-10 archive, when needed")
+    a = actions.add_parser(
+        "site", help="make the data set the applied site profile names (and its base)"
+    )
+    a.add_argument(
+        "--from", dest="source", type=Path, default=None, help="the CIFAR-10 archive, when needed"
+    )
     a = actions.add_parser("synthetic", help="generate the learnable synthetic set (no download)")
     a.add_argument("--train", type=int, default=SYNTHETIC_TRAIN)
     a.add_argument("--test", type=int, default=SYNTHETIC_TEST)
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--name", default=SYNTHETIC)
     a = actions.add_parser("cifar10", help="convert the official cifar-10-python.tar.gz")
-    a.add_argument("--from", dest="source", type=Path, default=None,
-                   help="the archive (default: the one in Chainer's data folder or download cache)")
+    a.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        default=None,
+        help="the archive (default: the one in Chainer's data folder or download cache)",
+    )
     a = actions.add_parser("variant", help="a class-balanced subset, resized (e.g. 5%% at 256 px)")
     a.add_argument("--base", default=REAL, help="the data set to derive from")
     a.add_argument("--percent", type=float, default=5.0)
@@ -415,16 +510,23 @@ def main(argv: list[str]) -> int:
 
         env_file = siteenv.locate()
         if env_file is None:
-            raise DatasetError("no jobs/site_env.sh here or in the kit", "run it in the kit's folder")
+            raise DatasetError(
+                "no jobs/site_env.sh here or in the kit", "run it in the kit's folder"
+            )
         name = siteenv.read(env_file).get("COURSE_DATASET")
         if not name:
-            raise DatasetError(f"{env_file} sets no COURSE_DATASET", "python -m course site apply <profile> writes it")
+            raise DatasetError(
+                f"{env_file} sets no COURSE_DATASET",
+                "python -m course site apply <profile> writes it",
+            )
         found = prepare(name, args.source)
     elif args.action == "synthetic":
         found = prepare_synthetic(args.train, args.test, seed=args.seed, name=args.name)
     elif args.action == "cifar10":
         found = prepare_real(args.source)
     else:
-        found = prepare_variant(args.base, percent=args.percent, size=args.size, seed=args.seed, name=args.name)
+        found = prepare_variant(
+            args.base, percent=args.percent, size=args.size, seed=args.seed, name=args.name
+        )
     print(f"ready: {found.describe()}")
     return 0

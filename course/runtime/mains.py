@@ -18,15 +18,21 @@ def single_gpu():
     train_iter, test_iter = make_iterators(train, test, args.batchsize)
     model, optimizer = make_model_and_optimizer(args, device)
     trainer = build_trainer(args, train_iter, test_iter, model, optimizer, device)
-    add_snapshots(trainer)  # a job killed at its walltime leaves a snapshot the next job resumes from
-    harness.apply_lr_rule(trainer, args, 1, None)  # one worker: args.lr, then the final drop, as every stage
+    add_snapshots(
+        trainer
+    )  # a job killed at its walltime leaves a snapshot the next job resumes from
+    harness.apply_lr_rule(
+        trainer, args, 1, None
+    )  # one worker: args.lr, then the final drop, as every stage
     harness.run(trainer, args)
 
 
 def multi_gpu():
     args = harness.parse_args("multi_gpu")
     gpu_ids = harness.gpus_for_multiprocess(args.gpus)  # counts GPUs without touching CUDA
-    harness.set_seed(args.seed)  # CPU generators only: CUDA must stay untouched until the updater forks
+    harness.set_seed(
+        args.seed
+    )  # CPU generators only: CUDA must stay untouched until the updater forks
     devices = make_devices(gpu_ids)
     train, test = harness.load_data(args)
     train_iters = make_train_iterators(train, args.batchsize, len(gpu_ids))
@@ -35,7 +41,9 @@ def multi_gpu():
     optimizer = chainer.optimizers.MomentumSGD(lr)
     optimizer.setup(model)
     trainer = build_trainer(args, train_iters, test, model, optimizer, devices)
-    harness.apply_lr_drop(trainer, args)  # the updater scaled the rate itself: only the final drop here
+    harness.apply_lr_drop(
+        trainer, args
+    )  # the updater scaled the rate itself: only the final drop here
     harness.run(trainer, args, devices=gpu_ids)
 
 

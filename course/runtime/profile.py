@@ -13,6 +13,7 @@ phases in its timeline (`qsub -v PROFILE=nsys`).
 The contract of the results file's `profile` field (written by the harness, read by the report) is here:
 `{"phases": [...], "ranks": [{"rank", "host", "steps", "median_ms": {phase: ms}}]}`.
 """
+
 from __future__ import annotations
 
 import socket
@@ -53,10 +54,14 @@ class StepProfile:
         self._open: str | None = None  # the phase whose NVTX range is open
         self._complete = 0  # steps with every cut seen
         optimizer = trainer.updater.get_optimizer("main")
-        actual, communicator = (getattr(optimizer, name, None) for name in ("actual_optimizer", "communicator"))
+        actual, communicator = (
+            getattr(optimizer, name, None) for name in ("actual_optimizer", "communicator")
+        )
         if actual is None or not hasattr(communicator, "multi_node_mean_grad"):
-            raise ValueError("--profile needs ChainerMN's multi-node optimizer (stage 3): "
-                             "chainermn.create_multi_node_optimizer(optimizer, comm)")
+            raise ValueError(
+                "--profile needs ChainerMN's multi-node optimizer (stage 3): "
+                "chainermn.create_multi_node_optimizer(optimizer, comm)"
+            )
         self._gpu = optimizer.target.xp is not numpy
         self.hook = _Cuts(self)
         self._wrap(trainer.updater, "update", start="data", end="end")
@@ -87,7 +92,9 @@ class StepProfile:
                 self._finish()
             return result
 
-        setattr(owner, method, timed)  # on this object only: its class (and other trainers) stay as they were
+        setattr(
+            owner, method, timed
+        )  # on this object only: its class (and other trainers) stay as they were
 
     def _now(self) -> float:
         if self._gpu:  # the GPU's queued kernels belong to the phase that queued them
@@ -128,13 +135,24 @@ class StepProfile:
         self._complete += 1
         if self._complete > self.warmup:
             moments = [times["start"], *(times[cut] for cut in _CUTS)]
-            self.steps.append({phase: moments[i + 1] - moments[i] for i, phase in enumerate(PHASES)})
+            self.steps.append(
+                {phase: moments[i + 1] - moments[i] for i, phase in enumerate(PHASES)}
+            )
 
     def summary(self) -> dict:
         """This rank's median milliseconds per phase over its steady steps."""
-        median = {phase: round(1000 * statistics.median(step[phase] for step in self.steps), 3) if self.steps
-                  else None for phase in PHASES}
-        return {"rank": self.comm.rank, "host": socket.gethostname(), "steps": len(self.steps), "median_ms": median}
+        median = {
+            phase: round(1000 * statistics.median(step[phase] for step in self.steps), 3)
+            if self.steps
+            else None
+            for phase in PHASES
+        }
+        return {
+            "rank": self.comm.rank,
+            "host": socket.gethostname(),
+            "steps": len(self.steps),
+            "median_ms": median,
+        }
 
     def gathered(self) -> dict:
         """Every rank's summary (every rank must call this; rank 0 gets them all)."""
@@ -145,7 +163,11 @@ class StepProfile:
 def line(summary: dict) -> str:
     """The job log's line for one rank's profile."""
     medians = summary["median_ms"]
-    parts = " | ".join(f"{phase} {medians[phase]:.2f} ms" if medians.get(phase) is not None else f"{phase} n/a"
-                       for phase in PHASES)
-    return (f"course: profile rank {summary['rank']} on {summary['host']}: {parts} "
-            f"(median of {summary['steps']} steps)")
+    parts = " | ".join(
+        f"{phase} {medians[phase]:.2f} ms" if medians.get(phase) is not None else f"{phase} n/a"
+        for phase in PHASES
+    )
+    return (
+        f"course: profile rank {summary['rank']} on {summary['host']}: {parts} "
+        f"(median of {summary['steps']} steps)"
+    )

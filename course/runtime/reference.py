@@ -6,6 +6,7 @@
 The benchmark measures the kit with it and the GPU tests run it; students write their own
 versions of these pieces in the notebooks.
 """
+
 from __future__ import annotations
 
 import chainer
@@ -17,11 +18,20 @@ from course import stages
 from course.runtime import harness, models
 from course.runtime.throughput import Throughput
 
-REPORT = ["epoch", "main/loss", "validation/main/loss", "main/accuracy", "validation/main/accuracy",
-          "throughput", "elapsed_time"]
+REPORT = [
+    "epoch",
+    "main/loss",
+    "validation/main/loss",
+    "main/accuracy",
+    "validation/main/accuracy",
+    "throughput",
+    "elapsed_time",
+]
 
 
-def warmup_schedule(base_lr: float, n_workers: int, warmup_iterations: int) -> extensions.LinearShift:
+def warmup_schedule(
+    base_lr: float, n_workers: int, warmup_iterations: int
+) -> extensions.LinearShift:
     """The learning rate from base_lr to n_workers x base_lr, linearly over the first iterations."""
     return extensions.LinearShift("lr", (base_lr, base_lr * n_workers), (0, warmup_iterations))
 
@@ -39,7 +49,9 @@ def build_trainer(args, train, test, device, comm=None) -> training.Trainer:
     stop = (args.iterations, "iteration") if args.iterations else (args.epoch, "epoch")
     trainer = training.Trainer(updater, stop, out=args.out)
     if args.evaluate:
-        test_iter = chainer.iterators.SerialIterator(test, args.batchsize, repeat=False, shuffle=False)
+        test_iter = chainer.iterators.SerialIterator(
+            test, args.batchsize, repeat=False, shuffle=False
+        )
         evaluator = extensions.Evaluator(test_iter, model, device=device)
         if comm is not None:
             evaluator = chainermn().create_multi_node_evaluator(evaluator, comm)
@@ -59,8 +71,12 @@ def chainermn():
 
 
 def _own_flags(parser) -> None:
-    parser.add_argument("--iterations", type=int, default=0, help="stop after this many steps (not epochs)")
-    parser.add_argument("--no-eval", dest="evaluate", action="store_false", help="skip the test-set evaluation")
+    parser.add_argument(
+        "--iterations", type=int, default=0, help="stop after this many steps (not epochs)"
+    )
+    parser.add_argument(
+        "--no-eval", dest="evaluate", action="store_false", help="skip the test-set evaluation"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ low-frequency background and pixel noise, so a small CNN has to learn the textur
 than memorise pixels: it beats chance (10%) clearly within a couple of CPU epochs, yet does
 not reach 100% at once. Output is deterministic for a given seed.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,10 +14,14 @@ import numpy as np
 N_CLASSES = 10
 # Fixed across seeds, so that training and test sets drawn with different seeds share classes.
 _ORIENTATION = np.deg2rad(np.arange(N_CLASSES) * 180.0 / N_CLASSES)
-_CYCLES = np.array([2.5, 4.0, 2.5, 4.0, 2.5, 4.0, 2.5, 4.0, 2.5, 4.0])  # stripes across a 32 px image
+_CYCLES = np.array(
+    [2.5, 4.0, 2.5, 4.0, 2.5, 4.0, 2.5, 4.0, 2.5, 4.0]
+)  # stripes across a 32 px image
 _HUE = np.arange(N_CLASSES) // 2 / (N_CLASSES // 2)  # pairs of classes share a colour
 
-CHUNK_PIXELS = 1000 * 32 * 32  # made at once (1000 32-px images): their float64 intermediates take about 100 MB
+CHUNK_PIXELS = (
+    1000 * 32 * 32
+)  # made at once (1000 32-px images): their float64 intermediates take about 100 MB
 
 
 def _hue_to_rgb(hue: np.ndarray) -> np.ndarray:
@@ -47,8 +52,8 @@ def generate(n: int, *, size: int = 32, seed: int = 0) -> tuple[np.ndarray, np.n
     chunk = max(1, CHUNK_PIXELS // (size * size))
     images = np.empty((n, 3, size, size), dtype=np.uint8)
     for start in range(0, n, chunk):
-        part = {name: values[start:start + chunk] for name, values in draws.items()}
-        images[start:start + chunk] = _render(part, rng, size)
+        part = {name: values[start : start + chunk] for name, values in draws.items()}
+        images[start : start + chunk] = _render(part, rng, size)
     return images, labels
 
 
@@ -61,12 +66,17 @@ def _render(d: dict[str, np.ndarray], rng: np.random.Generator, size: int) -> np
     stripes = np.sin(2 * np.pi * d["cycles"][:, None, None] * along + d["phase"][:, None, None])
 
     # A random blotchy background, unrelated to the class.
-    bg_along = np.cos(d["bg_angle"])[:, :, None, None] * xx + np.sin(d["bg_angle"])[:, :, None, None] * yy
+    bg_along = (
+        np.cos(d["bg_angle"])[:, :, None, None] * xx + np.sin(d["bg_angle"])[:, :, None, None] * yy
+    )
     background = 0.12 * np.sin(2 * np.pi * 1.2 * bg_along + d["bg_phase"]).sum(axis=1)
 
     images = (
         d["base"]
-        + d["contrast"][:, None, None, None] * stripes[:, None] * (d["colour"][:, :, None, None] - 0.5) * 2.0
+        + d["contrast"][:, None, None, None]
+        * stripes[:, None]
+        * (d["colour"][:, :, None, None] - 0.5)
+        * 2.0
         + background[:, None]
         + rng.normal(0.0, 0.12, (n, 3, size, size))
     )

@@ -1,4 +1,5 @@
 """Measuring training throughput (images per second) honestly, as a Chainer trainer extension."""
+
 from __future__ import annotations
 
 import statistics
@@ -7,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from chainer import reporter, serializer as serializers
+from chainer import reporter
+from chainer import serializer as serializers
 from chainer.training import extension
 
 from course.errors import CourseError
@@ -54,8 +56,14 @@ class Throughput(extension.Extension):
     priority = extension.PRIORITY_WRITER + 100  # before the Evaluator and LogReport
     name = "Throughput"
 
-    def __init__(self, batch_size: int, workers: int = 1, comm=None, warmup: int = 5,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self,
+        batch_size: int,
+        workers: int = 1,
+        comm=None,
+        warmup: int = 5,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         if batch_size < 1 or workers < 1 or warmup < 0:
             raise ValueError("Throughput needs batch_size >= 1, workers >= 1 and warmup >= 0")
         self.batch_size = batch_size
@@ -79,7 +87,9 @@ class Throughput(extension.Extension):
         if per_step != self.batch_size:
             raise CourseError(
                 f"Throughput(batch_size={self.batch_size}) but the training iterator draws "
-                f"{per_step} images per step", "pass the per-worker batch size of the training iterator")
+                f"{per_step} images per step",
+                "pass the per-worker batch size of the training iterator",
+            )
         self._last = self._clock()
 
     def __call__(self, trainer) -> None:
@@ -123,7 +133,9 @@ class Throughput(extension.Extension):
         again, and that warm-up (and the restart before it) is left out like the first job's."""
         if isinstance(serializer, serializers.Serializer):
             serializer("durations", np.asarray(self._durations, dtype=np.float64))
-            serializer("counts", np.asarray([self._excluded, self._warmup_so_far()], dtype=np.int64))
+            serializer(
+                "counts", np.asarray([self._excluded, self._warmup_so_far()], dtype=np.int64)
+            )
             return
         self._durations = [float(d) for d in serializer("durations", None)]
         self._excluded, self._earlier_warmup = (int(n) for n in serializer("counts", None))

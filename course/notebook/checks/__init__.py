@@ -6,6 +6,7 @@ A check either prints one line saying what it verified, or raises CheckFailed sa
 expected, what it found and where to look. Exceptions from the student's own code pass through
 with a note that names the function, so the traceback still points at their line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,13 +40,19 @@ def call(function, *args, **kwargs):
     """Call a student's function; its exceptions pass through with a note that names it."""
     __tracebackhide__ = True
     try:
-        with contextlib.redirect_stderr(io.StringIO()):  # nbgrader zeroes test cells that write to stderr
+        with contextlib.redirect_stderr(
+            io.StringIO()
+        ):  # nbgrader zeroes test cells that write to stderr
             return function(*args, **kwargs)
     except NotImplementedError as e:
-        e.add_note(f"{function.__name__} still has its PUT YOUR CODE HERE stub: write it, then run this check again.")
+        e.add_note(
+            f"{function.__name__} still has its PUT YOUR CODE HERE stub: write it, then run this check again."
+        )
         raise
     except Exception as e:
-        e.add_note(f"(raised inside your {function.__name__}; the traceback above ends at your line)")
+        e.add_note(
+            f"(raised inside your {function.__name__}; the traceback above ends at your line)"
+        )
         raise
 
 
@@ -69,8 +76,16 @@ def example_ids(dataset) -> list[int]:
 
 
 # What a check changes in a stage script's flags, so that it runs in seconds on a CPU.
-SMALL = dict(dataset="synthetic", width=4, batchsize=8, epoch=1, warmup=1, device="@numpy", communicator="naive",
-             gpu=False)
+SMALL = dict(
+    dataset="synthetic",
+    width=4,
+    batchsize=8,
+    epoch=1,
+    warmup=1,
+    device="@numpy",
+    communicator="naive",
+    gpu=False,
+)
 
 
 def small_args(stage: str = "single_gpu", **overrides) -> argparse.Namespace:

@@ -7,6 +7,7 @@ Both are compared with the kit's reference (course.costmodel). A wrong answer th
 mistake (p for p−1, p for log2 p, α and β swapped, ...) gets a hint that names it. The hidden tests
 pass other cases, so that the visible ones cannot simply be copied.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,26 +19,53 @@ from course import costmodel
 from course.notebook.checks import call, expect, fail, passed
 
 # (algorithm, ranks, bytes, alpha, beta): a laptop-like and a cluster-like link, and one rank (no exchange).
-VISIBLE_CASES = (("ring", 4, 2 ** 20, 5e-6, 1e-9), ("recursive_doubling", 4, 2 ** 20, 5e-6, 1e-9),
-                 ("ring", 8, 64 * 2 ** 20, 2e-6, 1e-10), ("recursive_doubling", 16, 4096, 2e-6, 1e-10),
-                 ("ring", 1, 2 ** 20, 5e-6, 1e-9))
+VISIBLE_CASES = (
+    ("ring", 4, 2**20, 5e-6, 1e-9),
+    ("recursive_doubling", 4, 2**20, 5e-6, 1e-9),
+    ("ring", 8, 64 * 2**20, 2e-6, 1e-10),
+    ("recursive_doubling", 16, 4096, 2e-6, 1e-10),
+    ("ring", 1, 2**20, 5e-6, 1e-9),
+)
 RELATIVE = 1e-6  # the same formula computed in another order agrees far closer than this
 
 # Mistakes the checks recognise: (the algorithm it applies to, what it is, a cost model that makes it).
 _MISTAKES: tuple[tuple[str | None, str, Callable[[str, int, float, float, float], float]], ...] = (
-    (None, "alpha and beta are swapped", lambda a, p, n, al, be: costmodel.allreduce_seconds(a, p, n, be, al)),
-    (None, "the message is n bytes: do not multiply by 8 (bits)",
-     lambda a, p, n, al, be: costmodel.allreduce_seconds(a, p, 8 * n, al, be)),
-    ("ring", "the ring counts p where it takes p - 1: 2(p-1) steps, 2(p-1)/p of the bytes",
-     lambda a, p, n, al, be: 2 * p * al + 2 * n * be),
-    ("ring", "the ring sends 2(p-1)/p x n bytes, not n: reduce-scatter and allgather each move (p-1)/p of them",
-     lambda a, p, n, al, be: 2 * (p - 1) * al + n * be),
-    ("ring", "the ring takes 2(p - 1) steps, not p - 1: reduce-scatter then allgather, p - 1 steps each",
-     lambda a, p, n, al, be: (p - 1) * al + (p - 1) / p * n * be),
-    ("recursive_doubling", "recursive doubling takes log2(p) steps, not p",
-     lambda a, p, n, al, be: p * (al + n * be)),
-    ("recursive_doubling", "recursive doubling sends the whole vector at each of its log2(p) steps: "
-     "log2(p) x n bytes, not n", lambda a, p, n, al, be: math.log2(p) * al + n * be),
+    (
+        None,
+        "alpha and beta are swapped",
+        lambda a, p, n, al, be: costmodel.allreduce_seconds(a, p, n, be, al),
+    ),
+    (
+        None,
+        "the message is n bytes: do not multiply by 8 (bits)",
+        lambda a, p, n, al, be: costmodel.allreduce_seconds(a, p, 8 * n, al, be),
+    ),
+    (
+        "ring",
+        "the ring counts p where it takes p - 1: 2(p-1) steps, 2(p-1)/p of the bytes",
+        lambda a, p, n, al, be: 2 * p * al + 2 * n * be,
+    ),
+    (
+        "ring",
+        "the ring sends 2(p-1)/p x n bytes, not n: reduce-scatter and allgather each move (p-1)/p of them",
+        lambda a, p, n, al, be: 2 * (p - 1) * al + n * be,
+    ),
+    (
+        "ring",
+        "the ring takes 2(p - 1) steps, not p - 1: reduce-scatter then allgather, p - 1 steps each",
+        lambda a, p, n, al, be: (p - 1) * al + (p - 1) / p * n * be,
+    ),
+    (
+        "recursive_doubling",
+        "recursive doubling takes log2(p) steps, not p",
+        lambda a, p, n, al, be: p * (al + n * be),
+    ),
+    (
+        "recursive_doubling",
+        "recursive doubling sends the whole vector at each of its log2(p) steps: "
+        "log2(p) x n bytes, not n",
+        lambda a, p, n, al, be: math.log2(p) * al + n * be,
+    ),
 )
 
 
@@ -45,7 +73,9 @@ def _close(value: float, expected: float, relative: float = RELATIVE) -> bool:
     return math.isclose(value, expected, rel_tol=relative, abs_tol=1e-15)
 
 
-def _diagnosis(value: float, algorithm: str, ranks: int, nbytes: float, alpha: float, beta: float) -> str:
+def _diagnosis(
+    value: float, algorithm: str, ranks: int, nbytes: float, alpha: float, beta: float
+) -> str:
     """The known mistake `value` matches, or the formula to compare with."""
     right = costmodel.allreduce_seconds(algorithm, ranks, nbytes, alpha, beta)
     for applies_to, what, model in _MISTAKES:
@@ -54,8 +84,10 @@ def _diagnosis(value: float, algorithm: str, ranks: int, nbytes: float, alpha: f
         wrong = model(algorithm, ranks, nbytes, alpha, beta)
         if _close(value, wrong) and not _close(wrong, right):
             return f"it looks like {what}"
-    return ("recursive doubling: log2(p) x (alpha + n x beta); ring: 2(p-1) x alpha + 2(p-1)/p x n x beta "
-            "(n in bytes)")
+    return (
+        "recursive doubling: log2(p) x (alpha + n x beta); ring: 2(p-1) x alpha + 2(p-1)/p x n x beta "
+        "(n in bytes)"
+    )
 
 
 # The kit's own model and fit (course.costmodel, and the report that calls them): a student's function that
@@ -66,11 +98,16 @@ _KIT_NAMES = {"costmodel", "allreduce_seconds", "coefficients", "allreduce_repor
 def _own_work(function, name: str) -> None:
     __tracebackhide__ = True
     used = _KIT_NAMES & set(getattr(getattr(function, "__code__", None), "co_names", ()))
-    expect(not used, f"{name} calls the kit's own {', '.join(sorted(used))}: the exercise is to write it yourself",
-           "write the formulas (or the least-squares fit) in your function")
+    expect(
+        not used,
+        f"{name} calls the kit's own {', '.join(sorted(used))}: the exercise is to write it yourself",
+        "write the formulas (or the least-squares fit) in your function",
+    )
 
 
-def cost_model(allreduce_time, cases: Iterable[tuple[str, int, int, float, float]] = VISIBLE_CASES) -> None:
+def cost_model(
+    allreduce_time, cases: Iterable[tuple[str, int, int, float, float]] = VISIBLE_CASES
+) -> None:
     """allreduce_time(algorithm, n_ranks, message_bytes, alpha, beta) gives the reference model's seconds."""
     __tracebackhide__ = True
     _own_work(allreduce_time, "allreduce_time")
@@ -79,56 +116,111 @@ def cost_model(allreduce_time, cases: Iterable[tuple[str, int, int, float, float
         value = call(allreduce_time, algorithm, ranks, nbytes, alpha, beta)
         expected = costmodel.allreduce_seconds(algorithm, ranks, nbytes, alpha, beta)
         shown = f"allreduce_time({algorithm!r}, {ranks}, {nbytes}, {alpha:g}, {beta:g})"
-        expect(isinstance(value, numbers.Real) and not isinstance(value, bool),  # NumPy's floats too
-               f"{shown} returned {type(value).__name__}, not a number of seconds")
-        expect(_close(float(value), expected), f"{shown} returned {float(value):.6g} s; the model gives "
-               f"{expected:.6g} s", _diagnosis(float(value), algorithm, ranks, nbytes, alpha, beta))
-    passed(f"allreduce_time: ring and recursive doubling match the alpha-beta model in {len(cases)} cases")
+        expect(
+            isinstance(value, numbers.Real) and not isinstance(value, bool),  # NumPy's floats too
+            f"{shown} returned {type(value).__name__}, not a number of seconds",
+        )
+        expect(
+            _close(float(value), expected),
+            f"{shown} returned {float(value):.6g} s; the model gives {expected:.6g} s",
+            _diagnosis(float(value), algorithm, ranks, nbytes, alpha, beta),
+        )
+    passed(
+        f"allreduce_time: ring and recursive doubling match the alpha-beta model in {len(cases)} cases"
+    )
 
 
-def _fit_of(fit_alpha_beta, sizes: Sequence[int], seconds: Sequence[float], algorithm: str, ranks: int,
-            what: str) -> tuple[float, float]:
+def _fit_of(
+    fit_alpha_beta,
+    sizes: Sequence[int],
+    seconds: Sequence[float],
+    algorithm: str,
+    ranks: int,
+    what: str,
+) -> tuple[float, float]:
     __tracebackhide__ = True
     result = call(fit_alpha_beta, list(sizes), list(seconds), algorithm, ranks)
-    expect(not isinstance(result, str) and hasattr(result, "__len__") and len(result) == 2,  # a tuple, an array
-           f"fit_alpha_beta returned {type(result).__name__} on {what}, not the pair (alpha, beta)")
+    expect(
+        not isinstance(result, str)
+        and hasattr(result, "__len__")
+        and len(result) == 2,  # a tuple, an array
+        f"fit_alpha_beta returned {type(result).__name__} on {what}, not the pair (alpha, beta)",
+    )
     return float(result[0]), float(result[1])
 
 
-def _compare(got: tuple[float, float], expected: tuple[float, float], relative: float, what: str,
-             hint: str) -> None:
+def _compare(
+    got: tuple[float, float], expected: tuple[float, float], relative: float, what: str, hint: str
+) -> None:
     __tracebackhide__ = True
     if _close(got[0], expected[1], relative) and _close(got[1], expected[0], relative):
-        fail(f"fit_alpha_beta on {what} returned ({got[0]:.4g}, {got[1]:.4g}): alpha and beta the wrong way round "
-             f"(expected alpha {expected[0]:.4g} s, beta {expected[1]:.4g} s/byte)",
-             "return (alpha, beta): the latency first")
-    expect(_close(got[0], expected[0], relative) and _close(got[1], expected[1], relative),
-           f"fit_alpha_beta on {what} returned alpha {got[0]:.4g} s, beta {got[1]:.4g} s/byte; expected "
-           f"alpha {expected[0]:.4g} s, beta {expected[1]:.4g} s/byte (within {relative:.0%})", hint)
+        fail(
+            f"fit_alpha_beta on {what} returned ({got[0]:.4g}, {got[1]:.4g}): alpha and beta the wrong way round "
+            f"(expected alpha {expected[0]:.4g} s, beta {expected[1]:.4g} s/byte)",
+            "return (alpha, beta): the latency first",
+        )
+    expect(
+        _close(got[0], expected[0], relative) and _close(got[1], expected[1], relative),
+        f"fit_alpha_beta on {what} returned alpha {got[0]:.4g} s, beta {got[1]:.4g} s/byte; expected "
+        f"alpha {expected[0]:.4g} s, beta {expected[1]:.4g} s/byte (within {relative:.0%})",
+        hint,
+    )
 
 
-def fit(fit_alpha_beta, table: Sequence, alpha: float = 3e-6, beta: float = 2e-10, tolerance: float = 0.02) -> None:
+def fit(
+    fit_alpha_beta,
+    table: Sequence,
+    alpha: float = 3e-6,
+    beta: float = 2e-10,
+    tolerance: float = 0.02,
+) -> None:
     """fit_alpha_beta recovers (alpha, beta) from exact model times, and on the measured `table` (the
     Series of course.notebook.allreduce_report.measured_table) agrees with the kit's relative-error fit."""
     __tracebackhide__ = True
     _own_work(fit_alpha_beta, "fit_alpha_beta")
-    sizes = [1024 * 4 ** k for k in range(1, 9)]
+    sizes = [1024 * 4**k for k in range(1, 9)]
     for algorithm, ranks in (("ring", 4), ("recursive_doubling", 2), ("recursive_doubling", 8)):
         exact = [costmodel.allreduce_seconds(algorithm, ranks, n, alpha, beta) for n in sizes]
-        got = _fit_of(fit_alpha_beta, sizes, exact, algorithm, ranks, f"exact {algorithm} times on {ranks} ranks")
-        _compare(got, (alpha, beta), 1e-4, f"exact {algorithm} times on {ranks} ranks (alpha {alpha:g}, beta {beta:g})",
-                 "solve T = a x alpha + b x n x beta for alpha and beta by least squares (np.linalg.lstsq), with "
-                 "a and b the algorithm's coefficients on n_ranks ranks")
-    measured = [s for s in table if s.algorithm in costmodel.ALGORITHMS and s.ranks > 1 and len(s.sizes) > 1]
-    expect(bool(measured), "there is no measured ring or recursive_doubling series to fit",
-           "submit jobs/run_allreduce_benchmark.sh, then allreduce_report.measured_table() again")
+        got = _fit_of(
+            fit_alpha_beta,
+            sizes,
+            exact,
+            algorithm,
+            ranks,
+            f"exact {algorithm} times on {ranks} ranks",
+        )
+        _compare(
+            got,
+            (alpha, beta),
+            1e-4,
+            f"exact {algorithm} times on {ranks} ranks (alpha {alpha:g}, beta {beta:g})",
+            "solve T = a x alpha + b x n x beta for alpha and beta by least squares (np.linalg.lstsq), with "
+            "a and b the algorithm's coefficients on n_ranks ranks",
+        )
+    measured = [
+        s for s in table if s.algorithm in costmodel.ALGORITHMS and s.ranks > 1 and len(s.sizes) > 1
+    ]
+    expect(
+        bool(measured),
+        "there is no measured ring or recursive_doubling series to fit",
+        "submit jobs/run_allreduce_benchmark.sh, then allreduce_report.measured_table() again",
+    )
     for s in measured:
-        got = _fit_of(fit_alpha_beta, s.sizes, s.median, s.algorithm, s.ranks, f"the measured {s.label}")
-        _compare(got, costmodel.fit(s.sizes, s.median, s.algorithm, s.ranks), tolerance, f"the measured {s.label}",
-                 "weigh every size alike: divide each row and its time by the measured time (relative error); "
-                 "unweighted, the 64 MiB points alone set the fit")
-    passed(f"fit_alpha_beta: recovers alpha and beta from exact times, and fits {len(measured)} measured series "
-           "as the kit does")
+        got = _fit_of(
+            fit_alpha_beta, s.sizes, s.median, s.algorithm, s.ranks, f"the measured {s.label}"
+        )
+        _compare(
+            got,
+            costmodel.fit(s.sizes, s.median, s.algorithm, s.ranks),
+            tolerance,
+            f"the measured {s.label}",
+            "weigh every size alike: divide each row and its time by the measured time (relative error); "
+            "unweighted, the 64 MiB points alone set the fit",
+        )
+    passed(
+        f"fit_alpha_beta: recovers alpha and beta from exact times, and fits {len(measured)} measured series "
+        "as the kit does"
+    )
 
 
 def parameter_arrays(model: str = "vgg", width: int = 16) -> list[int]:
@@ -142,26 +234,49 @@ def parameter_arrays(model: str = "vgg", width: int = 16) -> list[int]:
 
     classifier = L.Classifier(models.build(model, width=width))
     with chainer.using_config("train", False):
-        classifier.predictor(np.zeros((1, 3, 32, 32), dtype=np.float32))  # sizes the lazily initialised layers
+        classifier.predictor(
+            np.zeros((1, 3, 32, 32), dtype=np.float32)
+        )  # sizes the lazily initialised layers
     return [param.size for param in classifier.params()]
 
 
-def predict(allreduce_time, fit_alpha_beta, table: Sequence, ranks: int, algorithm: str,
-            arrays: int | Sequence[int]) -> float:
+def predict(
+    allreduce_time,
+    fit_alpha_beta,
+    table: Sequence,
+    ranks: int,
+    algorithm: str,
+    arrays: int | Sequence[int],
+) -> float:
     """The student's prediction of one step's gradient allreduce: their alpha and beta fitted on the measured
     (ranks, algorithm) series of `table`, their model once per parameter array of 4-byte floats (`arrays`: the
     arrays' sizes, as the naive communicator sends them; or one count, for one packed buffer)."""
     __tracebackhide__ = True
     series = next((s for s in table if (s.ranks, s.algorithm) == (ranks, algorithm)), None)
     if series is None:
-        fail(f"the benchmark has not measured {algorithm} on {ranks} ranks, the setting of the profiled step",
-             f"qsub -j oe -l select=1:mpiprocs={ranks} -v ALGORITHMS={algorithm} jobs/run_allreduce_benchmark.sh")
-    alpha, beta = _fit_of(fit_alpha_beta, series.sizes, series.median, algorithm, ranks, f"the measured {series.label}")
-    return sum(float(call(allreduce_time, algorithm, ranks, costmodel.BYTES_PER_PARAMETER * n, alpha, beta))
-               for n in ([arrays] if isinstance(arrays, int) else arrays))
+        fail(
+            f"the benchmark has not measured {algorithm} on {ranks} ranks, the setting of the profiled step",
+            f"qsub -j oe -l select=1:mpiprocs={ranks} -v ALGORITHMS={algorithm} jobs/run_allreduce_benchmark.sh",
+        )
+    alpha, beta = _fit_of(
+        fit_alpha_beta,
+        series.sizes,
+        series.median,
+        algorithm,
+        ranks,
+        f"the measured {series.label}",
+    )
+    return sum(
+        float(
+            call(allreduce_time, algorithm, ranks, costmodel.BYTES_PER_PARAMETER * n, alpha, beta)
+        )
+        for n in ([arrays] if isinstance(arrays, int) else arrays)
+    )
 
 
-def predict_profiled_step(allreduce_time, fit_alpha_beta, folder: Path = Path(".")) -> tuple[float, dict]:
+def predict_profiled_step(
+    allreduce_time, fit_alpha_beta, folder: Path = Path(".")
+) -> tuple[float, dict]:
     """(the student's predicted seconds, the measured exchange) for the profiled stage-3 run on the most ranks:
     their alpha and beta fitted on the benchmark's series of that run's ranks and algorithm, their model over
     that run's gradient (per parameter array with `naive`, which allreduces each on its own; one buffer with
@@ -174,12 +289,25 @@ def predict_profiled_step(allreduce_time, fit_alpha_beta, folder: Path = Path(".
     call(fit_alpha_beta, [1024, 4096], [3e-6, 9e-6], "ring", 2)
     measured = profile_report.measured_allreduce_seconds(folder)
     if measured is None:
-        fail("there is no profiled stage-3 run on 2 or more ranks", "run the step-profile section above first")
-    arrays = measured["arrays"] or parameter_arrays(measured["model"], measured["width"])  # older runs: rebuilt
+        fail(
+            "there is no profiled stage-3 run on 2 or more ranks",
+            "run the step-profile section above first",
+        )
+    arrays = measured["arrays"] or parameter_arrays(
+        measured["model"], measured["width"]
+    )  # older runs: rebuilt
     packed = measured["communicator"] != "naive"
-    predicted = predict(allreduce_time, fit_alpha_beta, allreduce_report.measured_table(folder), measured["ranks"],
-                        measured["algorithm"], sum(arrays) if packed else arrays)
-    print(f"{measured['run']}: {sum(arrays):,} parameters in {1 if packed else len(arrays)} allreduce(s) of "
-          f"{measured['algorithm']} on {measured['ranks']} ranks: predicted {predicted * 1e3:.2f} ms, measured "
-          f"{measured['seconds'] * 1e3:.2f} ms per step (ratio {predicted / measured['seconds']:.2f})")
+    predicted = predict(
+        allreduce_time,
+        fit_alpha_beta,
+        allreduce_report.measured_table(folder),
+        measured["ranks"],
+        measured["algorithm"],
+        sum(arrays) if packed else arrays,
+    )
+    print(
+        f"{measured['run']}: {sum(arrays):,} parameters in {1 if packed else len(arrays)} allreduce(s) of "
+        f"{measured['algorithm']} on {measured['ranks']} ranks: predicted {predicted * 1e3:.2f} ms, measured "
+        f"{measured['seconds'] * 1e3:.2f} ms per step (ratio {predicted / measured['seconds']:.2f})"
+    )
     return predicted, measured

@@ -11,6 +11,7 @@ COURSE_PROBE_HOSTS names the node of each rank, so that ranks on one machine act
 several nodes (comm.rank and comm.intra_rank then differ): see _simulate_hosts. Inside a job on
 several nodes the ranks run on the real nodes instead, and the variable is not set.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -54,7 +55,9 @@ def _simulate_hosts() -> None:
 
 
 def _error(e: BaseException, module_path: str) -> str:
-    own = [frame for frame in traceback.extract_tb(e.__traceback__) if frame.filename == module_path]
+    own = [
+        frame for frame in traceback.extract_tb(e.__traceback__) if frame.filename == module_path
+    ]
     where = f" (line {own[-1].lineno} in {own[-1].name}: {own[-1].line})" if own else ""
     return f"{type(e).__name__}: {e}{where}"
 
@@ -72,11 +75,18 @@ def _run_parts(module, comm, path: str) -> dict:
 
     def communicator():
         own = module.make_communicator("naive")
-        return {"class": type(own).__name__, "size": getattr(own, "size", None), "rank": getattr(own, "rank", None),
-                "intra_rank": getattr(own, "intra_rank", None)}
+        return {
+            "class": type(own).__name__,
+            "size": getattr(own, "size", None),
+            "rank": getattr(own, "rank", None),
+            "intra_rank": getattr(own, "intra_rank", None),
+        }
 
     def devices():
-        return {"gpu": str(module.device_for_rank(comm, True)), "cpu": str(module.device_for_rank(comm, False))}
+        return {
+            "gpu": str(module.device_for_rank(comm, True)),
+            "cpu": str(module.device_for_rank(comm, False)),
+        }
 
     def shards():
         def split(seed: int) -> dict:
@@ -84,8 +94,10 @@ def _run_parts(module, comm, path: str) -> dict:
             test = labelled_dataset(TEST_PER_RANK * comm.size, seed=1) if comm.rank == 0 else None
             got = module.shard_datasets(train, test, comm, seed)
             # None on rank 1 is the usual mistake (no scatter): a finding for the check, not a crash
-            return {"train": None if got[0] is None else example_ids(got[0]),
-                    "test": None if got[1] is None else example_ids(got[1])}
+            return {
+                "train": None if got[0] is None else example_ids(got[0]),
+                "test": None if got[1] is None else example_ids(got[1]),
+            }
 
         first = split(SEED)
         return {**first, "same_seed": split(SEED)["train"], "other_seed": split(SEED + 1)["train"]}
@@ -94,23 +106,36 @@ def _run_parts(module, comm, path: str) -> dict:
         model = L.Classifier(L.Linear(None, 10))
         args = small_args("multi_node", lr=0.1)
         built = module.make_optimizer(args, comm, model)
-        batch = [labelled_dataset(8, seed=10 + comm.rank)[i] for i in range(8)]  # other data on each rank
+        batch = [
+            labelled_dataset(8, seed=10 + comm.rank)[i] for i in range(8)
+        ]  # other data on each rank
         x, t = chainer.dataset.concat_examples(batch)
         built.update(model, x, t)
-        return {"class": type(built).__name__, "lr": getattr(built, "lr", None),
-                "target_is_model": getattr(built, "target", None) is model,
-                "weights": float(np.abs(model.predictor.W.array).sum())}
+        return {
+            "class": type(built).__name__,
+            "lr": getattr(built, "lr", None),
+            "target_is_model": getattr(built, "target", None) is model,
+            "weights": float(np.abs(model.predictor.W.array).sum()),
+        }
 
     def trainer():
         args = small_args("multi_node", epoch=1, batchsize=BATCH, warmup=1)
         model = L.Classifier(models.build("vgg", width=2))
-        optimizer = chainermn.create_multi_node_optimizer(chainer.optimizers.MomentumSGD(0.05), comm)
+        optimizer = chainermn.create_multi_node_optimizer(
+            chainer.optimizers.MomentumSGD(0.05), comm
+        )
         optimizer.setup(model)
-        train = chainermn.scatter_dataset(labelled_dataset(TRAIN_PER_RANK * comm.size) if comm.rank == 0 else None,
-                                          comm, shuffle=True)
-        test = chainermn.scatter_dataset(labelled_dataset(TEST_PER_RANK * comm.size, seed=1) if comm.rank == 0
-                                         else None, comm)
-        built = module.build_trainer(args, comm, train, test, model, optimizer, chainer.get_device("@numpy"))
+        train = chainermn.scatter_dataset(
+            labelled_dataset(TRAIN_PER_RANK * comm.size) if comm.rank == 0 else None,
+            comm,
+            shuffle=True,
+        )
+        test = chainermn.scatter_dataset(
+            labelled_dataset(TEST_PER_RANK * comm.size, seed=1) if comm.rank == 0 else None, comm
+        )
+        built = module.build_trainer(
+            args, comm, train, test, model, optimizer, chainer.get_device("@numpy")
+        )
         found = {name: entry.extension for name, entry in built._extensions.items()}
         for ext in found.values():
             if isinstance(ext, extensions.PrintReport):
@@ -122,13 +147,22 @@ def _run_parts(module, comm, path: str) -> dict:
             with built.reporter.scope({}):  # evaluate() reports into the active reporter
                 evaluation = {k: float(v) for k, v in evaluators[0].evaluate().items()}
         meters = [ext for ext in found.values() if isinstance(ext, Throughput)]
-        return {"extensions": sorted(type(ext).__name__ for ext in found.values()),
-                "evaluators": len(evaluators), "evaluation": evaluation,
-                "throughput_images": meters[0].images_per_iteration if meters else None,
-                "updater": type(built.updater).__name__, "out": built.out == args.out}
+        return {
+            "extensions": sorted(type(ext).__name__ for ext in found.values()),
+            "evaluators": len(evaluators),
+            "evaluation": evaluation,
+            "throughput_images": meters[0].images_per_iteration if meters else None,
+            "updater": type(built.updater).__name__,
+            "out": built.out == args.out,
+        }
 
-    for name, action in (("communicator", communicator), ("devices", devices), ("shards", shards),
-                         ("optimizer", optimizer), ("trainer", trainer)):
+    for name, action in (
+        ("communicator", communicator),
+        ("devices", devices),
+        ("shards", shards),
+        ("optimizer", optimizer),
+        ("trainer", trainer),
+    ):
         part(name, action)
     return facts
 

@@ -1,5 +1,6 @@
 """Checks of stage 2 (MultiprocessParallelUpdater), on a CPU. The updater itself needs NCCL and GPUs:
 the trainer's check records what build_trainer gives it (a stand-in in its place), and the GPU job runs it."""
+
 from __future__ import annotations
 
 import contextlib
@@ -11,58 +12,103 @@ import chainer.links as L
 from chainer import training
 from chainer.training import extensions
 
-from course.notebook.checks import call, example_ids, expect, labelled_dataset, passed, single, small_args
+from course.notebook.checks import (
+    call,
+    example_ids,
+    expect,
+    labelled_dataset,
+    passed,
+    single,
+    small_args,
+)
 from course.runtime import models
 from course.runtime.throughput import Throughput
 
 
-def train_iterators(make_train_iterators, n: int = 64, n_devices: int = 2, batchsize: int = 8) -> None:
+def train_iterators(
+    make_train_iterators, n: int = 64, n_devices: int = 2, batchsize: int = 8
+) -> None:
     __tracebackhide__ = True
     train = labelled_dataset(n)
     iterators = call(make_train_iterators, train, batchsize, n_devices)
-    expect(isinstance(iterators, (list, tuple)) and len(iterators) == n_devices,
-           f"make_train_iterators should return a list of {n_devices} iterators, one per GPU; "
-           f"it returned {type(iterators).__name__}")
-    expect(all(isinstance(it, chainer.dataset.Iterator) for it in iterators),
-           "every element should be a Chainer iterator", "chainer.iterators.SerialIterator(part, batchsize)")
+    expect(
+        isinstance(iterators, (list, tuple)) and len(iterators) == n_devices,
+        f"make_train_iterators should return a list of {n_devices} iterators, one per GPU; "
+        f"it returned {type(iterators).__name__}",
+    )
+    expect(
+        all(isinstance(it, chainer.dataset.Iterator) for it in iterators),
+        "every element should be a Chainer iterator",
+        "chainer.iterators.SerialIterator(part, batchsize)",
+    )
     sizes = [it.batch_size for it in iterators]
-    expect(sizes == [batchsize] * n_devices,
-           f"the iterators draw {sizes} examples per step; each GPU should draw batchsize={batchsize}",
-           f"the total batch is then {batchsize} x {n_devices}: that is how data parallelism grows it")
+    expect(
+        sizes == [batchsize] * n_devices,
+        f"the iterators draw {sizes} examples per step; each GPU should draw batchsize={batchsize}",
+        f"the total batch is then {batchsize} x {n_devices}: that is how data parallelism grows it",
+    )
     parts = [example_ids(it.dataset) for it in iterators]
     lengths = {len(part) for part in parts}
-    expect(len(lengths) == 1, f"the parts have different sizes {sorted(len(p) for p in parts)}",
-           "MultiprocessParallelUpdater needs equal parts: chainer.datasets.split_dataset_n_random(train, n)")
+    expect(
+        len(lengths) == 1,
+        f"the parts have different sizes {sorted(len(p) for p in parts)}",
+        "MultiprocessParallelUpdater needs equal parts: chainer.datasets.split_dataset_n_random(train, n)",
+    )
     everything = [i for part in parts for i in part]
-    expect(len(everything) == len(set(everything)), "some training examples are in more than one GPU's part",
-           "split the data set into disjoint parts: chainer.datasets.split_dataset_n_random(train, n)")
-    expect(len(everything) > n - n_devices, f"the parts hold {len(everything)} of the {n} training examples",
-           "together they must cover the training set (only the remainder of n / GPUs may be left out)")
-    passed(f"make_train_iterators: {n_devices} disjoint parts of {lengths.pop()} examples covering the training set, "
-           f"each read {batchsize} per step")
+    expect(
+        len(everything) == len(set(everything)),
+        "some training examples are in more than one GPU's part",
+        "split the data set into disjoint parts: chainer.datasets.split_dataset_n_random(train, n)",
+    )
+    expect(
+        len(everything) > n - n_devices,
+        f"the parts hold {len(everything)} of the {n} training examples",
+        "together they must cover the training set (only the remainder of n / GPUs may be left out)",
+    )
+    passed(
+        f"make_train_iterators: {n_devices} disjoint parts of {lengths.pop()} examples covering the training set, "
+        f"each read {batchsize} per step"
+    )
 
 
 def devices(make_devices, id_lists: tuple[list[int], ...] = ([0, 1], [2, 3, 4, 5])) -> None:
     __tracebackhide__ = True
     for ids in id_lists:
         result = call(make_devices, list(ids))
-        expect(isinstance(result, dict), f"make_devices({ids}) returned {type(result).__name__}, not a dict",
-               "MultiprocessParallelUpdater takes devices as a dict of name -> GPU id")
-        expect(result.get("main") == ids[0], f"make_devices({ids}) gives 'main' = {result.get('main')!r}",
-               f"the first GPU ({ids[0]}) is the main one, under the key 'main'")
-        expect(sorted(result.values()) == sorted(ids) and len(result) == len(ids),
-               f"make_devices({ids}) = {result}: every GPU once", "one entry per GPU id")
+        expect(
+            isinstance(result, dict),
+            f"make_devices({ids}) returned {type(result).__name__}, not a dict",
+            "MultiprocessParallelUpdater takes devices as a dict of name -> GPU id",
+        )
+        expect(
+            result.get("main") == ids[0],
+            f"make_devices({ids}) gives 'main' = {result.get('main')!r}",
+            f"the first GPU ({ids[0]}) is the main one, under the key 'main'",
+        )
+        expect(
+            sorted(result.values()) == sorted(ids) and len(result) == len(ids),
+            f"make_devices({ids}) = {result}: every GPU once",
+            "one entry per GPU id",
+        )
     passed(f"make_devices: e.g. {call(make_devices, list(id_lists[0]))}")
 
 
-def learning_rate(scaled_learning_rate, cases: tuple[tuple[float, int, int, float], ...] = (
-        (0.05, 64, 128, 0.1), (0.1, 32, 32, 0.1), (0.01, 32, 256, 0.08))) -> None:
+def learning_rate(
+    scaled_learning_rate,
+    cases: tuple[tuple[float, int, int, float], ...] = (
+        (0.05, 64, 128, 0.1),
+        (0.1, 32, 32, 0.1),
+        (0.01, 32, 256, 0.08),
+    ),
+) -> None:
     __tracebackhide__ = True
     for base_lr, base_batch, total_batch, expected in cases:
         got = call(scaled_learning_rate, base_lr, base_batch, total_batch)
-        expect(isinstance(got, (int, float)) and abs(got - expected) < 1e-9 * max(1.0, expected),
-               f"scaled_learning_rate({base_lr}, {base_batch}, {total_batch}) = {got!r}, expected {expected}",
-               "the linear scaling rule: the learning rate grows in proportion to the total batch")
+        expect(
+            isinstance(got, (int, float)) and abs(got - expected) < 1e-9 * max(1.0, expected),
+            f"scaled_learning_rate({base_lr}, {base_batch}, {total_batch}) = {got!r}, expected {expected}",
+            "the linear scaling rule: the learning rate grows in proportion to the total batch",
+        )
     passed("scaled_learning_rate follows the linear scaling rule (lr x total batch / base batch)")
 
 
@@ -74,8 +120,14 @@ class _RecordingUpdater(training.updaters.StandardUpdater):
     and trains on the CPU from the first iterator, as the real one's main process does on devices['main'].
     The job runs the real one."""
 
-    def __init__(self, iterators, optimizer, converter=chainer.dataset.concat_examples, devices=None,
-                 auto_new_epoch=True):
+    def __init__(
+        self,
+        iterators,
+        optimizer,
+        converter=chainer.dataset.concat_examples,
+        devices=None,
+        auto_new_epoch=True,
+    ):
         self.iterators, self.devices = iterators, devices
         first = iterators[0] if isinstance(iterators, (list, tuple)) and iterators else iterators
         super().__init__(first, optimizer, converter=converter, auto_new_epoch=auto_new_epoch)
@@ -111,65 +163,111 @@ def trainer(build_trainer, n_devices: int = 2, epochs: int = 2, batchsize: int =
     extensions are stage 1's with Throughput over every GPU; then the trainer runs on the CPU."""
     __tracebackhide__ = True
     args = small_args("multi_gpu", epoch=epochs, batchsize=batchsize, warmup=1)
-    parts = chainer.datasets.split_dataset_n_random(labelled_dataset(3 * batchsize * n_devices), n_devices, seed=0)
+    parts = chainer.datasets.split_dataset_n_random(
+        labelled_dataset(3 * batchsize * n_devices), n_devices, seed=0
+    )
     train_iters = [chainer.iterators.SerialIterator(part, batchsize) for part in parts]
     test = labelled_dataset(2 * batchsize, seed=1)
     model = L.Classifier(models.build("vgg", width=4))
     optimizer = chainer.optimizers.MomentumSGD(args.lr)
     optimizer.setup(model)
     # CPU devices stand for the GPU ids (MultiprocessParallelUpdater takes either): the Evaluator can run here
-    devices = {"main" if i == 0 else f"gpu{i}": chainer.get_device("@numpy") for i in range(n_devices)}
+    devices = {
+        "main" if i == 0 else f"gpu{i}": chainer.get_device("@numpy") for i in range(n_devices)
+    }
     with _recording_updater(build_trainer.__globals__):
         built = call(build_trainer, args, train_iters, test, model, optimizer, devices)
-    expect(isinstance(built, training.Trainer), f"build_trainer returned {type(built).__name__}, not a Trainer")
+    expect(
+        isinstance(built, training.Trainer),
+        f"build_trainer returned {type(built).__name__}, not a Trainer",
+    )
     updater = built.updater
-    expect(isinstance(updater, _RecordingUpdater),
-           f"the trainer trains with a {type(updater).__name__}, not a MultiprocessParallelUpdater",
-           "training.updaters.MultiprocessParallelUpdater(train_iters, optimizer, devices=devices)")
+    expect(
+        isinstance(updater, _RecordingUpdater),
+        f"the trainer trains with a {type(updater).__name__}, not a MultiprocessParallelUpdater",
+        "training.updaters.MultiprocessParallelUpdater(train_iters, optimizer, devices=devices)",
+    )
     given = updater.iterators
-    expect(isinstance(given, (list, tuple)) and len(given) == n_devices
-           and all(a is b for a, b in zip(given, train_iters)),
-           f"MultiprocessParallelUpdater gets {len(given) if isinstance(given, (list, tuple)) else 'no list of'} "
-           f"iterator(s) for {n_devices} GPUs, not train_iters", "one iterator per GPU: pass train_iters as it is")
-    expect(updater.get_optimizer("main") is optimizer, "MultiprocessParallelUpdater is not given the optimizer",
-           "MultiprocessParallelUpdater(train_iters, optimizer, devices=devices)")
-    expect(updater.devices is not None, "MultiprocessParallelUpdater is not given the devices",
-           "pass devices=devices by name (its third parameter is the converter): the dict with 'main'")
+    expect(
+        isinstance(given, (list, tuple))
+        and len(given) == n_devices
+        and all(a is b for a, b in zip(given, train_iters)),
+        f"MultiprocessParallelUpdater gets {len(given) if isinstance(given, (list, tuple)) else 'no list of'} "
+        f"iterator(s) for {n_devices} GPUs, not train_iters",
+        "one iterator per GPU: pass train_iters as it is",
+    )
+    expect(
+        updater.get_optimizer("main") is optimizer,
+        "MultiprocessParallelUpdater is not given the optimizer",
+        "MultiprocessParallelUpdater(train_iters, optimizer, devices=devices)",
+    )
+    expect(
+        updater.devices is not None,
+        "MultiprocessParallelUpdater is not given the devices",
+        "pass devices=devices by name (its third parameter is the converter): the dict with 'main'",
+    )
     order = _main_first(updater.devices)
-    expect(len(order) == n_devices and order[0] is devices["main"]
-           and {id(d) for d in order} == {id(d) for d in devices.values()},
-           f"MultiprocessParallelUpdater is given other devices than the {n_devices} of `devices` with 'main' first",
-           "pass them on as they are: devices=devices")
+    expect(
+        len(order) == n_devices
+        and order[0] is devices["main"]
+        and {id(d) for d in order} == {id(d) for d in devices.values()},
+        f"MultiprocessParallelUpdater is given other devices than the {n_devices} of `devices` with 'main' first",
+        "pass them on as they are: devices=devices",
+    )
     stop = built.stop_trigger
-    expect((getattr(stop, "period", None), getattr(stop, "unit", None)) == (epochs, "epoch"),
-           f"the trainer stops after {getattr(stop, 'period', '?')} {getattr(stop, 'unit', '?')}(s), not args.epoch "
-           f"({epochs}) epochs", "training.Trainer(updater, (args.epoch, 'epoch'), out=args.out)")
-    expect(built.out == args.out, "the trainer writes to another folder than args.out", "out=args.out")
+    expect(
+        (getattr(stop, "period", None), getattr(stop, "unit", None)) == (epochs, "epoch"),
+        f"the trainer stops after {getattr(stop, 'period', '?')} {getattr(stop, 'unit', '?')}(s), not args.epoch "
+        f"({epochs}) epochs",
+        "training.Trainer(updater, (args.epoch, 'epoch'), out=args.out)",
+    )
+    expect(
+        built.out == args.out, "the trainer writes to another folder than args.out", "out=args.out"
+    )
     evaluators = single.of_type(built, extensions.Evaluator)
-    expect(len(evaluators) == 1 and evaluators[0].get_iterator("main").dataset is test
-           and not evaluators[0].get_iterator("main").repeat,
-           "the trainer needs one Evaluator on one pass over test",
-           "extensions.Evaluator(SerialIterator(test, args.batchsize, repeat=False, shuffle=False), model, ...)")
-    expect(evaluators[0].device is devices["main"],
-           "the Evaluator does not run on devices['main'], the GPU where the updater keeps the model",
-           "extensions.Evaluator(test_iter, model, device=devices['main'])")
+    expect(
+        len(evaluators) == 1
+        and evaluators[0].get_iterator("main").dataset is test
+        and not evaluators[0].get_iterator("main").repeat,
+        "the trainer needs one Evaluator on one pass over test",
+        "extensions.Evaluator(SerialIterator(test, args.batchsize, repeat=False, shuffle=False), model, ...)",
+    )
+    expect(
+        evaluators[0].device is devices["main"],
+        "the Evaluator does not run on devices['main'], the GPU where the updater keeps the model",
+        "extensions.Evaluator(test_iter, model, device=devices['main'])",
+    )
     meters = single.of_type(built, Throughput)
-    expect(len(meters) == 1, "build_trainer adds no course.Throughput",
-           "course.Throughput(args.batchsize, workers=len(devices), warmup=args.warmup)")
-    expect(meters[0].images_per_iteration == batchsize * n_devices,
-           f"Throughput counts {meters[0].images_per_iteration} images per step; {n_devices} GPUs x {batchsize} "
-           f"move {batchsize * n_devices}", "every GPU is a worker: workers=len(devices)")
-    expect(single.of_type(built, extensions.LogReport) and single.of_type(built, extensions.PrintReport),
-           "the trainer needs a LogReport and a PrintReport", "the job log shows the PrintReport table per epoch")
+    expect(
+        len(meters) == 1,
+        "build_trainer adds no course.Throughput",
+        "course.Throughput(args.batchsize, workers=len(devices), warmup=args.warmup)",
+    )
+    expect(
+        meters[0].images_per_iteration == batchsize * n_devices,
+        f"Throughput counts {meters[0].images_per_iteration} images per step; {n_devices} GPUs x {batchsize} "
+        f"move {batchsize * n_devices}",
+        "every GPU is a worker: workers=len(devices)",
+    )
+    expect(
+        single.of_type(built, extensions.LogReport)
+        and single.of_type(built, extensions.PrintReport),
+        "the trainer needs a LogReport and a PrintReport",
+        "the job log shows the PrintReport table per epoch",
+    )
     for report in single.of_type(built, extensions.PrintReport):
         report._out = io.StringIO()  # it holds on to sys.stdout from when it was made
     with contextlib.redirect_stdout(io.StringIO()):
         call(built.run)
     log = single.of_type(built, extensions.LogReport)[0].log
-    expect(len(log) == epochs and all(k in log[-1] for k in ("main/loss", "validation/main/accuracy")),
-           f"after {epochs} epochs the log has {len(log)} entries with {sorted(log[-1]) if log else []}",
-           "LogReport() with its default (1, 'epoch') trigger; the Evaluator reports validation/main/*")
-    passed(f"build_trainer: MultiprocessParallelUpdater of the {n_devices} iterators, the optimizer and the devices, "
-           f"{epochs} epochs, Evaluator on devices['main'], Throughput over {n_devices} GPUs, LogReport and "
-           f"PrintReport; it trained {len(log)} epochs on the CPU (a stand-in recorded the updater's arguments; the "
-           "job runs the real one on GPUs)")
+    expect(
+        len(log) == epochs and all(k in log[-1] for k in ("main/loss", "validation/main/accuracy")),
+        f"after {epochs} epochs the log has {len(log)} entries with {sorted(log[-1]) if log else []}",
+        "LogReport() with its default (1, 'epoch') trigger; the Evaluator reports validation/main/*",
+    )
+    passed(
+        f"build_trainer: MultiprocessParallelUpdater of the {n_devices} iterators, the optimizer and the devices, "
+        f"{epochs} epochs, Evaluator on devices['main'], Throughput over {n_devices} GPUs, LogReport and "
+        f"PrintReport; it trained {len(log)} epochs on the CPU (a stand-in recorded the updater's arguments; the "
+        "job runs the real one on GPUs)"
+    )

@@ -8,6 +8,7 @@ comm.rank and comm.intra_rank differ as on a cluster: the visible checks use 2 n
 hidden tests another layout and rank count. Inside a job whose nodes match a layout (e.g. a 2-node
 job for the visible checks) they run on those nodes instead, with their real host names.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course import stages
-from course.cluster import hosts as job_hosts, mpi
+from course.cluster import hosts as job_hosts
+from course.cluster import mpi
 from course.errors import JobError
 from course.fileio import atomic_file
 from course.notebook import scripts
@@ -28,7 +30,11 @@ from course.notebook.checks import call, expect, fail, passed
 
 TIMEOUT = 120  # seconds for the run of all ranks; a rank stuck in a collective is the usual cause
 HOSTS = "COURSE_PROBE_HOSTS"  # the probe's environment: the simulated node name of each rank, comma-separated
-TRAIN_PER_RANK, TEST_PER_RANK, BATCH = 16, 8, 8  # the probe's examples per rank (even over any count), batch size
+TRAIN_PER_RANK, TEST_PER_RANK, BATCH = (
+    16,
+    8,
+    8,
+)  # the probe's examples per rank (even over any count), batch size
 _facts: dict[str, dict] = {}
 # A folder where the facts are kept for other processes too: the grader's verifier runs each test cell in
 # a process of its own, and one run of the ranks serves every check of the notebook there too.
@@ -39,6 +45,7 @@ CACHE = "COURSE_PROBE_CACHE"
 class Layout:
     """Ranks on simulated nodes, placed as mpiexec places them: --map-by slot fills a node before the next,
     --map-by node deals the ranks round-robin over the nodes."""
+
     nodes: int = 2
     ranks_per_node: int = 2
     map_by: str = "slot"
@@ -53,8 +60,10 @@ class Layout:
 
     def node_of(self) -> list[int]:
         """The node of each rank, by rank."""
-        return [rank // self.ranks_per_node if self.map_by == "slot" else rank % self.nodes
-                for rank in range(self.size)]
+        return [
+            rank // self.ranks_per_node if self.map_by == "slot" else rank % self.nodes
+            for rank in range(self.size)
+        ]
 
     def intra_ranks(self) -> list[int]:
         """Each rank's number within its node, by rank: what comm.intra_rank must say."""
@@ -64,8 +73,11 @@ class Layout:
     def __str__(self) -> str:
         placed = "" if self.map_by == "slot" else ", placed round-robin (mpiexec --map-by node)"
         real = job_nodes(self)
-        nodes = (f"this job's nodes {', '.join(real)}, {self.ranks_per_node} each" if real else
-                 f"{self.nodes} simulated nodes of {self.ranks_per_node}")
+        nodes = (
+            f"this job's nodes {', '.join(real)}, {self.ranks_per_node} each"
+            if real
+            else f"{self.nodes} simulated nodes of {self.ranks_per_node}"
+        )
         return f"{self.size} ranks on {nodes}{placed}: the nodes of ranks 0-{self.size - 1} are {self.node_of()}"
 
 
@@ -88,16 +100,26 @@ def _command(mpiexec: str, layout: Layout, nodes: list[str] | None, folder: Path
         return [mpiexec, "-n", str(layout.size), "--oversubscribe"]
     hostfile = folder / "hostfile"
     hostfile.write_text("".join(f"{node} slots={layout.ranks_per_node}\n" for node in nodes))
-    return [mpiexec, "-n", str(layout.size), "--hostfile", str(hostfile), "--map-by", layout.map_by,
-            "--bind-to", "none"]
+    return [
+        mpiexec,
+        "-n",
+        str(layout.size),
+        "--hostfile",
+        str(hostfile),
+        "--map-by",
+        layout.map_by,
+        "--bind-to",
+        "none",
+    ]
 
 
 def probe(function, layout: Layout = Layout()) -> dict:
     """The facts of the stage-3 functions of `function`'s notebook, run on `layout` (cached)."""
     __tracebackhide__ = True
     namespace = function.__globals__
-    text = scripts.assemble_script("multi_node", {name: namespace.get(name)
-                                                  for name in stages.MULTI_NODE.functions})
+    text = scripts.assemble_script(
+        "multi_node", {name: namespace.get(name) for name in stages.MULTI_NODE.functions}
+    )
     nodes = job_nodes(layout)
     hosts = ",".join(f"node{node}" for node in layout.node_of())
     key = hashlib.sha256(f"{nodes or hosts}\n{text}".encode()).hexdigest()
@@ -110,35 +132,61 @@ def probe(function, layout: Layout = Layout()) -> dict:
         mpiexec = mpi.mpiexec()
     except JobError as e:
         fail(f"{e.message}, so the {layout.size}-rank check cannot run", e.hint)
-    env = mpi.local_run_environment(CHAINERMN_FORCE_ABORT_ON_EXCEPTION="", **({} if nodes else {HOSTS: hosts}))
+    env = mpi.local_run_environment(
+        CHAINERMN_FORCE_ABORT_ON_EXCEPTION="", **({} if nodes else {HOSTS: hosts})
+    )
     if nodes:
         env.pop(HOSTS, None)
     # Inside a job on several nodes mpiexec may start ranks on any of them: the module goes in a folder every
     # node reads, the working folder (as a job's is), not in this node's /tmp.
     spread = nodes is not None or job_hosts.detect().nodes > 1
-    with tempfile.TemporaryDirectory(prefix="course-probe-", dir=Path.cwd() if spread else None) as tmp:
+    with tempfile.TemporaryDirectory(
+        prefix="course-probe-", dir=Path.cwd() if spread else None
+    ) as tmp:
         module = Path(tmp) / "stage3_functions.py"
         module.write_text(text)
         try:
-            run = subprocess.run([*_command(mpiexec, layout, nodes, Path(tmp)), sys.executable, "-m",
-                                  "course.notebook.checks.mn_probe", str(module)], capture_output=True, text=True,
-                                 timeout=TIMEOUT, env=env, cwd=tmp)
+            run = subprocess.run(
+                [
+                    *_command(mpiexec, layout, nodes, Path(tmp)),
+                    sys.executable,
+                    "-m",
+                    "course.notebook.checks.mn_probe",
+                    str(module),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+                env=env,
+                cwd=tmp,
+            )
         except subprocess.TimeoutExpired:
-            fail(f"the {layout.size}-rank run of your functions did not finish in {TIMEOUT} s",
-                 "a rank is probably waiting in a collective call (scatter, allreduce, bcast) that another rank "
-                 "never makes: every rank must call scatter_dataset, the optimizer and the evaluator")
+            fail(
+                f"the {layout.size}-rank run of your functions did not finish in {TIMEOUT} s",
+                "a rank is probably waiting in a collective call (scatter, allreduce, bcast) that another rank "
+                "never makes: every rank must call scatter_dataset, the optimizer and the evaluator",
+            )
     lines = run.stdout.strip().splitlines()
     try:
         facts = json.loads(lines[-1])
     except (IndexError, json.JSONDecodeError):
-        fail(f"the {layout.size}-rank run failed (exit status {run.returncode}): {run.stderr.strip()[-800:]}",
-             "run the cells above again; if it persists, run python -m course doctor")
+        fail(
+            f"the {layout.size}-rank run failed (exit status {run.returncode}): {run.stderr.strip()[-800:]}",
+            "run the cells above again; if it persists, run python -m course doctor",
+        )
     found = [ranked.get("intra_rank") for ranked in facts["ranks"]]
-    if found != layout.intra_ranks():  # the kit's own communicator: a fault of the kit, not of the student
-        where = (f"the ranks on the job's nodes {', '.join(nodes)} (hosts {[r.get('host') for r in facts['ranks']]})"
-                 if nodes else "the probe's simulated nodes")
-        raise RuntimeError(f"{where} did not take the layout: the kit's communicator has intra ranks {found}, "
-                           f"not {layout.intra_ranks()} ({layout})")
+    if (
+        found != layout.intra_ranks()
+    ):  # the kit's own communicator: a fault of the kit, not of the student
+        where = (
+            f"the ranks on the job's nodes {', '.join(nodes)} (hosts {[r.get('host') for r in facts['ranks']]})"
+            if nodes
+            else "the probe's simulated nodes"
+        )
+        raise RuntimeError(
+            f"{where} did not take the layout: the kit's communicator has intra ranks {found}, "
+            f"not {layout.intra_ranks()} ({layout})"
+        )
     _facts[key] = facts
     if shared is not None:
         with atomic_file(shared, "w") as f:
@@ -157,135 +205,225 @@ def _part(function, name: str, layout: Layout) -> list[dict]:
         if name in errors:
             if errors[name].startswith("NotImplementedError"):
                 where = errors[name].split("(line", 1)[-1].rstrip(")")
-                raise NotImplementedError(f"the PUT YOUR CODE HERE stub is still there (line{where}): write the "
-                                          "function, then run this check again")
-            fail(f"on rank {rank}: {errors[name]}",
-                 f"the line named above raised it while {layout.size} ranks ran your functions")
+                raise NotImplementedError(
+                    f"the PUT YOUR CODE HERE stub is still there (line{where}): write the "
+                    "function, then run this check again"
+                )
+            fail(
+                f"on rank {rank}: {errors[name]}",
+                f"the line named above raised it while {layout.size} ranks ran your functions",
+            )
     return [found[name] for found in facts["ranks"]]
 
 
-def communicator(make_communicator, nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot") -> None:
+def communicator(
+    make_communicator, nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot"
+) -> None:
     __tracebackhide__ = True
     layout = Layout(nodes, ranks_per_node, map_by)
     ranks = _part(make_communicator, "communicator", layout)
-    expect(all(r["class"] and r["class"].endswith("Communicator") for r in ranks),
-           f"make_communicator returned {ranks[0]['class']}, not a ChainerMN communicator",
-           "chainermn.create_communicator(name)")
-    expect(all(r["size"] == layout.size for r in ranks)
-           and sorted(r["rank"] for r in ranks) == list(range(layout.size)),
-           f"on {layout.size} ranks the communicator says size {ranks[0]['size']}, ranks {[r['rank'] for r in ranks]}",
-           "create it over all ranks: chainermn.create_communicator(name)")
-    expect(ranks[0]["class"] == "NaiveCommunicator", f"make_communicator('naive') made a {ranks[0]['class']}",
-           "pass the name on: chainermn.create_communicator(name)")
-    passed(f"make_communicator: a ChainerMN communicator over all ranks (size {layout.size}, ranks 0 to "
-           f"{layout.size - 1}; {layout})")
+    expect(
+        all(r["class"] and r["class"].endswith("Communicator") for r in ranks),
+        f"make_communicator returned {ranks[0]['class']}, not a ChainerMN communicator",
+        "chainermn.create_communicator(name)",
+    )
+    expect(
+        all(r["size"] == layout.size for r in ranks)
+        and sorted(r["rank"] for r in ranks) == list(range(layout.size)),
+        f"on {layout.size} ranks the communicator says size {ranks[0]['size']}, ranks {[r['rank'] for r in ranks]}",
+        "create it over all ranks: chainermn.create_communicator(name)",
+    )
+    expect(
+        ranks[0]["class"] == "NaiveCommunicator",
+        f"make_communicator('naive') made a {ranks[0]['class']}",
+        "pass the name on: chainermn.create_communicator(name)",
+    )
+    passed(
+        f"make_communicator: a ChainerMN communicator over all ranks (size {layout.size}, ranks 0 to "
+        f"{layout.size - 1}; {layout})"
+    )
 
 
-def device_binding(device_for_rank, nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot") -> None:
+def device_binding(
+    device_for_rank, nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot"
+) -> None:
     __tracebackhide__ = True
     layout = Layout(nodes, ranks_per_node, map_by)
     ranks = _part(device_for_rank, "devices", layout)
     gpu = [r["gpu"] for r in ranks]
     expected = [f"@cupy:{intra}" for intra in layout.intra_ranks()]
-    expect(gpu == expected,
-           f"with GPUs, ranks 0-{layout.size - 1} would use {gpu}; the GPU of each rank's number within its node "
-           f"is {expected} ({layout})",
-           "'@cupy:%d' % comm.intra_rank: comm.rank counts the ranks of all nodes (past the GPUs a node has), "
-           "and comm.rank % k guesses both the ranks per node and how mpiexec placed them")
+    expect(
+        gpu == expected,
+        f"with GPUs, ranks 0-{layout.size - 1} would use {gpu}; the GPU of each rank's number within its node "
+        f"is {expected} ({layout})",
+        "'@cupy:%d' % comm.intra_rank: comm.rank counts the ranks of all nodes (past the GPUs a node has), "
+        "and comm.rank % k guesses both the ranks per node and how mpiexec placed them",
+    )
     cpu = [r["cpu"] for r in ranks]
-    expect(cpu == ["@numpy"] * layout.size, f"without GPUs the ranks would use {cpu}",
-           "on CPUs every rank uses '@numpy'")
-    passed(f"device_for_rank: each rank the GPU of its number within its node ({', '.join(gpu)}; {layout}), "
-           "'@numpy' on CPUs")
+    expect(
+        cpu == ["@numpy"] * layout.size,
+        f"without GPUs the ranks would use {cpu}",
+        "on CPUs every rank uses '@numpy'",
+    )
+    passed(
+        f"device_for_rank: each rank the GPU of its number within its node ({', '.join(gpu)}; {layout}), "
+        "'@numpy' on CPUs"
+    )
 
 
 def scatter(shard_datasets, nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot") -> None:
     __tracebackhide__ = True
     layout = Layout(nodes, ranks_per_node, map_by)
     ranks = _part(shard_datasets, "shards", layout)
-    for split, total in (("train", TRAIN_PER_RANK * layout.size), ("test", TEST_PER_RANK * layout.size)):
+    for split, total in (
+        ("train", TRAIN_PER_RANK * layout.size),
+        ("test", TEST_PER_RANK * layout.size),
+    ):
         parts = [r[split] for r in ranks]
         if None in parts:
-            fail(f"rank {parts.index(None)} has no {split} set (None): only rank 0 loads the data",
-                 f"chainermn.scatter_dataset({split}, comm{', shuffle=True' if split == 'train' else ''}) "
-                 "sends every rank its own part")
+            fail(
+                f"rank {parts.index(None)} has no {split} set (None): only rank 0 loads the data",
+                f"chainermn.scatter_dataset({split}, comm{', shuffle=True' if split == 'train' else ''}) "
+                "sends every rank its own part",
+            )
         together = [i for p in parts for i in p]
-        expect(len(together) == len(set(together)), f"the ranks got some of the same {split} examples "
-               f"({len(together) - len(set(together))} held twice)",
-               "only rank 0 has the data: chainermn.scatter_dataset(data, comm) sends each rank its own part")
-        expect(sorted(together) == list(range(total)),
-               f"the ranks' {split} parts hold {len(set(together))} of the {total} examples",
-               f"scatter the whole {split} set: chainermn.scatter_dataset({split}, comm"
-               f"{', shuffle=True, seed=seed' if split == 'train' else ''})")
-        expect(len({len(p) for p in parts}) == 1, f"the ranks' {split} parts have sizes {[len(p) for p in parts]}",
-               "every rank should get an equal share: chainermn.scatter_dataset splits it so")
+        expect(
+            len(together) == len(set(together)),
+            f"the ranks got some of the same {split} examples "
+            f"({len(together) - len(set(together))} held twice)",
+            "only rank 0 has the data: chainermn.scatter_dataset(data, comm) sends each rank its own part",
+        )
+        expect(
+            sorted(together) == list(range(total)),
+            f"the ranks' {split} parts hold {len(set(together))} of the {total} examples",
+            f"scatter the whole {split} set: chainermn.scatter_dataset({split}, comm"
+            f"{', shuffle=True, seed=seed' if split == 'train' else ''})",
+        )
+        expect(
+            len({len(p) for p in parts}) == 1,
+            f"the ranks' {split} parts have sizes {[len(p) for p in parts]}",
+            "every rank should get an equal share: chainermn.scatter_dataset splits it so",
+        )
     # A shuffle before the split mixes the stored order into every part; one after it (or none) leaves each
     # rank a block of consecutive examples, e.g. of the classes a data set stored by class holds there.
-    blocks = [(rank, min(p), max(p)) for rank, p in enumerate(r["train"] for r in ranks)
-              if sorted(p) == list(range(min(p), min(p) + len(p)))]
+    blocks = [
+        (rank, min(p), max(p))
+        for rank, p in enumerate(r["train"] for r in ranks)
+        if sorted(p) == list(range(min(p), min(p) + len(p)))
+    ]
     if blocks:
         rank, first, last = blocks[0]
-        fail(f"rank {rank}'s training part is examples {first} to {last}, one block of the stored order: it is not "
-             "shuffled before the split", "a data set stored by class would give each rank other classes: "
-             "chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)")
-    expect(all(r["same_seed"] == r["train"] for r in ranks),
-           "two calls with the same seed split the training set differently, so runs cannot be repeated",
-           "pass the seed on: chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)")
-    expect(any(r["other_seed"] != r["train"] for r in ranks),
-           "another seed gives the same split: the seed is not used", "shuffle=True, seed=seed")
-    passed(f"shard_datasets: each of the {layout.size} ranks gets its own shuffled part (train "
-           f"{len(ranks[0]['train'])}, test {len(ranks[0]['test'])} each), together all of it, the same for the "
-           "same seed")
+        fail(
+            f"rank {rank}'s training part is examples {first} to {last}, one block of the stored order: it is not "
+            "shuffled before the split",
+            "a data set stored by class would give each rank other classes: "
+            "chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)",
+        )
+    expect(
+        all(r["same_seed"] == r["train"] for r in ranks),
+        "two calls with the same seed split the training set differently, so runs cannot be repeated",
+        "pass the seed on: chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)",
+    )
+    expect(
+        any(r["other_seed"] != r["train"] for r in ranks),
+        "another seed gives the same split: the seed is not used",
+        "shuffle=True, seed=seed",
+    )
+    passed(
+        f"shard_datasets: each of the {layout.size} ranks gets its own shuffled part (train "
+        f"{len(ranks[0]['train'])}, test {len(ranks[0]['test'])} each), together all of it, the same for the "
+        "same seed"
+    )
 
 
-def optimizer(make_optimizer, nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot") -> None:
+def optimizer(
+    make_optimizer, nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot"
+) -> None:
     __tracebackhide__ = True
     layout = Layout(nodes, ranks_per_node, map_by)
     ranks = _part(make_optimizer, "optimizer", layout)
-    expect(all(r["class"] == "_MultiNodeOptimizer" for r in ranks),
-           f"make_optimizer returned a {ranks[0]['class']}, which does not exchange gradients between ranks",
-           "wrap it: chainermn.create_multi_node_optimizer(optimizer, comm)")
-    expect(all(r["target_is_model"] for r in ranks), "the optimizer is not set up on the model",
-           "call optimizer.setup(model) on what create_multi_node_optimizer returns")
-    expect(all(r["lr"] is not None and abs(r["lr"] - 0.1) < 1e-9 for r in ranks),
-           f"with args.lr = 0.1 on {layout.size} ranks the optimizer starts at {ranks[0]['lr']}",
-           "start at args.lr, the single-worker rate: learning_rate_schedule (and --lr-rule) scales it up")
+    expect(
+        all(r["class"] == "_MultiNodeOptimizer" for r in ranks),
+        f"make_optimizer returned a {ranks[0]['class']}, which does not exchange gradients between ranks",
+        "wrap it: chainermn.create_multi_node_optimizer(optimizer, comm)",
+    )
+    expect(
+        all(r["target_is_model"] for r in ranks),
+        "the optimizer is not set up on the model",
+        "call optimizer.setup(model) on what create_multi_node_optimizer returns",
+    )
+    expect(
+        all(r["lr"] is not None and abs(r["lr"] - 0.1) < 1e-9 for r in ranks),
+        f"with args.lr = 0.1 on {layout.size} ranks the optimizer starts at {ranks[0]['lr']}",
+        "start at args.lr, the single-worker rate: learning_rate_schedule (and --lr-rule) scales it up",
+    )
     weights = [r["weights"] for r in ranks]
-    expect(all(abs(w - weights[0]) <= 1e-5 * max(1.0, abs(weights[0])) for w in weights),
-           "after one update on different data the ranks' weights differ", "the allreduce must average the gradients")
-    passed(f"make_optimizer: a multi-node optimizer at args.lr; after an update on different data all {layout.size} "
-           "ranks hold the same weights")
+    expect(
+        all(abs(w - weights[0]) <= 1e-5 * max(1.0, abs(weights[0])) for w in weights),
+        "after one update on different data the ranks' weights differ",
+        "the allreduce must average the gradients",
+    )
+    passed(
+        f"make_optimizer: a multi-node optimizer at args.lr; after an update on different data all {layout.size} "
+        "ranks hold the same weights"
+    )
 
 
 def trainer(build_trainer, nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot") -> None:
     __tracebackhide__ = True
     layout = Layout(nodes, ranks_per_node, map_by)
     ranks = _part(build_trainer, "trainer", layout)
-    expect(all(r["updater"] == "StandardUpdater" for r in ranks), f"the updater is a {ranks[0]['updater']}",
-           "ChainerMN uses the usual StandardUpdater: the multi-node optimizer does the communication")
-    expect(all(r["evaluators"] == 1 for r in ranks), "every rank needs one Evaluator",
-           "extensions.Evaluator(test_iter, model, device=device), wrapped for ChainerMN")
+    expect(
+        all(r["updater"] == "StandardUpdater" for r in ranks),
+        f"the updater is a {ranks[0]['updater']}",
+        "ChainerMN uses the usual StandardUpdater: the multi-node optimizer does the communication",
+    )
+    expect(
+        all(r["evaluators"] == 1 for r in ranks),
+        "every rank needs one Evaluator",
+        "extensions.Evaluator(test_iter, model, device=device), wrapped for ChainerMN",
+    )
     first = ranks[0]["evaluation"]
-    expect(all(r["evaluation"].keys() == first.keys()
-               and all(abs(r["evaluation"][k] - first[k]) <= 1e-6 * max(1.0, abs(first[k])) for k in first)
-               for r in ranks),
-           "the ranks evaluate only their own test part and report different results",
-           "chainermn.create_multi_node_evaluator(evaluator, comm) averages them over the ranks")
+    expect(
+        all(
+            r["evaluation"].keys() == first.keys()
+            and all(
+                abs(r["evaluation"][k] - first[k]) <= 1e-6 * max(1.0, abs(first[k])) for k in first
+            )
+            for r in ranks
+        ),
+        "the ranks evaluate only their own test part and report different results",
+        "chainermn.create_multi_node_evaluator(evaluator, comm) averages them over the ranks",
+    )
     moved = BATCH * layout.size
-    expect(all(r["throughput_images"] == moved for r in ranks),
-           f"Throughput counts {ranks[0]['throughput_images']} images per step; {layout.size} ranks x {BATCH} move "
-           f"{moved}",
-           "course.Throughput(args.batchsize, comm=comm): the communicator knows how many ranks the job has")
+    expect(
+        all(r["throughput_images"] == moved for r in ranks),
+        f"Throughput counts {ranks[0]['throughput_images']} images per step; {layout.size} ranks x {BATCH} move "
+        f"{moved}",
+        "course.Throughput(args.batchsize, comm=comm): the communicator knows how many ranks the job has",
+    )
     reports = [{"LogReport", "PrintReport"} & set(r["extensions"]) for r in ranks]
-    expect(reports[0] == {"LogReport", "PrintReport"}, "rank 0 has no LogReport and PrintReport",
-           "add them on rank 0: the log should hold one table")
+    expect(
+        reports[0] == {"LogReport", "PrintReport"},
+        "rank 0 has no LogReport and PrintReport",
+        "add them on rank 0: the log should hold one table",
+    )
     others = [rank for rank, found in enumerate(reports) if rank and found]
     if others:
-        fail(f"rank {others[0]} also reports ({', '.join(sorted(reports[others[0]]))}), so every line would be "
-             "printed once per rank", "add LogReport and PrintReport only when comm.rank == 0")
-    expect(all(r["out"] for r in ranks), "the trainer writes to another folder than args.out", "out=args.out")
-    passed(f"build_trainer: StandardUpdater, a multi-node Evaluator (the same result on all {layout.size} ranks), "
-           "Throughput over all ranks, LogReport and PrintReport on rank 0 only")
+        fail(
+            f"rank {others[0]} also reports ({', '.join(sorted(reports[others[0]]))}), so every line would be "
+            "printed once per rank",
+            "add LogReport and PrintReport only when comm.rank == 0",
+        )
+    expect(
+        all(r["out"] for r in ranks),
+        "the trainer writes to another folder than args.out",
+        "out=args.out",
+    )
+    passed(
+        f"build_trainer: StandardUpdater, a multi-node Evaluator (the same result on all {layout.size} ranks), "
+        "Throughput over all ranks, LogReport and PrintReport on rank 0 only"
+    )
 
 
 def _rates_used(extension, base_lr: float, updates: int) -> list[float]:
@@ -300,27 +438,39 @@ def _rates_used(extension, base_lr: float, updates: int) -> list[float]:
     optimizer = chainer.optimizers.MomentumSGD(base_lr)
     optimizer.setup(model)
     used: list[float] = []
-    optimizer.add_hook(lambda opt: used.append(float(opt.lr)), name="record_lr")  # runs inside each update
+    optimizer.add_hook(
+        lambda opt: used.append(float(opt.lr)), name="record_lr"
+    )  # runs inside each update
     iterator = chainer.iterators.SerialIterator(labelled_dataset(8, size=4), 4)
-    trainer = training.Trainer(training.updaters.StandardUpdater(iterator, optimizer), (updates, "iteration"),
-                               out=tempfile.mkdtemp(prefix="course-check-"))
+    trainer = training.Trainer(
+        training.updaters.StandardUpdater(iterator, optimizer),
+        (updates, "iteration"),
+        out=tempfile.mkdtemp(prefix="course-check-"),
+    )
     trainer.extend(extension, name="learning_rate_schedule")
     trainer.run(show_loop_exception_msg=False)
     return used
 
 
-def learning_rate_schedule(schedule, base_lr: float = 0.1, n_workers: int = 4, warmup_iterations: int = 8) -> None:
+def learning_rate_schedule(
+    schedule, base_lr: float = 0.1, n_workers: int = 4, warmup_iterations: int = 8
+) -> None:
     """The rates the optimizer really uses: base_lr at the first update, n_workers x base_lr after the warm-up."""
     __tracebackhide__ = True
     import chainer
 
     extension = call(schedule, base_lr, n_workers, warmup_iterations)
-    expect(isinstance(extension, chainer.training.Extension) or callable(extension),
-           f"learning_rate_schedule returned {type(extension).__name__}, not a trainer extension",
-           "return extensions.LinearShift('lr', (first, last), (0, warmup_iterations))")
+    expect(
+        isinstance(extension, chainer.training.Extension) or callable(extension),
+        f"learning_rate_schedule returned {type(extension).__name__}, not a trainer extension",
+        "return extensions.LinearShift('lr', (first, last), (0, warmup_iterations))",
+    )
     updates = warmup_iterations + 4
     used = _rates_used(extension, base_lr, updates)
-    ramp = [base_lr * (1 + (n_workers - 1) * min(t, warmup_iterations) / warmup_iterations) for t in range(updates)]
+    ramp = [
+        base_lr * (1 + (n_workers - 1) * min(t, warmup_iterations) / warmup_iterations)
+        for t in range(updates)
+    ]
     shown = ", ".join(f"{r:.3g}" for r in used)
     target = base_lr * n_workers
 
@@ -328,26 +478,51 @@ def learning_rate_schedule(schedule, base_lr: float = 0.1, n_workers: int = 4, w
         return abs(a - b) <= 1e-6 * max(1.0, abs(b))
 
     expect(len(used) == updates, f"{len(used)} updates ran instead of {updates}")
-    expect(close(used[-1], target) or not close(used[-1], base_lr),
-           f"with {n_workers} workers the rate stays at the single-worker rate {base_lr} (rates used: {shown}): "
-           "no scaling", f"the linear scaling rule: end at base_lr x n_workers = {target:g}")
-    expect(close(used[-1], target), f"after the warm-up the rate is {used[-1]:.3g}, not base_lr x n_workers = "
-           f"{target:g} (rates used: {shown})", "end the ramp at base_lr * n_workers")
-    expect(close(used[0], base_lr), f"the first update used the rate {used[0]:.3g}, not the single-worker rate "
-           f"{base_lr} (rates used: {shown}): no warm-up, so the first updates of a large batch take too large "
-           "steps", "start the ramp at base_lr: LinearShift('lr', (base_lr, base_lr * n_workers), "
-           "(0, warmup_iterations))")
-    expect(all(close(a, b) for a, b in zip(used, ramp)),
-           f"the rates used were {shown}; a linear ramp over {warmup_iterations} updates gives "
-           f"{', '.join(f'{r:.3g}' for r in ramp)}", "grow the rate linearly over warmup_iterations updates")
-    passed(f"learning_rate_schedule: the rate ramps linearly from {base_lr} to {target:g} over {warmup_iterations} "
-           f"updates, then stays ({shown})")
+    expect(
+        close(used[-1], target) or not close(used[-1], base_lr),
+        f"with {n_workers} workers the rate stays at the single-worker rate {base_lr} (rates used: {shown}): "
+        "no scaling",
+        f"the linear scaling rule: end at base_lr x n_workers = {target:g}",
+    )
+    expect(
+        close(used[-1], target),
+        f"after the warm-up the rate is {used[-1]:.3g}, not base_lr x n_workers = "
+        f"{target:g} (rates used: {shown})",
+        "end the ramp at base_lr * n_workers",
+    )
+    expect(
+        close(used[0], base_lr),
+        f"the first update used the rate {used[0]:.3g}, not the single-worker rate "
+        f"{base_lr} (rates used: {shown}): no warm-up, so the first updates of a large batch take too large "
+        "steps",
+        "start the ramp at base_lr: LinearShift('lr', (base_lr, base_lr * n_workers), "
+        "(0, warmup_iterations))",
+    )
+    expect(
+        all(close(a, b) for a, b in zip(used, ramp)),
+        f"the rates used were {shown}; a linear ramp over {warmup_iterations} updates gives "
+        f"{', '.join(f'{r:.3g}' for r in ramp)}",
+        "grow the rate linearly over warmup_iterations updates",
+    )
+    passed(
+        f"learning_rate_schedule: the rate ramps linearly from {base_lr} to {target:g} over {warmup_iterations} "
+        f"updates, then stays ({shown})"
+    )
 
 
 # Sites unlike the course's own, so that lines copied from the job script's defaults do not pass.
-_OTHER_SITES = (("pbs-gpu", "h-regular", "gt00", 2, 2, "00:20:00"),  # the seed hands-on's machine, 2 nodes x 2 GPUs
-                ("no-queue", None, None, 4, 1, "01:30:00"),
-                ("queue-only", "short", None, 1, 8, "00:05:00"))
+_OTHER_SITES = (
+    (
+        "pbs-gpu",
+        "h-regular",
+        "gt00",
+        2,
+        2,
+        "00:20:00",
+    ),  # the seed hands-on's machine, 2 nodes x 2 GPUs
+    ("no-queue", None, None, 4, 1, "01:30:00"),
+    ("queue-only", "short", None, 1, 8, "00:05:00"),
+)
 
 
 def resource_request(function, cases=_OTHER_SITES, folder: Path = Path(".")) -> None:
@@ -358,15 +533,23 @@ def resource_request(function, cases=_OTHER_SITES, folder: Path = Path(".")) -> 
     from course.errors import CourseError
     from course.notebook import directives
 
-    sites = [(directives.Site(name, queue, group), nodes, ranks, walltime)
-             for name, queue, group, nodes, ranks, walltime in cases]
+    sites = [
+        (directives.Site(name, queue, group), nodes, ranks, walltime)
+        for name, queue, group, nodes, ranks, walltime in cases
+    ]
     if (Path(folder) / "jobs" / siteenv.FILE).is_file():
-        sites.insert(0, (directives.applied_site(folder), *directives.request_shape(folder), "00:15:00"))
+        sites.insert(
+            0, (directives.applied_site(folder), *directives.request_shape(folder), "00:15:00")
+        )
     for site, nodes, ranks, walltime in sites:
         lines = call(function, site, nodes, ranks, walltime)
         try:
             directives.check(lines, site, nodes, ranks, walltime)
         except CourseError as e:
-            fail(f"for {site!r}, {nodes} node(s) x {ranks} rank(s), {walltime}: {e.message}", e.hint)
-    passed(f"resource_request: the right #PBS lines for {len(sites)} sites and shapes, "
-           f"e.g. {' | '.join(call(function, *sites[0]))}")
+            fail(
+                f"for {site!r}, {nodes} node(s) x {ranks} rank(s), {walltime}: {e.message}", e.hint
+            )
+    passed(
+        f"resource_request: the right #PBS lines for {len(sites)} sites and shapes, "
+        f"e.g. {' | '.join(call(function, *sites[0]))}"
+    )

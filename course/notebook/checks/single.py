@@ -1,4 +1,5 @@
 """Checks of stage 1 (one device): the iterators, the model and optimizer, the trainer."""
+
 from __future__ import annotations
 
 import contextlib
@@ -24,74 +25,131 @@ def iterators(make_iterators, n_train: int = 40, n_test: int = 20, batchsize: in
     __tracebackhide__ = True
     train, test = labelled_dataset(n_train), labelled_dataset(n_test, seed=1)
     result = call(make_iterators, train, test, batchsize)
-    expect(isinstance(result, tuple) and len(result) == 2,
-           f"make_iterators returned {type(result).__name__}, not the pair (train_iter, test_iter)")
+    expect(
+        isinstance(result, tuple) and len(result) == 2,
+        f"make_iterators returned {type(result).__name__}, not the pair (train_iter, test_iter)",
+    )
     train_iter, test_iter = result
     for name, it in (("train_iter", train_iter), ("test_iter", test_iter)):
-        expect(isinstance(it, chainer.dataset.Iterator), f"{name} is a {type(it).__name__}, not a Chainer iterator",
-               "use chainer.iterators.SerialIterator")
-    expect(train_iter.batch_size == batchsize,
-           f"the training iterator draws {train_iter.batch_size} examples per step, not batchsize={batchsize}")
+        expect(
+            isinstance(it, chainer.dataset.Iterator),
+            f"{name} is a {type(it).__name__}, not a Chainer iterator",
+            "use chainer.iterators.SerialIterator",
+        )
+    expect(
+        train_iter.batch_size == batchsize,
+        f"the training iterator draws {train_iter.batch_size} examples per step, not batchsize={batchsize}",
+    )
     seen = []
     for _ in range(n_train // batchsize + 2):
         seen += _ids(train_iter.next())
         if train_iter.is_new_epoch:
             break
-    expect(sorted(seen) == list(range(n_train)),
-           "one epoch of the training iterator should visit every training example exactly once",
-           "iterate over `train`, not over a part of it")
-    expect(seen != sorted(seen), "the training iterator returns the examples in their stored order",
-           "shuffle the training data (SerialIterator shuffles unless shuffle=False)")
+    expect(
+        sorted(seen) == list(range(n_train)),
+        "one epoch of the training iterator should visit every training example exactly once",
+        "iterate over `train`, not over a part of it",
+    )
+    expect(
+        seen != sorted(seen),
+        "the training iterator returns the examples in their stored order",
+        "shuffle the training data (SerialIterator shuffles unless shuffle=False)",
+    )
     try:
         train_iter.next()
     except StopIteration:
-        expect(False, "the training iterator stops after one epoch", "it must repeat (repeat=True, the default)")
+        expect(
+            False,
+            "the training iterator stops after one epoch",
+            "it must repeat (repeat=True, the default)",
+        )
     batches = list(itertools.islice(iter(test_iter), n_test // batchsize + 3))
-    expect(len(batches) <= -(-n_test // batchsize),
-           "the test iterator does not stop after one pass, so evaluation would never end",
-           "make it SerialIterator(test, batchsize, repeat=False, shuffle=False)")
+    expect(
+        len(batches) <= -(-n_test // batchsize),
+        "the test iterator does not stop after one pass, so evaluation would never end",
+        "make it SerialIterator(test, batchsize, repeat=False, shuffle=False)",
+    )
     tested = [i for batch in batches for i in _ids(batch)]
-    expect(sorted(tested) == list(range(n_test)), "one pass of the test iterator should see every test example once")
-    passed(f"make_iterators: training batches of {batchsize}, shuffled and repeating; the test iterator makes "
-           "one pass over the test set")
+    expect(
+        sorted(tested) == list(range(n_test)),
+        "one pass of the test iterator should see every test example once",
+    )
+    passed(
+        f"make_iterators: training batches of {batchsize}, shuffled and repeating; the test iterator makes "
+        "one pass over the test set"
+    )
 
 
-def model_and_optimizer(make_model_and_optimizer, model_name: str = "vgg", width: int = 4, lr: float = 0.02) -> None:
+def model_and_optimizer(
+    make_model_and_optimizer, model_name: str = "vgg", width: int = 4, lr: float = 0.02
+) -> None:
     __tracebackhide__ = True
     args = small_args(model=model_name, width=width, lr=lr)
     device = chainer.get_device("@numpy")
     result = call(make_model_and_optimizer, args, device)
-    expect(isinstance(result, tuple) and len(result) == 2,
-           f"make_model_and_optimizer returned {type(result).__name__}, not the pair (model, optimizer)")
+    expect(
+        isinstance(result, tuple) and len(result) == 2,
+        f"make_model_and_optimizer returned {type(result).__name__}, not the pair (model, optimizer)",
+    )
     model, optimizer = result
-    expect(isinstance(model, chainer.Link), f"model is a {type(model).__name__}, not a Chainer link")
-    expect(isinstance(optimizer, chainer.Optimizer), f"optimizer is a {type(optimizer).__name__}, not an optimizer",
-           "e.g. chainer.optimizers.MomentumSGD(args.lr)")
-    expect(optimizer.target is model, "the optimizer is not set up on the model", "call optimizer.setup(model)")
-    expect(getattr(optimizer, "lr", None) == lr, f"the optimizer's learning rate is {getattr(optimizer, 'lr', None)}, "
-           f"not args.lr ({lr})", "pass args.lr to the optimizer")
+    expect(
+        isinstance(model, chainer.Link), f"model is a {type(model).__name__}, not a Chainer link"
+    )
+    expect(
+        isinstance(optimizer, chainer.Optimizer),
+        f"optimizer is a {type(optimizer).__name__}, not an optimizer",
+        "e.g. chainer.optimizers.MomentumSGD(args.lr)",
+    )
+    expect(
+        optimizer.target is model,
+        "the optimizer is not set up on the model",
+        "call optimizer.setup(model)",
+    )
+    expect(
+        getattr(optimizer, "lr", None) == lr,
+        f"the optimizer's learning rate is {getattr(optimizer, 'lr', None)}, not args.lr ({lr})",
+        "pass args.lr to the optimizer",
+    )
     predictor = getattr(model, "predictor", None)
-    expect(isinstance(model, L.Classifier) and isinstance(predictor, models.MODELS[model_name]),
-           "the model should be L.Classifier around the network course.models.build(args.model, width=args.width)",
-           "L.Classifier adds the softmax cross-entropy loss and the accuracy the trainer reports")
-    expect(model.device == device, f"the model is on {model.device}, not on {device}", "call model.to_device(device)")
+    expect(
+        isinstance(model, L.Classifier) and isinstance(predictor, models.MODELS[model_name]),
+        "the model should be L.Classifier around the network course.models.build(args.model, width=args.width)",
+        "L.Classifier adds the softmax cross-entropy loss and the accuracy the trainer reports",
+    )
+    expect(
+        model.device == device,
+        f"the model is on {model.device}, not on {device}",
+        "call model.to_device(device)",
+    )
     x, t = chainer.dataset.concat_examples(labelled_dataset(16))
-    before = {name: param.array.copy() for name, param in model.namedparams() if param.array is not None}
+    before = {
+        name: param.array.copy() for name, param in model.namedparams() if param.array is not None
+    }
     optimizer.update(model, x, t)
     loss = float(model.loss.array)
-    changed = sum(not np.array_equal(before[name], param.array) for name, param in model.namedparams()
-                  if name in before)
-    expect(np.isfinite(loss) and changed == len(before) > 0,
-           f"one update changed {changed} of the model's {len(before)} initialised parameters",
-           "the optimizer must be set up on this model: optimizer.setup(model)")
+    changed = sum(
+        not np.array_equal(before[name], param.array)
+        for name, param in model.namedparams()
+        if name in before
+    )
+    expect(
+        np.isfinite(loss) and changed == len(before) > 0,
+        f"one update changed {changed} of the model's {len(before)} initialised parameters",
+        "the optimizer must be set up on this model: optimizer.setup(model)",
+    )
     reference = models.build(model_name, width=width)
     with chainer.using_config("train", False):
         reference(x[:1])  # sizes its lazily initialised layers
-    expect(models.count_parameters(predictor) == models.count_parameters(reference),
-           f"the network has {models.count_parameters(predictor)} parameters; course.models.build({model_name!r}, "
-           f"width={width}) has {models.count_parameters(reference)}", "use args.model and args.width")
-    passed(f"make_model_and_optimizer: {type(predictor).__name__} (width {width}) in L.Classifier on {device}, "
-           f"{type(optimizer).__name__} at lr {lr}; an update moves every weight (loss {loss:.2f})")
+    expect(
+        models.count_parameters(predictor) == models.count_parameters(reference),
+        f"the network has {models.count_parameters(predictor)} parameters; course.models.build({model_name!r}, "
+        f"width={width}) has {models.count_parameters(reference)}",
+        "use args.model and args.width",
+    )
+    passed(
+        f"make_model_and_optimizer: {type(predictor).__name__} (width {width}) in L.Classifier on {device}, "
+        f"{type(optimizer).__name__} at lr {lr}; an update moves every weight (loss {loss:.2f})"
+    )
 
 
 def extensions_of(trainer) -> dict:
@@ -115,41 +173,66 @@ def trainer(build_trainer, epochs: int = 2, batchsize: int = 8) -> None:
     train_iter = chainer.iterators.SerialIterator(train, batchsize)
     test_iter = chainer.iterators.SerialIterator(test, batchsize, repeat=False, shuffle=False)
     built = call(build_trainer, args, train_iter, test_iter, model, optimizer, device)
-    expect(isinstance(built, training.Trainer), f"build_trainer returned {type(built).__name__}, not a Trainer")
+    expect(
+        isinstance(built, training.Trainer),
+        f"build_trainer returned {type(built).__name__}, not a Trainer",
+    )
     updater = built.updater
-    expect(isinstance(updater, training.updaters.StandardUpdater) and updater.get_iterator("main") is train_iter
-           and updater.get_optimizer("main") is optimizer,
-           "the trainer's updater should be a StandardUpdater of train_iter and optimizer",
-           "training.updaters.StandardUpdater(train_iter, optimizer, device=device)")
+    expect(
+        isinstance(updater, training.updaters.StandardUpdater)
+        and updater.get_iterator("main") is train_iter
+        and updater.get_optimizer("main") is optimizer,
+        "the trainer's updater should be a StandardUpdater of train_iter and optimizer",
+        "training.updaters.StandardUpdater(train_iter, optimizer, device=device)",
+    )
     stop = built.stop_trigger
-    expect((getattr(stop, "period", None), getattr(stop, "unit", None)) == (epochs, "epoch"),
-           f"the trainer stops after {getattr(stop, 'period', '?')} {getattr(stop, 'unit', '?')}(s), not args.epoch "
-           f"({epochs}) epochs", "training.Trainer(updater, (args.epoch, 'epoch'), out=args.out)")
-    expect(built.out == args.out, "the trainer writes to another folder than args.out",
-           "pass out=args.out: the results file goes there")
+    expect(
+        (getattr(stop, "period", None), getattr(stop, "unit", None)) == (epochs, "epoch"),
+        f"the trainer stops after {getattr(stop, 'period', '?')} {getattr(stop, 'unit', '?')}(s), not args.epoch "
+        f"({epochs}) epochs",
+        "training.Trainer(updater, (args.epoch, 'epoch'), out=args.out)",
+    )
+    expect(
+        built.out == args.out,
+        "the trainer writes to another folder than args.out",
+        "pass out=args.out: the results file goes there",
+    )
     evaluators = of_type(built, extensions.Evaluator)
-    expect(len(evaluators) == 1 and evaluators[0].get_iterator("main") is test_iter,
-           "the trainer needs one Evaluator on test_iter",
-           "trainer.extend(extensions.Evaluator(test_iter, model, device=device))")
+    expect(
+        len(evaluators) == 1 and evaluators[0].get_iterator("main") is test_iter,
+        "the trainer needs one Evaluator on test_iter",
+        "trainer.extend(extensions.Evaluator(test_iter, model, device=device))",
+    )
     meters = of_type(built, Throughput)
-    expect(len(meters) == 1, "the trainer has no course.Throughput",
-           "trainer.extend(course.Throughput(args.batchsize, warmup=args.warmup))")
-    expect(meters[0].images_per_iteration == batchsize,
-           f"Throughput counts {meters[0].images_per_iteration} images per step; one device draws {batchsize}",
-           "one device is one worker: course.Throughput(args.batchsize, ...)")
-    expect(of_type(built, extensions.LogReport) and of_type(built, extensions.PrintReport),
-           "the trainer needs a LogReport and a PrintReport", "the job log shows the PrintReport table per epoch")
+    expect(
+        len(meters) == 1,
+        "the trainer has no course.Throughput",
+        "trainer.extend(course.Throughput(args.batchsize, warmup=args.warmup))",
+    )
+    expect(
+        meters[0].images_per_iteration == batchsize,
+        f"Throughput counts {meters[0].images_per_iteration} images per step; one device draws {batchsize}",
+        "one device is one worker: course.Throughput(args.batchsize, ...)",
+    )
+    expect(
+        of_type(built, extensions.LogReport) and of_type(built, extensions.PrintReport),
+        "the trainer needs a LogReport and a PrintReport",
+        "the job log shows the PrintReport table per epoch",
+    )
     for report in of_type(built, extensions.PrintReport):
         report._out = io.StringIO()  # it holds on to sys.stdout from when it was made
     with contextlib.redirect_stdout(io.StringIO()):
         call(built.run)
     log = of_type(built, extensions.LogReport)[0].log
-    expect(len(log) == epochs and all(k in log[-1] for k in ("main/loss", "validation/main/accuracy")),
-           f"after {epochs} epochs the log has {len(log)} entries with {sorted(log[-1]) if log else []}",
-           "LogReport() with its default (1, 'epoch') trigger; the Evaluator reports validation/main/*")
-    passed(f"build_trainer: StandardUpdater, {epochs} epochs, Evaluator, Throughput, LogReport and PrintReport; "
-           f"it trained {len(log)} epochs on a small set (loss {log[-1]['main/loss']:.2f})")
-
+    expect(
+        len(log) == epochs and all(k in log[-1] for k in ("main/loss", "validation/main/accuracy")),
+        f"after {epochs} epochs the log has {len(log)} entries with {sorted(log[-1]) if log else []}",
+        "LogReport() with its default (1, 'epoch') trigger; the Evaluator reports validation/main/*",
+    )
+    passed(
+        f"build_trainer: StandardUpdater, {epochs} epochs, Evaluator, Throughput, LogReport and PrintReport; "
+        f"it trained {len(log)} epochs on a small set (loss {log[-1]['main/loss']:.2f})"
+    )
 
 
 def _tiny_trainer(out: str, epochs: int, batchsize: int, seed: int = 0) -> training.Trainer:
@@ -159,10 +242,15 @@ def _tiny_trainer(out: str, epochs: int, batchsize: int, seed: int = 0) -> train
     model = L.Classifier(models.build("vgg", width=4))
     optimizer = chainer.optimizers.MomentumSGD(0.05)
     optimizer.setup(model)
-    updater = training.updaters.StandardUpdater(chainer.iterators.SerialIterator(train, batchsize), optimizer)
+    updater = training.updaters.StandardUpdater(
+        chainer.iterators.SerialIterator(train, batchsize), optimizer
+    )
     built = training.Trainer(updater, (epochs, "epoch"), out=out)
-    built.extend(extensions.Evaluator(chainer.iterators.SerialIterator(test, batchsize, repeat=False,
-                                                                       shuffle=False), model))
+    built.extend(
+        extensions.Evaluator(
+            chainer.iterators.SerialIterator(test, batchsize, repeat=False, shuffle=False), model
+        )
+    )
     built.extend(extensions.LogReport())
     return built
 
@@ -170,7 +258,10 @@ def _tiny_trainer(out: str, epochs: int, batchsize: int, seed: int = 0) -> train
 def _train(built: training.Trainer) -> dict:
     with contextlib.redirect_stdout(io.StringIO()):
         call(built.run)
-    return {name: param.array.copy() for name, param in built.updater.get_optimizer("main").target.namedparams()}
+    return {
+        name: param.array.copy()
+        for name, param in built.updater.get_optimizer("main").target.namedparams()
+    }
 
 
 def snapshots(add_snapshots, epochs: int = 3, batchsize: int = 4) -> None:
@@ -186,43 +277,73 @@ def snapshots(add_snapshots, epochs: int = 3, batchsize: int = 4) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         whole = _tiny_trainer(f"{tmp}/whole", epochs, batchsize)
         call(add_snapshots, whole)
-        found = [(entry.extension, entry.trigger) for entry in whole._extensions.values()
-                 if isinstance(entry.extension, _snapshot._Snapshot)]
-        expect(len(found) == 1, f"add_snapshots added {len(found)} snapshot extensions; one is needed",
-               "trainer.extend(extensions.snapshot(...), trigger=(1, 'epoch'))")
+        found = [
+            (entry.extension, entry.trigger)
+            for entry in whole._extensions.values()
+            if isinstance(entry.extension, _snapshot._Snapshot)
+        ]
+        expect(
+            len(found) == 1,
+            f"add_snapshots added {len(found)} snapshot extensions; one is needed",
+            "trainer.extend(extensions.snapshot(...), trigger=(1, 'epoch'))",
+        )
         snapshot, trigger = found[0]
-        expect(snapshot._target is None,
-               "the snapshot saves one object, not the trainer: a resumed run would lose the optimizer's momentum, "
-               "the iterator's place in the epoch and the log", "extensions.snapshot(...) saves the whole trainer")
-        expect(snapshot.filename == "snapshot_iter_{.updater.iteration}",
-               f"the snapshots are named {snapshot.filename!r}; the next job looks for snapshot_iter_<iteration>",
-               "keep the default filename of extensions.snapshot")
-        expect(snapshot.n_retains >= 1, "every snapshot is kept, so a long run fills the disk",
-               "keep the newest few: extensions.snapshot(n_retains=2)")
-        expect((getattr(trigger, "period", None), getattr(trigger, "unit", None)) == (1, "epoch"),
-               f"the snapshot runs every {getattr(trigger, 'period', '?')} {getattr(trigger, 'unit', '?')}(s); "
-               "take one at every epoch end", "trigger=(1, 'epoch')")
-        checkpoint.attach(whole, add=False)  # as the job does: the random generators go into the snapshots
+        expect(
+            snapshot._target is None,
+            "the snapshot saves one object, not the trainer: a resumed run would lose the optimizer's momentum, "
+            "the iterator's place in the epoch and the log",
+            "extensions.snapshot(...) saves the whole trainer",
+        )
+        expect(
+            snapshot.filename == "snapshot_iter_{.updater.iteration}",
+            f"the snapshots are named {snapshot.filename!r}; the next job looks for snapshot_iter_<iteration>",
+            "keep the default filename of extensions.snapshot",
+        )
+        expect(
+            snapshot.n_retains >= 1,
+            "every snapshot is kept, so a long run fills the disk",
+            "keep the newest few: extensions.snapshot(n_retains=2)",
+        )
+        expect(
+            (getattr(trigger, "period", None), getattr(trigger, "unit", None)) == (1, "epoch"),
+            f"the snapshot runs every {getattr(trigger, 'period', '?')} {getattr(trigger, 'unit', '?')}(s); "
+            "take one at every epoch end",
+            "trigger=(1, 'epoch')",
+        )
+        checkpoint.attach(
+            whole, add=False
+        )  # as the job does: the random generators go into the snapshots
         expected = _train(whole)
         written = checkpoint.snapshot_files(f"{tmp}/whole")
-        expect(0 < len(written) <= snapshot.n_retains,
-               f"after {epochs} epochs the run folder holds {len(written)} snapshots (n_retains={snapshot.n_retains})")
+        expect(
+            0 < len(written) <= snapshot.n_retains,
+            f"after {epochs} epochs the run folder holds {len(written)} snapshots (n_retains={snapshot.n_retains})",
+        )
 
         stopped = _tiny_trainer(f"{tmp}/resumed", epochs - 1, batchsize)
         call(add_snapshots, stopped)
         checkpoint.attach(stopped, add=False)
         _train(stopped)
-        resumed = _tiny_trainer(f"{tmp}/resumed", epochs, batchsize, seed=99)  # other weights until it loads
+        resumed = _tiny_trainer(
+            f"{tmp}/resumed", epochs, batchsize, seed=99
+        )  # other weights until it loads
         call(add_snapshots, resumed)
         checkpoint.attach(resumed, add=False)
         at = checkpoint.resume(resumed)
-        expect(at == stopped.updater.iteration,
-               f"the resumed trainer starts at iteration {at}, not at {stopped.updater.iteration} where the "
-               "snapshot was taken")
+        expect(
+            at == stopped.updater.iteration,
+            f"the resumed trainer starts at iteration {at}, not at {stopped.updater.iteration} where the "
+            "snapshot was taken",
+        )
         got = _train(resumed)
         differ = [name for name in expected if not np.array_equal(expected[name], got[name])]
-        expect(not differ, f"resumed from its snapshot, the run ends with other weights ({differ[:2]}) than the "
-                           "run that was never stopped")
-    passed(f"add_snapshots: the whole trainer at every epoch end, the newest {snapshot.n_retains} kept; a run "
-           f"stopped after {epochs - 1} epochs and resumed from its snapshot ended with the same weights as a "
-           f"{epochs}-epoch run that was never stopped")
+        expect(
+            not differ,
+            f"resumed from its snapshot, the run ends with other weights ({differ[:2]}) than the "
+            "run that was never stopped",
+        )
+    passed(
+        f"add_snapshots: the whole trainer at every epoch end, the newest {snapshot.n_retains} kept; a run "
+        f"stopped after {epochs - 1} epochs and resumed from its snapshot ended with the same weights as a "
+        f"{epochs}-epoch run that was never stopped"
+    )

@@ -1,4 +1,5 @@
 """The networks the course trains. Pick one by name: ``course.models.build("vgg", width=16)``."""
+
 from __future__ import annotations
 
 import chainer

@@ -1,4 +1,5 @@
 """A ResNet-style CIFAR-10 network (He et al., 2016): three stages of basic residual blocks."""
+
 from __future__ import annotations
 
 import chainer
@@ -19,7 +20,9 @@ class BasicBlock(chainer.Chain):
             self.bn2 = L.BatchNormalization(out_channels)
             # A 1x1 projection where the shape changes, the identity elsewhere.
             self.shortcut = (
-                L.Convolution2D(None, out_channels, 1, stride=stride, nobias=True) if project else None
+                L.Convolution2D(None, out_channels, 1, stride=stride, nobias=True)
+                if project
+                else None
             )
 
     def forward(self, x):

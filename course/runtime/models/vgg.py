@@ -1,4 +1,5 @@
 """A VGG-style CIFAR-10 network (Simonyan and Zisserman, 2015), with batch normalisation."""
+
 from __future__ import annotations
 
 import chainer
@@ -34,10 +35,12 @@ class VGG(chainer.Chain):
         super().__init__()
         self.dropout = dropout
         with self.init_scope():
-            self.blocks = chainer.ChainList(*[
-                chainer.Sequential(*[ConvBN(scale * width) for _ in range(n_conv)])
-                for scale, n_conv in self.BLOCKS
-            ])
+            self.blocks = chainer.ChainList(
+                *[
+                    chainer.Sequential(*[ConvBN(scale * width) for _ in range(n_conv)])
+                    for scale, n_conv in self.BLOCKS
+                ]
+            )
             self.fc1 = L.Linear(None, 8 * width, nobias=True)
             self.bn1 = L.BatchNormalization(8 * width)
             self.fc2 = L.Linear(None, n_class)
