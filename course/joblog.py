@@ -215,10 +215,13 @@ def rank_places(text: str) -> list[RankPlace]:
     """Every rank line of a log, in order."""
     return [
         RankPlace(
-            **{
-                key: value if key in ("host", "device") else int(value)
-                for key, value in m.groupdict().items()
-            }
+            rank=int(m["rank"]),
+            size=int(m["size"]),
+            host=m["host"],
+            intra_rank=int(m["intra_rank"]),
+            inter_rank=int(m["inter_rank"]),
+            device=m["device"],
+            train_examples=int(m["train_examples"]),
         )
         for m in _RANK.finditer(text)
     ]

@@ -263,7 +263,10 @@ def _from_source(module: str, name: str, **names) -> object:
         "reduce": cupy.ReductionKernel,
         "raw": cupy.RawKernel,
     }
-    path = Path(importlib.util.find_spec(module).origin)
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise KernelError(f"{module} is not installed: install the gpu extra (make gpu)")
+    path = Path(spec.origin)
 
     def value(node: ast.expr):
         return eval(compile(ast.Expression(node), str(path), "eval"), {"__builtins__": {}}, names)
@@ -278,7 +281,7 @@ def _from_source(module: str, name: str, **names) -> object:
             continue
         try:
             args = [value(a) for a in node.args]
-            kwargs = {k.arg: value(k.value) for k in node.keywords}
+            kwargs = {k.arg: value(k.value) for k in node.keywords if k.arg is not None}
         except (NameError, AttributeError):
             continue  # built from variables that this call of _from_source does not give
         if name in args:
@@ -414,21 +417,29 @@ def probe_kernel() -> Kernel:
 
 def compile_all(archs: list[str]) -> dict:
     """{"nvrtc", "headers", "kernels": [{origin, name, compiled: {arch: seconds}, errors: {arch: log}}]}."""
+    compiled_kernels: list[dict] = []
     report = {
         "nvrtc": ".".join(map(str, nvrtc_version())),
         "headers": list(header_folders()),
-        "kernels": [],
+        "kernels": compiled_kernels,
     }
     for kernel in course_kernels():
-        entry = {"origin": kernel.origin, "name": kernel.name, "compiled": {}, "errors": {}}
+        compiled: dict[str, float] = {}
+        errors: dict[str, str] = {}
+        entry = {
+            "origin": kernel.origin,
+            "name": kernel.name,
+            "compiled": compiled,
+            "errors": errors,
+        }
         for arch in archs:
             started = time.perf_counter()
             try:
                 compile_kernel(kernel, arch)
-                entry["compiled"][arch] = round(time.perf_counter() - started, 2)
+                compiled[arch] = round(time.perf_counter() - started, 2)
             except KernelError as e:
-                entry["errors"][arch] = str(e)
-        report["kernels"].append(entry)
+                errors[arch] = str(e)
+        compiled_kernels.append(entry)
     return report
 
 

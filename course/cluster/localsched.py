@@ -28,7 +28,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -236,10 +236,10 @@ def check_request(request: pbs.Request) -> list[str]:
 
 def start(
     script: Path,
-    options: list[str] = (),
+    options: Sequence[str] = (),
     workdir: Path | None = None,
     environment: dict[str, str] | None = None,
-    resources: list[str] = (),
+    resources: Sequence[str] = (),
 ) -> LocalJob:
     """Submit `script` to the embedded scheduler; returns at once (use .wait()). `resources`: the site's
     own `-l` resource names, allowed besides PBS's."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 import difflib
 import re
 import shlex
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from course.errors import JobError
 
@@ -144,7 +145,7 @@ def parse_select(text: str, request: Request, extra: Collection[str] = ()) -> Re
         raise JobError(
             f"select={text}: the node count must come first", "e.g. -l select=2:mpiprocs=2"
         )
-    values = {"nodes": int(count)}
+    values: dict[str, Any] = {"nodes": int(count)}
     for resource in resources:
         key, _, value = resource.partition("=")
         if key not in CHUNK_RESOURCES and key not in extra:
@@ -162,7 +163,7 @@ def parse_nodes(text: str, request: Request) -> Request:
             f"nodes={text}: the node count must come first",
             "e.g. -l nodes=2:ppn=2, or PBS Pro's -l select=2:mpiprocs=2",
         )
-    values = {"nodes": int(count)}
+    values: dict[str, Any] = {"nodes": int(count)}
     for item in properties:
         key, equals, value = item.partition("=")
         if equals and key not in NODE_PROPERTIES:
@@ -192,7 +193,8 @@ def _apply_resource(item: str, request: Request, extra: Collection[str]) -> Requ
     if key == "walltime":
         return replace(request, walltime=parse_walltime(setting))
     if key in ("ngpus", "mpiprocs", "ncpus"):
-        return replace(request, **{key: _count(key, setting, item)})
+        counts: dict[str, Any] = {key: _count(key, setting, item)}
+        return replace(request, **counts)
     return request
 
 
@@ -262,7 +264,7 @@ def apply_options(
     return request
 
 
-def read_request(script: str, options: list[str] = (), extra: Collection[str] = ()) -> Request:
+def read_request(script: str, options: Sequence[str] = (), extra: Collection[str] = ()) -> Request:
     """The script's #PBS lines, then the command line's options, which win (as with qsub)."""
     request = Request()
     for line in directive_lines(script):

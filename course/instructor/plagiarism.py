@@ -62,7 +62,9 @@ def _keys(folder: Path) -> list[tuple[str, str, Path]]:
             if isinstance(job, dict) and job.get("id") and job.get("scheduler") in SCHEDULED
         }
         found += [("job id", key, path) for key in sorted(scheduled)]
-        job = record.get("job") if isinstance(record.get("job"), dict) else {}
+        job = record.get("job")
+        if not isinstance(job, dict):
+            job = {}
         if job.get("scheduler") in SCHEDULED and job.get("id"):
             found.append(
                 ("run folder", f"{path.parent.name} (job {job['scheduler']}:{job['id']})", path)

@@ -88,12 +88,11 @@ def measure(comm, sizes: list[int], budget: float) -> list[dict] | None:
             )
             if not comm.bcast(more, root=0):
                 break
-        times = np.asarray(times)
-        slowest = np.empty_like(times) if comm.rank == 0 else None
-        comm.Reduce(
-            times, slowest, op=MPI.MAX, root=0
-        )  # after the repeats: no traffic between them
-        if comm.rank == 0:
+        mine = np.asarray(times)
+        slowest = np.empty_like(mine) if comm.rank == 0 else None
+        # after the repeats: no traffic between them
+        comm.Reduce(mine, slowest, op=MPI.MAX, root=0)
+        if slowest is not None:
             measured.append({"bytes": nbytes, "repeats": len(times), "seconds": slowest.tolist()})
     return measured if comm.rank == 0 else None
 
@@ -116,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     measured = measure(comm, sorted(set(args.sizes)), args.budget)
     names = comm.gather(MPI.Get_processor_name(), root=0)
-    if comm.rank != 0:
+    if measured is None:  # not rank 0
         return 0
     job = hosts.detect()
     algorithm = os.environ.get("COURSE_ALLREDUCE") or allreduce.DEFAULT_ALGORITHM

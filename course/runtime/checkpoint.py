@@ -22,6 +22,7 @@ import random
 import re
 import time
 from pathlib import Path
+from typing import cast
 
 import chainer
 import numpy as np
@@ -73,6 +74,12 @@ _SNAPSHOT_NAME = re.compile(rf"^(?:snapshot_iter_|{MULTI_NODE_NAME}\.\d+\.)(\d+)
 def snapshot_files(folder: Path) -> list[Path]:
     """The complete snapshot files in a run folder (writers rename a finished file into place)."""
     return sorted(p for p in Path(folder).glob("*") if _SNAPSHOT_NAME.match(p.name) and p.is_file())
+
+
+def _snapshot_iteration(path: Path) -> int | None:
+    """The iteration a snapshot file was taken at, from its name."""
+    match = _SNAPSHOT_NAME.match(path.name)
+    return int(match.group(1)) if match else None
 
 
 def _unfinished(folder: Path, key: str) -> bool:
@@ -187,7 +194,8 @@ class ResumeState(chainer.training.Extension):
             self.current.update(snapshot_at=_now(), to_iteration=self.iteration())
             serializer("segments", json.dumps([*self.segments, self.current]))
             serializer("snapshot_seconds", json.dumps(self.snapshot_seconds))
-            keys, position, has_gauss, gauss = np.random.get_state()[1:]
+            generator = cast(tuple, np.random.get_state())  # the legacy tuple form
+            keys, position, has_gauss, gauss = generator[1:]
             serializer("numpy_keys", keys)
             serializer("numpy_rest", np.array([position, has_gauss, gauss], dtype=np.float64))
             version, words, gauss_next = random.getstate()
@@ -268,11 +276,7 @@ def resume(trainer, comm=None) -> int | None:
 def keep_last(trainer) -> list[Path]:
     """After a finished run: remove all but the final snapshot (the trained model); return what was removed."""
     final = trainer.updater.iteration
-    removed = [
-        f
-        for f in snapshot_files(trainer.out)
-        if int(_SNAPSHOT_NAME.match(f.name).group(1)) != final
-    ]
+    removed = [f for f in snapshot_files(trainer.out) if _snapshot_iteration(f) != final]
     for path in removed:
         path.unlink(missing_ok=True)
     return removed

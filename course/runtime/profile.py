@@ -19,6 +19,7 @@ from __future__ import annotations
 import socket
 import statistics
 import time
+from typing import Any
 
 import chainer
 import numpy
@@ -54,9 +55,8 @@ class StepProfile:
         self._open: str | None = None  # the phase whose NVTX range is open
         self._complete = 0  # steps with every cut seen
         optimizer = trainer.updater.get_optimizer("main")
-        actual, communicator = (
-            getattr(optimizer, name, None) for name in ("actual_optimizer", "communicator")
-        )
+        actual = getattr(optimizer, "actual_optimizer", None)
+        communicator: Any = getattr(optimizer, "communicator", None)
         if actual is None or not hasattr(communicator, "multi_node_mean_grad"):
             raise ValueError(
                 "--profile needs ChainerMN's multi-node optimizer (stage 3): "

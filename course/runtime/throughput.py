@@ -54,7 +54,7 @@ class Throughput(extension.Extension):
 
     trigger = 1, "iteration"
     priority = extension.PRIORITY_WRITER + 100  # before the Evaluator and LogReport
-    name = "Throughput"
+    name = "Throughput"  # type: ignore[assignment]  # Chainer declares it None
 
     def __init__(
         self,
