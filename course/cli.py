@@ -18,7 +18,7 @@ COMMANDS = {  # name: (module, what it does)
         "shell lines that make the gpu extra's CUDA libraries findable (eval their output)",
     ),
     "kernels": (
-        "course.kernels",
+        "course.diagnostics.kernels",
         "compile the course's CUDA kernels for P100 to H100 with NVRTC (no GPU needed)",
     ),
     "data": (

@@ -107,11 +107,11 @@ def _kernels() -> Check:
     """Compile one CuPy kernel: loading the libraries is not enough, CuPy also needs CUDA's headers."""
     if not gpu.cupy_installed():
         return Check(NOT_HERE, "CUDA kernels", "needs CuPy")
-    from course import kernels
+    from course.diagnostics import kernels, nvrtc
 
     archs = sorted(set(gpu.compute_capabilities())) or list(kernels.ARCHITECTURES)
     try:
-        version = ".".join(map(str, kernels.nvrtc_version()))
+        version = ".".join(map(str, nvrtc.nvrtc_version()))
     except (
         Exception
     ) as e:  # CuPy raises RuntimeError or ImportError when libnvrtc.so.12 cannot be loaded
@@ -124,8 +124,8 @@ def _kernels() -> Check:
     try:
         probe = kernels.probe_kernel()
         for arch in archs:
-            kernels.compile_kernel(probe, arch)
-    except kernels.KernelError as e:
+            nvrtc.compile_kernel(probe, arch)
+    except nvrtc.KernelError as e:
         log = str(e).splitlines()
         cause = next((line.strip() for line in log if "error" in line), log[-1])
         fix = "reinstall the environment: make clean venv gpu"
@@ -137,7 +137,7 @@ def _kernels() -> Check:
         return Check(
             PROBLEM, "CUDA kernels", f"NVRTC {version} cannot compile CuPy's kernels: {cause}", fix
         )
-    where = ", ".join(kernels.header_folders()) or "the CUDA toolkit"
+    where = ", ".join(nvrtc.header_folders()) or "the CUDA toolkit"
     return Check(
         OK,
         "CUDA kernels",
@@ -258,10 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--gpu-selftest",
         action="store_true",
-        help="on a GPU node: run a kernel, cuDNN, NCCL and a few training steps (course.selftest)",
+        help="on a GPU node: run a kernel, cuDNN, NCCL and a few training steps (course.diagnostics.selftest)",
     )
     if parser.parse_args(argv or []).gpu_selftest:
-        from course import selftest
+        from course.diagnostics import selftest
 
         return selftest.run()
     checks = run_checks()

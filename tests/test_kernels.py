@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from course import kernels
+from course.diagnostics import kernels
 from tests.conftest import PYTHON, ROOT
 from tools import pins
 
@@ -143,9 +143,9 @@ def test_without_the_cuda_headers_wheel_no_kernel_compiles(cuda_env):
 
 def test_a_kernel_that_stops_compiling_is_an_error_with_nvrtc_s_log(cuda_env):
     probe = (
-        "from course import kernels\n"
-        "broken = kernels.Kernel('test', 'broken', 'extern \"C\" __global__ void broken(half2x* p) {}', ())\n"
-        "try:\n    kernels.compile_kernel(broken, '80')\nexcept kernels.KernelError as e:\n    print(e)\n"
+        "from course.diagnostics import nvrtc\n"
+        "broken = nvrtc.Kernel('test', 'broken', 'extern \"C\" __global__ void broken(half2x* p) {}', ())\n"
+        "try:\n    nvrtc.compile_kernel(broken, '80')\nexcept nvrtc.KernelError as e:\n    print(e)\n"
     )
     run = subprocess.run(
         [PYTHON, "-c", probe], capture_output=True, text=True, env=cuda_env["full"], timeout=300

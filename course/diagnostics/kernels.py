@@ -21,208 +21,23 @@ import json
 import time
 import types
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
-from course import gpu
+from course.diagnostics.nvrtc import (
+    Kernel,
+    KernelError,
+    compile_kernel,
+    elementwise,
+    header_folders,
+    load_cupy,
+    module_source,
+    nvrtc_version,
+    raw,
+    reduction,
+)
 
 # Compute capabilities of the GPUs a site may have, with an example of each.
 ARCHITECTURES = {"60": "P100", "70": "V100", "80": "A100", "90": "H100"}
-
-# _ArgInfo kinds of CuPy 13 (cupy/_core/_kernel.pxd, enum _ArgKind).
-_NDARRAY, _INDEXER, _SCALAR = 1, 2, 3
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """One kernel as CuPy hands it to NVRTC."""
-
-    origin: str  # where the course's code gets it
-    name: str
-    source: str
-    options: tuple[str, ...]
-
-
-class KernelError(Exception):
-    """A kernel did not compile (the NVRTC log), or could not be found or built."""
-
-
-def _cupy():
-    """CuPy, after the gpu extra's libraries (NVRTC) are loaded: CuPy 13 does not find them itself."""
-    gpu.preload_cuda_libraries()
-    import cupy
-
-    return cupy
-
-
-def nvrtc_version() -> tuple[int, int]:
-    _cupy()
-    from cupy.cuda import nvrtc
-
-    return nvrtc.getVersion()
-
-
-def header_folders() -> tuple[str, ...]:
-    """The CUDA header folders CuPy passes to NVRTC (-I options): from nvidia-cuda-runtime-cu12
-    when its version matches NVRTC's, as CuPy 13 requires for NVRTC 12.2 and later."""
-    _cupy()
-    from cupy.cuda import compiler
-
-    return tuple(option[2:] for option in compiler._get_extra_include_dir_opts())
-
-
-def compile_kernel(kernel: Kernel, arch: str) -> bytes:
-    """The cubin of `kernel` for sm_<arch>, compiled as CuPy does once it knows the device."""
-    _cupy()
-    from cupy.cuda import compiler, nvrtc
-
-    major, _ = nvrtc.getVersion()
-    # CuPy's _compile_with_cache_cuda and compile_using_nvrtc add these for a device of that arch.
-    options = (
-        kernel.options
-        + ("-ftz=true",)
-        + compiler._get_extra_include_dir_opts()
-        + (f"-arch=sm_{arch}",)
-    )
-    if major >= 12:
-        options += ("--device-as-default-execution-space",)
-    program = nvrtc.createProgram(kernel.source, f"{kernel.name}.cu", (), ())
-    try:
-        nvrtc.compileProgram(program, options)
-        return nvrtc.getCUBIN(program)
-    except nvrtc.NVRTCError as e:
-        raise KernelError(
-            f"{kernel.origin}: {kernel.name} does not compile for sm_{arch} ({e}):\n"
-            + nvrtc.getProgramLog(program).strip()
-        ) from None
-    finally:
-        nvrtc.destroyProgram(program)
-
-
-def _module_source(
-    code: str, options: tuple[str, ...], cupy_headers: bool = True
-) -> tuple[str, tuple[str, ...]]:
-    """Source and options as cupy._core.core.compile_with_cache makes them."""
-    _cupy()
-    from cupy._core import core
-
-    prefix = (
-        "".join(f"#include <{header}>\n" for header in core._cupy_header_list)
-        if cupy_headers
-        else ""
-    )
-    try:
-        return prefix + code, core.assemble_cupy_compiler_options(tuple(options))
-    except (
-        RuntimeError
-    ) as e:  # no CUDA headers anywhere: "Failed to auto-detect CUDA root directory"
-        raise KernelError(f"CuPy finds no CUDA headers: {e}") from None
-
-
-def _arginfos(params, dtypes: dict[str, str], scalars: set[str]) -> tuple:
-    """CuPy's description of each argument: a 1-d contiguous array, or a scalar where named."""
-    from cupy._core import _carray, _kernel, _scalar
-
-    cupy = _cupy()
-    infos = []
-    for p in params:
-        if p.ctype is None:  # a CIndexer
-            infos.append(_kernel._ArgInfo(_INDEXER, _carray.Indexer, None, 1, True, True))
-        elif p.name in scalars:
-            infos.append(
-                _kernel._ArgInfo(_SCALAR, _scalar.CScalar, _dtype_of(p, dtypes), 0, True, True)
-            )
-        else:
-            infos.append(
-                _kernel._ArgInfo(_NDARRAY, cupy.ndarray, _dtype_of(p, dtypes), 1, True, True)
-            )
-    return tuple(infos)
-
-
-def _dtype_of(p, dtypes: dict[str, str]):
-    import numpy
-
-    if p.dtype is not None:
-        return numpy.dtype(p.dtype)
-    if p.ctype not in dtypes:
-        raise KernelError(f"no dtype given for the type {p.ctype} of parameter {p.name}")
-    return numpy.dtype(dtypes[p.ctype])
-
-
-def _type_map(kernel, dtypes: dict[str, str], scalars: set[str]):
-    """The type placeholders (T, U, ...) resolved as a call with these dtypes resolves them."""
-    from cupy._core import _kernel
-
-    def array_types(params):
-        return tuple(None if p.name in scalars else _dtype_of(p, dtypes).type for p in params)
-
-    _, _, type_map = _kernel._decide_params_type(
-        kernel.in_params,
-        kernel.out_params,
-        array_types(kernel.in_params),
-        array_types(kernel.out_params),
-    )
-    return type_map
-
-
-def elementwise(
-    origin: str, kernel, dtypes: dict[str, str], scalars: tuple[str, ...] = ()
-) -> Kernel:
-    """A cupy.ElementwiseKernel with its arguments' dtypes, as its first call would build it."""
-    from cupy._core import _kernel
-
-    infos = _arginfos(kernel.params, dtypes, set(scalars))
-    type_map = _type_map(kernel, dtypes, set(scalars))
-    kwargs = dict(kernel.kwargs)
-    options = tuple(kwargs.pop("options", ()))
-    code = _kernel._get_elementwise_kernel_code(
-        infos,
-        type_map,
-        kernel.params,
-        kernel.operation,
-        kernel.name,
-        kernel.preamble,
-        options=options,
-        **kwargs,
-    )
-    return Kernel(origin, kernel.name, *_module_source(code, options))
-
-
-def reduction(origin: str, kernel, dtypes: dict[str, str], scalars: tuple[str, ...] = ()) -> Kernel:
-    """A cupy.ReductionKernel with its arguments' dtypes, as its first call would build it (without CUB)."""
-    from cupy._core import _kernel, _reduction
-
-    scalars_ = set(scalars) | {"_block_stride"}
-    infos = _arginfos(kernel._params, dtypes, scalars_)
-    # The index type CuPy adds for reductions of fewer than 2**31 elements into each output.
-    type_map = _kernel._TypeMap(
-        _type_map(kernel, dtypes, set(scalars))._pairs + (("IndexT", "int32"),)
-    )
-    options = tuple(kernel.options or ())
-    code = _reduction._ReductionKernel_get_cached_function_code(
-        kernel.nin,
-        kernel.nout,
-        kernel._params,
-        infos,
-        type_map,
-        kernel.name,
-        512,
-        kernel.reduce_type,
-        kernel.identity,
-        kernel.map_expr,
-        kernel.reduce_expr,
-        kernel.post_map_expr,
-        kernel.preamble,
-        options,
-    )
-    return Kernel(origin, kernel.name, *_module_source(code, options))
-
-
-def raw(origin: str, kernel) -> Kernel:
-    """A cupy.RawKernel: its own source, with CuPy's include folders."""
-    return Kernel(
-        origin, kernel.name, *_module_source(kernel.code, tuple(kernel.options), cupy_headers=False)
-    )
 
 
 def cub_block_reduction() -> Kernel:
@@ -245,7 +60,7 @@ extern "C" __global__ void course_cub_sum(const float* x, float* out, int n) {
     return Kernel(
         "cupy (CUB reductions)",
         "course_cub_sum",
-        *_module_source(code, ("--std=c++17", "-DCUB_DISABLE_BF16_SUPPORT")),
+        *module_source(code, ("--std=c++17", "-DCUB_DISABLE_BF16_SUPPORT")),
     )
 
 
@@ -257,7 +72,7 @@ def _from_source(module: str, name: str, **names) -> object:
     `names` gives the values of variables the arguments use (for '{} x'.format(dtype.name): dtype=...)."""
     import importlib.util
 
-    cupy = _cupy()
+    cupy = load_cupy()
     makers = {
         "elementwise": cupy.ElementwiseKernel,
         "reduce": cupy.ReductionKernel,
@@ -286,13 +101,15 @@ def _from_source(module: str, name: str, **names) -> object:
             continue  # built from variables that this call of _from_source does not give
         if name in args:
             return makers[node.func.attr](*args, **kwargs)
-    raise KernelError(f"{module} has no CUDA kernel {name!r} any more: update course/kernels.py")
+    raise KernelError(
+        f"{module} has no CUDA kernel {name!r} any more: update course/diagnostics/kernels.py"
+    )
 
 
 def _chainer_kernels() -> list[Kernel]:
     from chainer.functions.pooling import max_pooling_nd_kernel
 
-    cupy = _cupy()
+    cupy = load_cupy()
     f32 = {"T": "float32"}
     conv, bn = "chainer.utils.conv", "chainer.functions.normalization.batch_normalization"
     sce, mom = "chainer.functions.loss.softmax_cross_entropy", "chainer.optimizers.momentum_sgd"
@@ -382,7 +199,7 @@ def _chainer_kernels() -> list[Kernel]:
 
 def _cupy_kernels() -> list[Kernel]:
     """CuPy's own elementwise and reduction kernels that every training step runs (ufuncs, sums)."""
-    cupy = _cupy()
+    cupy = load_cupy()
     f32 = {"T": "float32"}
     return [
         elementwise(
@@ -401,13 +218,13 @@ def _cupy_kernels() -> list[Kernel]:
 
 def course_kernels() -> list[Kernel]:
     """Every kernel above, built from the installed CuPy, Chainer and ChainerMN."""
-    _cupy()
+    load_cupy()
     return _cupy_kernels() + _chainer_kernels()
 
 
 def probe_kernel() -> Kernel:
     """One small kernel for `course doctor`: CuPy's headers include the CUDA ones, so this needs them all."""
-    cupy = _cupy()
+    cupy = load_cupy()
     return elementwise(
         "cupy (elementwise)",
         cupy.ElementwiseKernel("T x", "T y", "y = x * x", "course_doctor_square"),
