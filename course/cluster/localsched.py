@@ -8,13 +8,11 @@ enforced, and stdout and stderr are joined into <name>.o<number> in the submit f
 `qsub -j oe` does. Unlike PBS, the job inherits the submitting environment (as Slurm does),
 with this Python's folder first on PATH.
 
-A small supervisor process (``python -m course.cluster.localsched SPEC``) runs the job, so that the
-walltime holds and the exit status is recorded even if the submitting notebook goes away. The job
-ends as one unit, as PBS ends it: its shell runs in a session of its own, and every process of that
-session is stopped (SIGTERM, GRACE seconds, SIGKILL) at the walltime, when the supervisor is sent
-SIGTERM, SIGINT or SIGHUP (`python -m course cancel JOBID`, this module's command), and when the job
-shell exits and leaves processes behind; a forked watchdog does it if the supervisor itself dies.
-The status file (state_dir()/jobs/N/status.json, written atomically) records how and when it ended.
+This module is the scheduler's client side: it submits (`start`), finds, waits for and cancels
+(`python -m course cancel JOBID`) jobs. Each job runs under its own supervisor process
+(course.cluster.supervisor), so that the walltime holds and the exit status is recorded even if the
+submitting notebook goes away. The status file (state_dir()/jobs/N/status.json, written
+atomically) records how and when the job ended.
 """
 
 from __future__ import annotations
@@ -32,12 +30,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
 
 from course import gpu, joblog
 from course.cluster import pbs, procs
 from course.errors import JobError
-from course.fileio import atomic_file
 
 WALLTIME_EXIT = joblog.WALLTIME_EXIT
 LOST_EXIT = joblog.LOST_EXIT
@@ -65,11 +61,12 @@ def _next_number() -> int:
     return number
 
 
-def _utc_now() -> datetime:
+def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def _read_json(path: Path) -> dict:
+def read_record(path: Path) -> dict:
+    """A job's JSON file (spec or status); {} where it is missing or half-written."""
     try:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError):
@@ -91,7 +88,7 @@ class LocalJob:
     def record(self) -> dict:
         """The scheduler's status file: {state: running, supervisor, watchdog, session, started_at} while the
         job runs; {state: ended, exit_status, says, started_at, ended_at, seconds} once it has ended."""
-        return _read_json(self.status_file)
+        return read_record(self.status_file)
 
     def exit_status(self) -> int | None:
         """The job's exit status once it has ended, else None."""
@@ -154,7 +151,7 @@ def find(job_id: str) -> LocalJob:
             f"{job_id} is a cluster's job, not one of this machine's",
             f"cancel it with its scheduler's command: qdel {job_id} (PBS) or scancel {number} (Slurm)",
         )
-    spec = _read_json(state_dir() / "jobs" / number / "spec.json") if number.isdigit() else {}
+    spec = read_record(state_dir() / "jobs" / number / "spec.json") if number.isdigit() else {}
     if not spec:
         raise JobError(
             f"no local job {job_id}",
@@ -168,7 +165,7 @@ def find(job_id: str) -> LocalJob:
 def _is_supervisor(pid: int) -> bool:
     """Whether `pid` is a local scheduler's supervisor (and not another process that got its number)."""
     try:
-        return b"course.cluster.localsched" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return b"course.cluster.supervisor" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except FileNotFoundError:
         return (
             procs.alive(pid) and not Path("/proc/self").exists()
@@ -290,7 +287,7 @@ def start(
     (job_dir / "spec.json").write_text(json.dumps(spec))
     job.log.write_text("")
     job.supervisor = subprocess.Popen(
-        [sys.executable, "-m", "course.cluster.localsched", str(job_dir / "spec.json")],
+        [sys.executable, "-m", "course.cluster.supervisor", str(job_dir / "spec.json")],
         start_new_session=True,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -298,146 +295,3 @@ def start(
         cwd=workdir,
     )
     return job
-
-
-class _Stopped(Exception):
-    """The supervisor was sent a stop signal: the job is being cancelled."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signal = signal.Signals(signum)
-
-
-def _ignore_stops() -> None:
-    """Once the job is being stopped, a second signal must not cut the stopping short."""
-    for sig in procs.STOP_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
-
-
-def _stop(signum: int, frame) -> None:
-    _ignore_stops()
-    raise _Stopped(signum)
-
-
-def _write_record(spec: dict, record: dict) -> None:
-    with atomic_file(Path(spec["status"]), "w") as f:
-        json.dump({"id": spec["id"], **record}, f)
-
-
-def _record_end(spec: dict, started: datetime, status: int, says: str) -> None:
-    ended = _utc_now()
-    _write_record(
-        spec,
-        {
-            "state": "ended",
-            "exit_status": status,
-            "says": says,
-            "started_at": started.isoformat(timespec="seconds"),
-            "ended_at": ended.isoformat(timespec="seconds"),
-            "seconds": round((ended - started).total_seconds(), 3),
-        },
-    )
-
-
-def _start_watchdog(spec: dict, started: datetime) -> tuple[int, int]:
-    """Fork the process that stops the job should this one die without recording its end (SIGKILL,
-    a crash): it waits for the end of a pipe only this process holds, which the kernel closes however
-    this process ends. Returns its pid and the pipe's end to keep open."""
-    read_end, write_end = os.pipe()  # not inherited by the job (close-on-exec)
-    pid = os.fork()
-    if pid:
-        os.close(read_end)
-        return pid, write_end
-    try:
-        os.close(write_end)
-        os.setsid()  # out of the supervisor's process group: a signal to that group leaves the watchdog
-        _ignore_stops()  # stopping the job is the supervisor's task while it lives
-        while os.read(read_end, 1):
-            pass
-        record = _read_json(Path(spec["status"]))
-        if record.get("state") != "ended":
-            if record.get("session"):
-                procs.end_session(record["session"], GRACE)
-            with open(spec["log"], "a") as log:
-                log.write(joblog.lost_notice(spec["id"], _utc_now()) + "\n")
-            _record_end(spec, started, LOST_EXIT, "was lost: its scheduler process died")
-    finally:
-        os._exit(0)
-
-
-def _run(process: subprocess.Popen, spec: dict, log: IO[str]) -> tuple[int, str]:
-    """Wait for the job shell within the walltime; stop every process of the job; (status, what happened)."""
-    try:
-        status = procs.exit_code(process.wait(timeout=spec["walltime"]))
-    except subprocess.TimeoutExpired:
-        _ignore_stops()
-        procs.end_session(process.pid, GRACE, process.poll)
-        log.write(joblog.walltime_notice(pbs.format_walltime(spec["walltime"])) + "\n")
-        return WALLTIME_EXIT, "was killed at its walltime"
-    except _Stopped as stop:
-        procs.end_session(process.pid, GRACE, process.poll)
-        log.write(joblog.cancel_notice(spec["id"], stop.signal.name[3:], _utc_now()) + "\n")
-        return 128 + stop.signal, "was cancelled"
-    _ignore_stops()
-    left = procs.end_session(
-        process.pid, GRACE, process.poll
-    )  # as PBS, end what the job left running
-    if left:
-        log.write(joblog.leftovers_notice(left) + "\n")
-    killed = signal.Signals(status - 128).name if status > 128 and process.returncode < 0 else None
-    return status, f"was killed by {killed}" if killed else f"ended with exit status {status}"
-
-
-def supervise(spec_file: Path) -> int:
-    """Run one job as its spec says and record how and when it ended (the supervisor process's body)."""
-    spec = json.loads(Path(spec_file).read_text())
-    started = _utc_now()
-    watchdog, _lifeline = _start_watchdog(spec, started)
-    for sig in procs.STOP_SIGNALS:
-        signal.signal(sig, _stop)
-    status, says = LOST_EXIT, "could not start"  # a waiting student must never wait forever
-    process = None
-    try:
-        with open(spec["log"], "a", buffering=1) as log:
-            for warning in spec["warnings"]:
-                log.write(f"course local scheduler: {warning}\n")
-            home = spec["env"].get("HOME") or os.path.expanduser("~")
-            try:  # in a session of its own: the session is the job, whatever process groups MPI makes
-                process = subprocess.Popen(
-                    ["bash", spec["script"]],
-                    cwd=home,
-                    env=spec["env"],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                    preexec_fn=procs.die_with_parent(),
-                )
-            except OSError as e:
-                log.write(f"course local scheduler: the job could not start: {e}\n")
-                return status
-            _write_record(
-                spec,
-                {
-                    "state": "running",
-                    "supervisor": os.getpid(),
-                    "watchdog": watchdog,
-                    "session": process.pid,
-                    "started_at": started.isoformat(timespec="seconds"),
-                },
-            )
-            status, says = _run(process, spec, log)
-    except _Stopped as stop:  # stopped before the job shell started
-        status, says = 128 + stop.signal, "was cancelled"
-    finally:
-        _ignore_stops()
-        if process is not None:
-            procs.end_session(
-                process.pid, GRACE, process.poll
-            )  # after a crash too: nothing outlives the job
-        _record_end(spec, started, status, says)
-    return status
-
-
-if __name__ == "__main__":
-    sys.exit(supervise(Path(sys.argv[1])))
