@@ -111,20 +111,23 @@ def _apply_visible_devices(gpus: list[tuple[str, str, str]]) -> list[tuple[str, 
     return kept
 
 
+def _output(argv: list[str], timeout: float) -> str | None:
+    """What a probe command prints; None where it is missing, fails or hangs (the answer is then
+    "cannot be told", never an error)."""
+    try:
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, check=True
+        ).stdout
+    except (subprocess.SubprocessError, OSError):
+        return None
+
+
 def visible_gpus(timeout: float = 20.0) -> VisibleGpus:
     """Count the GPUs without initialising CUDA here: nvidia-smi, else CuPy in a child process."""
     smi = shutil.which("nvidia-smi")
     if smi:
-        try:
-            out = subprocess.run(
-                [smi, "--query-gpu=index,uuid,name,driver_version", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=True,
-            ).stdout
-        except (subprocess.SubprocessError, OSError):
-            out = ""
+        query = "--query-gpu=index,uuid,name,driver_version"
+        out = _output([smi, query, "--format=csv,noheader"], timeout) or ""
         rows = [
             [c.strip() for c in line.split(",")]
             for line in out.splitlines()
@@ -139,15 +142,8 @@ def visible_gpus(timeout: float = 20.0) -> VisibleGpus:
             "import cupy; r = cupy.cuda.runtime; n = r.getDeviceCount(); "
             "print('\\n'.join(r.getDeviceProperties(i)['name'].decode() for i in range(n)))"
         )
-        try:
-            out = subprocess.run(
-                [sys.executable, "-c", probe],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=True,
-            ).stdout
-        except (subprocess.SubprocessError, OSError):
+        out = _output([sys.executable, "-c", probe], timeout)
+        if out is None:
             return VisibleGpus()
         return VisibleGpus([n for n in out.splitlines() if n.strip()])
     return VisibleGpus()
@@ -158,15 +154,8 @@ def _smi_query(field: str, timeout: float = 20.0) -> list[str]:
     smi = shutil.which("nvidia-smi")
     if not smi:
         return []
-    try:
-        out = subprocess.run(
-            [smi, f"--query-gpu=index,uuid,{field}", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=True,
-        ).stdout
-    except (subprocess.SubprocessError, OSError):
+    out = _output([smi, f"--query-gpu=index,uuid,{field}", "--format=csv,noheader"], timeout)
+    if out is None:
         return []
     rows = [
         [c.strip() for c in line.split(",", 2)] for line in out.splitlines() if line.count(",") >= 2
@@ -205,15 +194,8 @@ def mpi_cuda_aware(timeout: float = 20.0) -> bool | None:
     ompi_info = paths.find_program("ompi_info", environment_first=True)
     if not ompi_info:
         return None
-    try:
-        out = subprocess.run(
-            [ompi_info, "--parsable", "--all"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=True,
-        ).stdout
-    except (subprocess.SubprocessError, OSError):
+    out = _output([ompi_info, "--parsable", "--all"], timeout)
+    if out is None:
         return None
     # Open MPI 4 names it mpi_built_with_cuda_support, Open MPI 5 opal_built_with_cuda_support.
     found = re.findall(r"_built_with_cuda_support:value:(true|false)", out)
