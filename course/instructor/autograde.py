@@ -38,10 +38,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import nbformat
+from nbgrader.utils import is_grade
+
 from course import paths
 from course.errors import GradingError
 from course.fileio import atomic_file
-from course.instructor import nbgrader_hook, plagiarism, sandbox, verify
+from course.instructor import nbgrader_hook, plagiarism, sandbox, verify, verify_plan
+from course.instructor.nbgrader_hook import CELL_TIMEOUT
+from course.instructor.verify_protocol import VerificationError
 
 ASSIGNMENT = paths.ASSIGNMENT
 LOCK = "gradebook.lock"
@@ -110,13 +115,12 @@ def _messages(notebook: Path) -> dict[str, str]:
     except (OSError, ValueError, KeyError):
         return {}
     found = {}
-    for cell in cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if not meta.get("grade") or cell.get("cell_type") != "code":
+    for cell in map(nbformat.from_dict, cells):
+        if not is_grade(cell) or cell.get("cell_type") != "code":
             continue
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                found[meta["grade_id"]] = f"{output.get('ename')}: " + "; ".join(
+                found[cell.metadata.nbgrader.grade_id] = f"{output.get('ename')}: " + "; ".join(
                     line.strip() for line in (output.get("evalue") or "").splitlines()[:2]
                 )
                 break
@@ -264,7 +268,7 @@ def verify_all(
     `verdicts` for nbgrader's step. {student: (seconds, flags by (notebook, test), failure or "")}."""
     from concurrent.futures import ThreadPoolExecutor
 
-    plans = verify.plans(root / "solutions" / ASSIGNMENT)
+    plans = verify_plan.plans(root / "solutions" / ASSIGNMENT)
     hidden = verify.private_paths(root, submitted)
 
     def one(student: str) -> tuple[float, dict, str]:
@@ -278,7 +282,7 @@ def verify_all(
                 grading_config=root / "grading.toml",
                 timeout=cell_timeout,
             )
-        except verify.VerificationError as e:
+        except VerificationError as e:
             nbgrader_hook.write_verdicts(verdicts, student, None, e.message)
             return time.monotonic() - started, {}, e.message
         nbgrader_hook.write_verdicts(verdicts, student, found)
@@ -305,7 +309,7 @@ def autograde(
     students: list[str],
     db_url: str,
     jobs: int = 0,
-    cell_timeout: float = verify.CELL_TIMEOUT,
+    cell_timeout: float = CELL_TIMEOUT,
 ) -> list[Outcome]:
     """Verify every submission, then nbgrader autograde over them in one process; outcomes from the gradebook."""
     with tempfile.TemporaryDirectory(prefix="course-verdicts-") as verdicts:
@@ -480,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cell-timeout",
         type=float,
-        default=verify.CELL_TIMEOUT,
+        default=CELL_TIMEOUT,
         help="seconds a test cell may run (default %(default)g)",
     )
     args = parser.parse_args(argv)
