@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,7 +89,7 @@ class Outcome:
 def _nbgrader(
     args: list[str],
     root: Path,
-    extra: list[str] = (),
+    extra: Sequence[str] = (),
     timeout: float | None = None,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:

@@ -80,7 +80,11 @@ def _changed(before: KitState) -> list[str]:
 def _run_cell(code: str, namespace: dict[str, Any]) -> object:
     """Run a cell as IPython would; the value of its last line when that is an expression."""
     tree = ast.parse(code)
-    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    last = tree.body[-1] if tree.body else None
+    if isinstance(last, ast.Expr):
+        tree.body.pop()
+    else:
+        last = None
     exec(compile(tree, "<test cell>", "exec"), namespace)
     return (
         eval(compile(ast.Expression(last.value), "<test cell>", "eval"), namespace)
