@@ -139,3 +139,24 @@ def test_a_malformed_test_reply_is_refused():
         ChildReply.from_json('{"outputs": [], "tampered": [], "visible_failed": "no"}')
     with pytest.raises(ProtocolError, match="TestReply: missing field"):
         ChildReply.from_json('{"outputs": [{"text": "no output_type"}], "tampered": []}')
+
+
+def test_a_worker_answer_that_is_not_a_reply_leaves_the_submission_ungraded(monkeypatch, tmp_path):
+    import subprocess
+
+    from course.instructor import sandbox
+
+    monkeypatch.setenv(sandbox.SWITCH, "off")
+    answer = '{"verdicts": [{"notebook": "01.ipynb"}]}\n'
+    monkeypatch.setattr(
+        verify.subprocess,
+        "run",
+        lambda argv, **kwargs: subprocess.CompletedProcess(argv, 0, answer, ""),
+    )
+    config = tmp_path / "grading.toml"
+    config.write_text("")
+    with pytest.raises(verify_protocol.VerificationError) as raised:
+        verify.verify(tmp_path, [], hidden=[], grading_config=config, timeout=1.0)
+    assert raised.value.message.startswith(
+        "the grader's process for this submission answered wrongly: Verdict: missing field(s) digest"
+    )
