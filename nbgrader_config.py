@@ -51,15 +51,13 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 from course.instructor.nbgrader_hook import autograde_preprocessors  # noqa: E402
 
 c.Autograde.autograde_preprocessors = autograde_preprocessors()
-# Seconds a test cell may run (the stage-3 checks start MPI ranks: a few seconds, more on a loaded machine).
-c.VerifiedExecute.timeout = 180
+# VerifiedExecute.timeout: seconds a test cell may run (its default, nbgrader_hook.CELL_TIMEOUT).
 
 # Autograde copies the submission's files, then overwrites the ones whose names the source folder
-# also has with the instructor's copies. These the student's notebook writes itself: keep theirs.
+# also has with the instructor's copies. The stages' training scripts the student's notebook
+# writes itself: keep theirs.
+from course import paths, stages  # noqa: E402
+
 c.Autograde.exclude_overwriting = {
-    "distributed_training": [
-        "train_cifar_single.py",
-        "train_cifar_multi_gpu.py",
-        "train_cifar_multi_node.py",
-    ]
+    paths.ASSIGNMENT: [stage.script for stage in stages.STAGES.values()]
 }

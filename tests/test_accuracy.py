@@ -21,7 +21,7 @@ import pytest
 from chainer import training
 from chainer.training import extensions
 
-from course import evidence, joblog, results, stages
+from course import evidence, grading_rules, joblog, results, stages
 from course.cluster import siteenv, sites, submit
 from course.errors import ResultsError
 from course.instructor import scoring
@@ -441,10 +441,11 @@ def test_the_baseline_is_the_named_traced_run_else_the_latest(folder):
 
 
 def test_the_accuracy_target_of_a_variant_falls_back_to_its_base_data_set():
-    assert scoring.accuracy_target("synthetic") == TARGET
-    assert scoring.accuracy_target("synthetic_64px_50p") == TARGET
-    assert scoring.accuracy_target("cifar10_256px_5p") == 0.5
-    assert scoring.accuracy_target("cifar10") is None
+    rules = grading_rules.load()
+    assert rules.accuracy_target("synthetic") == TARGET
+    assert rules.accuracy_target("synthetic_64px_50p") == TARGET
+    assert rules.accuracy_target("cifar10_256px_5p") == 0.5
+    assert rules.accuracy_target("cifar10") is None
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import pytest
 
 from course import paths
 from course.errors import GradingError
-from course.instructor import autograde
+from course.instructor import autograde, grade_report
 from tests.conftest import PYTHON, ROOT
 
 # nbgrader's add_submission trips SQLAlchemy's autoflush warnings; they are nbgrader's, not the kit's.
@@ -42,7 +42,7 @@ def course(tmp_path_factory):
     db_url = f"sqlite:///{root / 'gradebook.db'}"
     with pytest.MonkeyPatch.context() as env:
         env.setenv("PATH", paths.tool_environment()["PATH"])  # a new gradebook runs `alembic`
-        with Gradebook(db_url, autograde.course_id(root)) as gradebook:
+        with Gradebook(db_url, grade_report.course_id(root)) as gradebook:
             gradebook.add_assignment(A)
             for notebook, tests in NOTEBOOKS.items():
                 gradebook.add_notebook(notebook, A)
@@ -62,23 +62,23 @@ def course(tmp_path_factory):
     return root, db_url
 
 
-def read_gradebook(course, student: str) -> autograde.Outcome:
+def read_gradebook(course, student: str) -> grade_report.Outcome:
     root, db_url = course
-    outcome = autograde.Outcome(student, graded=True, seconds=1.0)
-    autograde._read_gradebook(root, root / "submitted", db_url, outcome)
+    outcome = grade_report.Outcome(student, graded=True, seconds=1.0)
+    grade_report.read_gradebook(root, root / "submitted", db_url, outcome)
     return outcome
 
 
 def test_a_notebook_not_handed_in_is_named(course, tmp_path):
     mia = read_gradebook(course, "mia")
     assert (mia.score, mia.max_score, mia.missing) == (4, 6, ["03_multi_node.ipynb"])
-    autograde.write_details([mia], tmp_path / "details.csv")
+    grade_report.write_details([mia], tmp_path / "details.csv")
     with open(tmp_path / "details.csv") as f:
         lost = [
             (row["test"], row["message"]) for row in csv.DictReader(f) if float(row["score"]) < 2
         ]
     assert lost == [("check_optimizer", "03_multi_node.ipynb was not handed in")]
-    assert autograde.summary([mia]).splitlines() == [
+    assert grade_report.summary([mia]).splitlines() == [
         "mia: 4/6 (01_single_gpu 4/4, 03_multi_node 0/2)",
         "    03_multi_node.ipynb: not handed in",
     ]
@@ -87,7 +87,7 @@ def test_a_notebook_not_handed_in_is_named(course, tmp_path):
 
 def test_a_submission_not_graded_is_left_out_of_grades_csv(course, tmp_path):
     root, db_url = course
-    judy = autograde.Outcome(
+    judy = grade_report.Outcome(
         "judy", graded=False, seconds=1.0, failure="01_single_gpu.ipynb: NotJSONError"
     )
     outcomes = [read_gradebook(course, "alice"), judy, read_gradebook(course, "mia")]
@@ -105,7 +105,7 @@ def test_a_submission_not_graded_is_left_out_of_grades_csv(course, tmp_path):
         "alice": "6.0",
         "mia": "4.0",
     }  # judy's gradebook holds 6 points she was not graded for
-    autograde.write_details(outcomes, tmp_path / "grades-details.csv")
+    grade_report.write_details(outcomes, tmp_path / "grades-details.csv")
     with open(tmp_path / "grades-details.csv") as f:
         [row] = [row for row in csv.DictReader(f) if row["student"] == "judy"]
     assert row["message"] == "NOT GRADED: 01_single_gpu.ipynb: NotJSONError"

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from course import paths
-from course.instructor import autograde, demo
+from course.instructor import demo, grade_report
 from tests.conftest import PYTHON, ROOT, bubblewrap
 from tests.solutions import solution_functions
 
@@ -408,7 +408,7 @@ def lost(details, student):
         if row["student"] == student
         and row["score"]
         and float(row["score"]) < float(row["max_score"])
-        and row["message"] not in (autograde.BY_HAND, autograde.UNANSWERED)
+        and row["message"] not in (grade_report.BY_HAND, grade_report.UNANSWERED)
     }
 
 
@@ -447,7 +447,7 @@ def test_the_untouched_release_gets_nothing(graded):
         for row in details
         if row["student"] == "bob" and row["test"].startswith("answer_")
     ]
-    assert answers == [autograde.UNANSWERED] * 4
+    assert answers == [grade_report.UNANSWERED] * 4
 
 
 @pytest.mark.parametrize("student", sorted(PLANTED))

@@ -149,9 +149,10 @@ def test_no_table_cell_wraps():
     assert "<td" in html and ">multi_node-12.reedbush-pbsadmin0</td>" in html
 
 
-def test_without_the_grader_the_report_has_no_target_and_no_references(monkeypatch):
+def test_without_the_grader_the_report_has_no_target_and_no_references(monkeypatch, tmp_path):
     # The students' bundle ships course/ without course/instructor/ (and without grading.toml).
     monkeypatch.setitem(sys.modules, "course.instructor", None)
+    monkeypatch.setenv("COURSE_GRADING_CONFIG", str(tmp_path / "grading.toml"))  # none there
     assert report.references() == {}
     assert report._target(object()) is None
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import json
 
-from course.instructor import verify
+import pytest
+
+from course.instructor import verify, verify_functions, verify_plan, verify_protocol
+from course.instructor.verify_protocol import Plan, ProtocolError, Reply, Request, Verdict
+
+# Not collected as test classes: imported under other names.
+Cell, ChildReply = verify_protocol.TestCell, verify_protocol.TestReply
 
 
 def test_a_test_cell_splits_into_what_the_student_sees_and_what_is_hidden():
@@ -12,7 +18,7 @@ def test_a_test_cell_splits_into_what_the_student_sees_and_what_is_hidden():
         "check(f)\n### BEGIN HIDDEN TESTS\ncheck(f, n=3)\n### END HIDDEN TESTS\n"
         "### BEGIN ALWAYS HIDDEN TESTS\ncheck(f, n=5)\n### END ALWAYS HIDDEN TESTS\n"
     )
-    assert verify._split(source) == ("check(f)", "check(f, n=3)\ncheck(f, n=5)")
+    assert verify_plan._split(source) == ("check(f)", "check(f, n=3)\ncheck(f, n=5)")
 
 
 def test_only_the_functions_are_taken_and_what_else_runs_code_is_reported():
@@ -23,7 +29,7 @@ def test_only_the_functions_are_taken_and_what_else_runs_code_is_reported():
         "def add_snapshots(trainer):\n    import inspect\n    return inspect.stack()\n",
         "broken": "def f(:\n",
     }
-    code, notes = verify.functions(sources)
+    code, notes = verify_functions.functions(sources)
     assert (
         code.count("def ") == 2
         and "def make_iterators(a, b=2, c=(1, 'x'))" in code
@@ -55,11 +61,11 @@ def test_a_test_shown_passing_in_the_handed_in_notebook_but_failing_in_the_verif
     }
     notebook = tmp_path / "01.ipynb"
     notebook.write_text(json.dumps({"cells": [cell]}))
-    failing = verify.Verdict(
+    failing = Verdict(
         "01.ipynb", "", outputs={"check_f": [{"output_type": "error"}]}, visible_failed=["check_f"]
     )
     assert verify.disagreements(notebook, failing) == ["check_f"]
-    hidden_only = verify.Verdict("01.ipynb", "", outputs={"check_f": [{"output_type": "error"}]})
+    hidden_only = Verdict("01.ipynb", "", outputs={"check_f": [{"output_type": "error"}]})
     assert (
         verify.disagreements(notebook, hidden_only) == []
     )  # wrong code the hidden part caught: no flag
@@ -78,8 +84,6 @@ def test_a_package_of_the_kits_name_in_a_submission_is_named(tmp_path):
 
 
 def test_grading_without_bubblewrap_says_how_to_get_it(monkeypatch):
-    import pytest
-
     from course.errors import GradingError
     from course.instructor import sandbox
 
@@ -93,3 +97,68 @@ def test_grading_without_bubblewrap_says_how_to_get_it(monkeypatch):
     )
     monkeypatch.setenv(sandbox.SWITCH, "off")
     verify.check_sandbox()  # switched off on purpose: grading goes on, and its summary says so
+
+
+def test_the_verifiers_messages_come_back_as_they_were_sent():
+    plan = Plan("01.ipynb", "import course", ["make_iterators"], [Cell("check_f", "a", "b", 2)])
+    request = Request("/submitted/alice", 180.0, [plan])
+    assert Request.from_json(request.to_json()) == request
+    test = ChildReply([{"output_type": "error", "ename": "E", "evalue": ""}], ["course.x"], True)
+    assert ChildReply.from_json(test.to_json()) == test
+    verdict = Verdict(
+        "01.ipynb",
+        "abc",
+        outputs={"check_f": [{"output_type": "stream", "name": "stdout", "text": "OK"}]},
+        flags={"": ["a note"]},
+        visible_failed=["check_f"],
+        seconds={"": 0.5, "check_f": 1},
+    )
+    for reply in (Reply([verdict, Verdict("02.ipynb", "", missing=True)]), Reply(None, "killed")):
+        assert Reply.from_json(reply.to_json()) == reply
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("not json", "Reply: not JSON"),
+        ("[]", "Reply: expected a JSON object, got list"),
+        ('{"verdicts": [{"notebook": "01.ipynb"}]}', "Verdict: missing field(s) digest, flags"),
+        ('{"failure": "x", "extra": 1}', "Reply: unknown field(s) extra"),
+        ('{"failure": 3}', "Reply.failure: 3 is not a string"),
+    ],
+)
+def test_a_malformed_reply_is_refused_with_what_is_wrong(text, said):
+    with pytest.raises(ProtocolError) as raised:
+        Reply.from_json(text)
+    assert said in raised.value.message
+    assert isinstance(raised.value, verify_protocol.VerificationError)  # not graded, never a grade
+
+
+def test_a_malformed_test_reply_is_refused():
+    with pytest.raises(ProtocolError, match=r"TestReply.visible_failed: 'no' is not true or false"):
+        ChildReply.from_json('{"outputs": [], "tampered": [], "visible_failed": "no"}')
+    with pytest.raises(ProtocolError, match="TestReply: missing field"):
+        ChildReply.from_json('{"outputs": [{"text": "no output_type"}], "tampered": []}')
+
+
+def test_a_worker_answer_that_is_not_a_reply_leaves_the_submission_ungraded(monkeypatch, tmp_path):
+    import subprocess
+
+    from course.instructor import sandbox
+
+    monkeypatch.setenv(sandbox.SWITCH, "off")
+    answer = '{"verdicts": [{"notebook": "01.ipynb"}]}\n'
+    monkeypatch.setattr(
+        verify.subprocess,
+        "run",
+        lambda argv, **kwargs: subprocess.CompletedProcess(argv, 0, answer, ""),
+    )
+    config = tmp_path / "grading.toml"
+    config.write_text("")
+    with pytest.raises(verify_protocol.VerificationError) as raised:
+        verify.verify(tmp_path, [], hidden=[], grading_config=config, timeout=1.0)
+    said = raised.value.message
+    assert said.startswith("the grader's process for this submission answered wrongly: ")
+    assert said.endswith(
+        "Verdict: missing field(s) digest, flags, missing, outputs, seconds, visible_failed"
+    )

@@ -26,65 +26,32 @@ from __future__ import annotations
 import argparse
 import csv
 import fcntl
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from course import paths
 from course.errors import GradingError
 from course.fileio import atomic_file
-from course.instructor import nbgrader_hook, plagiarism, sandbox, verify
+from course.instructor import nbgrader_hook, plagiarism, sandbox, verify, verify_plan
+from course.instructor.grade_report import Outcome, read_gradebook, summary, write_details
+from course.instructor.nbgrader_hook import CELL_TIMEOUT
+from course.instructor.verify_protocol import VerificationError
 
 ASSIGNMENT = paths.ASSIGNMENT
 LOCK = "gradebook.lock"
 
 
-@dataclass
-class Part:
-    notebook: str
-    test: str
-    score: float
-    max_score: float
-    message: str = ""
-    by_hand: bool = False  # a written answer: the instructor grades it in the Formgrader
-    flags: list[str] = field(
-        default_factory=list
-    )  # what the instructor should look at (not a score)
-
-
-BY_HAND = "a written answer: grade it by hand in the Formgrader"
-UNANSWERED = "a written answer left as it was released (nbgrader scores it 0)"
-
-
-@dataclass
-class Outcome:
-    student: str
-    graded: bool
-    seconds: float  # autograde time per submission (all notebooks)
-    score: float = 0.0
-    max_score: float = 0.0
-    parts: list[Part] = field(default_factory=list)
-    failure: str = ""
-    missing: list[str] = field(
-        default_factory=list
-    )  # notebooks not handed in, e.g. 03_multi_node.ipynb
-    flags: dict[tuple[str, str], list[str]] = field(
-        default_factory=dict
-    )  # (notebook, test or "") -> notes
-
-
 def _nbgrader(
     args: list[str],
     root: Path,
-    extra: list[str] = (),
+    extra: Sequence[str] = (),
     timeout: float | None = None,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
@@ -101,81 +68,6 @@ def _last_error(output: str) -> str:
     return (
         lines[-1] if lines else output.strip().splitlines()[-1] if output.strip() else "no output"
     )[:300]
-
-
-def _messages(notebook: Path) -> dict[str, str]:
-    """grade_id -> the first lines of the error a graded test cell shows in an autograded notebook."""
-    try:
-        cells = json.loads(notebook.read_text())["cells"]
-    except (OSError, ValueError, KeyError):
-        return {}
-    found = {}
-    for cell in cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if not meta.get("grade") or cell.get("cell_type") != "code":
-            continue
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "error":
-                found[meta["grade_id"]] = f"{output.get('ename')}: " + "; ".join(
-                    line.strip() for line in (output.get("evalue") or "").splitlines()[:2]
-                )
-                break
-    return found
-
-
-def course_id(root: Path) -> str:
-    """The course id that nbgrader_config.py sets (the gradebook is keyed by it)."""
-    from traitlets.config.loader import PyFileConfigLoader
-
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
-    return config.CourseDirectory.course_id or "default_course"
-
-
-def _read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) -> None:
-    from nbgrader.api import Gradebook, MissingEntry
-
-    with Gradebook(db_url, course_id(root)) as gradebook:
-        try:
-            submission = gradebook.find_submission(ASSIGNMENT, outcome.student)
-        except MissingEntry:
-            outcome.graded, outcome.failure = (
-                False,
-                "nbgrader recorded no grades for it (see its log above)",
-            )
-            return
-        outcome.score, outcome.max_score = submission.score, submission.max_score
-        for notebook in submission.notebooks:
-            file = f"{notebook.name}.ipynb"
-            if (submitted / outcome.student / ASSIGNMENT / file).exists():
-                messages = _messages(root / "autograded" / outcome.student / ASSIGNMENT / file)
-            else:  # nbgrader scores it 0 and says nothing else
-                outcome.missing.append(file)
-                messages = {grade.name: f"{file} was not handed in" for grade in notebook.grades}
-            for grade in sorted(notebook.grades, key=lambda g: g.name):
-                if grade.max_score:
-                    score = grade.score or 0.0
-                    by_hand = grade.cell_type == "markdown"
-                    if by_hand:
-                        message = (
-                            BY_HAND
-                            if grade.needs_manual_grade
-                            else UNANSWERED
-                            if score < grade.max_score
-                            else ""
-                        )
-                    else:
-                        message = messages.get(grade.name, "") if score < grade.max_score else ""
-                    outcome.parts.append(
-                        Part(
-                            notebook.name,
-                            grade.name,
-                            score,
-                            grade.max_score,
-                            message,
-                            by_hand,
-                            outcome.flags.get((notebook.name, grade.name), []),
-                        )
-                    )
 
 
 def check_course_folder(root: Path) -> None:
@@ -264,7 +156,7 @@ def verify_all(
     `verdicts` for nbgrader's step. {student: (seconds, flags by (notebook, test), failure or "")}."""
     from concurrent.futures import ThreadPoolExecutor
 
-    plans = verify.plans(root / "solutions" / ASSIGNMENT)
+    plans = verify_plan.plans(root / "solutions" / ASSIGNMENT)
     hidden = verify.private_paths(root, submitted)
 
     def one(student: str) -> tuple[float, dict, str]:
@@ -278,7 +170,7 @@ def verify_all(
                 grading_config=root / "grading.toml",
                 timeout=cell_timeout,
             )
-        except verify.VerificationError as e:
+        except VerificationError as e:
             nbgrader_hook.write_verdicts(verdicts, student, None, e.message)
             return time.monotonic() - started, {}, e.message
         nbgrader_hook.write_verdicts(verdicts, student, found)
@@ -305,7 +197,7 @@ def autograde(
     students: list[str],
     db_url: str,
     jobs: int = 0,
-    cell_timeout: float = verify.CELL_TIMEOUT,
+    cell_timeout: float = CELL_TIMEOUT,
 ) -> list[Outcome]:
     """Verify every submission, then nbgrader autograde over them in one process; outcomes from the gradebook."""
     with tempfile.TemporaryDirectory(prefix="course-verdicts-") as verdicts:
@@ -346,7 +238,7 @@ def autograde(
             flags=flags,
         )
         if outcome.graded:
-            _read_gradebook(root, submitted, db_url, outcome)
+            read_gradebook(root, submitted, db_url, outcome)
         outcomes.append(outcome)
     return outcomes
 
@@ -389,64 +281,6 @@ def _drop_rows(path: Path, students: set[str]) -> None:
         csv.writer(f, lineterminator="\n").writerows([header, *kept])
 
 
-def write_details(outcomes: list[Outcome], path: Path) -> None:
-    with atomic_file(path, "w") as f:
-        writer = csv.writer(f)
-        writer.writerow(["student", "notebook", "test", "score", "max_score", "message", "flags"])
-        for outcome in outcomes:
-            if not outcome.graded:
-                writer.writerow(
-                    [outcome.student, "", "", "", "", f"NOT GRADED: {outcome.failure}", ""]
-                )
-            for (notebook, test), notes in sorted(outcome.flags.items()):
-                if not test:  # about the notebook as a whole
-                    writer.writerow([outcome.student, notebook, "", "", "", "", " | ".join(notes)])
-            for part in outcome.parts:
-                writer.writerow(
-                    [
-                        outcome.student,
-                        part.notebook,
-                        part.test,
-                        part.score,
-                        part.max_score,
-                        part.message,
-                        " | ".join(part.flags),
-                    ]
-                )
-
-
-def summary(outcomes: list[Outcome]) -> str:
-    lines = []
-    for outcome in outcomes:
-        if not outcome.graded:
-            lines.append(f"{outcome.student}: NOT GRADED ({outcome.failure})")
-            continue
-        by_notebook: dict[str, list[Part]] = {}
-        for part in outcome.parts:
-            by_notebook.setdefault(part.notebook, []).append(part)
-        per_notebook = ", ".join(
-            f"{name} {sum(p.score for p in parts):g}/{sum(p.max_score for p in parts):g}"
-            for name, parts in sorted(by_notebook.items())
-        )
-        lines.append(f"{outcome.student}: {outcome.score:g}/{outcome.max_score:g} ({per_notebook})")
-        lines += [f"    {name}: not handed in" for name in outcome.missing]
-        lines += [
-            f"    FLAG {' '.join(filter(None, (notebook, test))) or 'submission'}: {note}"
-            for (notebook, test), notes in sorted(outcome.flags.items())
-            for note in notes
-        ]
-        for part in outcome.parts:
-            if (
-                part.score < part.max_score
-                and not part.by_hand
-                and f"{part.notebook}.ipynb" not in outcome.missing
-            ):
-                lines.append(
-                    f"    {part.notebook} {part.test}: {part.score:g}/{part.max_score:g}  {part.message}"
-                )
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="course grade",
@@ -480,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cell-timeout",
         type=float,
-        default=verify.CELL_TIMEOUT,
+        default=CELL_TIMEOUT,
         help="seconds a test cell may run (default %(default)g)",
     )
     args = parser.parse_args(argv)

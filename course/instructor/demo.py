@@ -35,7 +35,7 @@ from pathlib import Path
 from course import doctor, paths, stages
 from course.cluster import siteenv
 from course.errors import GradingError
-from course.instructor import autograde, exchange, release, sandbox, verify
+from course.instructor import autograde, exchange, nbgrader_cells, release, sandbox, verify
 from course.notebook import allreduce_report, report
 from course.runtime import data
 
@@ -70,22 +70,30 @@ def solve(
     """Write the solutions into the exercise cells of `notebooks` in `folder` (but those in `left`), as a
     student would write them."""
     import nbformat
+    from nbgrader.preprocessors import ClearSolutions
+    from nbgrader.utils import is_solution
 
+    # nbgrader's own delimiters of a solution (ClearSolutions replaces what is between them)
+    traits = ClearSolutions.class_traits()
+    delimiters = tuple(
+        traits[name].default_value
+        for name in ("begin_solution_delimeter", "end_solution_delimeter")
+    )
     for name in notebooks:
         notebook = nbformat.read(folder / name, as_version=4)
         source = nbformat.read(solutions_folder / name, as_version=4)
         answers = {
             cell.metadata["nbgrader"]["grade_id"]: cell.source
             for cell in source.cells
-            if cell.metadata.get("nbgrader", {}).get("solution")
+            if is_solution(cell)
         }
         for cell in notebook.cells:
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            grade_id = nbgrader_cells.grade_id(cell)
             if grade_id in answers and grade_id not in left:
                 cell.source = "\n".join(
                     line
                     for line in answers[grade_id].splitlines()
-                    if "### BEGIN SOLUTION" not in line and "### END SOLUTION" not in line
+                    if not any(delimiter in line for delimiter in delimiters)
                 )
         nbformat.write(notebook, folder / name)
 
@@ -120,7 +128,7 @@ def run_notebook(path: Path, timeout: int = 1800, env: dict[str, str] | None = N
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
             if output.output_type == "error":
-                grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "?")
+                grade_id = nbgrader_cells.grade_id(cell) or "?"
                 errors.append(
                     f"{grade_id}: {output.ename}: {output.evalue.splitlines()[0] if output.evalue else ''}"
                 )

@@ -13,8 +13,11 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import sysconfig
 from pathlib import Path
 
+import course
+from course import paths
 from course.errors import GradingError
 
 # Set to "off" to grade without the sandbox (a machine without bubblewrap); every grade is then marked.
@@ -39,10 +42,6 @@ def bwrap() -> str:
 def _environment_folders() -> list[Path]:
     """The Python environment the grading runs in (its prefixes and library folders) and the kit's package,
     not the kit's checkout around it, which holds the solutions."""
-    import sysconfig
-
-    import course
-
     folders = {
         Path(sys.prefix),
         Path(sys.base_prefix),
@@ -78,8 +77,6 @@ def command(
         "ALL",
         "--clearenv",
     ]
-    from course import paths
-
     homes = [Path(p) for p in ("/root", "/home") if Path(p).is_dir()] + [paths.KIT_ROOT]
     for folder in sorted(
         {p.resolve() for p in [*hidden, *homes] if p.exists()}, key=lambda p: len(p.parts)

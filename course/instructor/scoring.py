@@ -9,47 +9,20 @@ grading.toml [accounting]). Each grade is the best the traced runs support: a ru
 
 from __future__ import annotations
 
-import os
-import tomllib
 from pathlib import Path
 
-from course import evidence, paths, results, stages
-from course.errors import GradingError
+from course import evidence, grading_rules, paths, results, stages
 from course.evidence import Run, comparable, efficiency
 from course.notebook.checks import fail, passed
-
-CONFIG = "grading.toml"
-
-
-def config() -> dict:
-    """grading.toml: $COURSE_GRADING_CONFIG, else the first one found from here upwards."""
-    explicit = os.environ.get("COURSE_GRADING_CONFIG")
-    candidates = (
-        [Path(explicit)] if explicit else [p / CONFIG for p in (Path.cwd(), *Path.cwd().parents)]
-    )
-    for candidate in candidates:
-        if candidate.is_file():
-            try:
-                return tomllib.loads(candidate.read_text())
-            except tomllib.TOMLDecodeError as e:
-                raise GradingError(
-                    f"{candidate} is not valid TOML: {e}", "fix the line it names"
-                ) from None
-    raise GradingError(
-        f"no {CONFIG} found (looked from {Path.cwd()} upwards)",
-        "grade inside the kit's course folder, or set COURSE_GRADING_CONFIG",
-    )
 
 
 def accounting(folder: Path) -> evidence.Accounting:
     """What runs are checked against: the scheduler's records, for the student whose nbgrader folder this is
     (<student>/<assignment>), with their cluster user from grading.toml [accounting] users."""
-    settings = config().get("accounting", {})
+    rules = grading_rules.load()
     where = Path(folder).resolve()
     student = where.parent.name if where.name == paths.ASSIGNMENT else None
-    return evidence.Accounting(
-        student, (settings.get("users") or {}).get(student), settings.get("enabled", True)
-    )
+    return evidence.Accounting(student, rules.cluster_user(student), rules.accounting_enabled)
 
 
 def _notes(*runs: Run) -> None:
@@ -79,22 +52,12 @@ def grade_run(stage: str, points: float, folder: Path = Path(".")) -> float:
     """Full points for a traced, complete run of `stage`; CheckFailed (no points) otherwise."""
     __tracebackhide__ = True
     run = _latest_traced(stage, folder)
+    assert run.log is not None  # a traced run is traced to its log
     _notes(run)
     passed(
         f"{run.describe()}: {run.images_per_sec:.1f} img/s on {run.workers} worker(s), traced to {run.log.name}"
     )
     return points
-
-
-def _limits(stage: str, kind: str) -> tuple[list, float]:
-    """(tiers best first, suspicious_above) for `stage` on `kind` (gpu or cpu) from grading.toml."""
-    settings = config().get("efficiency", {})
-    for_stage = settings.get(stage, {})
-    for_kind = for_stage.get(kind, {})
-    tiers = for_kind.get("tiers", for_stage.get("tiers", []))
-    default = for_stage.get("suspicious_above", settings.get("suspicious_above", 1.05))
-    ceiling = for_kind.get("suspicious_above", default)
-    return sorted(tiers, reverse=True), ceiling
 
 
 def _baselines(folder: Path, checked: evidence.Accounting) -> list[Run]:
@@ -139,18 +102,22 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
             f"no traced {stage} run on 2 or more workers compares with stage 1 ({why or 'none found'})",
             "run every stage with the same site settings (model, width, batch per worker, data set)",
         )
-    graded = []  # (share, None above the ceiling; efficiency; tier reached; ceiling; lowest tier; run; base)
+    graded: list[tuple[float | None, float, float | None, float, float, Run, Run]] = []
+    # (share, None above the ceiling; efficiency; tier reached; ceiling; lowest tier; run; base)
+    rules = grading_rules.load()
     for run, base in pairs:
-        tiers, ceiling = _limits(stage, base.record.get("device_kind", "gpu"))
+        limits = rules.efficiency(stage, base.record.get("device_kind", "gpu"))
+        tiers, ceiling = limits.tiers, limits.suspicious_above
         value = efficiency(run, base)
-        minimum, share = next(
+        reached: tuple[float | None, float] = next(
             ((minimum, share) for minimum, share in tiers if value >= minimum), (None, 0.0)
         )
+        tier_minimum, tier_share = reached
         graded.append(
             (
-                share if value <= ceiling else None,
+                tier_share if value <= ceiling else None,
                 value,
-                minimum,
+                tier_minimum,
                 ceiling,
                 tiers[-1][0] if tiers else 0,
                 run,
@@ -176,6 +143,7 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
             "look at the job log: too few steady iterations, other jobs on the node, or too small a batch per "
             "worker for the communication to hide behind",
         )
+    assert share is not None  # fail() raised above
     _notes(best, base)
     print(f"{measured} >= {minimum}: {share:.0%} of the points")
     return round(points * share, 3)
@@ -199,15 +167,6 @@ def grade_comparisons(points: float, folder: Path = Path(".")) -> float:
     _notes(*(run for run in found if run.traced))
     passed(f"stage-3 runs compare {coverage.describe()}")
     return points
-
-
-def accuracy_target(dataset: str) -> float | None:
-    """The validation accuracy runs on `dataset` must reach (grading.toml [accuracy] target); a variant
-    `<base>_<size>px_<percent>p` without its own entry takes its base's. None: no target set."""
-    targets = config().get("accuracy", {}).get("target", {})
-    base = dataset.split("_")[0]
-    value = targets.get(dataset, targets.get(base))
-    return float(value) if value is not None else None
 
 
 def _near(a: float | None, b: float | None) -> bool:
@@ -265,8 +224,9 @@ def grade_accuracy_at_scale(points: float, folder: Path = Path(".")) -> float:
     checked = accounting(folder)
     bases = _baselines(folder, checked)
     found = evidence.runs(stages.MULTI_NODE.name, folder, checked)
+    rules = grading_rules.load()
     targets = {
-        base.path: accuracy_target((base.record.get("dataset") or {}).get("name", ""))
+        base.path: rules.accuracy_target((base.record.get("dataset") or {}).get("name", ""))
         for base in bases
     }
     if all(target is None for target in targets.values()):
@@ -276,9 +236,9 @@ def grade_accuracy_at_scale(points: float, folder: Path = Path(".")) -> float:
             "the instructor adds it under [accuracy] target",
         )
     pairs = [
-        (run, base, targets[base.path])
+        (run, base, target)
         for base in bases
-        if targets[base.path] is not None
+        if (target := targets[base.path]) is not None
         for run in evidence.accuracy_candidates(found, base)
     ]
     if not pairs:
@@ -306,7 +266,7 @@ def grade_accuracy_at_scale(points: float, folder: Path = Path(".")) -> float:
             f"most likely: {collapse_hint(run, base)}",
         )
     earned, run, base, said = max(
-        (_accuracy_points(points, *entry) for entry in reached),
+        (_accuracy_points(points, rules.accuracy_speedup_tiers, *entry) for entry in reached),
         key=lambda graded: (graded[0], graded[1].workers),
     )
     _notes(run, base)
@@ -315,7 +275,7 @@ def grade_accuracy_at_scale(points: float, folder: Path = Path(".")) -> float:
 
 
 def _accuracy_points(
-    points: float, run: Run, base: Run, target: float, point: dict
+    points: float, tiers: grading_rules.Tiers, run: Run, base: Run, target: float, point: dict
 ) -> tuple[float, Run, Run, str]:
     """(points, run, base, what to print) for a run that reached `target` at `point`."""
     measured = (
@@ -331,7 +291,6 @@ def _accuracy_points(
             f"{measured}; stage 1 ({base.describe()}) never reached it, so there is no speedup to compare",
         )
     speedup = base_point["seconds"] / point["seconds"]
-    tiers = sorted(config().get("accuracy", {}).get("speedup", {}).get("tiers", []), reverse=True)
     share = next((share for minimum, share in tiers if speedup >= minimum), 0.0)
     return (
         round(points / 2 + points / 2 * share, 3),
@@ -351,7 +310,7 @@ def grade_allreduce_prediction(
     """Full points when the cost model's prediction is within grading.toml [allreduce] prediction_factor of
     the measured time, either way; CheckFailed (no points) otherwise. Both in seconds per step."""
     __tracebackhide__ = True
-    factor = float(config().get("allreduce", {}).get("prediction_factor", 4.0))
+    factor = grading_rules.load().prediction_factor
     for name, value in (("predicted", predicted_seconds), ("measured", measured_seconds)):
         if not (isinstance(value, (int, float)) and value > 0):
             fail(

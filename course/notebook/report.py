@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from course import evidence, results, stages
+from course import evidence, grading_rules, results, stages
 from course.errors import CourseError
 
 COLUMNS = (
@@ -31,26 +31,20 @@ def target_of(folder: Path = Path("."), baseline: str | None = None) -> float | 
     return _target(evidence.baseline(folder, baseline))
 
 
-def _scoring():
-    """course.instructor.scoring (it reads grading.toml); None in the students' bundle, which has neither."""
+def _rules() -> grading_rules.GradingRules | None:
+    """grading.toml's rules where it can be read; None in the students' bundle, which has none."""
     try:
-        from course.instructor import scoring
-    except ModuleNotFoundError as e:
-        if e.name != "course.instructor":
-            raise
+        return grading_rules.load()
+    except CourseError:
         return None
-    return scoring
 
 
 def _target(base: evidence.Run | None) -> float | None:
     """The course's accuracy target for the baseline's data set (grading.toml), where it can be found."""
-    scoring = _scoring()
-    if base is None or scoring is None:
+    rules = _rules()
+    if base is None or rules is None:
         return None
-    try:
-        return scoring.accuracy_target((base.record.get("dataset") or {}).get("name", ""))
-    except CourseError:
-        return None
+    return rules.accuracy_target((base.record.get("dataset") or {}).get("name", ""))
 
 
 def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
@@ -155,13 +149,8 @@ def notes(table: list[dict], target: float | None = None) -> list[str]:
 
 def references() -> dict[str, dict[str, float]]:
     """Reference images/sec per GPU model from grading.toml, where it can be found."""
-    scoring = _scoring()
-    if scoring is None:
-        return {}
-    try:
-        return scoring.config().get("reference", {})
-    except CourseError:
-        return {}
+    rules = _rules()
+    return rules.references if rules is not None else {}
 
 
 def _label(row: dict) -> str:

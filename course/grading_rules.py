@@ -1,0 +1,108 @@
+"""grading.toml, the instructor's rules: the one reader of the file, with typed values.
+
+The grader (course.instructor.scoring) and the report a student runs (course.notebook.report) both
+read it. The students' bundle has no grading.toml: `find()` then gives None, and the report goes
+without targets and reference figures; `load()` is for the grader, which cannot go without.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from course.errors import GradingError
+
+FILE = "grading.toml"
+OVERRIDE = "COURSE_GRADING_CONFIG"  # the file to read instead of looking for one
+SUSPICIOUS_ABOVE = 1.05  # efficiency above which runs do not compare, where grading.toml sets none
+PREDICTION_FACTOR = 4.0  # how far the allreduce prediction may be off, where grading.toml sets none
+
+Tiers = list[tuple[float, float]]  # [(minimum, share of the points)], best first
+
+
+@dataclass(frozen=True)
+class EfficiencyLimits:
+    tiers: Tiers  # best first; below the last, no credit
+    suspicious_above: float  # above this a run does not compare with stage 1
+
+
+@dataclass(frozen=True)
+class GradingRules:
+    """What grading.toml says, read once; each reader asks for the value it needs."""
+
+    data: dict[str, Any]
+
+    @property
+    def accounting_enabled(self) -> bool:
+        """Whether runs are checked against the scheduler's records ([accounting] enabled)."""
+        return bool(self.data.get("accounting", {}).get("enabled", True))
+
+    def cluster_user(self, student: str | None) -> str | None:
+        """The student's user on the cluster ([accounting] users), where it is set."""
+        return (self.data.get("accounting", {}).get("users") or {}).get(student)
+
+    def efficiency(self, stage: str, kind: str) -> EfficiencyLimits:
+        """The limits for `stage` on `kind` (gpu or cpu): [efficiency.<stage>.<kind>], else the
+        stage's, else [efficiency]'s."""
+        settings = self.data.get("efficiency", {})
+        for_stage = settings.get(stage, {})
+        for_kind = for_stage.get(kind, {})
+        tiers = for_kind.get("tiers", for_stage.get("tiers", []))
+        default = for_stage.get(
+            "suspicious_above", settings.get("suspicious_above", SUSPICIOUS_ABOVE)
+        )
+        return EfficiencyLimits(_best_first(tiers), for_kind.get("suspicious_above", default))
+
+    def accuracy_target(self, dataset: str) -> float | None:
+        """The validation accuracy runs on `dataset` must reach ([accuracy] target); a variant
+        `<base>_<size>px_<percent>p` without its own entry takes its base's. None: no target set."""
+        targets = self.data.get("accuracy", {}).get("target", {})
+        value = targets.get(dataset, targets.get(dataset.split("_")[0]))
+        return float(value) if value is not None else None
+
+    @property
+    def accuracy_speedup_tiers(self) -> Tiers:
+        """Shares of the time-to-accuracy points by speedup over stage 1 ([accuracy.speedup])."""
+        return _best_first(self.data.get("accuracy", {}).get("speedup", {}).get("tiers", []))
+
+    @property
+    def prediction_factor(self) -> float:
+        """How far the allreduce prediction may be from the measurement ([allreduce])."""
+        return float(self.data.get("allreduce", {}).get("prediction_factor", PREDICTION_FACTOR))
+
+    @property
+    def references(self) -> dict[str, dict[str, float]]:
+        """Reference images/sec per GPU model and stage ([reference]), shown beside the runs."""
+        return self.data.get("reference", {})
+
+
+def _best_first(tiers: list[list[float]]) -> Tiers:
+    # the values as written (1, not 1.0, in the messages that quote them)
+    return sorted(((minimum, share) for minimum, share in tiers), reverse=True)
+
+
+def find() -> Path | None:
+    """grading.toml: $COURSE_GRADING_CONFIG, else the first one found from here upwards; None."""
+    explicit = os.environ.get(OVERRIDE)
+    candidates = (
+        [Path(explicit)] if explicit else [p / FILE for p in (Path.cwd(), *Path.cwd().parents)]
+    )
+    return next((candidate for candidate in candidates if candidate.is_file()), None)
+
+
+def load() -> GradingRules:
+    """The rules of the grading.toml `find()` gives; GradingError when there is none, or it is not
+    valid TOML."""
+    path = find()
+    if path is None:
+        raise GradingError(
+            f"no {FILE} found (looked from {Path.cwd()} upwards)",
+            f"grade inside the kit's course folder, or set {OVERRIDE}",
+        )
+    try:
+        return GradingRules(tomllib.loads(path.read_text()))
+    except tomllib.TOMLDecodeError as e:
+        raise GradingError(f"{path} is not valid TOML: {e}", "fix the line it names") from None

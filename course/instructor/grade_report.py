@@ -1,0 +1,185 @@
+"""What a grading run found per student: scores from nbgrader's gradebook, the messages of the
+failed tests from the autograded notebooks, the verifier's flags; written out as grades-details.csv
+and the summary `python -m course grade` prints.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbgrader.utils import is_grade
+
+from course import paths
+from course.fileio import atomic_file
+
+ASSIGNMENT = paths.ASSIGNMENT
+
+
+@dataclass
+class Part:
+    notebook: str
+    test: str
+    score: float
+    max_score: float
+    message: str = ""
+    by_hand: bool = False  # a written answer: the instructor grades it in the Formgrader
+    flags: list[str] = field(
+        default_factory=list
+    )  # what the instructor should look at (not a score)
+
+
+BY_HAND = "a written answer: grade it by hand in the Formgrader"
+UNANSWERED = "a written answer left as it was released (nbgrader scores it 0)"
+
+
+@dataclass
+class Outcome:
+    student: str
+    graded: bool
+    seconds: float  # autograde time per submission (all notebooks)
+    score: float = 0.0
+    max_score: float = 0.0
+    parts: list[Part] = field(default_factory=list)
+    failure: str = ""
+    missing: list[str] = field(
+        default_factory=list
+    )  # notebooks not handed in, e.g. 03_multi_node.ipynb
+    flags: dict[tuple[str, str], list[str]] = field(
+        default_factory=dict
+    )  # (notebook, test or "") -> notes
+
+
+def _messages(notebook: Path) -> dict[str, str]:
+    """grade_id -> the first lines of the error a graded test cell shows in an autograded notebook."""
+    try:
+        cells = json.loads(notebook.read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    found = {}
+    for cell in map(nbformat.from_dict, cells):
+        if not is_grade(cell) or cell.get("cell_type") != "code":
+            continue
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                found[cell.metadata.nbgrader.grade_id] = f"{output.get('ename')}: " + "; ".join(
+                    line.strip() for line in (output.get("evalue") or "").splitlines()[:2]
+                )
+                break
+    return found
+
+
+def course_id(root: Path) -> str:
+    """The course id that nbgrader_config.py sets (the gradebook is keyed by it)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    return config.CourseDirectory.course_id or "default_course"
+
+
+def read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) -> None:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(db_url, course_id(root)) as gradebook:
+        try:
+            submission = gradebook.find_submission(ASSIGNMENT, outcome.student)
+        except MissingEntry:
+            outcome.graded, outcome.failure = (
+                False,
+                "nbgrader recorded no grades for it (see its log above)",
+            )
+            return
+        outcome.score, outcome.max_score = submission.score, submission.max_score
+        for notebook in submission.notebooks:
+            file = f"{notebook.name}.ipynb"
+            if (submitted / outcome.student / ASSIGNMENT / file).exists():
+                messages = _messages(root / "autograded" / outcome.student / ASSIGNMENT / file)
+            else:  # nbgrader scores it 0 and says nothing else
+                outcome.missing.append(file)
+                messages = {grade.name: f"{file} was not handed in" for grade in notebook.grades}
+            for grade in sorted(notebook.grades, key=lambda g: g.name):
+                if grade.max_score:
+                    score = grade.score or 0.0
+                    by_hand = grade.cell_type == "markdown"
+                    if by_hand:
+                        message = (
+                            BY_HAND
+                            if grade.needs_manual_grade
+                            else UNANSWERED
+                            if score < grade.max_score
+                            else ""
+                        )
+                    else:
+                        message = messages.get(grade.name, "") if score < grade.max_score else ""
+                    outcome.parts.append(
+                        Part(
+                            notebook.name,
+                            grade.name,
+                            score,
+                            grade.max_score,
+                            message,
+                            by_hand,
+                            outcome.flags.get((notebook.name, grade.name), []),
+                        )
+                    )
+
+
+def write_details(outcomes: list[Outcome], path: Path) -> None:
+    with atomic_file(path, "w") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", "notebook", "test", "score", "max_score", "message", "flags"])
+        for outcome in outcomes:
+            if not outcome.graded:
+                writer.writerow(
+                    [outcome.student, "", "", "", "", f"NOT GRADED: {outcome.failure}", ""]
+                )
+            for (notebook, test), notes in sorted(outcome.flags.items()):
+                if not test:  # about the notebook as a whole
+                    writer.writerow([outcome.student, notebook, "", "", "", "", " | ".join(notes)])
+            for part in outcome.parts:
+                writer.writerow(
+                    [
+                        outcome.student,
+                        part.notebook,
+                        part.test,
+                        part.score,
+                        part.max_score,
+                        part.message,
+                        " | ".join(part.flags),
+                    ]
+                )
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    lines = []
+    for outcome in outcomes:
+        if not outcome.graded:
+            lines.append(f"{outcome.student}: NOT GRADED ({outcome.failure})")
+            continue
+        by_notebook: dict[str, list[Part]] = {}
+        for part in outcome.parts:
+            by_notebook.setdefault(part.notebook, []).append(part)
+        per_notebook = ", ".join(
+            f"{name} {sum(p.score for p in parts):g}/{sum(p.max_score for p in parts):g}"
+            for name, parts in sorted(by_notebook.items())
+        )
+        lines.append(f"{outcome.student}: {outcome.score:g}/{outcome.max_score:g} ({per_notebook})")
+        lines += [f"    {name}: not handed in" for name in outcome.missing]
+        lines += [
+            f"    FLAG {' '.join(filter(None, (notebook, test))) or 'submission'}: {note}"
+            for (notebook, test), notes in sorted(outcome.flags.items())
+            for note in notes
+        ]
+        for part in outcome.parts:
+            if (
+                part.score < part.max_score
+                and not part.by_hand
+                and f"{part.notebook}.ipynb" not in outcome.missing
+            ):
+                lines.append(
+                    f"    {part.notebook} {part.test}: {part.score:g}/{part.max_score:g}  {part.message}"
+                )
+    return "\n".join(lines)

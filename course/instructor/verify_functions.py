@@ -1,0 +1,136 @@
+"""The student's code the verifier takes: the `def`s of a notebook's solution cells, nothing else.
+
+The functions are compiled without running anything the student wrote (decorators and computed
+defaults are refused); everything else in those cells, such as code that patches the checks or
+the IPython shell, is left out and reported. Names a solution never needs are flagged for the
+instructor: code that runs inside a test can reach what the sandbox cannot take away.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from course.instructor import nbgrader_cells
+
+# Names a solution never needs; where one appears the instructor is told (not a penalty by itself).
+SUSPICIOUS = {
+    "get_ipython",
+    "sys",
+    "gc",
+    "inspect",
+    "ctypes",
+    "builtins",
+    "__builtins__",
+    "importlib",
+    "os",
+    "subprocess",
+    "signal",
+    "socket",
+    "setattr",
+    "delattr",
+    "globals",
+    "locals",
+    "vars",
+    "exec",
+    "eval",
+    "compile",
+    "__import__",
+    "open",
+    "__globals__",
+    "__code__",
+    "__dict__",
+    "_getframe",
+    "modules",
+}
+
+
+def solution_sources(notebook: Mapping[str, Any], solution_ids: list[str]) -> dict[str, str]:
+    """{grade_id: source} of a submitted notebook's solution cells (those the source notebook has)."""
+    found = {}
+    for cell in notebook.get("cells", []):
+        cell_id = nbgrader_cells.grade_id(cell)
+        if cell.get("cell_type") == "code" and cell_id in solution_ids:
+            found[cell_id] = (
+                "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            )
+    return found
+
+
+def digest(sources: dict[str, str]) -> str:
+    """What identifies the solution cells verified (nbgrader's copy of them must have the same)."""
+    return hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()
+
+
+def _names(node: ast.AST) -> set[str]:
+    found: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            found.add(sub.id)
+        elif isinstance(sub, ast.Attribute):
+            found.add(sub.attr)
+        elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+            found |= {alias.name.split(".")[0] for alias in sub.names}
+            if isinstance(sub, ast.ImportFrom) and sub.module:
+                found.add(sub.module.split(".")[0])
+    return found
+
+
+def functions(sources: dict[str, str]) -> tuple[str, list[str]]:
+    """(the source of the student's defs, notes on what was left out or looks wrong)."""
+    kept: list[str] = []
+    notes: list[str] = []
+    for grade_id, source in sources.items():
+        try:
+            tree = ast.parse(source)
+        except SyntaxError as e:
+            notes.append(
+                f"{grade_id}: a syntax error at line {e.lineno} ({e.msg}): its functions are missing"
+            )
+            continue
+        lines = source.splitlines(keepends=True)
+        for node in tree.body:
+            if not isinstance(node, ast.FunctionDef):
+                if not isinstance(node, (ast.Import, ast.ImportFrom, ast.Pass)) and not (
+                    isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                ):
+                    notes.append(
+                        f"{grade_id}: line {node.lineno} runs code outside a function (left out: only "
+                        f"the functions are graded){_uses(node)}"
+                    )
+                continue
+            if node.decorator_list:
+                notes.append(
+                    f"{grade_id}: {node.name} has a decorator, which would run code of its own: left out"
+                )
+                continue
+            defaults = [d for d in [*node.args.defaults, *node.args.kw_defaults] if d is not None]
+            if not all(_literal(d) for d in defaults):
+                notes.append(
+                    f"{grade_id}: {node.name} computes a default value, which would run code: left out"
+                )
+                continue
+            suspicious = _names(node) & SUSPICIOUS
+            if suspicious:
+                notes.append(
+                    f"{grade_id}: {node.name} uses {', '.join(sorted(suspicious))}, which the exercise "
+                    "never needs: read it"
+                )
+            kept.append("".join(lines[node.lineno - 1 : node.end_lineno]))
+    return "\n\n".join(kept) + "\n", notes
+
+
+def _literal(node: ast.AST) -> bool:
+    try:
+        ast.literal_eval(node)
+    except ValueError:
+        return False
+    return True
+
+
+def _uses(node: ast.AST) -> str:
+    suspicious = _names(node) & SUSPICIOUS
+    return f"; it uses {', '.join(sorted(suspicious))}" if suspicious else ""

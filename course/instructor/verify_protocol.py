@@ -1,0 +1,269 @@
+"""What the verifier's parent and its sandboxed worker say to each other, as typed records.
+
+The parent (course.instructor.verify) sends a `Request` on the worker's stdin; the worker
+(course.instructor.verify_worker) answers with a `Reply` as the last line of its stdout, and each
+test's child process sends the worker a `TestReply` on a pipe. `course grade` also leaves each
+student's `Reply` in a file for nbgrader's step (course.instructor.nbgrader_hook). Every record's
+`from_json` refuses a missing or unknown field, or a value of the wrong type, with a ProtocolError
+that names it: a reply that does not parse is a grader's fault, never a grade.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from course.errors import CourseError
+
+Output = dict[str, Any]  # one nbformat output of a test cell (stream, execute_result, error)
+
+
+class VerificationError(CourseError):
+    """A submission the verifier could not grade (its process was killed, or ran past its time)."""
+
+
+class ProtocolError(VerificationError):
+    """A message between the verifier's processes that is not what its record says."""
+
+
+# --- checking a decoded JSON value against a record's fields --------------------------------------
+
+Check = tuple[str, Callable[[Any], bool]]  # (what the value should be, whether it is)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _list_of(what: str, ok: Callable[[Any], bool]) -> Check:
+    return f"a list of {what}", lambda value: isinstance(value, list) and all(map(ok, value))
+
+
+def _map_of(what: str, ok: Callable[[Any], bool]) -> Check:
+    return (
+        f"an object of {what}",
+        lambda value: (
+            isinstance(value, dict)
+            and all(isinstance(key, str) and ok(item) for key, item in value.items())
+        ),
+    )
+
+
+STRING: Check = ("a string", lambda value: isinstance(value, str))
+NUMBER: Check = ("a number", _is_number)
+BOOLEAN: Check = ("true or false", lambda value: isinstance(value, bool))
+OBJECT: Check = ("an object", lambda value: isinstance(value, dict))
+LIST: Check = ("a list", lambda value: isinstance(value, list))
+STRINGS = _list_of("strings", STRING[1])
+OUTPUTS = _list_of(
+    "outputs (objects with an output_type)",
+    lambda value: isinstance(value, dict) and isinstance(value.get("output_type"), str),
+)
+
+
+def _fields(record: str, data: Any, checks: dict[str, Check]) -> dict[str, Any]:
+    """`data` as the fields of `record`; ProtocolError naming what is missing, unknown, mistyped."""
+    if not isinstance(data, dict):
+        raise ProtocolError(f"{record}: expected a JSON object, got {type(data).__name__}")
+    missing, unknown = sorted(checks.keys() - data.keys()), sorted(data.keys() - checks.keys())
+    if missing or unknown:
+        raise ProtocolError(
+            f"{record}: "
+            + "; ".join(
+                part
+                for part in (
+                    missing and f"missing field(s) {', '.join(missing)}",
+                    unknown and f"unknown field(s) {', '.join(unknown)}",
+                )
+                if part
+            )
+        )
+    for name, (what, ok) in checks.items():
+        if not ok(data[name]):
+            raise ProtocolError(f"{record}.{name}: {data[name]!r:.80} is not {what}")
+    return data
+
+
+def _decode(record: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise ProtocolError(f"{record}: not JSON ({e}): {text[:80]!r}") from None
+
+
+# --- the records ----------------------------------------------------------------------------------
+
+
+@dataclass
+class TestCell:
+    """One test cell of the instructor's source notebook."""
+
+    id: str  # its nbgrader grade_id
+    visible: str  # what the student's notebook shows
+    hidden: str  # between the hidden-test markers (what nbgrader adds when it grades)
+    points: float
+
+    CHECKS: ClassVar[dict[str, Check]] = {
+        "id": STRING,
+        "visible": STRING,
+        "hidden": STRING,
+        "points": NUMBER,
+    }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "visible": self.visible,
+            "hidden": self.hidden,
+            "points": self.points,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> TestCell:
+        return cls(**_fields("TestCell", data, cls.CHECKS))
+
+
+@dataclass
+class Plan:
+    """What the instructor's source notebook says about one notebook: how to set up, what to test."""
+
+    notebook: str  # file name, e.g. 01_single_gpu.ipynb
+    setup: str
+    solution_ids: list[str]
+    tests: list[TestCell]
+
+    CHECKS: ClassVar[dict[str, Check]] = {
+        "notebook": STRING,
+        "setup": STRING,
+        "solution_ids": STRINGS,
+        "tests": LIST,
+    }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "notebook": self.notebook,
+            "setup": self.setup,
+            "solution_ids": list(self.solution_ids),
+            "tests": [test.to_dict() for test in self.tests],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Plan:
+        fields = _fields("Plan", data, cls.CHECKS)
+        return cls(**{**fields, "tests": [TestCell.from_dict(test) for test in fields["tests"]]})
+
+
+@dataclass
+class Request:
+    """What the parent asks of its worker: verify the submission in `folder` by these plans."""
+
+    folder: str
+    timeout: float  # seconds a test cell may run
+    plans: list[Plan]
+
+    CHECKS: ClassVar[dict[str, Check]] = {"folder": STRING, "timeout": NUMBER, "plans": LIST}
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "folder": self.folder,
+                "timeout": self.timeout,
+                "plans": [plan.to_dict() for plan in self.plans],
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Request:
+        fields = _fields("Request", _decode("Request", text), cls.CHECKS)
+        return cls(**{**fields, "plans": [Plan.from_dict(plan) for plan in fields["plans"]]})
+
+
+@dataclass
+class TestReply:
+    """What one test's child process found: its outputs, what of the kit changed, whether the
+    visible part failed."""
+
+    outputs: list[Output]
+    tampered: list[str]  # the first few of the kit's names that changed while the test ran
+    visible_failed: bool
+
+    CHECKS: ClassVar[dict[str, Check]] = {
+        "outputs": OUTPUTS,
+        "tampered": STRINGS,
+        "visible_failed": BOOLEAN,
+    }
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "outputs": self.outputs,
+                "tampered": self.tampered,
+                "visible_failed": self.visible_failed,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> TestReply:
+        return cls(**_fields("TestReply", _decode("TestReply", text), cls.CHECKS))
+
+
+@dataclass
+class Verdict:
+    """What one notebook of one submission got: outputs per test cell, and what the instructor
+    should know."""
+
+    notebook: str
+    digest: str  # of the solution cells verified: nbgrader's copy must have the same
+    outputs: dict[str, list[Output]] = field(default_factory=dict)
+    flags: dict[str, list[str]] = field(default_factory=dict)  # grade_id ("": notebook) -> notes
+    missing: bool = False
+    visible_failed: list[str] = field(default_factory=list)  # tests whose visible part failed
+    seconds: dict[str, float] = field(default_factory=dict)  # per test cell, "" for setting up
+
+    CHECKS: ClassVar[dict[str, Check]] = {
+        "notebook": STRING,
+        "digest": STRING,
+        "outputs": _map_of("lists of outputs", OUTPUTS[1]),
+        "flags": _map_of("lists of strings", STRINGS[1]),
+        "missing": BOOLEAN,
+        "visible_failed": STRINGS,
+        "seconds": _map_of("numbers", _is_number),
+    }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "notebook": self.notebook,
+            "digest": self.digest,
+            "outputs": self.outputs,
+            "flags": self.flags,
+            "missing": self.missing,
+            "visible_failed": self.visible_failed,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Verdict:
+        return cls(**_fields("Verdict", data, cls.CHECKS))
+
+
+@dataclass
+class Reply:
+    """The worker's answer for a submission: a verdict per notebook, or why there is none."""
+
+    verdicts: list[Verdict] | None  # None: the submission could not be verified
+    failure: str = ""
+
+    def to_json(self) -> str:
+        if self.verdicts is None:
+            return json.dumps({"failure": self.failure})
+        return json.dumps({"verdicts": [verdict.to_dict() for verdict in self.verdicts]})
+
+    @classmethod
+    def from_json(cls, text: str) -> Reply:
+        data = _decode("Reply", text)
+        if isinstance(data, dict) and "failure" in data:
+            return cls(None, _fields("Reply", data, {"failure": STRING})["failure"])
+        fields = _fields("Reply", data, {"verdicts": LIST})
+        return cls([Verdict.from_dict(verdict) for verdict in fields["verdicts"]])

@@ -1,0 +1,283 @@
+"""The verifier's sandboxed worker: each test cell runs on the student's functions in a clean child.
+
+`python -P -m course.instructor.verify_worker` (started by course.instructor.verify, inside the
+sandbox) reads a Request on stdin and writes its Reply as the last line of stdout. For each
+notebook it sets up one clean process: the setup cell, then the student's functions (defs only:
+nothing of the student's runs). Each test cell, visible and hidden part, runs in a child process
+forked from that clean process, so one test cannot prepare another; a test that changes the kit's
+code while it runs gets no points.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import select
+import signal
+import sys
+import tempfile
+import time
+import traceback
+import types
+from pathlib import Path
+from typing import Any
+
+from course.instructor.verify_functions import digest, functions, solution_sources
+from course.instructor.verify_protocol import (
+    Output,
+    Plan,
+    ProtocolError,
+    Reply,
+    Request,
+    TestCell,
+    TestReply,
+    Verdict,
+    VerificationError,
+)
+
+# Modules whose functions and classes a test must leave as they were (the kit and its libraries).
+_KIT_PREFIXES = ("course", "chainer", "chainermn", "numpy", "builtins")
+KitState = dict[tuple[str, str], int]
+
+
+def _kit_state() -> KitState:
+    """Identity of every function, class and module the kit and its libraries expose (and of class
+    members)."""
+    kinds = (
+        types.FunctionType,
+        types.BuiltinFunctionType,
+        type,
+        types.ModuleType,
+        types.MethodType,
+        staticmethod,
+        classmethod,
+        property,
+    )
+    state: KitState = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith(_KIT_PREFIXES):
+            continue
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, kinds):
+                state[(name, attr)] = id(value)
+                if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                    for member, inner in list(vars(value).items()):
+                        if isinstance(inner, kinds):
+                            state[(f"{name}.{attr}", member)] = id(inner)
+    return state
+
+
+def _changed(before: KitState) -> list[str]:
+    after = _kit_state()
+    return [
+        f"{owner}.{name}"
+        for (owner, name), ident in before.items()
+        if after.get((owner, name)) != ident
+    ]
+
+
+def _run_cell(code: str, namespace: dict[str, Any]) -> object:
+    """Run a cell as IPython would; the value of its last line when that is an expression."""
+    tree = ast.parse(code)
+    last = tree.body[-1] if tree.body else None
+    if isinstance(last, ast.Expr):
+        tree.body.pop()
+    else:
+        last = None
+    exec(compile(tree, "<test cell>", "exec"), namespace)
+    return (
+        eval(compile(ast.Expression(last.value), "<test cell>", "eval"), namespace)
+        if last
+        else None
+    )
+
+
+def _child(
+    test: TestCell, namespace: dict[str, Any], before: KitState, report: int, timeout: float
+) -> None:
+    """The body of a test's child process: run it, send its outputs on `report`, exit."""
+    outputs: list[Output] = []
+
+    def too_long(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"this cell ran past the {timeout:g} s limit")
+
+    signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(int(timeout))
+    visible_failed = True
+    try:
+        value = _run_cell(test.visible, namespace)
+        visible_failed = False
+        if test.hidden.strip():
+            value = _run_cell(test.hidden, namespace)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            outputs.append(
+                {
+                    "output_type": "execute_result",
+                    "execution_count": 1,
+                    "metadata": {},
+                    "data": {"text/plain": repr(value)},
+                }
+            )
+    except BaseException as e:  # the cell's error is its result, as in a kernel
+        outputs.append(
+            {
+                "output_type": "error",
+                "ename": type(e).__name__,
+                "evalue": str(e),
+                "traceback": traceback.format_exception_only(type(e), e),
+            }
+        )
+    signal.alarm(0)
+    changed = _changed(before)
+    if changed:
+        outputs.append(
+            {
+                "output_type": "error",
+                "ename": "Tampering",
+                "evalue": f"the kit's code changed while this test ran ({', '.join(changed[:3])}): no points",
+                "traceback": [],
+            }
+        )
+    os.write(report, TestReply(outputs, changed[:3], visible_failed).to_json().encode())
+    os._exit(0)
+
+
+def _run_test(
+    test: TestCell, namespace: dict[str, Any], before: KitState, timeout: float
+) -> tuple[list[Output], list[str], bool]:
+    """Fork a child for `test`; (its outputs, notes, whether its visible part failed), with what it printed as
+    a stream output."""
+    printed_r, printed_w = os.pipe()
+    report_r, report_w = os.pipe()
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.close(printed_r)
+        os.close(report_r)
+        os.dup2(printed_w, 1)
+        os.dup2(printed_w, 2)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = sys.stdout
+        _child(test, namespace, before, report_w, timeout)
+    os.close(printed_w)
+    os.close(report_w)
+    printed, reported = b"", b""
+    deadline = (
+        time.monotonic() + timeout + 15
+    )  # the child's own alarm first; this when it swallows that
+    open_fds = {printed_r, report_r}
+    while open_fds and time.monotonic() < deadline:
+        ready, _, _ = select.select(list(open_fds), [], [], 1.0)
+        for fd in ready:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                open_fds.discard(fd)
+                os.close(fd)
+            elif fd == printed_r:
+                printed += chunk
+            else:
+                reported += chunk
+    timed_out = bool(open_fds)
+    if timed_out:
+        os.kill(pid, signal.SIGKILL)
+        for fd in open_fds:
+            os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    stream = (
+        [{"output_type": "stream", "name": "stdout", "text": printed.decode(errors="replace")}]
+        if printed
+        else []
+    )
+    if timed_out:
+        return (
+            stream + [_error("TimeoutError", f"this cell ran past the {timeout:g} s limit")],
+            ["timed out"],
+            True,
+        )
+    try:
+        result = TestReply.from_json(reported.decode(errors="replace"))
+    except ProtocolError:  # nothing, or not a reply: the test's own code may write to the pipe
+        code = os.waitstatus_to_exitcode(status)
+        why = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        return (
+            stream
+            + [_error("TestProcessDied", f"the test's process ended without a result ({why})")],
+            [f"the test's process ended without a result ({why})"],
+            True,
+        )
+    notes = (
+        [f"possible tampering: {', '.join(result.tampered)} changed during the test"]
+        if result.tampered
+        else []
+    )
+    return stream + result.outputs, notes, result.visible_failed
+
+
+def _error(name: str, message: str) -> Output:
+    return {"output_type": "error", "ename": name, "evalue": message, "traceback": []}
+
+
+def _verify_notebook(plan: Plan, folder: Path, timeout: float) -> Verdict:
+    path = folder / plan.notebook
+    if not path.is_file():
+        return Verdict(plan.notebook, "", missing=True)
+    try:
+        submitted = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise VerificationError(
+            f"{plan.notebook} is not a readable notebook (not JSON: {e})", ""
+        ) from None
+    sources = solution_sources(submitted, plan.solution_ids)
+    verdict = Verdict(plan.notebook, digest(sources))
+    code, notes = functions(sources)
+    if notes:
+        verdict.flags[""] = notes
+    functions_file = (
+        Path(tempfile.mkdtemp(prefix="functions-")) / f"{Path(plan.notebook).stem}_functions.py"
+    )
+    functions_file.write_text(code)
+    started = time.monotonic()
+    namespace = {
+        "__name__": f"notebook_{Path(plan.notebook).stem}",
+        "__file__": str(functions_file),
+    }
+    with open(os.devnull, "w") as quiet:  # the setup cell's greeting is not a test's output
+        stdout, sys.stdout = sys.stdout, quiet
+        try:
+            exec(compile(plan.setup, "<setup cell>", "exec"), namespace)
+        finally:
+            sys.stdout = stdout
+    exec(
+        compile(code, str(functions_file), "exec"), namespace
+    )  # defs only: nothing of the student's runs
+    before = _kit_state()
+    verdict.seconds[""] = round(time.monotonic() - started, 3)
+    for test in plan.tests:
+        started = time.monotonic()
+        outputs, cell_notes, visible_failed = _run_test(test, namespace, before, timeout)
+        verdict.seconds[test.id] = round(time.monotonic() - started, 3)
+        verdict.outputs[test.id] = outputs
+        if visible_failed:
+            verdict.visible_failed.append(test.id)
+        if cell_notes:
+            verdict.flags[test.id] = cell_notes
+    return verdict
+
+
+def worker() -> None:
+    """The sandboxed process: a Request from stdin, its Reply on stdout (the last line)."""
+    request = Request.from_json(sys.stdin.read())
+    os.environ["NBGRADER_EXECUTION"] = "autograde"  # as under nbgrader: jobs are not submitted
+    # One run of the stage-3 ranks serves all the checks of a notebook, each in its own child process.
+    os.environ["COURSE_PROBE_CACHE"] = tempfile.mkdtemp(prefix="probe-cache-")
+    folder = Path(request.folder)
+    try:
+        reply = Reply([_verify_notebook(plan, folder, request.timeout) for plan in request.plans])
+    except VerificationError as e:
+        reply = Reply(None, e.message)
+    sys.stdout.write("\n" + reply.to_json() + "\n")
+
+
+if __name__ == "__main__":
+    worker()
