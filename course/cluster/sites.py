@@ -3,8 +3,9 @@
 `python -m course site apply <profile>` writes the profile into the job scripts: the directive
 block of each jobs/*.sh (between the `site directives` markers) and jobs/site_env.sh, which
 every job sources (modules, Python environment, data, training defaults, MPI launcher).
-Inside jobs/site_env.sh a few `COURSE_*` variables also tell `python -m course submit` and the
-notebooks how this site is run (scheduler, how to ask for nodes, which runs to compare).
+Inside jobs/site_env.sh a few settings also tell `python -m course submit` and the notebooks how
+this site is run (scheduler, how to ask for nodes, which runs to compare): course.cluster.siteenv
+writes and reads them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from course import paths
 from course.cluster import siteenv
+from course.cluster.siteenv import SiteSettings
 from course.errors import SiteError
 
 if TYPE_CHECKING:
@@ -86,9 +88,9 @@ class Profile:
                 lines.append(template.format(**values))
         return lines
 
-    def select(self, nodes: int, ranks_per_node: int, gpus: int) -> str:
+    def select(self, nodes: int | str, ranks_per_node: int | str, gpus: int) -> str:
         """The `-l select=` value for a run of this shape (for `qsub -l` on the command line)."""
-        fallback = "#PBS -l select={nodes}:mpiprocs={ranks_per_node}"
+        fallback = f"#PBS -l select={siteenv.DEFAULT_SELECT}"
         template = next((d for d in self.directives if "select=" in d), fallback)
         rendered = template.format(
             queue=self.queue,
@@ -326,7 +328,7 @@ def load_profile(name_or_path: str) -> Profile:
         threads_per_rank=env.get("threads_per_rank", 1),
         mpiexec=_safe(env["mpiexec"], "mpiexec", where, allow="{}"),
         jobs=jobs,
-        scaling_runs=[tuple(int(n) for n in run.split("x")) for run in scaling["runs"]],
+        scaling_runs=[siteenv.parse_run(run) for run in scaling["runs"]],
         communication=[_safe(c, "communication", where) for c in scaling["communication"]],
         resources=data.get("resources", []),
     )
@@ -364,7 +366,7 @@ def apply(profile: Profile, jobs_dir: Path) -> list[Path]:
             script.write_text(updated)
         written.append(script)
     env_file = Path(jobs_dir) / siteenv.FILE
-    env_file.write_text(siteenv.render(profile))
+    env_file.write_text(SiteSettings.from_profile(profile).to_shell())
     written.append(env_file)
     return written
 
@@ -382,7 +384,10 @@ def check(profile: Profile, jobs_dir: Path) -> list[str]:
         if expected != script.read_text():
             problems.append(f"{script.name}: its directives differ from the profile's")
     env_file = Path(jobs_dir) / siteenv.FILE
-    if not env_file.is_file() or env_file.read_text() != siteenv.render(profile):
+    if (
+        not env_file.is_file()
+        or env_file.read_text() != SiteSettings.from_profile(profile).to_shell()
+    ):
         problems.append(f"{siteenv.FILE}: differs from the profile's")
     return problems
 
@@ -421,8 +426,8 @@ def main(argv: list[str]) -> int:
         return 0
     if args.action == "show":
         env_file = jobs_dir / siteenv.FILE
-        name = siteenv.read(env_file).get("COURSE_SITE") if env_file.is_file() else None
-        if name is None:
+        name = SiteSettings.read(env_file).site if env_file.is_file() else ""
+        if not name:
             raise SiteError(
                 f"no profile is applied: {env_file} is missing or sets no COURSE_SITE",
                 "python -m course site apply local (or your site's profile)",
