@@ -12,7 +12,8 @@ notebook uses are imported on first use:
     course.models.build(...)    the course's networks (course.runtime.models)
     course.notebook.setup(...), course.notebook.write_script(...)
     course.submit(...)          qsub -j oe, or the local scheduler (course.cluster.submit)
-    course.comparison_plan()    the site's stage-3 runs (course.cluster.plan); course.profile_plan(): the profiled ones
+    course.comparison_plan()    the site's stage-3 runs; course.profile_plan(): the profiled ones
+                                (course.cluster.plan)
     course.report.show()        the table and plots of your runs (course.notebook.report)
     course.profile_report.show()  where a step's time goes, per rank (course.notebook.profile_report)
     course.one_node.show()      stage 2 beside stage 3 on one node's GPUs (course.notebook.one_node)

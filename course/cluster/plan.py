@@ -1,6 +1,6 @@
-"""The stage-3 comparison a site plans: which runs (nodes x ranks, communication setting, learning-rate
-rule, batch) the notebook submits, from the applied site profile and, on the `local` profile, this
-machine's GPUs."""
+"""The stage-3 comparison a site plans: which runs (nodes x ranks, communication setting,
+learning-rate rule, batch) the notebook submits, from the applied site profile and, on the `local`
+profile, this machine's GPUs."""
 
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ def check_training_scripts(script: Path, workdir: Path) -> None:
 def qsub_options(
     settings: SiteSettings, nodes: int | None, per_node: int | None, env: dict[str, str] | None
 ) -> list[str]:
-    """The qsub options that ask for `nodes` x `per_node` ranks (the site's select) and pass `env`."""
+    """The qsub options asking for `nodes` x `per_node` ranks (the site's select), passing `env`."""
     options = []
     if nodes is not None or per_node is not None:
         select = settings.select.format(nodes=nodes or 1, ranks_per_node=per_node or 1)
