@@ -13,6 +13,7 @@ notebook uses are imported on first use:
     course.notebook.setup(...), course.notebook.write_script(...)
     course.submit(...)          qsub -j oe, or the local scheduler (course.cluster.submit)
     course.comparison_plan()    the site's stage-3 runs; course.profile_plan(): the profiled ones
+                                (course.cluster.plan)
     course.report.show()        the table and plots of your runs (course.notebook.report)
     course.profile_report.show()  where a step's time goes, per rank (course.notebook.profile_report)
     course.one_node.show()      stage 2 beside stage 3 on one node's GPUs (course.notebook.one_node)
@@ -33,8 +34,8 @@ _LAZY = {
     "models": ("course.runtime.models", None),
     "notebook": ("course.notebook", None),
     "submit": ("course.cluster.submit", "submit"),
-    "comparison_plan": ("course.cluster.submit", "comparison_plan"),
-    "profile_plan": ("course.cluster.submit", "profile_plan"),
+    "comparison_plan": ("course.cluster.plan", "comparison_plan"),
+    "profile_plan": ("course.cluster.plan", "profile_plan"),
     "profile_report": ("course.notebook.profile_report", None),
     "one_node": ("course.notebook.one_node", None),
     "allreduce_report": ("course.notebook.allreduce_report", None),

@@ -30,7 +30,7 @@ COMMANDS = {  # name: (module, what it does)
         "the kit's reference CIFAR-10 training (one device, or ranks under mpiexec)",
     ),
     "submit": (
-        "course.cluster.submit",
+        "course.cluster.submit_command",
         "submit a job script: to qsub, or run it here as PBS would (local profile)",
     ),
     "cancel": (

@@ -179,7 +179,7 @@ def _site() -> Check:
     env_file = siteenv.locate()
     if env_file is None:
         return Check(NOT_HERE, "site profile", "not in a kit checkout or assignment folder")
-    profile = siteenv.read(env_file).get("COURSE_SITE")
+    profile = siteenv.SiteSettings.read(env_file).site
     return Check(
         OK,
         "site profile",

@@ -22,7 +22,8 @@ from chainer import training
 from chainer.training import extensions
 
 from course import evidence, grading_rules, joblog, results, stages
-from course.cluster import siteenv, sites, submit
+from course.cluster import siteenv, sites
+from course.cluster.plan import comparison_plan
 from course.errors import ResultsError
 from course.instructor import scoring
 from course.notebook import report
@@ -721,8 +722,10 @@ def test_the_comparison_plan_adds_the_other_lr_rules_on_the_most_ranks(tmp_path,
         "CUDA_VISIBLE_DEVICES", ""
     )  # the CPU plan, on a GPU node too (local GPUs: tests/test_gpu.py)
     (tmp_path / "jobs").mkdir()
-    (tmp_path / "jobs" / siteenv.FILE).write_text(siteenv.render(sites.load_profile("local")))
-    plan = submit.comparison_plan(tmp_path)
+    (tmp_path / "jobs" / siteenv.FILE).write_text(
+        siteenv.SiteSettings.from_profile(sites.load_profile("local")).to_shell()
+    )
+    plan = comparison_plan(tmp_path)
     assert [(r.nodes, r.per_node, r.communicator, r.allreduce, r.lr_rule) for r in plan] == [
         (1, 1, "naive", "", "warmup"),
         (1, 2, "naive", "", "warmup"),

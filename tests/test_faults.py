@@ -18,6 +18,7 @@ import pytest
 
 from course import joblog
 from course.cluster import localsched, procs, submit
+from course.cluster.job import Job
 from course.errors import JobError
 from tests.conftest import PYTHON, ROOT
 
@@ -47,9 +48,7 @@ def folder(tmp_path, monkeypatch) -> Path:
     return work
 
 
-def submit_job(
-    folder: Path, body: str, walltime: str = "00:01:00", name: str = "job.sh"
-) -> submit.Job:
+def submit_job(folder: Path, body: str, walltime: str = "00:01:00", name: str = "job.sh") -> Job:
     (folder / "jobs" / name).write_text(HEAD.format(walltime=walltime) + body)
     return submit.submit(f"jobs/{name}", scheduler="local", workdir=folder, echo=None)
 
@@ -61,13 +60,13 @@ def command_name(pid: int) -> str:
         return ""
 
 
-def job_processes(job: submit.Job) -> dict[int, str]:
+def job_processes(job: Job) -> dict[int, str]:
     """{pid: name} of the job's running processes (its session's)."""
     session = job._local.record().get("session")
     return {pid: command_name(pid) for pid in procs.session_members(session)} if session else {}
 
 
-def running(job: submit.Job, sleeps: int) -> list[int]:
+def running(job: Job, sleeps: int) -> list[int]:
     """The job's processes, once `sleeps` sleep commands run among them."""
 
     def with_sleeps() -> list[int]:
@@ -77,7 +76,7 @@ def running(job: submit.Job, sleeps: int) -> list[int]:
     return until(with_sleeps, what=f"{sleeps} sleep(s) in the job")
 
 
-def followed(job: submit.Job) -> tuple[int, dict[int, str]]:
+def followed(job: Job) -> tuple[int, dict[int, str]]:
     """Wait for the job's end, noting each process of it seen on the way: (exit status, {pid: name})."""
     seen: dict[int, str] = {}
 
@@ -90,7 +89,7 @@ def followed(job: submit.Job) -> tuple[int, dict[int, str]]:
     return job.exit_status(), seen
 
 
-def last_line(job: submit.Job) -> str:
+def last_line(job: Job) -> str:
     return job.find_log().read_text().splitlines()[-1]
 
 

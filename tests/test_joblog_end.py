@@ -1,5 +1,5 @@
 """How a job ended, as its log tells: the job shell's end lines, the schedulers' notices, and the
-diagnosis of a failed job read from its log (course.joblog, course.cluster.submit.explain)."""
+diagnosis of a failed job read from its log (course.joblog, course.cluster.diagnosis.explain)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from course import joblog
 from course.cluster import procs
-from course.cluster.submit import explain
+from course.cluster.diagnosis import explain
 
 AT = datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC)
 SLURM_CANCEL = "slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2024-05-01T10:00:00 ***"

@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from course.cluster import localsched, pbs, submit
+from course.cluster.job import Job
+from course.cluster.plan import comparison_plan, profile_plan
+from course.cluster.siteenv import SiteSettings
 from course.errors import JobError
 from tests.conftest import PYTHON, ROOT
 
@@ -123,7 +126,7 @@ def test_wait_echoes_the_log_and_explains_a_failure(state):
         "#!/bin/bash\necho step one\npython3 -c 'raise ValueError(\"bad batch size\")'\n"
     )
     local = localsched.start(script, [], state)
-    job = submit.Job(local.id, state, "local", local.log, local)
+    job = Job(local.id, state, "local", local.log, local)
     lines = []
     assert job.wait(echo=lines.append) == 1
     assert "step one" in lines
@@ -170,11 +173,11 @@ def test_submit_is_a_no_op_under_nbgrader(assignment, monkeypatch):
 
 
 def test_qsub_options_and_the_sites_limits():
-    settings = {
-        "COURSE_SELECT": "{nodes}:mpiprocs={ranks_per_node}",
-        "COURSE_QUEUES": "h-regular h-tutorial",
-        "COURSE_GPUS_PER_NODE": "2",
-    }
+    settings = SiteSettings(
+        select="{nodes}:mpiprocs={ranks_per_node}",
+        queues=("h-regular", "h-tutorial"),
+        gpus_per_node=2,
+    )
     options = submit.qsub_options(
         settings, 2, 2, {"COMMUNICATOR": "pure_nccl", "ALLREDUCE": "ring"}
     )
@@ -189,7 +192,7 @@ def test_qsub_options_and_the_sites_limits():
 
 def test_the_comparison_plan_follows_the_site_profile(assignment, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the CPU plan, on a GPU workstation too
-    plan = submit.comparison_plan(assignment)
+    plan = comparison_plan(assignment)
     assert [
         (r.nodes, r.per_node, r.communicator, r.allreduce, r.lr_rule, r.batch_per_worker)
         for r in plan
@@ -216,7 +219,7 @@ def test_the_comparison_plan_follows_the_site_profile(assignment, monkeypatch):
             "-v COMMUNICATOR=naive,LR_RULE=constant,BATCHSIZE=32 jobs/run_multi_node_training.sh"
         )
     )
-    profiled = submit.profile_plan(
+    profiled = profile_plan(
         assignment
     )  # one rank and the most, with the setting that names an algorithm
     assert [(r.nodes, r.per_node, r.allreduce, r.env.get("PROFILE")) for r in profiled] == [
@@ -293,11 +296,13 @@ def test_variables_for_slurm_are_taken_off_in_both_forms():
 
 
 def test_waiting_on_qsub_ends_at_the_schedulers_kill_notice(tmp_path, monkeypatch):
-    monkeypatch.setattr(submit.paths, "find_program", lambda name, **kw: None)  # no qstat to ask
+    monkeypatch.setattr(
+        "course.cluster.job.paths.find_program", lambda name, **kw: None
+    )  # no qstat to ask
     log = tmp_path / "run_multi_node_training.sh.o42"
     log.write_text("epoch 1\n=>> PBS: job killed: walltime 00:30:05 exceeded limit 00:30:00\n")
     lines = []
-    job = submit.Job("42.pbs01", tmp_path, "qsub", log)
+    job = Job("42.pbs01", tmp_path, "qsub", log)
     assert job.wait(timeout=30, echo=lines.append, poll=0.1) == localsched.WALLTIME_EXIT
     assert lines[-2].startswith("[job 42.pbs01 was killed at its walltime (exit status 271)")
     assert "the walltime ran out" in lines[-1] and "qstat" not in lines[-1]

@@ -22,8 +22,27 @@ def jobs_dir(tmp_path):
 
 
 def test_the_committed_jobs_have_the_local_profile_applied():
-    assert siteenv.read(ROOT / "jobs" / "site_env.sh")["COURSE_SITE"] == "local"
+    assert siteenv.SiteSettings.read(ROOT / "jobs" / "site_env.sh").site == "local"
     assert sites.check(sites.load_profile("local"), ROOT / "jobs") == []
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_site_env_reads_back_as_the_settings_it_was_written_from(name):
+    settings = siteenv.SiteSettings.from_profile(sites.load_profile(name))
+    assert siteenv.SiteSettings.from_shell(settings.to_shell()) == settings
+    assert settings.scaling_runs and settings.select.startswith("{nodes}")
+
+
+def test_the_largest_run_is_the_most_ranks_then_the_most_nodes():
+    assert siteenv.largest_run([(1, 1), (1, 2)]) == (1, 2)
+    assert siteenv.largest_run([(1, 4), (2, 2), (4, 1), (1, 2)]) == (4, 1)
+
+
+def test_a_site_env_that_leaves_settings_out_reads_with_their_defaults():
+    settings = siteenv.SiteSettings.from_shell("export COURSE_SITE=old\n")
+    assert (settings.site, settings.queue, settings.gpus_per_node) == ("old", None, 0)
+    assert settings.select == siteenv.DEFAULT_SELECT and settings.largest_run == (1, 2)
+    assert settings.communication == (("naive", ""),)
 
 
 @pytest.mark.parametrize("name", PROFILES)
@@ -31,7 +50,7 @@ def test_every_profile_applies_and_its_directives_parse(jobs_dir, name):
     profile = sites.load_profile(name)
     sites.apply(profile, jobs_dir)
     assert sites.check(profile, jobs_dir) == []
-    assert siteenv.read(jobs_dir / "site_env.sh")["COURSE_SITE"] == name
+    assert siteenv.SiteSettings.read(jobs_dir / "site_env.sh").site == name
     for script in sites.job_scripts(jobs_dir):
         resources = profile.jobs[script.stem]
         request = pbs.read_request(script.read_text())
@@ -53,7 +72,7 @@ def test_reedbush_profile_is_faithful_to_the_published_scripts(jobs_dir):
     env = (jobs_dir / "site_env.sh").read_text()
     assert "module load cuda" in env and "conda activate chainer-course" in env
     assert "export COURSE_MPIEXEC='mpirun --mca btl_openib_want_cuda_gdr 1" in env
-    assert siteenv.read(jobs_dir / "site_env.sh")["COURSE_DATASET"] == "cifar10_256px_5p"
+    assert siteenv.SiteSettings.read(jobs_dir / "site_env.sh").dataset == "cifar10_256px_5p"
 
 
 def test_slurm_profile_adds_what_pbs_syntax_cannot_say(jobs_dir):
@@ -226,6 +245,6 @@ def test_a_sites_own_resources_reach_the_job_scripts_checks(jobs_dir, tmp_path):
     )
     (tmp_path / "scratch.toml").write_text(text)
     sites.apply(sites.load_profile(str(tmp_path / "scratch.toml")), jobs_dir)
-    extra = siteenv.read(jobs_dir / "site_env.sh")["COURSE_RESOURCES"].split()
-    assert extra == ["lscratch"]
+    extra = siteenv.SiteSettings.read(jobs_dir / "site_env.sh").resources
+    assert extra == ("lscratch",)
     assert pbs.read_request("#PBS -l select=1:lscratch=10gb\n", extra=extra).nodes == 1

@@ -1,26 +1,241 @@
-"""jobs/site_env.sh: the applied site profile as the jobs see it. Its one writer, locator and reader.
+"""jobs/site_env.sh: the applied site profile as the jobs see it. Its one writer, locator, reader.
 
-`python -m course site apply` renders a profile into it; every job script sources it; the
-submitter, the notebooks, the doctor and the demo read its `export NAME=value` lines.
+`python -m course site apply` renders a profile into it (SiteSettings.from_profile, to_shell);
+every job script sources it; the submitter, the notebooks, the doctor and the demo read it back as
+a SiteSettings (SiteSettings.read), never its `export COURSE_...=value` lines themselves.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from course import joblog, paths
 from course.errors import JobError
 
-if TYPE_CHECKING:
-    from course.cluster.sites import Profile
-
 FILE = "site_env.sh"
+# How a run of N nodes x M ranks is asked for (`qsub -l select=`) where a profile's #PBS lines say
+# nothing else.
+DEFAULT_SELECT = "{nodes}:mpiprocs={ranks_per_node}"
+_NOTHING_TO_LOAD = ": # nothing to load: jobs inherit the submitting environment"
+_SETUP_BEGIN = "# Software: modules and the kit's Python environment.\n"
+_SETUP_END = "\n\n# Data and training defaults"
 
 
-def in_folder(folder: Path) -> Path:
-    """<folder>/jobs/site_env.sh (the folder a student submits from); JobError when it is missing."""
+class RenderedProfile(Protocol):
+    """What of a site profile (course.cluster.sites.Profile) jobs/site_env.sh carries; read-only."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def scheduler(self) -> str: ...
+    @property
+    def directives(self) -> list[str]: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def queues(self) -> list[str]: ...
+    @property
+    def group(self) -> str: ...
+    @property
+    def gpus_per_node(self) -> int: ...
+    @property
+    def setup(self) -> list[str]: ...
+    @property
+    def dataset(self) -> str: ...
+    @property
+    def dataset_root(self) -> str: ...
+    @property
+    def train_args(self) -> str: ...
+    @property
+    def threads_per_rank(self) -> int: ...
+    @property
+    def mpiexec(self) -> str: ...
+    @property
+    def scaling_runs(self) -> list[tuple[int, int]]: ...
+    @property
+    def communication(self) -> list[str]: ...
+    @property
+    def resources(self) -> list[str]: ...
+
+    def select(self, nodes: int | str, ranks_per_node: int | str, gpus: int) -> str: ...
+
+
+def largest_run(runs: tuple[tuple[int, int], ...] | list[tuple[int, int]]) -> tuple[int, int]:
+    """The run with the most ranks; of two with as many, the one over more nodes, as stage 3 is
+    about crossing nodes (and its job script's request must cover that run)."""
+    return max(runs, key=lambda run: (run[0] * run[1], run[0]))
+
+
+@dataclass(frozen=True)
+class SiteSettings:
+    """The settings of jobs/site_env.sh, typed. Defaults: what a reader assumes where a (hand
+    written or older) file leaves a setting out."""
+
+    site: str = ""  # the profile's name
+    scheduler: str = ""  # local, pbs or slurm
+    setup: tuple[str, ...] = ()  # shell lines: modules, the kit's Python environment
+    dataset: str = ""  # the jobs' default, which COURSE_DATASET in the environment overrides
+    dataset_root: str = ""  # CHAINER_DATASET_ROOT's default; "" leaves Chainer's own
+    train_args: str = ""  # the jobs' default, which COURSE_TRAIN_ARGS in the environment overrides
+    mpiexec: str = ""  # the launcher template `python -m course launch` fills in
+    threads_per_rank: int = 1
+    select: str = DEFAULT_SELECT  # the `-l select=` value, with {nodes} and {ranks_per_node}
+    resources: tuple[str, ...] = ()  # the site's own `-l` resource names, besides PBS's
+    queues: tuple[str, ...] = ()  # every queue a job may name; () when the site does not say
+    queue: str | None = None  # the -q its #PBS lines ask for; None: they name none
+    group: str | None = None  # their -W group_list; None: they name none
+    gpus_per_node: int = 0  # 0: whatever the machine has
+    scaling_runs: tuple[tuple[int, int], ...] = ((1, 2),)  # stage 3's (nodes, ranks per node)
+    communication: tuple[tuple[str, str], ...] = (("naive", ""),)  # (communicator, allreduce)
+
+    @property
+    def largest_run(self) -> tuple[int, int]:
+        return largest_run(self.scaling_runs)
+
+    def job_environment(self) -> dict[str, str]:
+        """The data settings as the jobs see them (variable: value), empty ones left out."""
+        data = {"CHAINER_DATASET_ROOT": self.dataset_root, "COURSE_DATASET": self.dataset}
+        return {name: value for name, value in data.items() if value}
+
+    @classmethod
+    def from_profile(cls, profile: RenderedProfile) -> SiteSettings:
+        def in_pbs_lines(field: str) -> bool:
+            # A Slurm site may charge its group with #SBATCH: then the #PBS lines need none.
+            return any(
+                line.startswith("#PBS") and f"{{{field}}}" in line for line in profile.directives
+            )
+
+        return cls(
+            site=profile.name,
+            scheduler=profile.scheduler,
+            setup=tuple(profile.setup),
+            dataset=profile.dataset,
+            dataset_root=profile.dataset_root,
+            train_args=profile.train_args,
+            mpiexec=profile.mpiexec,
+            threads_per_rank=profile.threads_per_rank,
+            select=profile.select("{nodes}", "{ranks_per_node}", profile.gpus_per_node or 0),
+            resources=tuple(profile.resources),
+            queues=tuple(profile.queues),
+            queue=(profile.queue or None) if in_pbs_lines("queue") else None,
+            group=(profile.group or None) if in_pbs_lines("group") else None,
+            gpus_per_node=profile.gpus_per_node,
+            scaling_runs=tuple((n, r) for n, r in profile.scaling_runs),
+            communication=tuple(_communication(c) for c in profile.communication),
+        )
+
+    def to_shell(self) -> str:
+        """The text of jobs/site_env.sh."""
+        setup = "\n".join(self.setup) if self.setup else _NOTHING_TO_LOAD
+        root = (
+            f'export CHAINER_DATASET_ROOT="${{CHAINER_DATASET_ROOT:-{self.dataset_root}}}"\n'
+            if self.dataset_root
+            else ""
+        )
+        threads = self.threads_per_rank
+        runs = " ".join(f"{n}x{r}" for n, r in self.scaling_runs)
+        communication = " ".join("/".join(filter(None, c)) for c in self.communication)
+        return f"""\
+# Site settings shared by the job scripts: the `{self.site}` profile (sites/{self.site}.toml).
+# Written by `python -m course site apply {self.site}`; change the profile and apply it again.
+export COURSE_SITE={self.site}
+export COURSE_SCHEDULER={self.scheduler}
+
+{_SETUP_BEGIN}{setup}
+
+# Data and training defaults, the same at every stage so that the stages compare.
+{root}export COURSE_DATASET="${{COURSE_DATASET:-{self.dataset}}}"
+export COURSE_TRAIN_ARGS="${{COURSE_TRAIN_ARGS:-{self.train_args}}}"
+
+# MPI: `python -m course launch` fills in the ranks and hosts of the job.
+export COURSE_MPIEXEC='{self.mpiexec}'
+export OMP_NUM_THREADS={threads}
+export OPENBLAS_NUM_THREADS={threads}
+export MKL_NUM_THREADS={threads}
+export CHAINERMN_FORCE_ABORT_ON_EXCEPTION=1  # one rank's exception ends the job, not a hang
+
+# How this site is run, for `python -m course submit` and the notebooks.
+export COURSE_SELECT='{self.select}'
+export COURSE_RESOURCES='{" ".join(self.resources)}'  # the site's own -l resources, besides PBS's
+export COURSE_QUEUES='{" ".join(self.queues)}'
+export COURSE_QUEUE='{self.queue or ""}'  # the -q of its #PBS lines
+export COURSE_GROUP='{self.group or ""}'  # their -W group_list
+export COURSE_GPUS_PER_NODE={self.gpus_per_node}
+export COURSE_SCALING_RUNS='{runs}'
+export COURSE_COMMUNICATION='{communication}'
+
+# The CUDA libraries of the kit's gpu extra (prints nothing without them).
+eval "$(python -m course env)"
+
+# The last line of the joined log says how the job ended, and when (course/joblog.py reads it).
+{joblog.END_TRAP}
+"""
+
+    @classmethod
+    def from_shell(cls, text: str) -> SiteSettings:
+        """The settings to_shell wrote; a setting the text leaves out keeps its default."""
+        exports = _exports(text)
+        setup = ""
+        if _SETUP_BEGIN in text:
+            setup = text.split(_SETUP_BEGIN, 1)[1].split(_SETUP_END, 1)[0]
+        default = cls()
+        return cls(
+            site=exports.get("COURSE_SITE", default.site),
+            scheduler=exports.get("COURSE_SCHEDULER", default.scheduler),
+            setup=tuple(setup.split("\n")) if setup not in ("", _NOTHING_TO_LOAD) else (),
+            dataset=exports.get("COURSE_DATASET", default.dataset),
+            dataset_root=exports.get("CHAINER_DATASET_ROOT", default.dataset_root),
+            train_args=exports.get("COURSE_TRAIN_ARGS", default.train_args),
+            mpiexec=exports.get("COURSE_MPIEXEC", default.mpiexec),
+            threads_per_rank=int(exports.get("OMP_NUM_THREADS") or default.threads_per_rank),
+            select=exports.get("COURSE_SELECT", default.select),
+            resources=tuple(exports.get("COURSE_RESOURCES", "").split()),
+            queues=tuple(exports.get("COURSE_QUEUES", "").split()),
+            queue=exports.get("COURSE_QUEUE") or None,
+            group=exports.get("COURSE_GROUP") or None,
+            gpus_per_node=int(exports.get("COURSE_GPUS_PER_NODE") or default.gpus_per_node),
+            scaling_runs=tuple(map(parse_run, exports.get("COURSE_SCALING_RUNS", "").split()))
+            or default.scaling_runs,
+            communication=tuple(
+                map(_communication, exports.get("COURSE_COMMUNICATION", "").split())
+            )
+            or default.communication,
+        )
+
+    @classmethod
+    def read(cls, path: Path) -> SiteSettings:
+        return cls.from_shell(Path(path).read_text())
+
+
+def _communication(setting: str) -> tuple[str, str]:
+    """("naive", "ring") from "naive/ring": a communicator and the MPI allreduce under it."""
+    communicator, _, allreduce = setting.partition("/")
+    return communicator, allreduce
+
+
+def _exports(text: str) -> dict[str, str]:
+    """The `export NAME=value` lines, quotes taken off, defaults of `${NAME:-default}` resolved."""
+    settings = {}
+    for name, value in re.findall(r"^export (\w+)=(.*)$", text, re.MULTILINE):
+        value = value.split("  #")[0].strip()
+        if value[:1] in "'\"" and value[-1:] == value[:1]:
+            value = value[1:-1]
+        default = re.fullmatch(r"\$\{\w+:-(.*)\}", value)
+        settings[name] = default.group(1) if default else value
+    return settings
+
+
+def parse_run(run: str) -> tuple[int, int]:
+    """(2, 4) from "2x4": NODESxRANKS per node, as profiles and site_env.sh write a run."""
+    nodes, ranks_per_node = run.split("x")
+    return int(nodes), int(ranks_per_node)
+
+
+def in_folder(folder: Path | str) -> Path:
+    """<folder>/jobs/site_env.sh (the folder a student submits from); JobError when missing."""
     path = Path(folder) / paths.JOBS_DIR / FILE
     if not path.is_file():
         raise JobError(
@@ -30,78 +245,15 @@ def in_folder(folder: Path) -> Path:
     return path
 
 
+def of_folder(folder: Path | str) -> SiteSettings:
+    """The settings of <folder>/jobs/site_env.sh; JobError when it is missing."""
+    return SiteSettings.read(in_folder(folder))
+
+
 def locate() -> Path | None:
-    """jobs/site_env.sh of the current folder, else of the kit's checkout; None where neither has one."""
+    """jobs/site_env.sh of the current folder, else of the kit's checkout; None if neither has."""
     for base in (Path.cwd(), paths.KIT_ROOT):
         candidate = base / paths.JOBS_DIR / FILE
         if candidate.is_file():
             return candidate
     return None
-
-
-def read(path: Path) -> dict[str, str]:
-    """The `export NAME=value` settings, defaults of `${NAME:-default}` resolved."""
-    settings = {}
-    for name, value in re.findall(r"^export (\w+)=(.*)$", Path(path).read_text(), re.MULTILINE):
-        value = value.split("  #")[0].strip()
-        if value[:1] in "'\"" and value[-1:] == value[:1]:
-            value = value[1:-1]
-        default = re.fullmatch(r"\$\{\w+:-(.*)\}", value)
-        settings[name] = default.group(1) if default else value
-    return settings
-
-
-def _in_pbs_lines(profile: Profile, field: str) -> bool:
-    """Whether the profile's #PBS lines carry `field` (a Slurm site may charge its group with #SBATCH)."""
-    return any(line.startswith("#PBS") and f"{{{field}}}" in line for line in profile.directives)
-
-
-def render(profile: Profile) -> str:
-    setup = (
-        "\n".join(profile.setup)
-        if profile.setup
-        else ": # nothing to load: jobs inherit the submitting environment"
-    )
-    root = (
-        f'export CHAINER_DATASET_ROOT="${{CHAINER_DATASET_ROOT:-{profile.dataset_root}}}"\n'
-        if profile.dataset_root
-        else ""
-    )
-    threads = profile.threads_per_rank
-    select = profile.select("{nodes}", "{ranks_per_node}", profile.gpus_per_node or 0)
-    return f"""\
-# Site settings shared by the job scripts: the `{profile.name}` profile (sites/{profile.name}.toml).
-# Written by `python -m course site apply {profile.name}`; change the profile and apply it again.
-export COURSE_SITE={profile.name}
-export COURSE_SCHEDULER={profile.scheduler}
-
-# Software: modules and the kit's Python environment.
-{setup}
-
-# Data and training defaults, the same at every stage so that the stages compare.
-{root}export COURSE_DATASET="${{COURSE_DATASET:-{profile.dataset}}}"
-export COURSE_TRAIN_ARGS="${{COURSE_TRAIN_ARGS:-{profile.train_args}}}"
-
-# MPI: `python -m course launch` fills in the ranks and hosts of the job.
-export COURSE_MPIEXEC='{profile.mpiexec}'
-export OMP_NUM_THREADS={threads}
-export OPENBLAS_NUM_THREADS={threads}
-export MKL_NUM_THREADS={threads}
-export CHAINERMN_FORCE_ABORT_ON_EXCEPTION=1  # one rank's exception ends the job, not a hang
-
-# How this site is run, for `python -m course submit` and the notebooks.
-export COURSE_SELECT='{select}'
-export COURSE_RESOURCES='{" ".join(profile.resources)}'  # the site's own -l resources, besides PBS's
-export COURSE_QUEUES='{" ".join(profile.queues)}'
-export COURSE_QUEUE='{profile.queue if _in_pbs_lines(profile, "queue") else ""}'  # the -q of its #PBS lines
-export COURSE_GROUP='{profile.group if _in_pbs_lines(profile, "group") else ""}'  # their -W group_list
-export COURSE_GPUS_PER_NODE={profile.gpus_per_node}
-export COURSE_SCALING_RUNS='{" ".join(f"{n}x{r}" for n, r in profile.scaling_runs)}'
-export COURSE_COMMUNICATION='{" ".join(profile.communication)}'
-
-# The CUDA libraries of the kit's gpu extra (prints nothing without them).
-eval "$(python -m course env)"
-
-# The last line of the joined log says how the job ended, and when (course/joblog.py reads it).
-{joblog.END_TRAP}
-"""

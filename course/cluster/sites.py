@@ -3,31 +3,28 @@
 `python -m course site apply <profile>` writes the profile into the job scripts: the directive
 block of each jobs/*.sh (between the `site directives` markers) and jobs/site_env.sh, which
 every job sources (modules, Python environment, data, training defaults, MPI launcher).
-Inside jobs/site_env.sh a few `COURSE_*` variables also tell `python -m course submit` and the
-notebooks how this site is run (scheduler, how to ask for nodes, which runs to compare).
+Inside jobs/site_env.sh a few settings also tell `python -m course submit` and the notebooks how
+this site is run (scheduler, how to ask for nodes, which runs to compare): course.cluster.siteenv
+writes and reads them.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
 import shutil
 import string
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from course import paths
 from course.cluster import siteenv
+from course.cluster.profile_schema import validate
+from course.cluster.siteenv import SiteSettings
 from course.errors import SiteError
-
-if TYPE_CHECKING:
-    import jsonschema
 
 BEGIN = "# >>> site directives: written by `python -m course site apply` >>>"
 END = "# <<< site directives <<<"
-SCHEDULERS = ("local", "pbs", "slurm")
 DIRECTIVE_FIELDS = (
     "queue",
     "group",
@@ -86,9 +83,9 @@ class Profile:
                 lines.append(template.format(**values))
         return lines
 
-    def select(self, nodes: int, ranks_per_node: int, gpus: int) -> str:
+    def select(self, nodes: int | str, ranks_per_node: int | str, gpus: int) -> str:
         """The `-l select=` value for a run of this shape (for `qsub -l` on the command line)."""
-        fallback = "#PBS -l select={nodes}:mpiprocs={ranks_per_node}"
+        fallback = f"#PBS -l select={siteenv.DEFAULT_SELECT}"
         template = next((d for d in self.directives if "select=" in d), fallback)
         rendered = template.format(
             queue=self.queue,
@@ -99,167 +96,6 @@ class Profile:
             walltime="",
         )
         return rendered.split("select=", 1)[1].split()[0]
-
-
-_STRINGS = {"type": "array", "items": {"type": "string"}}
-_COUNT = {"type": "integer", "minimum": 1}
-# What a profile may hold. Every table refuses keys it does not name, so that a misspelt key is an
-# error and not a setting silently left at its default.
-PROFILE_SCHEMA = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["scheduler", "directives", "environment", "jobs", "scaling"],
-    "properties": {
-        "description": {"type": "string"},
-        "scheduler": {"enum": list(SCHEDULERS)},
-        "queue": {"type": "string"},
-        "other_queues": _STRINGS,
-        "group": {"type": "string"},
-        "gpus_per_node": {"type": "integer", "minimum": 0},
-        "resources": {
-            "type": "array",
-            "items": {
-                "type": "string",
-                "pattern": r"^[A-Za-z_]\w*$",
-                "description": 'a resource name, e.g. "lscratch"',
-            },
-        },
-        "directives": _STRINGS,
-        "environment": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["setup", "dataset", "train_args", "mpiexec"],
-            "properties": {
-                "setup": _STRINGS,
-                "dataset": {"type": "string"},
-                "dataset_root": {"type": "string"},
-                "train_args": {"type": "string"},
-                "threads_per_rank": _COUNT,
-                "mpiexec": {"type": "string"},
-            },
-        },
-        "jobs": {
-            "type": "object",
-            "additionalProperties": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["nodes", "ranks_per_node", "walltime"],
-                "properties": {
-                    "nodes": _COUNT,
-                    "ranks_per_node": _COUNT,
-                    "gpus": {"type": "integer", "minimum": 0},
-                    "walltime": {
-                        "type": "string",
-                        "pattern": r"^\d+(:\d+){0,2}$",
-                        "description": 'HH:MM:SS, e.g. "00:30:00"',
-                    },
-                },
-            },
-        },
-        "scaling": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["runs", "communication"],
-            "properties": {
-                "runs": {
-                    "type": "array",
-                    "minItems": 1,
-                    "description": '["1x1", "1x2"]',
-                    "items": {
-                        "type": "string",
-                        "pattern": r"^\d+x\d+$",
-                        "description": 'NODESxRANKS per node, e.g. "1x2"',
-                    },
-                },
-                "communication": {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {"type": "string"},
-                    "description": '["naive", "naive/ring"]',
-                },
-            },
-        },
-    },
-}
-_KINDS = {
-    "string": "text in quotes",
-    "integer": "a whole number",
-    "array": "a list [...]",
-    "object": "a table",
-}
-
-
-def _dotted(path: list[str | int]) -> str:
-    """A key's place in the profile, as TOML writes it: environment.threads_per_rank, scaling.runs[0]."""
-    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(
-        "."
-    )
-
-
-def _line_of(text: str, key: str) -> str:
-    """':N', the line where `key` is set or its table begins, for the error message ('' if not found)."""
-    found = re.search(
-        rf"^\s*(?:{re.escape(key)}\s*=|\[+[^\]]*\b{re.escape(key)}\s*\]+)", text, re.MULTILINE
-    )
-    return f":{text.count(chr(10), 0, found.start()) + 1}" if found else ""
-
-
-def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> SiteError:
-    """One schema error as a message a profile's author can act on."""
-    path, kind, value = list(error.absolute_path), error.validator, error.instance
-    if kind == "additionalProperties":
-        allowed = list(error.schema["properties"])
-        key = sorted(set(value) - set(allowed))[0]
-        nearest = difflib.get_close_matches(key, allowed, n=1)
-        table = f"[{_dotted(path)}]" if path else "the top level"
-        guess = f"did you mean `{nearest[0]}`? " if nearest else ""
-        return SiteError(
-            f"{where}{_line_of(text, key)}: unknown key `{_dotted([*path, key])}`",
-            f"{guess}{table} takes {', '.join(allowed)}",
-        )
-    name = _dotted(path)
-    if kind == "required":
-        missing = next(key for key in error.validator_value if key not in value)
-        return SiteError(
-            f"{where}: `{_dotted([*path, missing])}` is missing",
-            "see sites/local.toml for a complete profile",
-        )
-    if kind == "enum":
-        return SiteError(
-            f"{where}: {name} {value!r} is not one of {', '.join(error.validator_value)}",
-            "fix the profile",
-        )
-    if kind == "type":
-        return SiteError(
-            f"{where}: `{name}` should be {_KINDS.get(error.validator_value, error.validator_value)}, "
-            f"not {value!r}",
-            "fix the profile",
-        )
-    example = error.schema.get("description")
-    if kind == "minItems":
-        return SiteError(f"{where}: `{name}` needs at least one entry", f"e.g. {name} = {example}")
-    if kind == "pattern":
-        return SiteError(f"{where}: `{name}` = {value!r} is not {example}", "fix the profile")
-    return SiteError(f"{where}: `{name}`: {error.message}", "fix the profile")
-
-
-def validate(data: dict, where: str, text: str) -> None:
-    """SiteError for the first problem PROFILE_SCHEMA finds; unknown keys first, as they explain the rest."""
-    import jsonschema  # here, not at the top: it takes a second to import, and only profiles need it
-
-    errors = jsonschema.Draft202012Validator(PROFILE_SCHEMA).iter_errors(data)
-    first = min(
-        errors,
-        key=lambda e: (
-            e.validator != "additionalProperties",
-            e.validator != "required",
-            [str(p) for p in e.absolute_path],
-        ),
-        default=None,
-    )
-    if first is not None:
-        raise _schema_error(first, where, text)
 
 
 def _safe(value: str, key: str, where: str, allow: str = "") -> str:
@@ -326,7 +162,7 @@ def load_profile(name_or_path: str) -> Profile:
         threads_per_rank=env.get("threads_per_rank", 1),
         mpiexec=_safe(env["mpiexec"], "mpiexec", where, allow="{}"),
         jobs=jobs,
-        scaling_runs=[tuple(int(n) for n in run.split("x")) for run in scaling["runs"]],
+        scaling_runs=[siteenv.parse_run(run) for run in scaling["runs"]],
         communication=[_safe(c, "communication", where) for c in scaling["communication"]],
         resources=data.get("resources", []),
     )
@@ -364,7 +200,7 @@ def apply(profile: Profile, jobs_dir: Path) -> list[Path]:
             script.write_text(updated)
         written.append(script)
     env_file = Path(jobs_dir) / siteenv.FILE
-    env_file.write_text(siteenv.render(profile))
+    env_file.write_text(SiteSettings.from_profile(profile).to_shell())
     written.append(env_file)
     return written
 
@@ -382,7 +218,10 @@ def check(profile: Profile, jobs_dir: Path) -> list[str]:
         if expected != script.read_text():
             problems.append(f"{script.name}: its directives differ from the profile's")
     env_file = Path(jobs_dir) / siteenv.FILE
-    if not env_file.is_file() or env_file.read_text() != siteenv.render(profile):
+    if (
+        not env_file.is_file()
+        or env_file.read_text() != SiteSettings.from_profile(profile).to_shell()
+    ):
         problems.append(f"{siteenv.FILE}: differs from the profile's")
     return problems
 
@@ -421,8 +260,8 @@ def main(argv: list[str]) -> int:
         return 0
     if args.action == "show":
         env_file = jobs_dir / siteenv.FILE
-        name = siteenv.read(env_file).get("COURSE_SITE") if env_file.is_file() else None
-        if name is None:
+        name = SiteSettings.read(env_file).site if env_file.is_file() else ""
+        if not name:
             raise SiteError(
                 f"no profile is applied: {env_file} is missing or sets no COURSE_SITE",
                 "python -m course site apply local (or your site's profile)",

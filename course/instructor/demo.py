@@ -260,9 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True)
     started = time.monotonic()
 
-    settings = siteenv.read(siteenv.in_folder(root))
-    print(f"== 1. Data (site profile {settings['COURSE_SITE']}: {settings['COURSE_DATASET']})")
-    name = settings["COURSE_DATASET"]
+    settings = siteenv.of_folder(root)
+    print(f"== 1. Data (site profile {settings.site}: {settings.dataset})")
+    name = settings.dataset
     if name == data.SYNTHETIC and not data.path_for(name).exists():
         data.prepare_synthetic()
     print(data.info(data.resolve(name)).describe())

@@ -32,23 +32,13 @@ class Site:
 
 def applied_site(folder: Path = Path(".")) -> Site:
     """The site whose profile was applied to `folder`'s jobs/ (course site apply)."""
-    settings = siteenv.read(siteenv.in_folder(folder))
-    return Site(
-        settings.get("COURSE_SITE", "?"),
-        settings.get("COURSE_QUEUE") or None,
-        settings.get("COURSE_GROUP") or None,
-        tuple(settings.get("COURSE_RESOURCES", "").split()),
-    )
+    settings = siteenv.of_folder(folder)
+    return Site(settings.site or "?", settings.queue, settings.group, settings.resources)
 
 
 def request_shape(folder: Path = Path(".")) -> tuple[int, int]:
     """(nodes, ranks per node) of the largest run of the site's stage-3 comparison."""
-    settings = siteenv.read(siteenv.in_folder(folder))
-    shapes = [
-        tuple(int(n) for n in run.split("x"))
-        for run in settings.get("COURSE_SCALING_RUNS", "1x2").split()
-    ]
-    return max(shapes, key=lambda shape: (shape[0] * shape[1], shape[0]))
+    return siteenv.of_folder(folder).largest_run
 
 
 def check(lines, site: Site, nodes: int, ranks_per_node: int, walltime: str) -> pbs.Request:

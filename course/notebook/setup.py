@@ -7,6 +7,7 @@ import warnings
 
 from course import gpu, stages
 from course.cluster import siteenv
+from course.cluster.siteenv import SiteSettings
 from course.cluster.submit import nbgrader_running
 from course.errors import CourseError
 from course.runtime import data
@@ -19,20 +20,19 @@ def setup(stage_name: str) -> None:
     warnings.filterwarnings("ignore", module=r"(chainer|chainermn|numpy|mpi4py)(\.|$)")
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     try:
-        settings = siteenv.read(siteenv.in_folder(os.getcwd()))
+        settings = siteenv.of_folder(os.getcwd())
     except CourseError:
         print(
             "Note: no jobs/site_env.sh here. Open the notebooks from the assignment folder (it has jobs/), "
             "so that the jobs find your scripts."
         )
-        settings = {}
-    for name in ("CHAINER_DATASET_ROOT", "COURSE_DATASET"):  # as the jobs will see them
-        if settings.get(name):
-            os.environ.setdefault(name, settings[name])
+        settings = SiteSettings()  # no site: its name shows as ?
+    for name, value in settings.job_environment().items():  # as the jobs will see them
+        os.environ.setdefault(name, value)
     found = gpu.visible_gpus()
-    scheduler = settings.get("COURSE_SCHEDULER", "?")
+    scheduler = settings.scheduler
     print(
-        f"Stage {stage.number} ({stage.name}) | site profile: {settings.get('COURSE_SITE', '?')} "
+        f"Stage {stage.number} ({stage.name}) | site profile: {settings.site or '?'} "
         f"(jobs go to {'this machine' if scheduler == 'local' else 'qsub'}) | "
         f"GPUs here: {found.count}{' (' + ', '.join(sorted(set(found.names))) + ')' if found.count else ''}"
     )

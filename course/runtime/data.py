@@ -513,7 +513,7 @@ def main(argv: list[str]) -> int:
             raise DatasetError(
                 "no jobs/site_env.sh here or in the kit", "run it in the kit's folder"
             )
-        name = siteenv.read(env_file).get("COURSE_DATASET")
+        name = siteenv.SiteSettings.read(env_file).dataset
         if not name:
             raise DatasetError(
                 f"{env_file} sets no COURSE_DATASET",

@@ -1,0 +1,118 @@
+"""Why a job failed, read from its log: a scheduler's kill notice, bash's, Open MPI's and Python's
+own words, or the kit's error lines (course.joblog), each as what it means and what to do."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from course import joblog
+
+
+def _rank_killed(m: re.Match) -> str:
+    number = int(m["signal"])
+    why = {
+        9: "most often the node ran out of memory: a smaller batch or model, or fewer ranks per node",
+        11: "a crash in compiled code (CuPy, MPI, NumPy): the lines above it may say where",
+    }
+    return f"MPI rank {m['rank']} on {m['node']} was killed by signal {number} ({m['name']})" + (
+        f": {why[number]}" if number in why else ""
+    )
+
+
+def _scheduler_kill(end: joblog.End, local: bool) -> str | None:
+    """What a scheduler's kill notice means for the student; None when no scheduler killed the job."""
+    if end.kind == "walltime":
+        return (
+            "the walltime ran out: train fewer epochs, or ask for more time (-l walltime=HH:MM:SS)"
+        )
+    if end.kind == "cancelled":
+        who = (
+            "python -m course cancel, or its scheduler was stopped"
+            if local
+            else "qdel or scancel, or an admin"
+        )
+        return f"the job was cancelled ({who}): submit it again"
+    if end.kind == "lost":
+        return (
+            "the local scheduler's process was killed (or the machine ran out of memory), which stops its job: "
+            "submit it again"
+        )
+    if end.kind == "killed":
+        return f"the job {end.says}: ask for more of it in the job's #PBS -l lines"
+    return None
+
+
+# What else a failed job's log can show, most telling first: (pattern, what it means). Bash's, Open MPI's
+# and Python's own words, and the kit's error lines (course.joblog).
+_CAUSES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
+    (
+        re.compile(r"^(?P<file>\S+): line (?P<line>\d+): syntax error(?P<what>.*)$", re.M),
+        lambda m: (
+            f"bash cannot read the job script: syntax error{m['what']} at line {m['line']} of "
+            f"{Path(m['file']).name}: fix that line (bash -n SCRIPT checks a script without running it)"
+        ),
+    ),
+    (joblog.KIT_ERROR, lambda m: f"course {m['command']}: {m['message']}: {m['fix']}"),
+    (
+        re.compile(
+            r"^(?P<file>\S+): line (?P<line>\d+): (?P<command>.+): command not found$", re.M
+        ),
+        lambda m: (
+            f"line {m['line']} of {Path(m['file']).name} runs `{m['command']}`, which is not found: "
+            "fix the name, or load its module in the site profile's setup"
+        ),
+    ),
+    (
+        re.compile(
+            r"(?P<launcher>\w+) was unable to find the specified executable file[\s\S]*?Executable: (?P<exe>\S+)"
+        ),
+        lambda m: (
+            f"{m['launcher']} could not find the program {m['exe']} to start as a rank: check its name "
+            "and that it is installed on every node"
+        ),
+    ),
+    (
+        re.compile(
+            r"(?P<launcher>\w+) noticed that process rank (?P<rank>\d+) with PID \d+ on node (?P<node>\S+) "
+            r"exited on\s+signal (?P<signal>\d+) \((?P<name>[^)]*)\)"
+        ),
+        _rank_killed,
+    ),
+    (
+        re.compile(r"^\s*(?P<error>[\w.]*(?:Error|Exception|Interrupt)\b:?.*)$", re.M),
+        lambda m: f"{m['error'].strip()[:200]} (the traceback above it in the log shows where)",
+    ),
+]
+_MISSING = re.compile(r"^.*No such file or directory.*$", re.M)
+
+
+def explain(text: str, job_id: str, local: bool, log: str = "the log") -> str:
+    """What a failed job's log shows went wrong (Job.diagnosis)."""
+    end = joblog.end(text)
+    killed = _scheduler_kill(end, local) if end else None
+    if killed:
+        return killed
+    for pattern, meaning in _CAUSES:
+        found = list(pattern.finditer(text))
+        if found:
+            return meaning(found[-1])  # the last: a traceback ends with the exception raised
+    if end and end.kind == "signal":
+        outside = (
+            "kill, or the machine shutting down"
+            if local
+            else "qdel or scancel, an administrator, or a node failing"
+        )
+        return f"the job {end.says}, sent from outside it ({outside}): submit it again"
+    missing = _MISSING.findall(text)
+    if missing:
+        return f"{missing[-1].strip()[:200]} (check that path; a job starts in your home folder)"
+    if local:
+        return (
+            f"{log} names no cause: read it from the top; the command before its last line failed"
+        )
+    return (
+        f"{log} names no cause; ask the scheduler why the job ended: "
+        f"qstat -x -f {job_id} (PBS) or sacct -j {joblog.job_number(job_id)} (Slurm)"
+    )

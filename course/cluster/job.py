@@ -1,0 +1,172 @@
+"""Following a submitted job: waiting on it while its log grows, how it ended, how to cancel it.
+
+A job runs under the embedded local scheduler (course.cluster.localsched) or under the site's
+qsub; either way its joined log <name>.o<number> in the submit folder says how it ended
+(course.joblog), and course.cluster.diagnosis reads from it why a failed job failed.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from course import joblog, paths
+from course.cluster import localsched
+from course.cluster.diagnosis import explain
+
+
+@dataclass
+class Job:
+    """A submitted job: its id, the folder it was submitted from, and how to follow it."""
+
+    id: str
+    workdir: Path
+    scheduler: str  # local or qsub
+    log: Path | None = None
+    _local: localsched.LocalJob | None = field(default=None, repr=False)
+
+    @property
+    def number(self) -> str:
+        return joblog.job_number(self.id)
+
+    def find_log(self) -> Path | None:
+        """The joined stdout/stderr file, <name>.o<number> in the submit folder."""
+        if self.log is not None and self.log.exists():
+            return self.log
+        self.log = joblog.find(self.workdir, self.id)
+        return self.log
+
+    def exit_status(self) -> int | None:
+        """How the job ended, as an exit status (never 0 for a killed job; see course.joblog.end): the
+        local scheduler's record, else the log's end line or its scheduler's kill notice; None while it runs."""
+        if self._local is not None:
+            return self._local.exit_status()
+        log = self.find_log()
+        if log is None:
+            return None
+        return joblog.exit_status(log.read_text(errors="replace"))
+
+    def ending(self) -> joblog.End | None:
+        """How the log says the job ended, e.g. it 'was killed at its walltime'; None while it runs."""
+        log = self.find_log()
+        return joblog.end(log.read_text(errors="replace")) if log else None
+
+    def wait(
+        self,
+        timeout: float | None = None,
+        echo: Callable[[str], None] | None = print,
+        poll: float = 5.0,
+    ) -> int | None:
+        """Wait for the job to end; print its log as it grows; return its exit status.
+
+        Interrupted (Ctrl-C, or the notebook's stop button), it says how to follow or cancel the job,
+        which goes on running, and raises KeyboardInterrupt."""
+        if echo is not None:
+            show_line = echo
+
+            def echo(line: str) -> None:
+                show_line(joblog.clean(line))
+
+        try:
+            if self._local is not None:
+                status = self._local.wait(timeout, echo, poll=min(poll, 0.5))
+            else:
+                status = self._wait_qsub(timeout, echo, poll)
+        except KeyboardInterrupt:
+            self._interrupted(echo or print)
+            raise
+        if echo and status is not None:
+            end = self.ending()
+            says = (
+                f"{end.says} (exit status {status})"
+                if end and end.kind != "exit"
+                else f"ended with exit status {status}"
+            )
+            echo(f"[job {self.id} {says}; log: {self.find_log()}]")
+            if status != 0:
+                echo(f"[what went wrong: {self.diagnosis()}]")
+        return status
+
+    def cancel_command(self) -> str:
+        if self.scheduler == "local":
+            return f"python -m course cancel {self.id}"
+        return f"qdel {self.id} (on Slurm: scancel {self.number})"
+
+    def _interrupted(self, echo: Callable[[str], None]) -> None:
+        """Say that the job goes on, and how to stop it; in a terminal, offer to cancel it."""
+        echo(
+            f"[stopped following job {self.id}; it goes on running. Its log: {self.find_log()}; "
+            f"to cancel it: {self.cancel_command()}]"
+        )
+        if self.scheduler != "local" or not sys.stdin.isatty():  # nobody to answer: ask nothing
+            return
+        try:
+            answer = input(f"cancel job {self.id} now? [y/N] ")
+        except (EOFError, KeyboardInterrupt):
+            return
+        if answer.strip().lower() in ("y", "yes"):
+            localsched.cancel(self.id)
+            echo(f"[job {self.id} was cancelled; log: {self.find_log()}]")
+
+    def diagnosis(self) -> str:
+        """The likeliest cause of a failed job, read from its log, and what to do about it."""
+        log = self.find_log()
+        if log is None:
+            return f"the job left no log *.o{self.number} in {self.workdir}" + (
+                "" if self.scheduler == "local" else f": ask the scheduler (qstat -x -f {self.id})"
+            )
+        return explain(
+            log.read_text(errors="replace"), self.id, self.scheduler == "local", log.name
+        )
+
+    def _wait_qsub(
+        self, timeout: float | None, echo: Callable[[str], None] | None, poll: float
+    ) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        shown = 0
+        while True:
+            state = qstat_state(self.id)
+            log = self.find_log()
+            text = log.read_text(errors="replace") if log is not None else ""
+            # A killed job writes no end line; without qstat its scheduler's kill notice is the only sign.
+            ended = (
+                self.exit_status() is not None
+                or (state == "finished" and log is not None)
+                or joblog.killed_by_scheduler(text)
+            )
+            if echo and text:
+                lines = text.splitlines()
+                upto = (
+                    len(lines) if ended else max(shown, len(lines) - 1)
+                )  # the last line may be incomplete
+                for line in lines[shown:upto]:
+                    echo(line)
+                shown = upto
+            if ended:
+                status = self.exit_status()
+                return status if status is not None else -1
+            if deadline is not None and time.monotonic() > deadline:
+                return None
+            time.sleep(poll)
+
+
+def qstat_state(job_id: str) -> str:
+    """'queued', 'finished' (or no longer known), or 'unknown' when qstat cannot tell (no qstat, no server)."""
+    qstat = paths.find_program("qstat")
+    if qstat is None:
+        return "unknown"
+    run = subprocess.run([qstat, job_id], capture_output=True, text=True)
+    if run.returncode != 0:
+        said = run.stdout + run.stderr
+        gone = ("Unknown Job Id", "Invalid job id", "has finished", "Job has been deleted")
+        return "finished" if any(word in said for word in gone) else "unknown"
+    # PBS Pro and Slurm's wrapper list a finished job a while longer, in state F or C.
+    states = re.findall(
+        rf"^{re.escape(job_id.split('.')[0])}\S*\s+\S+\s+\S+\s+\S+\s+([A-Z])\b", run.stdout, re.M
+    )
+    return "finished" if states and states[-1] in ("F", "C") else "queued"

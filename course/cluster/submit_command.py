@@ -1,0 +1,57 @@
+"""`python -m course submit`: the command line over course.cluster.submit (its help is that module's
+description)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from course.cluster import submit
+
+
+def main(argv: list[str]) -> int:
+    """`python -m course submit [-l RESOURCE] [-v VARS] SCRIPT`: submit a job script and follow its log."""
+    parser = argparse.ArgumentParser(
+        prog="course submit",
+        description=submit.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--local",
+        dest="scheduler",
+        action="store_const",
+        const="local",
+        help="run it on this machine, whatever the site profile says",
+    )
+    where.add_argument(
+        "--qsub", dest="scheduler", action="store_const", const="qsub", help="hand it to qsub"
+    )
+    parser.set_defaults(scheduler="auto")
+    parser.add_argument(
+        "-l",
+        dest="resources",
+        action="append",
+        default=[],
+        metavar="RESOURCE",
+        help="as qsub -l, e.g. -l select=1:mpiprocs=2",
+    )
+    parser.add_argument(
+        "-v", dest="variables", default="", metavar="VAR=VALUE,...", help="as qsub -v"
+    )
+    parser.add_argument(
+        "--no-wait", dest="wait", action="store_false", help="return after submitting"
+    )
+    parser.add_argument("script", type=Path)
+    args = parser.parse_args(argv)
+    options = [x for r in args.resources for x in ("-l", r)] + (
+        ["-v", args.variables] if args.variables else []
+    )
+    job = submit.submit(args.script, scheduler=args.scheduler, options=options)
+    if job is None:  # nbgrader runs the notebook: nothing was submitted, as submit said
+        return 0
+    if not args.wait:
+        print(f"follow it with: tail -f {job.find_log() or f'<script>.o{job.number}'}")
+        return 0
+    status = job.wait()
+    return 1 if status is None else min(status, 255)
