@@ -22,7 +22,7 @@ COMMANDS = {  # name: (module, what it does)
         "compile the course's CUDA kernels for P100 to H100 with NVRTC (no GPU needed)",
     ),
     "data": (
-        "course.runtime.data",
+        "course.runtime.data_command",
         "prepare CIFAR-10, the synthetic set, or a variant; list what is prepared",
     ),
     "train": (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from course.runtime import data
+from course.runtime import data_prepare
 from tests.conftest import bubblewrap
 from tools import bench
 
@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_loop_overhead_measures_both_loops(tmp_path, data_root):
-    data.prepare_synthetic(640, 20, name="bench")
+    data_prepare.prepare_synthetic(640, 20, name="bench")
     result = bench.loop_overhead(width=4, batch=32, steps=12, warmup=2, out=tmp_path)
     assert result["steps"] == 9
     assert result["kit_images_per_sec"] > 0 and result["bare_images_per_sec"] > 0
@@ -20,7 +20,7 @@ def test_loop_overhead_measures_both_loops(tmp_path, data_root):
 
 
 def test_interleaved_ranks_splits_the_efficiency(data_root):
-    data.prepare_synthetic(640, 20, name="bench")
+    data_prepare.prepare_synthetic(640, 20, name="bench")
     result = bench.interleaved_ranks(width=4, batch=32, segments=1, steps=3)
     assert result["steps"] == 3
     assert result["efficiency"] == pytest.approx(

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from course.errors import DatasetError
-from course.runtime import data, synthetic
+from course.runtime import data, data_command, data_prepare, synthetic
 from tests.conftest import PYTHON
 
 
@@ -54,7 +54,7 @@ def leftovers(root: Path) -> list[str]:
 
 def test_real_archive_converts_to_chainers_own_file(tmp_path, data_root):
     batches = write_cifar_archive(tmp_path / "cifar-10-python.tar.gz")
-    info = data.prepare_real(tmp_path / "cifar-10-python.tar.gz")
+    info = data_prepare.prepare_real(tmp_path / "cifar-10-python.tar.gz")
     assert (info.n_train, info.n_test, info.image_size) == (100, 20, 32)
     assert info.path == data_root / "pfnet/chainer/cifar/cifar-10.npz"
     assert info.meta["official_archive"] is False  # the fixture is not the real download
@@ -86,16 +86,16 @@ def test_real_archive_is_found_in_chainers_folder(tmp_path, data_root):
     folder = data.data_dir()
     folder.mkdir(parents=True)
     write_cifar_archive(folder / data.CIFAR_ARCHIVE)
-    assert data.prepare_real().n_train == 100
+    assert data_prepare.prepare_real().n_train == 100
     assert data.resolve("auto") == data.REAL
 
 
 def test_missing_real_archive_says_where_to_get_it(data_root):
     with pytest.raises(DatasetError) as caught:
-        data.prepare_real()
+        data_prepare.prepare_real()
     assert data.CIFAR_URL in caught.value.hint and "course data synthetic" in caught.value.hint
     with pytest.raises(DatasetError, match="does not exist"):
-        data.prepare_real(Path("/nonexistent/cifar.tgz"))
+        data_prepare.prepare_real(Path("/nonexistent/cifar.tgz"))
 
 
 def test_truncated_archive_fails_cleanly_and_leaves_nothing(tmp_path, data_root):
@@ -104,7 +104,7 @@ def test_truncated_archive_fails_cleanly_and_leaves_nothing(tmp_path, data_root)
     cut = tmp_path / "cut.tar.gz"
     cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
     with pytest.raises(DatasetError, match="truncated or not the CIFAR-10 python archive"):
-        data.prepare_real(cut)
+        data_prepare.prepare_real(cut)
     assert not data.path_for(data.REAL).exists()
     assert leftovers(data_root) == []
 
@@ -120,7 +120,7 @@ def test_archive_with_code_in_a_pickle_is_refused(tmp_path, data_root):
         for i in range(1, 6):
             _add(archive, f"data_batch_{i}", pickle.dumps(Exploit(), protocol=2))
     with pytest.raises(DatasetError, match="unexpected object"):
-        data.prepare_real(tmp_path / "evil.tar.gz")
+        data_prepare.prepare_real(tmp_path / "evil.tar.gz")
     assert not marker.exists()
 
 
@@ -131,7 +131,7 @@ def test_archive_of_another_shape_is_refused(tmp_path, data_root):
             batch[b"data"] = batch[b"data"][:, :100]
             _add(archive, f"data_batch_{i}", pickle.dumps(batch, protocol=2))
     with pytest.raises(DatasetError, match="3072-byte rows"):
-        data.prepare_real(tmp_path / "odd.tar.gz")
+        data_prepare.prepare_real(tmp_path / "odd.tar.gz")
 
 
 def test_synthetic_set_is_deterministic_and_balanced():
@@ -146,7 +146,7 @@ def test_synthetic_set_is_deterministic_and_balanced():
 
 
 def test_synthetic_file_uses_the_real_format(data_root):
-    info = data.prepare_synthetic(200, 50, seed=3)
+    info = data_prepare.prepare_synthetic(200, 50, seed=3)
     with np.load(info.path) as npz:
         assert {"train_x", "train_y", "test_x", "test_y"} <= set(npz.files)
         assert npz["train_x"].shape == (200, 3072) and npz["train_x"].dtype == np.uint8
@@ -163,17 +163,17 @@ def test_auto_prefers_real_data_and_says_what_to_run_without_any(tmp_path, data_
     with pytest.raises(DatasetError, match="no data set is prepared") as caught:
         data.resolve("auto")
     assert "course data synthetic" in caught.value.hint
-    data.prepare_synthetic(20, 20)
+    data_prepare.prepare_synthetic(20, 20)
     assert data.resolve("auto") == data.SYNTHETIC
     write_cifar_archive(tmp_path / "c.tar.gz")
-    data.prepare_real(tmp_path / "c.tar.gz")
+    data_prepare.prepare_real(tmp_path / "c.tar.gz")
     assert data.resolve("auto") == data.REAL
     assert data.available() == ["cifar10", "synthetic"]
 
 
 def test_variant_subset_and_upscale(data_root):
-    data.prepare_synthetic(1000, 200)
-    info = data.prepare_variant("synthetic", percent=5, size=64)
+    data_prepare.prepare_synthetic(1000, 200)
+    info = data_prepare.prepare_variant("synthetic", percent=5, size=64)
     assert info.name == "synthetic_64px_5p"
     assert info.image_size == 64
     assert info.n_train == pytest.approx(50, abs=5) and info.n_test == pytest.approx(10, abs=5)
@@ -185,7 +185,7 @@ def test_variant_subset_and_upscale(data_root):
 
 def test_upscaling_keeps_the_picture():
     small = synthetic.generate(4, seed=1)[0]
-    big = data._resize(small, 96)
+    big = data_prepare._resize(small, 96)
     back = big[:, :, 1::3, 1::3]  # the centre pixel of each 3x3 block
     assert np.abs(back.astype(int) - small.astype(int)).mean() < 2
     assert data.variant_name("cifar10", 256, 5) == "cifar10_256px_5p"
@@ -193,17 +193,17 @@ def test_upscaling_keeps_the_picture():
 
 def test_variant_needs_its_base_and_sane_arguments(data_root):
     with pytest.raises(DatasetError) as caught:
-        data.prepare_variant("cifar10", percent=5, size=256)
+        data_prepare.prepare_variant("cifar10", percent=5, size=256)
     assert "course data cifar10" in caught.value.hint
-    data.prepare_synthetic(50, 20)
+    data_prepare.prepare_synthetic(50, 20)
     with pytest.raises(DatasetError, match="percent"):
-        data.prepare_variant("synthetic", percent=0)
+        data_prepare.prepare_variant("synthetic", percent=0)
     with pytest.raises(DatasetError, match="out of range"):
-        data.prepare_variant("synthetic", size=16)
+        data_prepare.prepare_variant("synthetic", size=16)
 
 
 def test_a_large_set_stays_uint8_and_can_be_sent_to_other_ranks(data_root, monkeypatch):
-    data.prepare_synthetic(50, 20)
+    data_prepare.prepare_synthetic(50, 20)
     small_train, _ = data.load("synthetic")
     monkeypatch.setattr(data, "FLOAT_IN_MEMORY_BYTES", 0)
     train, _ = data.load("synthetic")
@@ -216,7 +216,7 @@ def test_a_large_set_stays_uint8_and_can_be_sent_to_other_ranks(data_root, monke
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "not-npz", "missing-keys"])
 def test_damaged_data_set_gives_the_command_to_rebuild_it(data_root, damage):
-    info = data.prepare_synthetic(100, 20)
+    info = data_prepare.prepare_synthetic(100, 20)
     raw = info.path.read_bytes()
     if damage == "truncate":
         info.path.write_bytes(raw[: len(raw) * 2 // 3])
@@ -234,7 +234,7 @@ def test_damaged_data_set_gives_the_command_to_rebuild_it(data_root, damage):
 
 
 def test_a_failed_write_keeps_the_old_file(data_root, monkeypatch):
-    info = data.prepare_synthetic(30, 20, seed=1)
+    info = data_prepare.prepare_synthetic(30, 20, seed=1)
     before = info.path.read_bytes()
 
     def explode(*args, **kwargs):
@@ -242,7 +242,7 @@ def test_a_failed_write_keeps_the_old_file(data_root, monkeypatch):
 
     monkeypatch.setattr(np, "savez_compressed", explode)
     with pytest.raises(OSError, match="disk full"):
-        data.prepare_synthetic(30, 20, seed=2)
+        data_prepare.prepare_synthetic(30, 20, seed=2)
     assert info.path.read_bytes() == before
     assert leftovers(data_root) == []
 
@@ -250,7 +250,7 @@ def test_a_failed_write_keeps_the_old_file(data_root, monkeypatch):
 def test_data_files_get_the_umasks_mode_not_mkstemps(data_root):
     mask = os.umask(0o022)
     try:
-        info = data.prepare_synthetic(20, 20)
+        info = data_prepare.prepare_synthetic(20, 20)
     finally:
         os.umask(mask)
     assert (
@@ -264,12 +264,12 @@ def test_unsafe_names_are_refused(data_root):
 
 
 def test_prepare_makes_a_variant_and_the_set_it_derives_from(data_root):
-    info = data.prepare("synthetic_64px_10p")
+    info = data_prepare.prepare("synthetic_64px_10p")
     assert (info.name, info.image_size) == ("synthetic_64px_10p", 64)
     assert data.available() == ["synthetic", "synthetic_64px_10p"]
-    assert data.prepare("synthetic_64px_10p").path == info.path  # already there: kept
+    assert data_prepare.prepare("synthetic_64px_10p").path == info.path  # already there: kept
     with pytest.raises(DatasetError, match="does not know how to make"):
-        data.prepare("imagenet")
+        data_prepare.prepare("imagenet")
 
 
 def rewrite(path: Path, **changes: np.ndarray) -> None:
@@ -281,7 +281,7 @@ def rewrite(path: Path, **changes: np.ndarray) -> None:
 
 
 def test_labels_out_of_range_are_named_as_such(data_root):
-    info = data.prepare_synthetic(30, 20)
+    info = data_prepare.prepare_synthetic(30, 20)
     with np.load(info.path) as npz:
         labels = npz["train_y"].copy()
     labels[[3, 7]] = [12, 10]
@@ -298,7 +298,7 @@ def test_labels_out_of_range_are_named_as_such(data_root):
 
 @pytest.mark.parametrize("split", ["train", "test"])
 def test_an_empty_data_set_is_refused_when_read_and_listed(data_root, capsys, split):
-    info = data.prepare_synthetic(30, 20)
+    info = data_prepare.prepare_synthetic(30, 20)
     rewrite(
         info.path,
         **{f"{split}_x": np.zeros((0, 3072), np.uint8), f"{split}_y": np.zeros(0, np.uint8)},
@@ -307,7 +307,7 @@ def test_an_empty_data_set_is_refused_when_read_and_listed(data_root, capsys, sp
         data.load("synthetic")
     assert str(info.path) in caught.value.message
     assert "python -m course data synthetic" in caught.value.hint
-    assert data.main(["list"]) == 0
+    assert data_command.main(["list"]) == 0
     assert (
         f"synthetic: BROKEN: {info.path}: the {split} set has 0 images" in capsys.readouterr().out
     )
@@ -320,7 +320,7 @@ def test_an_archive_of_other_classes_is_refused_before_anything_is_written(tmp_p
             batch[b"labels"][0] = 57  # CIFAR-100's hundred classes
             _add(archive, name, pickle.dumps(batch, protocol=2))
     with pytest.raises(DatasetError, match=r"train labels must be 0\.\.9 .*found 57") as caught:
-        data.prepare_real(tmp_path / "cifar-100.tar.gz")
+        data_prepare.prepare_real(tmp_path / "cifar-100.tar.gz")
     assert (
         f"not writing {data.path_for(data.REAL)}" in caught.value.message
         and data.CIFAR_URL in caught.value.hint

@@ -4,7 +4,7 @@ import os
 import subprocess
 
 from course import doctor
-from course.runtime import data
+from course.runtime import data_prepare
 from tests.conftest import PYTHON
 
 
@@ -18,7 +18,7 @@ def run_doctor(data_root) -> subprocess.CompletedProcess:
 
 
 def test_doctor_reports_every_part_and_passes_here(data_root):
-    data.prepare_synthetic(20, 20)
+    data_prepare.prepare_synthetic(20, 20)
     run = run_doctor(data_root)
     assert run.returncode == 0, run.stdout
     for part in (
@@ -47,7 +47,7 @@ def test_doctor_fails_without_data_and_says_what_to_run(data_root):
 
 
 def test_a_broken_data_set_is_reported_not_a_traceback(data_root):
-    info = data.prepare_synthetic(20, 20)
+    info = data_prepare.prepare_synthetic(20, 20)
     info.path.write_bytes(b"broken")
     run = run_doctor(data_root)
     assert run.returncode == 1 and "Traceback" not in run.stdout + run.stderr

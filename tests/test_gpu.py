@@ -14,7 +14,7 @@ from course.cluster import siteenv, sites
 from course.cluster.plan import comparison_plan
 from course.errors import CourseError
 from course.notebook import scripts
-from course.runtime import data
+from course.runtime import data_prepare
 from tests.conftest import PYTHON, ROOT
 
 ROWS = [
@@ -71,7 +71,7 @@ def test_chainer_uses_cudnn_from_the_gpu_extra():
 
 @pytest.mark.gpu
 def test_reference_training_on_the_first_gpu(tmp_path, data_root):
-    data.prepare_synthetic(2000, 200)
+    data_prepare.prepare_synthetic(2000, 200)
     subprocess.run(
         [PYTHON, "-m", "course", "train", "--device", "@cupy:0", "--width", "32", "--epoch", "2"],
         cwd=tmp_path,

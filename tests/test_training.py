@@ -16,7 +16,7 @@ from chainer import training
 from course import results
 from course.errors import CourseError
 from course.paths import find_program
-from course.runtime import data, harness
+from course.runtime import data_prepare, harness
 from course.runtime.throughput import Throughput
 from tests.conftest import PYTHON
 
@@ -33,7 +33,7 @@ def summary(stdout: str) -> tuple[float, str, str]:
 
 
 def test_one_cpu_device_learns_the_synthetic_set(tmp_path, data_root):
-    data.prepare_synthetic(3000, 500)
+    data_prepare.prepare_synthetic(3000, 500)
     out = subprocess.run(
         [
             PYTHON,
@@ -105,7 +105,7 @@ def _train_log(folder, *flags) -> tuple[int, list[tuple[float, float]]]:
 
 
 def test_the_same_seed_gives_the_same_run_and_another_seed_another(tmp_path, data_root):
-    data.prepare_synthetic(512, 128)
+    data_prepare.prepare_synthetic(512, 128)
     seed, first = _train_log(tmp_path / "a", "--seed", "3")
     assert seed == 3 and len(first) == 2
     assert _train_log(tmp_path / "b", "--seed", "3") == (3, first), (
@@ -115,7 +115,7 @@ def test_the_same_seed_gives_the_same_run_and_another_seed_another(tmp_path, dat
 
 
 def test_two_mpi_ranks_with_the_naive_communicator(tmp_path, data_root, mpi_env):
-    data.prepare_synthetic(1280, 256)
+    data_prepare.prepare_synthetic(1280, 256)
     mpiexec = find_program("mpiexec", environment_first=True)
     # --no-gpu: on a GPU node `auto` would give each rank a GPU, and naive would hand GPU memory to this MPI.
     out = subprocess.run(

@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # run as a script: the kit's checkout is the pare
 from course import results, stages  # noqa: E402
 from course.cluster import mpi  # noqa: E402
 from course.fileio import atomic_file  # noqa: E402
-from course.runtime import data  # noqa: E402
+from course.runtime import data, data_prepare  # noqa: E402
 
 TRAIN_ARGS = "--model vgg --width 16 --batchsize 64 --epoch 3"  # the local site profile's
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("build/accuracy/study.json"))
     args = parser.parse_args(argv)
     if args.dataset == data.SYNTHETIC and not data.path_for(data.SYNTHETIC).exists():
-        data.prepare_synthetic()
+        data_prepare.prepare_synthetic()
     found = []
     with tempfile.TemporaryDirectory(prefix="course-accuracy-") as tmp:
         for seed in args.seeds:

@@ -346,9 +346,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(mpi.ONE_THREAD)
     # The bench's own data set, in its own folder: the user's data stays untouched.
     os.environ["CHAINER_DATASET_ROOT"] = str(Path(args.out).parent.resolve() / "data")
-    from course.runtime import data
 
-    data.prepare_synthetic(max(2560, args.batchsize * args.steps), 100, name="bench")
+    from course.runtime import data_prepare
+
+    data_prepare.prepare_synthetic(max(2560, args.batchsize * args.steps), 100, name="bench")
 
     print(
         f"bench: VGG width {args.width}, batch {args.batchsize}, {args.steps} steps "

@@ -37,7 +37,7 @@ from course.cluster import siteenv
 from course.errors import GradingError
 from course.instructor import autograde, exchange, nbgrader_cells, release, sandbox, verify
 from course.notebook import allreduce_report, report
-from course.runtime import data
+from course.runtime import data, data_prepare
 
 NOTEBOOKS = tuple(stage.notebook for stage in stages.STAGES.values())
 
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"== 1. Data (site profile {settings.site}: {settings.dataset})")
     name = settings.dataset
     if name == data.SYNTHETIC and not data.path_for(name).exists():
-        data.prepare_synthetic()
+        data_prepare.prepare_synthetic()
     print(data.info(data.resolve(name)).describe())
     print("\n== 2. What works on this machine")
     print(doctor.render(doctor.run_checks()))

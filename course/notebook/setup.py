@@ -10,7 +10,7 @@ from course.cluster import siteenv
 from course.cluster.siteenv import SiteSettings
 from course.cluster.submit import nbgrader_running
 from course.errors import CourseError
-from course.runtime import data
+from course.runtime import data, data_prepare
 
 
 def setup(stage_name: str) -> None:
@@ -41,6 +41,6 @@ def setup(stage_name: str) -> None:
         print(f"Data: {data.info(data.resolve(name)).describe()}")
     except CourseError as e:
         if name in (data.SYNTHETIC, "auto") and scheduler == "local" and not nbgrader_running():
-            print(f"Data: {data.prepare_synthetic().describe()} (made now)")
+            print(f"Data: {data_prepare.prepare_synthetic().describe()} (made now)")
         else:
             print(f"Data: {e}")

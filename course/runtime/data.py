@@ -10,13 +10,9 @@ written to a temporary name and renamed, so a crash never leaves half a data set
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
-import pickle
 import re
-import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,21 +20,16 @@ from pathlib import Path
 import numpy as np
 
 from course.errors import DatasetError
-from course.fileio import atomic_file, file_digest
-from course.runtime import synthetic
 
 REAL = "cifar10"
 SYNTHETIC = "synthetic"
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 CIFAR_ARCHIVE = "cifar-10-python.tar.gz"
-CIFAR_ARCHIVE_MD5 = "c58f30108f718f92721af3b95e74349a"
 KEYS = ("train_x", "train_y", "test_x", "test_y")
 N_CLASSES = 10  # CIFAR-10's labels are 0..9
-# The synthetic set's default size: enough for a few CPU epochs of a width-16 VGG in minutes.
-SYNTHETIC_TRAIN, SYNTHETIC_TEST = 4000, 1000
 
 
-def _prepare_hint(name: str) -> str:
+def prepare_hint(name: str) -> str:
     if name == REAL:
         return (
             f"download {CIFAR_URL} and run:  python -m course data cifar10 --from "
@@ -83,22 +74,6 @@ def parse_variant(name: str) -> tuple[str, int, float] | None:
     return (match.group(1), int(match.group(2)), float(match.group(3))) if match else None
 
 
-def prepare(name: str, source: Path | None = None) -> DatasetInfo:
-    """Make the data set `name` (and the one it derives from) unless it is already there."""
-    if path_for(name).exists():
-        return info(name)
-    if name == SYNTHETIC:
-        return prepare_synthetic()
-    if name == REAL:
-        return prepare_real(source)
-    variant = parse_variant(name)
-    if variant is None:
-        raise DatasetError(f"the kit does not know how to make {name!r}", _prepare_hint(name))
-    base, size, percent = variant
-    prepare(base, source)
-    return prepare_variant(base, percent=percent, size=size)
-
-
 @dataclass(frozen=True)
 class DatasetInfo:
     name: str
@@ -129,26 +104,12 @@ class Arrays:
         return int(round((self.train_x.shape[1] / 3) ** 0.5))
 
 
-def _name_of(path: Path) -> str:
+def name_of(path: Path) -> str:
     """The data set a file in the data folder holds (the inverse of path_for)."""
     return REAL if path.name == "cifar-10.npz" else path.stem
 
 
-def _save(path: Path, arrays: Arrays, compress: bool) -> None:
-    _check_arrays(arrays, f"not writing {path}", _name_of(path))
-    with atomic_file(path) as f:
-        save = np.savez_compressed if compress else np.savez
-        save(
-            f,
-            train_x=arrays.train_x,
-            train_y=arrays.train_y,
-            test_x=arrays.test_x,
-            test_y=arrays.test_y,
-            meta=np.array(json.dumps(arrays.meta, sort_keys=True)),
-        )
-
-
-def _check_arrays(arrays: Arrays, where: str, name: str) -> None:
+def check_arrays(arrays: Arrays, where: str, name: str) -> None:
     """DatasetError unless both splits hold images in Chainer's layout, each with a CIFAR-10 label."""
     for split in ("train", "test"):
         x, y = getattr(arrays, f"{split}_x"), getattr(arrays, f"{split}_y")
@@ -156,15 +117,15 @@ def _check_arrays(arrays: Arrays, where: str, name: str) -> None:
         if x.dtype != np.uint8 or x.ndim != 2 or 3 * size * size != x.shape[1]:
             raise DatasetError(
                 f"{where}: {split} images are {x.dtype} {x.shape}, expected uint8 N x 3*S*S",
-                _prepare_hint(name),
+                prepare_hint(name),
             )
         if x.shape[0] == 0:  # training would divide by the number of images
-            raise DatasetError(f"{where}: the {split} set has 0 images", _prepare_hint(name))
+            raise DatasetError(f"{where}: the {split} set has 0 images", prepare_hint(name))
         if y.shape != (x.shape[0],):
             raise DatasetError(
                 f"{where}: {split} labels have shape {y.shape}, expected one label for each "
                 f"of the {x.shape[0]} images",
-                _prepare_hint(name),
+                prepare_hint(name),
             )
         wrong = np.unique(y[(y < 0) | (y >= N_CLASSES)])
         if wrong.size:
@@ -172,7 +133,7 @@ def _check_arrays(arrays: Arrays, where: str, name: str) -> None:
             raise DatasetError(
                 f"{where}: {split} labels must be 0..{N_CLASSES - 1} (CIFAR-10's ten classes), "
                 f"found {shown}",
-                _prepare_hint(name),
+                prepare_hint(name),
             )
 
 
@@ -181,7 +142,7 @@ def read_arrays(name: str) -> Arrays:
     path = path_for(name)
     if not path.exists():
         raise DatasetError(
-            f"data set {name!r} is not prepared: {path} does not exist", _prepare_hint(name)
+            f"data set {name!r} is not prepared: {path} does not exist", prepare_hint(name)
         )
     try:
         with np.load(path, allow_pickle=False) as npz:
@@ -189,7 +150,7 @@ def read_arrays(name: str) -> Arrays:
             if missing:
                 raise DatasetError(
                     f"{path} lacks {', '.join(missing)}: it is not a CIFAR data set file",
-                    "delete it, then " + _prepare_hint(name),
+                    "delete it, then " + prepare_hint(name),
                 )
             # Reading every member checks its CRC, so a corrupt file fails here, not mid-training.
             loaded = {k: npz[k] for k in KEYS}
@@ -199,10 +160,10 @@ def read_arrays(name: str) -> Arrays:
     except (zipfile.BadZipFile, EOFError, ValueError, OSError, KeyError, json.JSONDecodeError) as e:
         raise DatasetError(
             f"{path} is truncated or corrupt ({type(e).__name__}: {e})",
-            "delete it, then " + _prepare_hint(name),
+            "delete it, then " + prepare_hint(name),
         ) from None
     arrays = Arrays(meta={**meta, "name": name}, **loaded)
-    _check_arrays(arrays, str(path), name)
+    check_arrays(arrays, str(path), name)
     return arrays
 
 
@@ -223,7 +184,7 @@ def available() -> list[str]:
     folder = data_dir()
     if not folder.is_dir():
         return []
-    names = [_name_of(p) for p in sorted(folder.glob("*.npz"))]
+    names = [name_of(p) for p in sorted(folder.glob("*.npz"))]
     return sorted(names)
 
 
@@ -271,262 +232,3 @@ def load(name: str = "auto", *, scale: float = 1.0) -> tuple:
         return TransformDataset(TupleDataset(images, labels), _ToFloat(np.float32(scale / 255.0)))
 
     return dataset(arrays.train_x, arrays.train_y), dataset(arrays.test_x, arrays.test_y)
-
-
-def prepare_synthetic(
-    n_train: int = SYNTHETIC_TRAIN,
-    n_test: int = SYNTHETIC_TEST,
-    *,
-    seed: int = 0,
-    name: str = SYNTHETIC,
-) -> DatasetInfo:
-    """Generate the synthetic set (32 px); the same seed always gives the same file contents."""
-    if n_train < 10 or n_test < 10:
-        raise DatasetError(
-            f"too few images ({n_train} training, {n_test} test)", "ask for at least 10 of each"
-        )
-    _save(path_for(name), _synthetic_arrays(n_train, n_test, seed), compress=True)
-    return info(name)  # the generated arrays are freed by now: only the copy read back is in memory
-
-
-def _synthetic_arrays(n_train: int, n_test: int, seed: int) -> Arrays:
-    train_x, train_y = synthetic.generate(n_train, seed=seed)
-    test_x, test_y = synthetic.generate(n_test, seed=seed + 1_000_003)
-    meta = {"source": f"synthetic (seed {seed})", "seed": seed, "generator": "course.synthetic v1"}
-    return Arrays(train_x.reshape(n_train, -1), train_y, test_x.reshape(n_test, -1), test_y, meta)
-
-
-class _CifarUnpickler(pickle.Unpickler):
-    """Reads the pickled batches of the official archive, refusing anything but plain data."""
-
-    _ALLOWED = {
-        ("numpy.core.multiarray", "_reconstruct"),
-        ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy", "ndarray"),
-        ("numpy", "dtype"),
-        ("_codecs", "encode"),
-    }  # how Python 3 writes bytes into protocol-2 pickles
-
-    def find_class(self, module: str, name: str):
-        if (module, name) not in self._ALLOWED:
-            raise pickle.UnpicklingError(f"unexpected object {module}.{name} in a CIFAR batch")
-        return super().find_class(module, name)
-
-
-def _read_batch(
-    archive: tarfile.TarFile, member: str, source: Path
-) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        f = archive.extractfile(member)
-    except KeyError:
-        f = None
-    if f is None:
-        raise DatasetError(
-            f"{source} has no {member}: it is not the CIFAR-10 python archive",
-            f"download {CIFAR_URL} (the 'python version')",
-        )
-    batch = _CifarUnpickler(io.BytesIO(f.read()), encoding="bytes").load()
-    x = np.asarray(batch[b"data"], dtype=np.uint8)
-    y = np.asarray(batch[b"labels"], dtype=np.uint8)
-    if x.ndim != 2 or x.shape[1] != 3072 or y.shape != (x.shape[0],):
-        raise DatasetError(
-            f"{source}: {member} holds {x.shape} images and {y.shape} labels, "
-            "not CIFAR-10's 3072-byte rows",
-            f"download {CIFAR_URL} again",
-        )
-    return x, y
-
-
-def _find_archive(source: Path | None) -> Path:
-    if source is not None:
-        if not Path(source).is_file():
-            raise DatasetError(f"{source} does not exist", f"give the path of {CIFAR_ARCHIVE}")
-        return Path(source)
-    root = data_dir().parent.parent.parent
-    candidates = [
-        data_dir() / CIFAR_ARCHIVE,
-        root / "_dl_cache" / hashlib.md5(CIFAR_URL.encode()).hexdigest(),
-    ]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise DatasetError(
-        "the CIFAR-10 archive was not given and is not in Chainer's cache", _prepare_hint(REAL)
-    )
-
-
-def prepare_real(source: Path | None = None) -> DatasetInfo:
-    """Convert the official cifar-10-python.tar.gz into cifar-10.npz (also read by get_cifar10).
-
-    Without `source`, uses the archive in Chainer's data folder or download cache, or keeps a
-    cifar-10.npz that Chainer itself already made.
-    """
-    if source is None and path_for(REAL).exists():
-        return info(REAL)
-    archive_path = _find_archive(source)
-    try:
-        md5 = file_digest(archive_path, "md5")
-        with tarfile.open(archive_path, "r:gz") as archive:
-            train = [
-                _read_batch(archive, f"cifar-10-batches-py/data_batch_{i}", archive_path)
-                for i in range(1, 6)
-            ]
-            test_x, test_y = _read_batch(archive, "cifar-10-batches-py/test_batch", archive_path)
-    except DatasetError:
-        raise
-    except (tarfile.TarError, EOFError, OSError, pickle.UnpicklingError, KeyError, ValueError) as e:
-        raise DatasetError(
-            f"{archive_path} is truncated or not the CIFAR-10 python archive "
-            f"({type(e).__name__}: {e})",
-            f"download {CIFAR_URL} again",
-        ) from None
-    meta = {
-        "source": f"CIFAR-10 ({archive_path.name})",
-        "archive_md5": md5,
-        "official_archive": md5 == CIFAR_ARCHIVE_MD5,
-    }
-    arrays = Arrays(
-        np.concatenate([x for x, _ in train]),
-        np.concatenate([y for _, y in train]),
-        test_x,
-        test_y,
-        meta,
-    )
-    _save(path_for(REAL), arrays, compress=True)
-    return info(REAL)
-
-
-def _resize(images: np.ndarray, size: int) -> np.ndarray:
-    """Bilinear resize of uint8 (N, 3, S, S) images to (N, 3, size, size), pixel centres aligned."""
-    old = images.shape[-1]
-    pos = (np.arange(size) + 0.5) * old / size - 0.5
-    lo = np.clip(np.floor(pos).astype(int), 0, old - 1)
-    hi = np.clip(lo + 1, 0, old - 1)
-    w = np.clip(pos - lo, 0.0, 1.0).astype(np.float32)
-    out = np.empty(images.shape[:2] + (size, size), dtype=np.uint8)
-    for start in range(0, len(images), 256):  # chunks keep the float copy small
-        x = images[start : start + 256].astype(np.float32)
-        rows = x[:, :, lo, :] * (1 - w)[:, None] + x[:, :, hi, :] * w[:, None]
-        cols = rows[:, :, :, lo] * (1 - w) + rows[:, :, :, hi] * w
-        out[start : start + 256] = np.clip(cols + 0.5, 0, 255).astype(np.uint8)
-    return out
-
-
-def _stratified_subset(labels: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:
-    picked = []
-    for c in np.unique(labels):
-        members = np.flatnonzero(labels == c)
-        take = max(1, int(round(len(members) * fraction)))
-        picked.append(rng.choice(members, take, replace=False))
-    return np.sort(np.concatenate(picked))
-
-
-def prepare_variant(
-    base: str, *, percent: float = 100.0, size: int = 32, seed: int = 0, name: str | None = None
-) -> DatasetInfo:
-    """A class-balanced `percent` of `base`, resized to `size` px (the seed used 5% at 256 px)."""
-    if not 0 < percent <= 100:
-        raise DatasetError(f"percent must be in (0, 100], not {percent}", "e.g. --percent 5")
-    if not 32 <= size <= 1024:  # the course's VGG halves the image five times
-        raise DatasetError(
-            f"image size {size} px is out of range", "use 32 to 1024 px, e.g. --size 256"
-        )
-    name = name or variant_name(base, size, percent)
-    if name == base:
-        raise DatasetError(
-            f"the variant would overwrite {base!r}", "give a different --percent, --size or --name"
-        )
-    arrays = read_arrays(base)
-    rng = np.random.default_rng(seed)
-    out = {}
-    for split in ("train", "test"):
-        x, y = getattr(arrays, f"{split}_x"), getattr(arrays, f"{split}_y")
-        keep = _stratified_subset(y, percent / 100.0, rng)
-        images = x[keep].reshape(-1, 3, arrays.image_size, arrays.image_size)
-        if size != arrays.image_size:
-            images = _resize(images, size)
-        out[f"{split}_x"], out[f"{split}_y"] = images.reshape(len(keep), -1), y[keep]
-    meta = {
-        "source": f"{percent:g}% of {base} at {size} px",
-        "base": base,
-        "percent": percent,
-        "seed": seed,
-        "base_source": arrays.meta.get("source", ""),
-    }
-    # Large variants stay uncompressed: they are read at every job start.
-    _save(path_for(name), Arrays(meta=meta, **out), compress=size <= 64)
-    return info(name)
-
-
-def main(argv: list[str]) -> int:
-    """`python -m course data ACTION`: prepare a data set, or list the prepared ones."""
-    import argparse
-
-    parser = argparse.ArgumentParser(
-        prog="course data",
-        description="prepare CIFAR-10, the synthetic set, or a "
-        "variant of either, in Chainer's data folder ($CHAINER_DATASET_ROOT)",
-    )
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("list", help="the prepared data sets")
-    a = actions.add_parser(
-        "site", help="make the data set the applied site profile names (and its base)"
-    )
-    a.add_argument(
-        "--from", dest="source", type=Path, default=None, help="the CIFAR-10 archive, when needed"
-    )
-    a = actions.add_parser("synthetic", help="generate the learnable synthetic set (no download)")
-    a.add_argument("--train", type=int, default=SYNTHETIC_TRAIN)
-    a.add_argument("--test", type=int, default=SYNTHETIC_TEST)
-    a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--name", default=SYNTHETIC)
-    a = actions.add_parser("cifar10", help="convert the official cifar-10-python.tar.gz")
-    a.add_argument(
-        "--from",
-        dest="source",
-        type=Path,
-        default=None,
-        help="the archive (default: the one in Chainer's data folder or download cache)",
-    )
-    a = actions.add_parser("variant", help="a class-balanced subset, resized (e.g. 5%% at 256 px)")
-    a.add_argument("--base", default=REAL, help="the data set to derive from")
-    a.add_argument("--percent", type=float, default=5.0)
-    a.add_argument("--size", type=int, default=256)
-    a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--name", default=None, help="default: <base>_<size>px_<percent>p")
-    args = parser.parse_args(argv)
-    if args.action == "list":
-        names = available()
-        if not names:
-            print(f"no data sets in {data_dir()}; make one with:  python -m course data synthetic")
-        for name in names:
-            try:
-                print(info(name).describe())
-            except DatasetError as e:
-                print(f"{name}: BROKEN: {e}")
-        return 0
-    if args.action == "site":
-        from course.cluster import siteenv
-
-        env_file = siteenv.locate()
-        if env_file is None:
-            raise DatasetError(
-                "no jobs/site_env.sh here or in the kit", "run it in the kit's folder"
-            )
-        name = siteenv.SiteSettings.read(env_file).dataset
-        if not name:
-            raise DatasetError(
-                f"{env_file} sets no COURSE_DATASET",
-                "python -m course site apply <profile> writes it",
-            )
-        found = prepare(name, args.source)
-    elif args.action == "synthetic":
-        found = prepare_synthetic(args.train, args.test, seed=args.seed, name=args.name)
-    elif args.action == "cifar10":
-        found = prepare_real(args.source)
-    else:
-        found = prepare_variant(
-            args.base, percent=args.percent, size=args.size, seed=args.seed, name=args.name
-        )
-    print(f"ready: {found.describe()}")
-    return 0
