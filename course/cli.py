@@ -12,7 +12,7 @@ import sys
 from course.errors import CourseError
 
 COMMANDS = {  # name: (module, what it does)
-    "doctor": ("course.doctor", "what works on this machine, and how to fix the rest"),
+    "doctor": ("course.diagnostics.doctor", "what works on this machine, and how to fix the rest"),
     "env": (
         "course.gpu",
         "shell lines that make the gpu extra's CUDA libraries findable (eval their output)",

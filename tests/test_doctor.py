@@ -3,7 +3,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from course import doctor
+from course.diagnostics import doctor
 from course.runtime import data_prepare
 from tests.conftest import PYTHON
 

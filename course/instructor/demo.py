@@ -32,8 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from course import doctor, paths, stages
+from course import paths, stages
 from course.cluster import siteenv
+from course.diagnostics import doctor
 from course.errors import GradingError
 from course.instructor import autograde, exchange, nbgrader_cells, release, sandbox, verify
 from course.notebook import allreduce_report, report
