@@ -26,7 +26,7 @@ COMMANDS = {  # name: (module, what it does)
         "prepare CIFAR-10, the synthetic set, or a variant; list what is prepared",
     ),
     "train": (
-        "course.runtime.reference",
+        "course.instructor.reference",
         "the kit's reference CIFAR-10 training (one device, or ranks under mpiexec)",
     ),
     "submit": (

@@ -25,10 +25,10 @@ from course import evidence, grading_rules, joblog, results, stages
 from course.cluster import siteenv, sites
 from course.cluster.plan import comparison_plan
 from course.errors import ResultsError
-from course.instructor import scoring
+from course.instructor import reference, scoring
 from course.notebook import report
 from course.notebook.checks import CheckFailed, labelled_dataset, multi_node
-from course.runtime import harness, reference
+from course.runtime import harness
 from course.runtime.throughput import Throughput
 from tests.solutions import solution_functions
 

@@ -16,7 +16,7 @@
       hardware costs (two busy cores share caches, memory and clock), what synchronous training
       costs (every step waits for the slower rank: the median of max(rank 0, rank 1) of the
       independent steps), and what the allreduce itself costs;
-    - end to end, as students see it: the reference training (course.runtime.reference) run by mpiexec
+    - end to end, as students see it: the reference training (course.instructor.reference) run by mpiexec
       on 1 and then 2 ranks, a few times; whole-run images/sec of each adjacent pair.
 
 (c) autograde time: a student run of all three notebooks (small settings) graded by
@@ -87,7 +87,8 @@ def loop_overhead(width: int, batch: int, steps: int, warmup: int, out: Path) ->
     from chainer import training
     from chainer.training import extensions
 
-    from course.runtime import harness, reference
+    from course.instructor import reference
+    from course.runtime import harness
     from course.runtime.throughput import Throughput
 
     model, optimizer, iterator = _setup(width, batch, seed=0)

@@ -9,8 +9,8 @@ with every answer and hidden test. DIR holds
                              and Course List off (and locked)
   nbgrader_config.py         the course id and the exchange (made from the course's nbgrader_config.py)
   pyproject.toml, constraints.txt
-  course/                    the kit's package without course/instructor/ (the grader) and the reference
-                             training (its code answers the exercises)
+  course/                    the kit's package without course/instructor/ (the grader, and the
+                             reference training, whose code answers the exercises)
   <course id>/distributed_training/
                              the release (notebooks/ with jobs/), where nbgrader's submit looks for it
 
@@ -42,9 +42,9 @@ SERVER_EXTENSIONS_OFF = (
     "nbgrader.server_extensions.course_list",
 )
 KIT_FILES = ("pyproject.toml", "constraints.txt")
-# Of course/: the grader, and the kit's reference training (`course train`, for benchmarks), whose code is
-# the stages' answers.
-LEFT_OUT = ("instructor", "runtime/reference.py")
+# Of course/: the instructor's package (the grader, and the reference training `course train`, whose
+# code is the stages' answers). Nothing outside it imports it (tests/test_architecture.py).
+LEFT_OUT = ("instructor",)
 CACHES = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 INSTALL = """#!/usr/bin/env bash
