@@ -142,10 +142,10 @@ def visible_gpus(timeout: float = 20.0) -> VisibleGpus:
             "import cupy; r = cupy.cuda.runtime; n = r.getDeviceCount(); "
             "print('\\n'.join(r.getDeviceProperties(i)['name'].decode() for i in range(n)))"
         )
-        out = _output([sys.executable, "-c", probe], timeout)
-        if out is None:
+        names = _output([sys.executable, "-c", probe], timeout)
+        if names is None:
             return VisibleGpus()
-        return VisibleGpus([n for n in out.splitlines() if n.strip()])
+        return VisibleGpus([n for n in names.splitlines() if n.strip()])
     return VisibleGpus()
 
 
