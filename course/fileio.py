@@ -26,7 +26,8 @@ def _remove_partial_files_and_die(signum: int, frame) -> None:
 
 @contextmanager
 def _removed_if_terminated(tmp: Path) -> Iterator[None]:
-    """Remove `tmp` if SIGTERM's default action kills the process, which runs no `except` or `finally`.
+    """Remove `tmp` if SIGTERM's default action kills the process, which runs no `except` or
+    `finally`.
 
     Only from the main thread (Python's rule) and only where SIGTERM would kill outright: a handler
     the program set itself is kept, and the exception it raises reaches atomic_file's `except`.
@@ -97,7 +98,8 @@ def free_bytes(path: Path) -> int:
 
 
 def require_free_space(path: Path, needed: int, what: str) -> None:
-    """CourseError naming `path` when its file system has less than `needed` bytes free for `what`."""
+    """CourseError naming `path` when its file system has less than `needed` bytes free for
+    `what`."""
     from course.errors import CourseError
 
     free = free_bytes(path)

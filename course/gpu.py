@@ -57,8 +57,8 @@ def preload_cuda_libraries() -> dict[str, str]:
     CuPy 13 links to cuDNN as `libcudnn.so.8` but looks for it only in ~/.cupy and on the
     library path; once a library with that soname is loaded, the dynamic linker reuses it.
     So this must run before CuPy's cuDNN module is imported (``import chainer`` imports it).
-    Jobs set LD_LIBRARY_PATH instead (`python -m course env`), which works whatever the import order.
-    Returns {soname: path} of everything loaded so far.
+    Jobs set LD_LIBRARY_PATH instead (`python -m course env`), which works whatever the import
+    order. Returns {soname: path} of everything loaded so far.
     """
     dirs = {d.parent.name: d for d in nvidia_library_dirs()}
     for folder, soname in _WHEEL_LIBRARIES:
@@ -74,7 +74,8 @@ def preload_cuda_libraries() -> dict[str, str]:
 
 
 def library_path_export() -> str:
-    """A shell line that puts the nvidia-* wheel libraries on LD_LIBRARY_PATH (empty without them)."""
+    """A shell line that puts the nvidia-* wheel libraries on LD_LIBRARY_PATH (empty without
+    them)."""
     dirs = [str(d) for d in nvidia_library_dirs()]
     if not dirs:
         return ""
@@ -150,7 +151,8 @@ def visible_gpus(timeout: float = 20.0) -> VisibleGpus:
 
 
 def _smi_query(field: str, timeout: float = 20.0) -> list[str]:
-    """One nvidia-smi --query-gpu field for every GPU, CUDA_VISIBLE_DEVICES applied ([] without nvidia-smi)."""
+    """One nvidia-smi --query-gpu field for every GPU, CUDA_VISIBLE_DEVICES applied ([] without
+    nvidia-smi)."""
     smi = shutil.which("nvidia-smi")
     if not smi:
         return []
@@ -164,20 +166,23 @@ def _smi_query(field: str, timeout: float = 20.0) -> list[str]:
 
 
 def compute_capabilities() -> list[str]:
-    """The visible GPUs' compute capabilities as NVRTC names them ('80' for 8.0), from nvidia-smi."""
+    """The visible GPUs' compute capabilities as NVRTC names them ('80' for 8.0), from
+    nvidia-smi."""
     return [c.replace(".", "") for c in _smi_query("compute_cap") if c.replace(".", "").isdigit()]
 
 
 def gpu_models(device_ids: list[int]) -> list[str]:
-    """The model of each of these GPUs (CUDA ids, CUDA_VISIBLE_DEVICES applied), without touching CUDA:
-    MultiprocessParallelUpdater forks its workers from this process, which must not hold a CUDA context."""
+    """The model of each of these GPUs (CUDA ids, CUDA_VISIBLE_DEVICES applied), without touching
+    CUDA: MultiprocessParallelUpdater forks its workers from this process, which must not hold a
+    CUDA context."""
     names = visible_gpus().names
     return [names[i] for i in device_ids if 0 <= i < len(names)]
 
 
 def assigned_devices(devices: dict | list) -> tuple[list[str], str | None]:
-    """(device names, GPU model) of the GPUs given to MultiprocessParallelUpdater: ids (0, 1, ...), '@cupy:N'
-    names, or its {'main': id, ...} dict. The model is None when no GPU with these ids is visible."""
+    """(device names, GPU model) of the GPUs given to MultiprocessParallelUpdater: ids (0, 1, ...),
+    '@cupy:N' names, or its {'main': id, ...} dict. The model is None when no GPU with these ids is
+    visible."""
     ids = []
     for device in devices.values() if isinstance(devices, dict) else devices:
         match = re.fullmatch(r"(?:@cupy:)?(\d+)", str(device))
@@ -210,7 +215,8 @@ def resolve_device(spec: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m course env`: print the shell line that puts the gpu extra's libraries on LD_LIBRARY_PATH."""
+    """`python -m course env`: print the shell line that puts the gpu extra's libraries on
+    LD_LIBRARY_PATH."""
     import argparse
 
     argparse.ArgumentParser(prog="course env", description=main.__doc__).parse_args(argv)

@@ -27,8 +27,8 @@ def kit_root() -> Path:
 def find_program(name: str, environment_first: bool = False) -> str | None:
     """`name` on PATH, else next to this Python; with environment_first, next to this Python first.
 
-    MPI launchers want environment_first: where the kit's environment ships an MPI (the `mpi` extra),
-    its mpiexec matches the library mpi4py loads, while PATH may hold another one (Slurm's
+    MPI launchers want environment_first: where the kit's environment ships an MPI (the `mpi`
+    extra), its mpiexec matches the library mpi4py loads, while PATH may hold another one (Slurm's
     slurm-wlm-torque installs an srun wrapper as /usr/bin/mpiexec).
     """
     beside = Path(sys.executable).parent / name

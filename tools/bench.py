@@ -1,4 +1,5 @@
-"""`make bench` (python tools/bench.py): the kit's speed, as ratios measured in one run on this machine.
+"""`make bench` (python tools/bench.py): the kit's speed, as ratios measured in one run on this
+machine.
 
 (a) kit / bare Chainer: the same model, data and batch trained by the kit's Trainer (with the
     course's Throughput, LogReport, PrintReport and results file) and by a bare
@@ -16,7 +17,8 @@
       hardware costs (two busy cores share caches, memory and clock), what synchronous training
       costs (every step waits for the slower rank: the median of max(rank 0, rank 1) of the
       independent steps), and what the allreduce itself costs;
-    - end to end, as students see it: the reference training (course.instructor.reference) run by mpiexec
+    - end to end, as students see it: the reference training (course.instructor.reference) run by
+    mpiexec
       on 1 and then 2 ranks, a few times; whole-run images/sec of each adjacent pair.
 
 (c) autograde time: a student run of all three notebooks (small settings) graded by
@@ -150,7 +152,8 @@ def loop_overhead(width: int, batch: int, steps: int, warmup: int, out: Path) ->
 
 
 def _mpirun(n: int, command: list[str], cwd: Path | None = None) -> str:
-    """stdout of `command` on n ranks bound to cores, one BLAS thread each; CourseError if it fails."""
+    """stdout of `command` on n ranks bound to cores, one BLAS thread each; CourseError if it
+    fails."""
     try:
         mpiexec = mpi.mpiexec()
     except JobError as e:
@@ -200,7 +203,8 @@ def _ranks_run(n: int, width: int, batch: int, steps: int, warmup: int, workdir:
 
 
 def ranks_worker(width: int, batch: int, segments: int, steps: int) -> None:
-    """Run under `mpiexec -n 2`: the interleaved measurement of (b); rank 0 prints its step times."""
+    """Run under `mpiexec -n 2`: the interleaved measurement of (b); rank 0 prints its step
+    times."""
     import chainer
     import chainermn
 
@@ -230,7 +234,8 @@ def ranks_worker(width: int, batch: int, segments: int, steps: int) -> None:
         if comm.rank == 0:
             alone = [on_its_own() for _ in range(steps)]
             comm.mpi_comm.send(True, dest=1)
-        else:  # sleep rather than spin in MPI, so that rank 0 has the machine as a lone process would
+        # sleep rather than spin in MPI, so that rank 0 has the machine as a lone process would
+        else:
             request = comm.mpi_comm.irecv(source=0)
             while not request.test()[0]:
                 time.sleep(0.005)
@@ -295,8 +300,9 @@ def play_small_student(workdir: Path) -> Path:
 
 
 def autograde_time(workdir: Path, repeats: int, student: Path | None = None, jobs: int = 0) -> dict:
-    """`course grade`'s time for `repeats` copies of a solved student run (played if not given), sandbox on:
-    wall seconds for the class, per submission, and each submission's own verification time."""
+    """`course grade`'s time for `repeats` copies of a solved student run (played if not given),
+    sandbox on: wall seconds for the class, per submission, and each submission's own verification
+    time."""
     import shutil
 
     from course.instructor import autograde, demo
@@ -360,8 +366,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         overhead = loop_overhead(args.width, args.batchsize, 2 * args.steps, args.warmup, Path(tmp))
     print(
-        f"(a) kit / bare Chainer loop: {overhead['ratio']:.3f} (median of {overhead['steps']} interleaved "
-        f"step pairs; ratio of means {overhead['ratio_of_means']:.3f}: kit {overhead['kit_images_per_sec']:.1f}, "
+        f"(a) kit / bare Chainer loop: {overhead['ratio']:.3f} (median of {overhead['steps']} "
+        "interleaved "
+        f"step pairs; ratio of means {overhead['ratio_of_means']:.3f}: kit "
+        f"{overhead['kit_images_per_sec']:.1f}, "
         f"bare {overhead['bare_images_per_sec']:.1f} img/s); kit's Throughput / its wall clock: "
         f"{overhead['reported_over_wall']:.3f}",
         flush=True,
@@ -370,10 +378,14 @@ def main(argv: list[str] | None = None) -> int:
     inter, e2e = scaling["interleaved"], scaling["end_to_end"]
     ms = {k: v * 1e3 for k, v in inter["step_seconds"].items()}
     print(
-        f"(b) weak scaling, naive, 2 ranks vs 1: efficiency {scaling['efficiency']:.3f} = shared hardware "
-        f"{inter['hardware_ceiling']:.3f} x waiting for the slower rank {inter['synchronisation']:.3f} x allreduce "
-        f"{inter['allreduce']:.3f}\n    (median of {inter['steps']} interleaved steps: {ms['alone']:.0f} ms alone, "
-        f"{ms['independent']:.0f} ms with both cores busy, {ms['slower_of_two']:.0f} ms the slower of the two, "
+        f"(b) weak scaling, naive, 2 ranks vs 1: efficiency {scaling['efficiency']:.3f} = shared "
+        "hardware "
+        f"{inter['hardware_ceiling']:.3f} x waiting for the slower rank "
+        f"{inter['synchronisation']:.3f} x allreduce "
+        f"{inter['allreduce']:.3f}\n    (median of {inter['steps']} interleaved steps: "
+        f"{ms['alone']:.0f} ms alone, "
+        f"{ms['independent']:.0f} ms with both cores busy, {ms['slower_of_two']:.0f} ms the slower "
+        "of the two, "
         f"{ms['together']:.0f} ms with allreduce)\n"
         f"    end to end, {args.pairs} run pairs: efficiency {_fmt(e2e['efficiency_per_pair'])} "
         f"({_fmt(e2e['images_per_sec_2'], 1)} / {_fmt(e2e['images_per_sec_1'], 1)} img/s)",
@@ -382,9 +394,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         grading = autograde_time(Path(tmp), repeats=args.class_size)
     print(
-        f"(c) course grade, sandbox on: {grading['submissions']} submissions in {grading['wall_seconds']:.0f} s "
-        f"({grading['seconds_per_submission']:.1f} s per submission, {grading['jobs']} verified at a time; one "
-        f"verification {grading['verify_seconds_median']:.1f} s median, {grading['verify_seconds_max']:.1f} s "
+        f"(c) course grade, sandbox on: {grading['submissions']} submissions in "
+        f"{grading['wall_seconds']:.0f} s "
+        f"({grading['seconds_per_submission']:.1f} s per submission, {grading['jobs']} verified at "
+        "a time; one "
+        f"verification {grading['verify_seconds_median']:.1f} s median, "
+        f"{grading['verify_seconds_max']:.1f} s "
         f"max); 100 submissions: about {100 * grading['seconds_per_submission'] / 60:.1f} min",
         flush=True,
     )

@@ -1,2 +1,2 @@
-"""What gets a job script onto nodes: submission, the local scheduler, #PBS directives, site profiles,
-the job's hosts and the MPI launch."""
+"""What gets a job script onto nodes: submission, the local scheduler, #PBS directives, site
+profiles, the job's hosts and the MPI launch."""

@@ -13,7 +13,8 @@ from course import joblog
 def _rank_killed(m: re.Match) -> str:
     number = int(m["signal"])
     why = {
-        9: "most often the node ran out of memory: a smaller batch or model, or fewer ranks per node",
+        9: "most often the node ran out of memory: a smaller batch or model, or fewer ranks per "
+        "node",
         11: "a crash in compiled code (CuPy, MPI, NumPy): the lines above it may say where",
     }
     return f"MPI rank {m['rank']} on {m['node']} was killed by signal {number} ({m['name']})" + (
@@ -22,7 +23,8 @@ def _rank_killed(m: re.Match) -> str:
 
 
 def _scheduler_kill(end: joblog.End, local: bool) -> str | None:
-    """What a scheduler's kill notice means for the student; None when no scheduler killed the job."""
+    """What a scheduler's kill notice means for the student; None when no scheduler killed the
+    job."""
     if end.kind == "walltime":
         return (
             "the walltime ran out: train fewer epochs, or ask for more time (-l walltime=HH:MM:SS)"
@@ -36,7 +38,8 @@ def _scheduler_kill(end: joblog.End, local: bool) -> str | None:
         return f"the job was cancelled ({who}): submit it again"
     if end.kind == "lost":
         return (
-            "the local scheduler's process was killed (or the machine ran out of memory), which stops its job: "
+            "the local scheduler's process was killed (or the machine ran out of memory), which "
+            "stops its job: "
             "submit it again"
         )
     if end.kind == "killed":
@@ -44,14 +47,15 @@ def _scheduler_kill(end: joblog.End, local: bool) -> str | None:
     return None
 
 
-# What else a failed job's log can show, most telling first: (pattern, what it means). Bash's, Open MPI's
-# and Python's own words, and the kit's error lines (course.joblog).
+# What else a failed job's log can show, most telling first: (pattern, what it means). Bash's, Open
+# MPI's and Python's own words, and the kit's error lines (course.joblog).
 _CAUSES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
     (
         re.compile(r"^(?P<file>\S+): line (?P<line>\d+): syntax error(?P<what>.*)$", re.M),
         lambda m: (
             f"bash cannot read the job script: syntax error{m['what']} at line {m['line']} of "
-            f"{Path(m['file']).name}: fix that line (bash -n SCRIPT checks a script without running it)"
+            f"{Path(m['file']).name}: fix that line (bash -n SCRIPT checks a script without "
+            "running it)"
         ),
     ),
     (joblog.KIT_ERROR, lambda m: f"course {m['command']}: {m['message']}: {m['fix']}"),
@@ -60,22 +64,26 @@ _CAUSES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
             r"^(?P<file>\S+): line (?P<line>\d+): (?P<command>.+): command not found$", re.M
         ),
         lambda m: (
-            f"line {m['line']} of {Path(m['file']).name} runs `{m['command']}`, which is not found: "
+            f"line {m['line']} of {Path(m['file']).name} runs `{m['command']}`, which is not "
+            "found: "
             "fix the name, or load its module in the site profile's setup"
         ),
     ),
     (
         re.compile(
-            r"(?P<launcher>\w+) was unable to find the specified executable file[\s\S]*?Executable: (?P<exe>\S+)"
+            r"(?P<launcher>\w+) was unable to find the specified executable "
+            r"file[\s\S]*?Executable: (?P<exe>\S+)"
         ),
         lambda m: (
-            f"{m['launcher']} could not find the program {m['exe']} to start as a rank: check its name "
+            f"{m['launcher']} could not find the program {m['exe']} to start as a rank: check its "
+            "name "
             "and that it is installed on every node"
         ),
     ),
     (
         re.compile(
-            r"(?P<launcher>\w+) noticed that process rank (?P<rank>\d+) with PID \d+ on node (?P<node>\S+) "
+            r"(?P<launcher>\w+) noticed that process rank (?P<rank>\d+) with PID \d+ on node "
+            r"(?P<node>\S+) "
             r"exited on\s+signal (?P<signal>\d+) \((?P<name>[^)]*)\)"
         ),
         _rank_killed,

@@ -42,8 +42,9 @@ class Job:
         return self.log
 
     def exit_status(self) -> int | None:
-        """How the job ended, as an exit status (never 0 for a killed job; see course.joblog.end): the
-        local scheduler's record, else the log's end line or its scheduler's kill notice; None while it runs."""
+        """How the job ended, as an exit status (never 0 for a killed job; see course.joblog.end):
+        the local scheduler's record, else the log's end line or its scheduler's kill notice; None
+        while it runs."""
         if self._local is not None:
             return self._local.exit_status()
         log = self.find_log()
@@ -52,7 +53,8 @@ class Job:
         return joblog.exit_status(log.read_text(errors="replace"))
 
     def ending(self) -> joblog.End | None:
-        """How the log says the job ended, e.g. it 'was killed at its walltime'; None while it runs."""
+        """How the log says the job ended, e.g. it 'was killed at its walltime'; None while it
+        runs."""
         log = self.find_log()
         return joblog.end(log.read_text(errors="replace")) if log else None
 
@@ -64,8 +66,8 @@ class Job:
     ) -> int | None:
         """Wait for the job to end; print its log as it grows; return its exit status.
 
-        Interrupted (Ctrl-C, or the notebook's stop button), it says how to follow or cancel the job,
-        which goes on running, and raises KeyboardInterrupt."""
+        Interrupted (Ctrl-C, or the notebook's stop button), it says how to follow or cancel the
+        job, which goes on running, and raises KeyboardInterrupt."""
         if echo is not None:
             show_line = echo
 
@@ -133,7 +135,8 @@ class Job:
             state = qstat_state(self.id)
             log = self.find_log()
             text = log.read_text(errors="replace") if log is not None else ""
-            # A killed job writes no end line; without qstat its scheduler's kill notice is the only sign.
+            # A killed job writes no end line; without qstat its scheduler's kill notice is the only
+            # sign.
             ended = (
                 self.exit_status() is not None
                 or (state == "finished" and log is not None)
@@ -156,7 +159,8 @@ class Job:
 
 
 def qstat_state(job_id: str) -> str:
-    """'queued', 'finished' (or no longer known), or 'unknown' when qstat cannot tell (no qstat, no server)."""
+    """'queued', 'finished' (or no longer known), or 'unknown' when qstat cannot tell (no qstat, no
+    server)."""
     qstat = paths.find_program("qstat")
     if qstat is None:
         return "unknown"

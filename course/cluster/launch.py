@@ -64,8 +64,9 @@ def build(
             raise JobError(
                 f"unknown allreduce algorithm {allreduce!r}", f"one of {', '.join(ALLREDUCE)}"
             )
-        # Open MPI 5's hierarchical `han` component outranks `tuned` on communicators that span nodes and
-        # would choose its own algorithm: left out, so that the one asked for runs there too.
+        # Open MPI 5's hierarchical `han` component outranks `tuned` on communicators that span
+        # nodes and would choose its own algorithm: left out, so that the one asked for runs there
+        # too.
         extra.update(
             COURSE_ALLREDUCE=allreduce,
             OMPI_MCA_coll_tuned_use_dynamic_rules="1",
@@ -141,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         found = gpu.visible_gpus()
         if found.count and job.per_node > found.count:
             print(
-                f"course launch: warning: {job.per_node} ranks per node but this node has {found.count} GPU(s); "
+                f"course launch: warning: {job.per_node} ranks per node but this node has "
+                f"{found.count} GPU(s); "
                 "ranks past the last GPU cannot bind one",
                 flush=True,
             )

@@ -86,8 +86,9 @@ class LocalJob:
         return f"{self.number}.local"
 
     def record(self) -> dict:
-        """The scheduler's status file: {state: running, supervisor, watchdog, session, started_at} while the
-        job runs; {state: ended, exit_status, says, started_at, ended_at, seconds} once it has ended."""
+        """The scheduler's status file: {state: running, supervisor, watchdog, session, started_at}
+        while the job runs; {state: ended, exit_status, says, started_at, ended_at, seconds} once it
+        has ended."""
         return read_record(self.status_file)
 
     def exit_status(self) -> int | None:
@@ -100,7 +101,8 @@ class LocalJob:
         return datetime.fromisoformat(ended) if ended else None
 
     def _lost(self) -> bool:
-        """Whether no process is left to record the job's end: its supervisor and watchdog are gone."""
+        """Whether no process is left to record the job's end: its supervisor and watchdog are
+        gone."""
         if self.supervisor is not None and self.supervisor.poll() is None:
             return False
         record = self.record()
@@ -135,7 +137,8 @@ class LocalJob:
             if lost:
                 if echo:
                     echo(
-                        f"course local scheduler: job {self.id} was lost (its supervisor ended without a status)"
+                        f"course local scheduler: job {self.id} was lost (its supervisor ended "
+                        "without a status)"
                     )
                 return LOST_EXIT
             if deadline is not None and time.monotonic() > deadline:
@@ -144,12 +147,14 @@ class LocalJob:
 
 
 def find(job_id: str) -> LocalJob:
-    """A job of this machine's scheduler by its id (12.local, or 12); JobError when there is none."""
+    """A job of this machine's scheduler by its id (12.local, or 12); JobError when there is
+    none."""
     number = joblog.job_number(job_id)
     if job_id != number and not job_id.endswith(".local"):
         raise JobError(
             f"{job_id} is a cluster's job, not one of this machine's",
-            f"cancel it with its scheduler's command: qdel {job_id} (PBS) or scancel {number} (Slurm)",
+            f"cancel it with its scheduler's command: qdel {job_id} (PBS) or scancel {number} "
+            "(Slurm)",
         )
     spec = read_record(state_dir() / "jobs" / number / "spec.json") if number.isdigit() else {}
     if not spec:
@@ -163,7 +168,8 @@ def find(job_id: str) -> LocalJob:
 
 
 def _is_supervisor(pid: int) -> bool:
-    """Whether `pid` is a local scheduler's supervisor (and not another process that got its number)."""
+    """Whether `pid` is a local scheduler's supervisor (and not another process that got its
+    number)."""
     try:
         return b"course.cluster.supervisor" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except FileNotFoundError:
@@ -212,14 +218,16 @@ def main(argv: list[str]) -> int:
 
 
 def check_request(request: pbs.Request) -> list[str]:
-    """Raise JobError for what this machine cannot give; return warnings for what it gives slowly."""
+    """Raise JobError for what this machine cannot give; return warnings for what it gives
+    slowly."""
     if request.ngpus:
         found = gpu.visible_gpus()
         if found.count < request.ngpus:
             have = f"{found.count} ({', '.join(found.names)})" if found.count else "none"
             raise JobError(
                 f"this job asks for {request.ngpus} GPU(s) per node, and this machine has {have}",
-                "run it on a GPU node of a cluster (qsub there); every cell of the notebook that needs "
+                "run it on a GPU node of a cluster (qsub there); every cell of the notebook that "
+                "needs "
                 "no GPU still works here",
             )
     warnings = []
@@ -238,8 +246,8 @@ def start(
     environment: dict[str, str] | None = None,
     resources: Sequence[str] = (),
 ) -> LocalJob:
-    """Submit `script` to the embedded scheduler; returns at once (use .wait()). `resources`: the site's
-    own `-l` resource names, allowed besides PBS's."""
+    """Submit `script` to the embedded scheduler; returns at once (use .wait()). `resources`: the
+    site's own `-l` resource names, allowed besides PBS's."""
     script = Path(script)
     workdir = Path(workdir or os.getcwd()).resolve()
     if not script.is_file():

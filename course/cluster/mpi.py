@@ -1,4 +1,5 @@
-"""The one place that says how the kit starts MPI ranks: which mpiexec, and the environment they get."""
+"""The one place that says how the kit starts MPI ranks: which mpiexec, and the environment they
+get."""
 
 from __future__ import annotations
 
@@ -32,5 +33,6 @@ def mpiexec() -> str:
 
 
 def local_run_environment(**more: str) -> dict[str, str]:
-    """os.environ for ranks started on this machine alone (checks, benchmarks, tests): one BLAS thread each."""
+    """os.environ for ranks started on this machine alone (checks, benchmarks, tests): one BLAS
+    thread each."""
     return {**os.environ, **ONE_THREAD, **rank_environment(), **more}

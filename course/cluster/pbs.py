@@ -1,4 +1,5 @@
-"""PBS job requests: the `#PBS` lines of a job script and `qsub` options, read the way PBS Pro does."""
+"""PBS job requests: the `#PBS` lines of a job script and `qsub` options, read the way PBS Pro
+does."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from typing import Any
 
 from course.errors import JobError
 
-# The resources PBS Pro sites use (`-l NAME=...`), and Torque's `nodes`, which Slurm's qsub wrapper reads
-# too. A name outside these lists is refused, not ignored: `-l selct=1:mpiprocs=2` would otherwise run a
-# stage-3 job with one rank. A site's own resources go into its profile's `resources` list.
+# The resources PBS Pro sites use (`-l NAME=...`), and Torque's `nodes`, which Slurm's qsub wrapper
+# reads too. A name outside these lists is refused, not ignored: `-l selct=1:mpiprocs=2` would
+# otherwise run a stage-3 job with one rank. A site's own resources go into its profile's
+# `resources` list.
 JOB_RESOURCES = (
     "select",
     "place",
@@ -174,7 +176,8 @@ def parse_nodes(text: str, request: Request) -> Request:
 
 
 def _within(error: JobError, context: str) -> JobError:
-    """`error` prefixed with where it was found, the message's own prefix left out if `context` holds it."""
+    """`error` prefixed with where it was found, the message's own prefix left out if `context`
+    holds it."""
     where, said, what = error.message.partition(": ")
     return JobError(
         f"{context}: {what if said and where in context else error.message}", error.hint

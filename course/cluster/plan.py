@@ -45,7 +45,8 @@ class PlannedRun:
         )
         return (
             f"{self.nodes} node(s) x {self.per_node} rank(s), {self.communicator}"
-            f"{' with ' + self.allreduce + ' allreduce' if self.allreduce else ''}, lr rule {self.lr_rule}{strong}"
+            f"{' with ' + self.allreduce + ' allreduce' if self.allreduce else ''}, lr rule "
+            f"{self.lr_rule}{strong}"
             f"{', step profile' if self.profile else ''}:  "
             f"qsub -j oe -l select={request} -v {variables} {stages.MULTI_NODE.job_path}"
         )
@@ -54,7 +55,8 @@ class PlannedRun:
 Shapes = tuple[tuple[int, int], ...]  # runs as (nodes, ranks per node)
 Settings = tuple[tuple[str, str], ...]  # communication settings as (communicator, allreduce)
 
-# On GPUs NCCL moves the gradients: pure_nccl everywhere, non_cuda_aware (NCCL in a node, MPI between nodes).
+# On GPUs NCCL moves the gradients: pure_nccl everywhere, non_cuda_aware (NCCL in a node, MPI
+# between nodes).
 _GPU_COMMUNICATION = ("pure_nccl", "non_cuda_aware")
 # These hand GPU memory to MPI, which only a CUDA-aware MPI can take.
 _THROUGH_MPI = ("naive", "flat")
@@ -63,19 +65,24 @@ _THROUGH_MPI = ("naive", "flat")
 def _local_gpu_comparison(
     settings: SiteSettings, shapes: Shapes, communication: Settings
 ) -> tuple[Shapes, Settings]:
-    """The comparison the `local` profile can run on this machine's GPUs: one rank per GPU, NCCL communicators.
+    """The comparison the `local` profile can run on this machine's GPUs: one rank per GPU, NCCL
+    communicators.
 
-    A local profile that leaves gpus_per_node at 0 plans for CPU cores (naive); on GPUs its settings give way
-    to pure_nccl and non_cuda_aware. One that declares GPUs means its settings for them, and naive or flat
-    there is refused unless this machine's MPI is CUDA-aware (the PyPI Open MPI is not).
+    A local profile that leaves gpus_per_node at 0 plans for CPU cores (naive); on GPUs its settings
+    give way to pure_nccl and non_cuda_aware. One that declares GPUs means its settings for them,
+    and naive or flat there is refused unless this machine's MPI is CUDA-aware (the PyPI Open MPI is
+    not).
     """
     found = gpu.visible_gpus().count
     if found < 2:
         raise CourseError(
-            "this machine has 1 GPU: stage 3 runs one rank per GPU and NCCL refuses two ranks on one GPU, so "
+            "this machine has 1 GPU: stage 3 runs one rank per GPU and NCCL refuses two ranks on "
+            "one GPU, so "
             "there is no multi-rank run to compare here",
-            "compare on a node with 2 or more GPUs, or on CPU cores: hide the GPU from every stage (stage 1 "
-            "included, so that the runs compare) with  export CUDA_VISIBLE_DEVICES=  before starting Jupyter",
+            "compare on a node with 2 or more GPUs, or on CPU cores: hide the GPU from every stage "
+            "(stage 1 "
+            "included, so that the runs compare) with  export CUDA_VISIBLE_DEVICES=  before "
+            "starting Jupyter",
         )
     shapes = tuple(
         dict.fromkeys(
@@ -87,10 +94,11 @@ def _local_gpu_comparison(
     through_mpi = sorted({name for name, _ in communication if name in _THROUGH_MPI})
     if through_mpi and not gpu.mpi_cuda_aware():
         raise CourseError(
-            f"the site profile compares {', '.join(through_mpi)} on this machine's GPUs, which hands GPU memory "
-            "to MPI, and this MPI is not CUDA-aware (ompi_info does not say it was built with CUDA)",
-            f"use {' and '.join(_GPU_COMMUNICATION)} in the profile's [scaling] communication, or an MPI built "
-            "with CUDA support",
+            f"the site profile compares {', '.join(through_mpi)} on this machine's GPUs, which "
+            "hands GPU memory to MPI, and this MPI is not CUDA-aware (ompi_info does not say it "
+            "was built with CUDA)",
+            f"use {' and '.join(_GPU_COMMUNICATION)} in the profile's [scaling] communication, or "
+            "an MPI built with CUDA support",
         )
     return shapes, communication
 
@@ -105,8 +113,9 @@ def _site_plan(workdir: str | Path) -> tuple[SiteSettings, Shapes, Settings]:
 
 
 def site_batch(settings: SiteSettings) -> int:
-    """The batch per worker the jobs train with: --batchsize in COURSE_TRAIN_ARGS, which a job takes from the
-    environment it is submitted from where set there (as jobs/site_env.sh does), else from the site's."""
+    """The batch per worker the jobs train with: --batchsize in COURSE_TRAIN_ARGS, which a job takes
+    from the environment it is submitted from where set there (as jobs/site_env.sh does), else from
+    the site's."""
     train_args = os.environ.get("COURSE_TRAIN_ARGS") or settings.train_args
     found = re.search(r"(?:--batchsize|-b)[= ](\d+)", train_args)
     return int(found.group(1)) if found else 64  # the harness's default
@@ -114,10 +123,10 @@ def site_batch(settings: SiteSettings) -> int:
 
 def comparison_plan(workdir: str | Path = ".") -> list[PlannedRun]:
     """The site profile's stage-3 comparison: each rank count with the first communication setting;
-    on the most ranks, every other communication setting, every other learning-rate rule, and a strong-scaling
-    run (the site's batch split over the ranks, so the total batch and with it the rate stay those of one
-    worker: lr rule constant). With the `local` scheduler on a machine with GPUs, the runs fit its GPUs
-    (_local_gpu_comparison)."""
+    on the most ranks, every other communication setting, every other learning-rate rule, and a
+    strong-scaling run (the site's batch split over the ranks, so the total batch and with it the
+    rate stay those of one worker: lr rule constant). With the `local` scheduler on a machine with
+    GPUs, the runs fit its GPUs (_local_gpu_comparison)."""
     settings, shapes, communication = _site_plan(workdir)
     plan = [PlannedRun(nodes, per_node, *communication[0]) for nodes, per_node in shapes]
     nodes, per_node = siteenv.largest_run(shapes)
@@ -135,9 +144,9 @@ def comparison_plan(workdir: str | Path = ".") -> list[PlannedRun]:
 
 
 def profile_plan(workdir: str | Path = ".") -> list[PlannedRun]:
-    """Two profiled runs: one rank (no exchange to wait for) and the most ranks of the site's comparison,
-    with its first setting that names an allreduce algorithm (so that the cost model knows which), else
-    its first."""
+    """Two profiled runs: one rank (no exchange to wait for) and the most ranks of the site's
+    comparison, with its first setting that names an allreduce algorithm (so that the cost model
+    knows which), else its first."""
     _, shapes, communication = _site_plan(workdir)
     nodes, per_node = siteenv.largest_run(shapes)
     setting = next((c for c in communication if c[1]), communication[0])

@@ -103,14 +103,16 @@ _KINDS = {
 
 
 def _dotted(path: list[str | int]) -> str:
-    """A key's place in the profile, as TOML writes it: environment.threads_per_rank, scaling.runs[0]."""
+    """A key's place in the profile, as TOML writes it: environment.threads_per_rank,
+    scaling.runs[0]."""
     return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(
         "."
     )
 
 
 def _line_of(text: str, key: str) -> str:
-    """':N', the line where `key` is set or its table begins, for the error message ('' if not found)."""
+    """':N', the line where `key` is set or its table begins, for the error message ('' if not
+    found)."""
     found = re.search(
         rf"^\s*(?:{re.escape(key)}\s*=|\[+[^\]]*\b{re.escape(key)}\s*\]+)", text, re.MULTILINE
     )
@@ -144,7 +146,8 @@ def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> S
         )
     if kind == "type":
         return SiteError(
-            f"{where}: `{name}` should be {_KINDS.get(error.validator_value, error.validator_value)}, "
+            f"{where}: `{name}` should be "
+            f"{_KINDS.get(error.validator_value, error.validator_value)}, "
             f"not {value!r}",
             "fix the profile",
         )
@@ -157,8 +160,10 @@ def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> S
 
 
 def validate(data: dict, where: str, text: str) -> None:
-    """SiteError for the first problem PROFILE_SCHEMA finds; unknown keys first, as they explain the rest."""
-    import jsonschema  # here, not at the top: it takes a second to import, and only profiles need it
+    """SiteError for the first problem PROFILE_SCHEMA finds; unknown keys first, as they explain the
+    rest."""
+    # here, not at the top: it takes a second to import, and only profiles need it
+    import jsonschema
 
     errors = jsonschema.Draft202012Validator(PROFILE_SCHEMA).iter_errors(data)
     first = min(

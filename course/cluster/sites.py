@@ -183,7 +183,8 @@ def job_scripts(jobs_dir: Path) -> list[Path]:
 
 
 def apply(profile: Profile, jobs_dir: Path) -> list[Path]:
-    """Write `profile` into the job scripts and site_env.sh of `jobs_dir`; return what was written."""
+    """Write `profile` into the job scripts and site_env.sh of `jobs_dir`; return what was
+    written."""
     scripts = job_scripts(jobs_dir)
     missing = [s.stem for s in scripts if s.stem not in profile.jobs]
     if missing:

@@ -4,8 +4,8 @@
     job.wait()
 
 Which one comes from jobs/site_env.sh (the applied site profile): the `local` profile runs jobs
-on this machine (course.cluster.localsched); the others hand them to `qsub -j oe`. While nbgrader runs a
-notebook (autograde or validate) nothing is submitted: the grader reads the job outputs that
+on this machine (course.cluster.localsched); the others hand them to `qsub -j oe`. While nbgrader
+runs a notebook (autograde or validate) nothing is submitted: the grader reads the job outputs that
 came with the submission.
 """
 
@@ -26,12 +26,14 @@ from course.stubs import stubbed_functions
 
 
 def nbgrader_running() -> bool:
-    """True while nbgrader executes the notebook (it sets NBGRADER_EXECUTION): then nothing is submitted."""
+    """True while nbgrader executes the notebook (it sets NBGRADER_EXECUTION): then nothing is
+    submitted."""
     return bool(os.environ.get("NBGRADER_EXECUTION"))
 
 
 def check_training_scripts(script: Path, workdir: Path) -> None:
-    """Refuse a job whose training script is missing (JobError) or still has stubs (NotImplementedError)."""
+    """Refuse a job whose training script is missing (JobError) or still has stubs
+    (NotImplementedError)."""
     for name in sorted(set(re.findall(r"\b(train_\w+\.py)\b", script.read_text()))):
         target = Path(workdir) / name
         if not target.is_file():
@@ -84,8 +86,10 @@ def submit(
     env: variables for the job (qsub -v), e.g. {"COMMUNICATOR": "naive"}.
     options: further qsub options, e.g. ["-l", "walltime=00:05:00"].
     scheduler: auto (from the site profile), local or qsub.
-    skip_without_gpus: when the job would run on this machine (local scheduler) and asks for more GPUs than
-        it has, say so and return None instead of raising JobError, so that a notebook's Run All goes on.
+    skip_without_gpus: when the job would run on this machine (local scheduler) and asks for more
+    GPUs than
+        it has, say so and return None instead of raising JobError, so that a notebook's Run All
+        goes on.
     """
     __tracebackhide__ = True
     try:
@@ -114,7 +118,8 @@ def _submit(
     if nbgrader_running():
         if echo:
             echo(
-                f"nbgrader is running this notebook: {script} is not submitted; the grader reads the job "
+                f"nbgrader is running this notebook: {script} is not submitted; the grader reads "
+                "the job "
                 "outputs that came with your submission."
             )
         return None
@@ -159,14 +164,16 @@ def _submit(
 def missing_gpus(
     script: Path, workdir: Path, options: list[str], settings: SiteSettings
 ) -> str | None:
-    """Why this machine cannot run the job for want of GPUs, with what to do instead; None when it has enough."""
+    """Why this machine cannot run the job for want of GPUs, with what to do instead; None when it
+    has enough."""
     request = pbs.read_request((workdir / script).read_text(), options, settings.resources)
     found = gpu.visible_gpus()
     if found.count >= request.ngpus:
         return None
     have = f"has {found.count} GPU(s) ({', '.join(found.names)})" if found.count else "has no GPU"
     return (
-        f"NOT SUBMITTED: this machine {have} and {script} asks for {request.ngpus} GPU(s) per node, so "
+        f"NOT SUBMITTED: this machine {have} and {script} asks for {request.ngpus} GPU(s) per "
+        "node, so "
         f"its job cannot run here. Submit it on a GPU node of a cluster: qsub -j oe {script}. "
         "The rest of this notebook runs here: read on."
     )
@@ -185,13 +192,15 @@ def check_site_request(script: Path, options: list[str], settings: SiteSettings)
     asked = max(request.ngpus, request.mpiprocs)
     if gpus and asked > gpus:  # every course job runs one rank per GPU at most
         raise JobError(
-            f"the job asks for {asked} GPUs or ranks per node, and this site's nodes have {gpus} GPUs",
+            f"the job asks for {asked} GPUs or ranks per node, and this site's nodes have {gpus} "
+            "GPUs",
             f"one rank per GPU: at most -l select=N:mpiprocs={gpus}",
         )
 
 
 def _split_variables(options: list[str]) -> tuple[list[str], list[str]]:
-    """(the options without -v, the -v options) of a qsub option list; `-v X=1` and `-vX=1` alike."""
+    """(the options without -v, the -v options) of a qsub option list; `-v X=1` and `-vX=1`
+    alike."""
     rest: list[str] = []
     variables: list[str] = []
     while options:

@@ -10,7 +10,8 @@ from course.cluster import submit
 
 
 def main(argv: list[str]) -> int:
-    """`python -m course submit [-l RESOURCE] [-v VARS] SCRIPT`: submit a job script and follow its log."""
+    """`python -m course submit [-l RESOURCE] [-v VARS] SCRIPT`: submit a job script and follow its
+    log."""
     parser = argparse.ArgumentParser(
         prog="course submit",
         description=submit.__doc__,

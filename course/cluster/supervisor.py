@@ -66,8 +66,8 @@ def _record_end(spec: dict, started: datetime, status: int, says: str) -> None:
 
 def _start_watchdog(spec: dict, started: datetime) -> tuple[int, int]:
     """Fork the process that stops the job should this one die without recording its end (SIGKILL,
-    a crash): it waits for the end of a pipe only this process holds, which the kernel closes however
-    this process ends. Returns its pid and the pipe's end to keep open."""
+    a crash): it waits for the end of a pipe only this process holds, which the kernel closes
+    however this process ends. Returns its pid and the pipe's end to keep open."""
     read_end, write_end = os.pipe()  # not inherited by the job (close-on-exec)
     pid = os.fork()
     if pid:
@@ -75,7 +75,8 @@ def _start_watchdog(spec: dict, started: datetime) -> tuple[int, int]:
         return pid, write_end
     try:
         os.close(write_end)
-        os.setsid()  # out of the supervisor's process group: a signal to that group leaves the watchdog
+        # out of the supervisor's process group: a signal to that group leaves the watchdog
+        os.setsid()
         _ignore_stops()  # stopping the job is the supervisor's task while it lives
         while os.read(read_end, 1):
             pass
@@ -91,7 +92,8 @@ def _start_watchdog(spec: dict, started: datetime) -> tuple[int, int]:
 
 
 def _run(process: subprocess.Popen, spec: dict, log: IO[str]) -> tuple[int, str]:
-    """Wait for the job shell within the walltime; stop every process of the job; (status, what happened)."""
+    """Wait for the job shell within the walltime; stop every process of the job; (status, what
+    happened)."""
     try:
         status = procs.exit_code(process.wait(timeout=spec["walltime"]))
     except subprocess.TimeoutExpired:
@@ -114,7 +116,8 @@ def _run(process: subprocess.Popen, spec: dict, log: IO[str]) -> tuple[int, str]
 
 
 def supervise(spec_file: Path) -> int:
-    """Run one job as its spec says and record how and when it ended (the supervisor process's body)."""
+    """Run one job as its spec says and record how and when it ended (the supervisor process's
+    body)."""
     spec = json.loads(Path(spec_file).read_text())
     started = utc_now()
     watchdog, _lifeline = _start_watchdog(spec, started)
@@ -127,7 +130,8 @@ def supervise(spec_file: Path) -> int:
             for warning in spec["warnings"]:
                 log.write(f"course local scheduler: {warning}\n")
             home = spec["env"].get("HOME") or os.path.expanduser("~")
-            try:  # in a session of its own: the session is the job, whatever process groups MPI makes
+            # in a session of its own: the session is the job, whatever process groups MPI makes
+            try:
                 process = subprocess.Popen(
                     ["bash", spec["script"]],
                     cwd=home,

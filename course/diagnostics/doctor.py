@@ -1,4 +1,5 @@
-"""`python -m course doctor`: one screen that says what works on this machine and how to fix the rest."""
+"""`python -m course doctor`: one screen that says what works on this machine and how to fix the
+rest."""
 
 from __future__ import annotations
 
@@ -104,7 +105,8 @@ def _nccl() -> Check:
 
 
 def _kernels() -> Check:
-    """Compile one CuPy kernel: loading the libraries is not enough, CuPy also needs CUDA's headers."""
+    """Compile one CuPy kernel: loading the libraries is not enough, CuPy also needs CUDA's
+    headers."""
     if not gpu.cupy_installed():
         return Check(NOT_HERE, "CUDA kernels", "needs CuPy")
     from course.diagnostics import kernels, nvrtc
@@ -131,7 +133,8 @@ def _kernels() -> Check:
         fix = "reinstall the environment: make clean venv gpu"
         if "cannot open source file" in cause or "no CUDA headers" in cause:
             fix = (
-                f'pip install "nvidia-cuda-runtime-cu12=={version}.*"  (CuPy takes the CUDA headers from it, '
+                f'pip install "nvidia-cuda-runtime-cu12=={version}.*"  (CuPy takes the CUDA '
+                "headers from it, "
                 "at NVRTC's version; the gpu extra pins it)"
             )
         return Check(
@@ -258,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--gpu-selftest",
         action="store_true",
-        help="on a GPU node: run a kernel, cuDNN, NCCL and a few training steps (course.diagnostics.selftest)",
+        help="on a GPU node: run a kernel, cuDNN, NCCL and a few training steps "
+        "(course.diagnostics.selftest)",
     )
     if parser.parse_args(argv or []).gpu_selftest:
         from course.diagnostics import selftest

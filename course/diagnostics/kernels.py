@@ -42,7 +42,8 @@ ARCHITECTURES = {"60": "P100", "70": "V100", "80": "A100", "90": "H100"}
 
 def cub_block_reduction() -> Kernel:
     """A float32 sum over CUB's BlockLoad and BlockReduce, with the headers and options CuPy's CUB
-    reductions use (cupy/_core/_cub_reduction.pyx): cupy.sum and mean on contiguous arrays take this path."""
+    reductions use (cupy/_core/_cub_reduction.pyx): cupy.sum and mean on contiguous arrays take this
+    path."""
     code = r"""
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_load.cuh>
@@ -69,7 +70,8 @@ def _from_source(module: str, name: str, **names) -> object:
     cuda.raw, built from the arguments written there. Those three only check that CUDA is usable
     and pass their arguments to cupy.ElementwiseKernel, ReductionKernel and RawKernel, which are
     called here directly: no module is imported, so Chainer need not see a usable CUDA.
-    `names` gives the values of variables the arguments use (for '{} x'.format(dtype.name): dtype=...)."""
+    `names` gives the values of variables the arguments use (for '{} x'.format(dtype.name):
+    dtype=...)."""
     import importlib.util
 
     cupy = load_cupy()
@@ -174,7 +176,8 @@ def _chainer_kernels() -> list[Kernel]:
             ("n_channel", "n_unit", "ignore_label"),
         ),
         elementwise(mom, _from_source(mom, "momentum_sgd"), f32, ("lr", "momentum")),
-        # Stage 2: MultiprocessParallelUpdater gathers the workers' gradients into one buffer for NCCL.
+        # Stage 2: MultiprocessParallelUpdater gathers the workers' gradients into one buffer for
+        # NCCL.
         elementwise(
             mpu, _from_source(mpu, "_memcpy_gather"), {"T": "uint64", "X": "int8", "Y": "int32"}
         ),
@@ -223,7 +226,8 @@ def course_kernels() -> list[Kernel]:
 
 
 def probe_kernel() -> Kernel:
-    """One small kernel for `course doctor`: CuPy's headers include the CUDA ones, so this needs them all."""
+    """One small kernel for `course doctor`: CuPy's headers include the CUDA ones, so this needs
+    them all."""
     cupy = load_cupy()
     return elementwise(
         "cupy (elementwise)",
@@ -233,7 +237,8 @@ def probe_kernel() -> Kernel:
 
 
 def compile_all(archs: list[str]) -> dict:
-    """{"nvrtc", "headers", "kernels": [{origin, name, compiled: {arch: seconds}, errors: {arch: log}}]}."""
+    """{"nvrtc", "headers", "kernels": [{origin, name, compiled: {arch: seconds}, errors: {arch:
+    log}}]}."""
     compiled_kernels: list[dict] = []
     report = {
         "nvrtc": ".".join(map(str, nvrtc_version())),
@@ -261,7 +266,8 @@ def compile_all(archs: list[str]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m course kernels`: compile every kernel for each architecture; exit 1 if one does not."""
+    """`python -m course kernels`: compile every kernel for each architecture; exit 1 if one does
+    not."""
     parser = argparse.ArgumentParser(
         prog="course kernels",
         description=__doc__,
@@ -280,12 +286,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=1))
     else:
         print(
-            f"NVRTC {report['nvrtc']}, CUDA headers from {', '.join(report['headers']) or 'nowhere'}"
+            f"NVRTC {report['nvrtc']}, CUDA headers from "
+            f"{', '.join(report['headers']) or 'nowhere'}"
         )
         for k in report["kernels"]:
             done = ", ".join(f"sm_{a}" for a in k["compiled"]) or "none"
             print(
-                f"  {'ok' if not k['errors'] else '!!'} {k['name']:<32} {k['origin']}: compiled for {done}"
+                f"  {'ok' if not k['errors'] else '!!'} {k['name']:<32} {k['origin']}: compiled "
+                f"for {done}"
             )
             for error in k["errors"].values():
                 print("     " + error.replace("\n", "\n     "))

@@ -1,4 +1,5 @@
-"""Compiling a CUDA kernel with NVRTC as CuPy would on a device of a given architecture, no GPU needed.
+"""Compiling a CUDA kernel with NVRTC as CuPy would on a device of a given architecture, no GPU
+needed.
 
 CuPy compiles a kernel when it first runs, on the GPU node. Its own code generators make the
 source (they need no GPU); only the last step, which asks the GPU for its architecture and loads
@@ -30,7 +31,8 @@ class KernelError(Exception):
 
 
 def load_cupy():
-    """CuPy, after the gpu extra's libraries (NVRTC) are loaded: CuPy 13 does not find them itself."""
+    """CuPy, after the gpu extra's libraries (NVRTC) are loaded: CuPy 13 does not find them
+    itself."""
     gpu.preload_cuda_libraries()
     import cupy
 
@@ -171,7 +173,8 @@ def elementwise(
 
 
 def reduction(origin: str, kernel, dtypes: dict[str, str], scalars: tuple[str, ...] = ()) -> Kernel:
-    """A cupy.ReductionKernel with its arguments' dtypes, as its first call would build it (without CUB)."""
+    """A cupy.ReductionKernel with its arguments' dtypes, as its first call would build it (without
+    CUB)."""
     from cupy._core import _kernel, _reduction
 
     scalars_ = set(scalars) | {"_block_stride"}

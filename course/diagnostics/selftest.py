@@ -27,7 +27,8 @@ from pathlib import Path
 
 from course import gpu
 
-# Stage 2 in a child: the updater forks one worker per GPU and all-reduces their gradients with NCCL.
+# Stage 2 in a child: the updater forks one worker per GPU and all-reduces their gradients with
+# NCCL.
 _STAGE2 = """
 import course  # before Chainer: it loads the gpu extra's CUDA libraries
 import sys, numpy as np, chainer, chainer.links as L
@@ -38,7 +39,8 @@ n = int(sys.argv[1])
 x = np.random.rand(256, 3, 32, 32).astype(np.float32)
 t = np.random.randint(0, 10, 256).astype(np.int32)
 data = chainer.datasets.TupleDataset(x, t)
-iterators = [chainer.iterators.SerialIterator(part, 32) for part in chainer.datasets.split_dataset_n_random(data, n)]
+parts = chainer.datasets.split_dataset_n_random(data, n)
+iterators = [chainer.iterators.SerialIterator(part, 32) for part in parts]
 model = L.Classifier(models.build("vgg", width=8))
 optimizer = chainer.optimizers.MomentumSGD(0.01)
 optimizer.setup(model)
@@ -47,7 +49,8 @@ updater = MultiprocessParallelUpdater(iterators, optimizer, devices=devices)
 trainer = training.Trainer(updater, (5, "iteration"), out="{out}")
 trainer.run()
 nccl = chainer.backends.cuda.cupy.cuda.nccl.get_version()
-print("MultiprocessParallelUpdater: {} iterations on {} GPUs, NCCL {}".format(updater.iteration, n, nccl))
+done = updater.iteration
+print("MultiprocessParallelUpdater: {} iterations on {} GPUs, NCCL {}".format(done, n, nccl))
 """
 
 
@@ -164,7 +167,8 @@ def _stage1(folder: Path) -> str:
             raise _Failed(f"no Throughput line with use_cudnn={cudnn}:\n{out[-1500:]}")
         rates[cudnn] = float(match.group(1))
     return (
-        f"stage 1, 40 iterations: {rates['always']:.0f} img/s with cuDNN, {rates['never']:.0f} without "
+        f"stage 1, 40 iterations: {rates['always']:.0f} img/s with cuDNN, {rates['never']:.0f} "
+        "without "
         f"(x{rates['always'] / rates['never']:.2f})"
     )
 
@@ -177,7 +181,8 @@ def _stage2(folder: Path, count: int) -> str:
     )
     if run.returncode != 0:
         raise _Failed(
-            f"MultiprocessParallelUpdater on {count} GPUs failed:\n{(run.stdout + run.stderr)[-2000:]}"
+            f"MultiprocessParallelUpdater on {count} GPUs "
+            f"failed:\n{(run.stdout + run.stderr)[-2000:]}"
         )
     return run.stdout.strip().splitlines()[-1]
 
@@ -188,7 +193,8 @@ def run(echo: Callable[[str], None] = print) -> int:
     echo(f"course GPU self-test on {platform.node()} (Python {platform.python_version()})")
     if found.count == 0:
         echo(
-            "  [!!] no GPU: this machine has none visible (nvidia-smi and CuPy see none). Run the self-test "
+            "  [!!] no GPU: this machine has none visible (nvidia-smi and CuPy see none). Run the "
+            "self-test "
             "on a GPU node, e.g. inside a job:  python -m course doctor --gpu-selftest"
         )
         return 1
@@ -214,7 +220,8 @@ def run(echo: Callable[[str], None] = print) -> int:
             except Exception as e:  # each step's failure is a finding; the others still run
                 failed += 1
                 echo(
-                    f"  [!!] {name:<8} {type(e).__name__ if not isinstance(e, _Failed) else 'failed'}: {e}"
+                    f"  [!!] {name:<8} "
+                    f"{type(e).__name__ if not isinstance(e, _Failed) else 'failed'}: {e}"
                 )
     if found.count < 2:
         echo("  [--] stage 2  needs 2 or more GPUs (NCCL refuses two ranks on one GPU): not run")

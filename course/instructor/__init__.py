@@ -1,1 +1,2 @@
-"""What the instructor runs: the student release, autograding with nbgrader and its scores, the demo."""
+"""What the instructor runs: the student release, autograding with nbgrader and its scores, the
+demo."""

@@ -1,17 +1,20 @@
-"""`python -m course grade`: autograde every submission with nbgrader, make feedback, export a gradebook.
+"""`python -m course grade`: autograde every submission with nbgrader, make feedback, export a
+gradebook.
 
-    python -m course grade                      # the course folder's submitted/<student>/distributed_training
-    python -m course grade path/to/submitted    # another folder in nbgrader's submitted/ layout
-    python -m course grade --exchange /srv/nbgrader/exchange   # collect from an exchange first
+    python -m course grade                      # the course folder's
+    submitted/<student>/distributed_training python -m course grade path/to/submitted    # another
+    folder in nbgrader's submitted/ layout python -m course grade --exchange /srv/nbgrader/exchange
+    # collect from an exchange first
 
 Every submission is first verified in its own sandboxed process, several at a time
-(course.instructor.verify: the student's functions only, each test in a clean child process); nbgrader's
-autograde then scores the outputs the verifier produced (its Execute step replaced, in nbgrader_config.py),
-so no student code runs in nbgrader or a kernel. It drives nbgrader's own apps (generate_assignment into
-the gradebook, collect, autograde, generate_feedback, export). nbgrader's autograde carries on past a
-submission it cannot grade and names it in its log; this command reads that log, so a broken
-submission is named in the summary and never stops the others. Exit status: 0 when every submission
-was graded (a score of 0 is a grade), 1 when some could not be, 2 when grading could not start at all.
+(course.instructor.verify: the student's functions only, each test in a clean child process);
+nbgrader's autograde then scores the outputs the verifier produced (its Execute step replaced, in
+nbgrader_config.py), so no student code runs in nbgrader or a kernel. It drives nbgrader's own apps
+(generate_assignment into the gradebook, collect, autograde, generate_feedback, export). nbgrader's
+autograde carries on past a submission it cannot grade and names it in its log; this command reads
+that log, so a broken submission is named in the summary and never stops the others. Exit status: 0
+when every submission was graded (a score of 0 is a grade), 1 when some could not be, 2 when grading
+could not start at all.
 
 grades.csv is nbgrader's export without the submissions that could not be graded: the export would
 give them whatever partial score the gradebook holds, which is not a grade. Those are named, with
@@ -76,16 +79,18 @@ def check_course_folder(root: Path) -> None:
         if not (root / needed).exists():
             raise GradingError(
                 f"{root} is not a course folder: it has no {needed}",
-                "grade in a clone of the kit (or copy nbgrader_config.py, grading.toml and solutions/)",
+                "grade in a clone of the kit (or copy nbgrader_config.py, grading.toml and "
+                "solutions/)",
             )
 
 
 @contextmanager
 def grading_lock(root: Path) -> Iterator[None]:
-    """Hold the course folder's grading lock for the block; GradingError at once if another run holds it.
+    """Hold the course folder's grading lock for the block; GradingError at once if another run
+    holds it.
 
-    The lock file stays (removing it would let a third run lock a new file while the second holds the
-    old one); it holds the process id of the last run that took it, for the message.
+    The lock file stays (removing it would let a third run lock a new file while the second holds
+    the old one); it holds the process id of the last run that took it, for the message.
     """
     with open(root / LOCK, "a+") as f:
         try:
@@ -122,7 +127,8 @@ def prepare(root: Path) -> str:
 
 
 def _failures(log: str, students: list[str]) -> dict[str, str]:
-    """{student: what went wrong} for the submissions nbgrader's autograde log says it could not process."""
+    """{student: what went wrong} for the submissions nbgrader's autograde log says it could not
+    process."""
     failures = {}
     marker = re.compile(
         r"^\[\w+App \| ERROR\] There was an error processing assignment: (.*)$", re.M
@@ -152,8 +158,9 @@ def _failures(log: str, students: list[str]) -> dict[str, str]:
 def verify_all(
     root: Path, submitted: Path, students: list[str], verdicts: Path, jobs: int, cell_timeout: float
 ) -> dict[str, tuple[float, dict, str]]:
-    """Verify every submission, `jobs` at a time, each in its own sandboxed process; leave the verdicts in
-    `verdicts` for nbgrader's step. {student: (seconds, flags by (notebook, test), failure or "")}."""
+    """Verify every submission, `jobs` at a time, each in its own sandboxed process; leave the
+    verdicts in `verdicts` for nbgrader's step. {student: (seconds, flags by (notebook, test),
+    failure or "")}."""
     from concurrent.futures import ThreadPoolExecutor
 
     plans = verify_plan.plans(root / "solutions" / ASSIGNMENT)
@@ -199,7 +206,8 @@ def autograde(
     jobs: int = 0,
     cell_timeout: float = CELL_TIMEOUT,
 ) -> list[Outcome]:
-    """Verify every submission, then nbgrader autograde over them in one process; outcomes from the gradebook."""
+    """Verify every submission, then nbgrader autograde over them in one process; outcomes from the
+    gradebook."""
     with tempfile.TemporaryDirectory(prefix="course-verdicts-") as verdicts:
         verified = verify_all(
             root, submitted, students, Path(verdicts), jobs or os.cpu_count() or 1, cell_timeout
@@ -253,14 +261,13 @@ def feedback(root: Path, submitted: Path, db_url: str) -> None:
         ],
     )
     if run.returncode != 0:
-        print(
-            f"feedback: nbgrader generate_feedback reported: {_last_error(run.stdout + run.stderr)}",
-            file=sys.stderr,
-        )
+        said = _last_error(run.stdout + run.stderr)
+        print(f"feedback: nbgrader generate_feedback reported: {said}", file=sys.stderr)
 
 
 def export(root: Path, db_url: str, out: Path, outcomes: list[Outcome]) -> None:
-    """nbgrader's export of the gradebook into `out`, without the submissions that were not graded."""
+    """nbgrader's export of the gradebook into `out`, without the submissions that were not
+    graded."""
     run = _nbgrader(["export", f"--to={out}", f"--CourseDirectory.db_url={db_url}"], root)
     if run.returncode != 0:
         raise GradingError(
@@ -370,7 +377,8 @@ def _grade(root: Path, args: argparse.Namespace) -> int:
     notebooks = len(list((root / "solutions" / ASSIGNMENT).glob("*.ipynb")))
     per_student = sum(o.seconds for o in outcomes) / len(outcomes)
     print(
-        f"\nverified: {per_student:.1f} s per student ({per_student / max(1, notebooks):.1f} s per notebook), "
+        f"\nverified: {per_student:.1f} s per student ({per_student / max(1, notebooks):.1f} s per "
+        "notebook), "
         f"{args.jobs or os.cpu_count()} at a time"
         + ("" if sandbox.enabled() else f"; WITHOUT the sandbox ({sandbox.SWITCH}=off)")
     )
@@ -381,7 +389,8 @@ def _grade(root: Path, args: argparse.Namespace) -> int:
     failed = [o.student for o in outcomes if not o.graded]
     if failed:
         print(
-            f"NOT GRADED: {', '.join(failed)} (left out of {out.name}; the reason is in {details.name})",
+            f"NOT GRADED: {', '.join(failed)} (left out of {out.name}; the reason is in "
+            f"{details.name})",
             file=sys.stderr,
         )
         return 1

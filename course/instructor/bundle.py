@@ -5,14 +5,16 @@ with every answer and hidden test. DIR holds
 
   README.md, install.sh      how to start; the student environment (.venv with the course's pins)
   start-jupyterlab.sh        JupyterLab with jupyter/ as its configuration
-  jupyter/                   nbgrader's Assignment List and Validate on; Formgrader, Create Assignment
+  jupyter/                   nbgrader's Assignment List and Validate on; Formgrader, Create
+  Assignment
                              and Course List off (and locked)
-  nbgrader_config.py         the course id and the exchange (made from the course's nbgrader_config.py)
-  pyproject.toml, constraints.txt
+  nbgrader_config.py         the course id and the exchange (made from the course's
+  nbgrader_config.py) pyproject.toml, constraints.txt
   course/                    the kit's package without course/instructor/ (the grader, and the
                              reference training, whose code answers the exercises)
   <course id>/distributed_training/
-                             the release (notebooks/ with jobs/), where nbgrader's submit looks for it
+                             the release (notebooks/ with jobs/), where nbgrader's submit looks for
+                             it
 
 and no solutions/, hidden tests, grading.toml, instructor configuration or course/instructor/.
 """
@@ -31,7 +33,8 @@ from course import paths
 from course.errors import CourseError
 from course.instructor import exchange, release
 
-# nbgrader's instructor tools (its installation guide names them); the Assignment List and Validate stay.
+# nbgrader's instructor tools (its installation guide names them); the Assignment List and Validate
+# stay.
 LAB_EXTENSIONS_OFF = (
     "@jupyter/nbgrader:formgrader",
     "@jupyter/nbgrader:create-assignment",
@@ -72,13 +75,13 @@ exec .venv/bin/jupyter lab --ServerApp.root_dir="$PWD" "$@"
 README = """# {course_id}: distributed deep learning with Chainer and ChainerMN
 
 1. `./install.sh` once (Python 3.11; `EXTRAS=gpu ./install.sh` on a GPU node of a cluster).
-2. `./start-jupyterlab.sh`, then open **Assignment List** (the Nbgrader menu): fetch `{assignment}` if it
-   is not already in `{folder}/`, and work through `01_single_gpu`, `02_multi_gpu` and `03_multi_node`
-   there. Each notebook submits its training jobs for you (`qsub -j oe`, or this machine when the
-   course runs without a cluster).
+2. `./start-jupyterlab.sh`, then open **Assignment List** (the Nbgrader menu): fetch
+   `{assignment}` if it is not already in `{folder}/`, and work through `01_single_gpu`,
+   `02_multi_gpu` and `03_multi_node` there. Each notebook submits its training jobs for you
+   (`qsub -j oe`, or this machine when the course runs without a cluster).
 3. Submit from the Assignment List (or `nbgrader submit {assignment}` in this folder). What your
-   jobs wrote travels with it: `runs/` and the job logs (`run_*.sh.o<number>`); the snapshots do not.
-   Feedback comes back through the same list (**Fetch Feedback**).
+   jobs wrote travels with it: `runs/` and the job logs (`run_*.sh.o<number>`); the snapshots do
+   not. Feedback comes back through the same list (**Fetch Feedback**).
 
 The exchange your instructor set is in `nbgrader_config.py`; `COURSE_EXCHANGE=/path` overrides it.
 `.venv/bin/python -m course doctor` says what works on the machine you are on.
@@ -86,9 +89,10 @@ The exchange your instructor set is in `nbgrader_config.py`; `COURSE_EXCHANGE=/p
 
 
 def student_jupyter_config(folder: Path) -> Path:
-    """A Jupyter configuration folder with nbgrader's instructor tools off: the lab extensions disabled
-    and locked with `jupyter labextension` (user level), the server extensions off in jupyter_server_config.json
-    (`jupyter server extension disable --user` refuses extensions enabled at another level)."""
+    """A Jupyter configuration folder with nbgrader's instructor tools off: the lab extensions
+    disabled and locked with `jupyter labextension` (user level), the server extensions off in
+    jupyter_server_config.json (`jupyter server extension disable --user` refuses extensions enabled
+    at another level)."""
     folder.mkdir(parents=True, exist_ok=True)
     env = {**paths.tool_environment(), "JUPYTER_CONFIG_DIR": str(folder)}
     jupyter = str(Path(sys.executable).parent / "jupyter")
@@ -101,7 +105,8 @@ def student_jupyter_config(folder: Path) -> Path:
         )
         if done.returncode != 0:
             raise CourseError(
-                f"jupyter labextension {action} failed: {(done.stdout + done.stderr).strip()[-300:]}",
+                f"jupyter labextension {action} failed: "
+                f"{(done.stdout + done.stderr).strip()[-300:]}",
                 "check that JupyterLab is installed in this environment (make venv)",
             )
     server = {"ServerApp": {"jpserver_extensions": {name: False for name in SERVER_EXTENSIONS_OFF}}}
@@ -182,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     out = build(root, args.out.resolve(), args.exchange.resolve() if args.exchange else None)
     files = sum(1 for path in out.rglob("*") if path.is_file())
     print(
-        f"student bundle: {out} ({files} files). Hand out this folder, never the repository (it holds the "
-        f"solutions).\nIts exchange: {exchange.settings(out).root} (students can override it with {exchange.ENV})"
+        f"student bundle: {out} ({files} files). Hand out this folder, never the repository (it "
+        "holds the "
+        f"solutions).\nIts exchange: {exchange.settings(out).root} (students can override it with "
+        f"{exchange.ENV})"
     )
     return 0

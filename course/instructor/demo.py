@@ -1,4 +1,5 @@
-"""`python -m course demo` (make demo): a term of the course on this machine, with nbgrader's own apps.
+"""`python -m course demo` (make demo): a term of the course on this machine, with nbgrader's own
+apps.
 
 1. data: the data set the site profile names (the synthetic set is made when missing);
 2. doctor: what works here;
@@ -7,19 +8,19 @@
 4. two students, each in their own folder with the students' nbgrader_config.py (what
    `python -m course bundle` hands out) and their own nbgrader cache, as two accounts would be:
    each fetches the assignment (`nbgrader fetch_assignment`), works and submits (`nbgrader submit`).
-   One solves every notebook and runs each top to bottom, which submits the real jobs (run here by the
-   embedded scheduler, or by qsub where the site profile says so). The other solves only part of
-   notebook 01 and runs only that notebook: its trainer is still a stub, so its job cannot be submitted
-   (the kit refuses a stub), as a student who stopped there would hand in; it adds a submission to
-   grade without adding training time;
+   One solves every notebook and runs each top to bottom, which submits the real jobs (run here by
+   the embedded scheduler, or by qsub where the site profile says so). The other solves only part of
+   notebook 01 and runs only that notebook: its trainer is still a stub, so its job cannot be
+   submitted (the kit refuses a stub), as a student who stopped there would hand in; it adds a
+   submission to grade without adding training time;
 5. the instructor: `course grade --exchange` (nbgrader collect, the sandboxed verifier, nbgrader
    autograde, generate_feedback, the CSV export), then `nbgrader release_feedback`;
 6. each student fetches their feedback (`nbgrader fetch_feedback`);
 7. the gradebook and the solved student's scaling figures.
 
-Everything goes to build/demo/ in the kit's folder (the exchange too: build/demo/exchange). On a machine
-without GPUs stage 2's job cannot run: its notebook says so at that cell, and its throughput earns no
-points.
+Everything goes to build/demo/ in the kit's folder (the exchange too: build/demo/exchange). On a
+machine without GPUs stage 2's job cannot run: its notebook says so at that cell, and its throughput
+earns no points.
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ def solve(
     notebooks: tuple[str, ...] = NOTEBOOKS,
     left: frozenset[str] = frozenset(),
 ) -> None:
-    """Write the solutions into the exercise cells of `notebooks` in `folder` (but those in `left`), as a
-    student would write them."""
+    """Write the solutions into the exercise cells of `notebooks` in `folder` (but those in `left`),
+    as a student would write them."""
     import nbformat
     from nbgrader.preprocessors import ClearSolutions
     from nbgrader.utils import is_solution
@@ -100,7 +101,8 @@ def solve(
 
 
 def student_copy(release_folder: Path, solutions_folder: Path, destination: Path) -> Path:
-    """A copy of the release whose exercise cells hold the solutions, as a student would write them."""
+    """A copy of the release whose exercise cells hold the solutions, as a student would write
+    them."""
     shutil.copytree(release_folder, destination)
     solve(destination, solutions_folder)
     return destination
@@ -131,7 +133,8 @@ def run_notebook(path: Path, timeout: int = 1800, env: dict[str, str] | None = N
             if output.output_type == "error":
                 grade_id = nbgrader_cells.grade_id(cell) or "?"
                 errors.append(
-                    f"{grade_id}: {output.ename}: {output.evalue.splitlines()[0] if output.evalue else ''}"
+                    f"{grade_id}: {output.ename}: "
+                    f"{output.evalue.splitlines()[0] if output.evalue else ''}"
                 )
     return errors
 
@@ -151,7 +154,8 @@ def run_all(
     echo: Callable[[str], None] = print,
     env: dict[str, str] | None = None,
 ) -> None:
-    """Run `notebooks` of `folder` one after the other, saying how long each took and where it stopped."""
+    """Run `notebooks` of `folder` one after the other, saying how long each took and where it
+    stopped."""
     for name in notebooks:
         started = time.monotonic()
         errors = run_notebook(folder / name, env=env)
@@ -180,8 +184,8 @@ def play_term(
     students: tuple[Student, ...] = STUDENTS,
     env: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, Path]]:
-    """Release, fetch, work, submit, grade and return feedback through the exchange out/exchange with
-    nbgrader's apps; (course grade's exit status, each student's assignment folder).
+    """Release, fetch, work, submit, grade and return feedback through the exchange out/exchange
+    with nbgrader's apps; (course grade's exit status, each student's assignment folder).
 
     env: the students' kernels' environment (default: this process's)."""
     course = course_folder(root, out / "course")
@@ -217,7 +221,8 @@ def play_term(
         )
         print(
             f"  submitted: {exchange.size(sent) / 1e3:.0f} kB reached the exchange, of "
-            f"{exchange.size(folder) / 1e6:.1f} MB in the folder (snapshots stay; nbgrader refuses a folder "
+            f"{exchange.size(folder) / 1e6:.1f} MB in the folder (snapshots stay; nbgrader refuses "
+            "a folder "
             f"over {settings.max_dir_size / 1e3:g} MB, ignored files counted)"
         )
 
@@ -239,7 +244,8 @@ def play_term(
             p.relative_to(home) for p in (folders[student.name] / "feedback").rglob("*.html")
         )
         print(
-            f"{student.name}: {len(fetched)} feedback file(s), e.g. {fetched[0] if fetched else '-'}"
+            f"{student.name}: {len(fetched)} feedback file(s), e.g. "
+            f"{fetched[0] if fetched else '-'}"
         )
     return status, folders
 
@@ -276,12 +282,14 @@ def main(argv: list[str] | None = None) -> int:
         GradingError
     ) as e:  # the demo grades its own students: say what a real grading run needs, go on
         print(
-            f"\nNote: {e.message}\n  -> {e.hint}\n  The demo grades its own students without the sandbox."
+            f"\nNote: {e.message}\n  -> {e.hint}\n  The demo grades its own students without the "
+            "sandbox."
         )
         os.environ[sandbox.SWITCH] = "off"
 
     print(
-        "\n== 3-4. The release through nbgrader's exchange, and two students who work and submit (the jobs "
+        "\n== 3-4. The release through nbgrader's exchange, and two students who work and submit "
+        "(the jobs "
         "run now)"
     )
     status, folders = play_term(root, out)
@@ -293,12 +301,14 @@ def main(argv: list[str] | None = None) -> int:
     for line in report.notes(table, report.target_of(solved)):
         print(line)
     print(
-        f"\n== 8. Where {STUDENTS[0].name}'s step time goes, and the allreduce predicted, then measured"
+        f"\n== 8. Where {STUDENTS[0].name}'s step time goes, and the allreduce predicted, then "
+        "measured"
     )
     for line in allreduce_report.summary(solved):
         print(line)
     print(
         f"\nDemo finished in {(time.monotonic() - started) / 60:.1f} min. The students' folders: "
-        f"{out / 'students'}; the exchange: {out / 'exchange'}; the gradebook: {out / 'course' / 'grades.csv'}"
+        f"{out / 'students'}; the exchange: {out / 'exchange'}; the gradebook: "
+        f"{out / 'course' / 'grades.csv'}"
     )
     return status

@@ -1,8 +1,10 @@
-"""nbgrader's exchange as the kit configures it: where it is, the students' side of the configuration,
-and nbgrader's exchange apps run against it (release_assignment, fetch_assignment, submit, ...).
+"""nbgrader's exchange as the kit configures it: where it is, the students' side of the
+configuration, and nbgrader's exchange apps run against it (release_assignment, fetch_assignment,
+submit, ...).
 
-The course's nbgrader_config.py is the one place the exchange is set (COURSE_EXCHANGE, else exchange/
-beside it); the students' configuration (the bundle's nbgrader_config.py) is written from it.
+The course's nbgrader_config.py is the one place the exchange is set (COURSE_EXCHANGE, else
+exchange/ beside it); the students' configuration (the bundle's nbgrader_config.py) is written from
+it.
 """
 
 from __future__ import annotations
@@ -58,8 +60,10 @@ def settings(course_dir: Path) -> Settings:
 
 
 def student_config(course: Settings, root: Path | None = None) -> str:
-    """The text of the students' nbgrader_config.py: the course's exchange (or `root`), COURSE_EXCHANGE first."""
-    return f'''"""nbgrader's configuration for the course's students (made by `python -m course bundle`).
+    """The text of the students' nbgrader_config.py: the course's exchange (or `root`),
+    COURSE_EXCHANGE first."""
+    made_by = "made by `python -m course bundle`"
+    return f'''"""nbgrader's configuration for the course's students ({made_by}).
 
 JupyterLab's Assignment List and `nbgrader fetch_assignment / submit / fetch_feedback` read it when
 started in this folder. Set COURSE_EXCHANGE if your instructor gives you another exchange folder.
@@ -73,14 +77,16 @@ c.Exchange.root = os.environ.get({ENV!r}) or {str(root or course.root)!r}
 c.Exchange.path_includes_course = {course.path_includes_course!r}
 # What submit leaves out (snapshots, data, caches): the job outputs in runs/ and the job logs go in.
 c.CourseDirectory.ignore = {list(course.ignore)!r}
-# nbgrader refuses a submission over max_dir_size kB (ignored files counted); larger files are left out.
+# nbgrader refuses a submission over max_dir_size kB (ignored files counted); larger files are
+# left out.
 c.CourseDirectory.max_dir_size = {course.max_dir_size!r}
 c.CourseDirectory.max_file_size = {course.max_file_size!r}
 '''
 
 
 def assignment_folder(notebook_root: Path, course: Settings) -> Path:
-    """Where fetch_assignment puts the assignment and submit takes it from, under a student's notebook root."""
+    """Where fetch_assignment puts the assignment and submit takes it from, under a student's
+    notebook root."""
     base = (
         Path(notebook_root) / course.course_id
         if course.path_includes_course
@@ -90,10 +96,11 @@ def assignment_folder(notebook_root: Path, course: Settings) -> Path:
 
 
 def run(app: str, args: list[str], cwd: Path, root: Path, cache: Path | None = None) -> str:
-    """`nbgrader APP ARGS` in `cwd` (whose nbgrader_config.py applies) against the exchange `root`; its log.
+    """`nbgrader APP ARGS` in `cwd` (whose nbgrader_config.py applies) against the exchange `root`;
+    its log.
 
-    cache: the student's own nbgrader cache (submit records there what fetch_feedback looks for); one
-    per student when several play on one machine, as each would have their own home folder.
+    cache: the student's own nbgrader cache (submit records there what fetch_feedback looks for);
+    one per student when several play on one machine, as each would have their own home folder.
     """
     command = [sys.executable, "-m", "nbgrader", app, *args, f"--Exchange.root={root}"]
     if cache is not None:
@@ -115,8 +122,8 @@ def run(app: str, args: list[str], cwd: Path, root: Path, cache: Path | None = N
 
 
 def size(folder: Path) -> int:
-    """Bytes in `folder` as nbgrader's submit counts them against max_dir_size: every file, ignored ones
-    included, symbolic links not followed."""
+    """Bytes in `folder` as nbgrader's submit counts them against max_dir_size: every file, ignored
+    ones included, symbolic links not followed."""
     return sum(
         os.path.getsize(path)
         for path in Path(folder).rglob("*")

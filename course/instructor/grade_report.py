@@ -54,7 +54,8 @@ class Outcome:
 
 
 def _messages(notebook: Path) -> dict[str, str]:
-    """grade_id -> the first lines of the error a graded test cell shows in an autograded notebook."""
+    """grade_id -> the first lines of the error a graded test cell shows in an autograded
+    notebook."""
     try:
         cells = json.loads(notebook.read_text())["cells"]
     except (OSError, ValueError, KeyError):
@@ -180,6 +181,7 @@ def summary(outcomes: list[Outcome]) -> str:
                 and f"{part.notebook}.ipynb" not in outcome.missing
             ):
                 lines.append(
-                    f"    {part.notebook} {part.test}: {part.score:g}/{part.max_score:g}  {part.message}"
+                    f"    {part.notebook} {part.test}: {part.score:g}/{part.max_score:g}  "
+                    f"{part.message}"
                 )
     return "\n".join(lines)

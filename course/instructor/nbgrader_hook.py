@@ -39,7 +39,8 @@ def write_verdicts(
 
 
 def read_verdicts(folder: Path, student: str) -> tuple[list[Verdict] | None, str]:
-    """(verdicts, failure) that `course grade` left for a student; (None, "") when there are none."""
+    """(verdicts, failure) that `course grade` left for a student; (None, "") when there are
+    none."""
     path = verdict_file(folder, student)
     if not path.is_file():
         return None, ""
@@ -48,7 +49,8 @@ def read_verdicts(folder: Path, student: str) -> tuple[list[Verdict] | None, str
 
 
 class VerifiedExecute(NbGraderPreprocessor):
-    """Give each test cell the outputs the verifier's run of it produced; leave the other cells empty."""
+    """Give each test cell the outputs the verifier's run of it produced; leave the other cells
+    empty."""
 
     timeout = Float(CELL_TIMEOUT, help="seconds a test cell may run in the verifier").tag(
         config=True
@@ -83,7 +85,8 @@ class VerifiedExecute(NbGraderPreprocessor):
 
     @staticmethod
     def _prepared(student: str, name: str, nb: Any, plan: Plan) -> Verdict | None:
-        """The verdict `course grade` prepared for this notebook, if it verified these very solution cells."""
+        """The verdict `course grade` prepared for this notebook, if it verified these very solution
+        cells."""
         folder = os.environ.get(VERDICTS)
         if not folder:
             return None

@@ -1,19 +1,20 @@
 """The plagiarism table of one grading run: job outputs that two or more submissions share.
 
 A traced run proves that a results file and a log agree, not whose they are: a classmate's runs/ and
-logs copied whole trace as well as one's own. What two students cannot both have made is flagged here,
-by hashing files (nothing is trained or re-run):
+logs copied whole trace as well as one's own. What two students cannot both have made is flagged
+here, by hashing files (nothing is trained or re-run):
 
 | kind | shared | why it cannot be two students' own |
 |---|---|---|
-| job id | a PBS or Slurm job of a run (or of a segment it resumed from) | the scheduler gives each job its own id |
+| job id | a PBS or Slurm job of a run (or of a segment it resumed from) | the scheduler gives each
+job its own id |
 | run folder | runs/<stage>-<job id> with a PBS or Slurm job id | the same, as the folder name |
 | results seal | the seal of a results file | it covers start times, hosts and the loss curve |
 | results file | a results file's SHA-256 | the same, byte for byte |
 | job log | a job log's SHA-256 | it holds times, hosts and the job id |
 
-The kit's local scheduler numbers jobs per machine from 1, so its job ids and run folders are the same
-for every student who used it: they are not flagged (their seals and logs are).
+The kit's local scheduler numbers jobs per machine from 1, so its job ids and run folders are the
+same for every student who used it: they are not flagged (their seals and logs are).
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def _keys(folder: Path) -> list[tuple[str, str, Path]]:
 
 
 def find(submissions: dict[str, Path]) -> list[Flag]:
-    """What two or more of `submissions` ({student: their assignment folder}) share, by kind, then value."""
+    """What two or more of `submissions` ({student: their assignment folder}) share, by kind, then
+    value."""
     shared: dict[tuple[str, str], dict[str, list[str]]] = {}
     for student, folder in sorted(submissions.items()):
         for kind, value, path in _keys(Path(folder)):

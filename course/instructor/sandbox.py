@@ -1,4 +1,5 @@
-"""Where a student's code runs while it is graded: a bubblewrap sandbox (Debian's package `bubblewrap`).
+"""Where a student's code runs while it is graded: a bubblewrap sandbox (Debian's package
+`bubblewrap`).
 
 Inside, the whole file system is read-only; the course folder (source notebooks with their hidden
 tests, the gradebook, other students' work), the folder of submissions and the home folders are
@@ -20,7 +21,8 @@ import course
 from course import paths
 from course.errors import GradingError
 
-# Set to "off" to grade without the sandbox (a machine without bubblewrap); every grade is then marked.
+# Set to "off" to grade without the sandbox (a machine without bubblewrap); every grade is then
+# marked.
 SWITCH = "COURSE_SANDBOX"
 
 
@@ -34,14 +36,15 @@ def bwrap() -> str:
     if not found:
         raise GradingError(
             "bubblewrap (bwrap) is not installed, and grading runs students' code inside it",
-            f"sudo apt install bubblewrap (or, knowing the risk, {SWITCH}=off python -m course grade)",
+            f"sudo apt install bubblewrap (or, knowing the risk, {SWITCH}=off python -m course "
+            "grade)",
         )
     return found
 
 
 def _environment_folders() -> list[Path]:
-    """The Python environment the grading runs in (its prefixes and library folders) and the kit's package,
-    not the kit's checkout around it, which holds the solutions."""
+    """The Python environment the grading runs in (its prefixes and library folders) and the kit's
+    package, not the kit's checkout around it, which holds the solutions."""
     folders = {
         Path(sys.prefix),
         Path(sys.base_prefix),
@@ -55,7 +58,8 @@ def _environment_folders() -> list[Path]:
 def command(
     argv: list[str], *, readable: list[Path], hidden: list[Path], workdir: Path, env: dict[str, str]
 ) -> list[str]:
-    """bwrap's command line that runs `argv` in `workdir` with only `readable` (read-only) of `hidden`."""
+    """bwrap's command line that runs `argv` in `workdir` with only `readable` (read-only) of
+    `hidden`."""
     args = [
         bwrap(),
         "--ro-bind",

@@ -1,13 +1,15 @@
-"""The verifier: the points of every test cell come from here, not from a kernel the student's code ran in.
+"""The verifier: the points of every test cell come from here, not from a kernel the student's code
+ran in.
 
 For each submission, one process in the sandbox (course.instructor.sandbox) takes the student's
 functions, and only those: the `def`s of the notebook's solution cells, compiled without running
 anything the student wrote (decorators and computed defaults are refused). Everything else in those
-cells, such as code that patches the checks or the IPython shell, is left out and reported. Each test
-cell, visible and hidden part, comes from the instructor's source notebook and runs in a child process
-forked from that clean process, so one test cannot prepare another; a test that changes the kit's code
-while it runs gets no points. The outputs it produces are what nbgrader scores (`VerifiedExecute`
-replaces nbgrader's Execute), so nbgrader keeps the gradebook, the feedback and the export.
+cells, such as code that patches the checks or the IPython shell, is left out and reported. Each
+test cell, visible and hidden part, comes from the instructor's source notebook and runs in a child
+process forked from that clean process, so one test cannot prepare another; a test that changes the
+kit's code while it runs gets no points. The outputs it produces are what nbgrader scores
+(`VerifiedExecute` replaces nbgrader's Execute), so nbgrader keeps the gradebook, the feedback and
+the export.
 
 Not defended: code that runs inside a test can read that test's own inputs, and can write to the
 pipe the child reports on; the flags (names the exercises never need) point an instructor to it.
@@ -63,8 +65,8 @@ def verify(
     grading_config: Path,
     timeout: float,
 ) -> list[Verdict]:
-    """Verify the submission in `folder` in its own sandboxed process, each test cell within `timeout`
-    seconds; VerificationError when it gives no answer."""
+    """Verify the submission in `folder` in its own sandboxed process, each test cell within
+    `timeout` seconds; VerificationError when it gives no answer."""
     folder = Path(folder).resolve()
     env = {name: value for name, value in os.environ.items() if name.startswith(_PASSED_ON)}
     request = Request(str(folder), timeout, notebook_plans)
@@ -121,8 +123,8 @@ def _failed(outputs: list[dict[str, Any]]) -> bool:
 
 
 def disagreements(notebook: Path, verdict: Verdict) -> list[str]:
-    """Test cells that the handed-in notebook shows as run and passing, and whose same (visible) part fails
-    in the verifier's run."""
+    """Test cells that the handed-in notebook shows as run and passing, and whose same (visible)
+    part fails in the verifier's run."""
     try:
         cells = json.loads(Path(notebook).read_text())["cells"]
     except (OSError, ValueError, KeyError):
@@ -139,15 +141,17 @@ def disagreements(notebook: Path, verdict: Verdict) -> list[str]:
     return found
 
 
-# Packages the notebooks import: a folder or module of one of these names in a submission would shadow it
-# in a kernel started there (the verifier runs with Python's -P, which leaves the current folder out).
+# Packages the notebooks import: a folder or module of one of these names in a submission would
+# shadow it in a kernel started there (the verifier runs with Python's -P, which leaves the current
+# folder out).
 _SHADOWED = ("course", "chainer", "chainermn", "numpy", "cupy", "nbgrader", "IPython")
 
 
 def shadowing(folder: Path) -> list[str]:
     """Notes on files in a submission named like a package the notebooks import."""
     return [
-        f"the submission holds {entry.name}, which would shadow the kit's {entry.stem} package in a kernel "
+        f"the submission holds {entry.name}, which would shadow the kit's {entry.stem} package in "
+        "a kernel "
         "(the grader ignores it)"
         for entry in sorted(Path(folder).iterdir())
         if entry.stem in _SHADOWED and (entry.is_dir() or entry.suffix == ".py")

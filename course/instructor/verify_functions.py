@@ -49,7 +49,8 @@ SUSPICIOUS = {
 
 
 def solution_sources(notebook: Mapping[str, Any], solution_ids: list[str]) -> dict[str, str]:
-    """{grade_id: source} of a submitted notebook's solution cells (those the source notebook has)."""
+    """{grade_id: source} of a submitted notebook's solution cells (those the source notebook
+    has)."""
     found = {}
     for cell in notebook.get("cells", []):
         cell_id = nbgrader_cells.grade_id(cell)
@@ -88,7 +89,8 @@ def functions(sources: dict[str, str]) -> tuple[str, list[str]]:
             tree = ast.parse(source)
         except SyntaxError as e:
             notes.append(
-                f"{grade_id}: a syntax error at line {e.lineno} ({e.msg}): its functions are missing"
+                f"{grade_id}: a syntax error at line {e.lineno} ({e.msg}): its functions are "
+                "missing"
             )
             continue
         lines = source.splitlines(keepends=True)
@@ -98,25 +100,29 @@ def functions(sources: dict[str, str]) -> tuple[str, list[str]]:
                     isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
                 ):
                     notes.append(
-                        f"{grade_id}: line {node.lineno} runs code outside a function (left out: only "
+                        f"{grade_id}: line {node.lineno} runs code outside a function (left out: "
+                        "only "
                         f"the functions are graded){_uses(node)}"
                     )
                 continue
             if node.decorator_list:
                 notes.append(
-                    f"{grade_id}: {node.name} has a decorator, which would run code of its own: left out"
+                    f"{grade_id}: {node.name} has a decorator, which would run code of its own: "
+                    "left out"
                 )
                 continue
             defaults = [d for d in [*node.args.defaults, *node.args.kw_defaults] if d is not None]
             if not all(_literal(d) for d in defaults):
                 notes.append(
-                    f"{grade_id}: {node.name} computes a default value, which would run code: left out"
+                    f"{grade_id}: {node.name} computes a default value, which would run code: left "
+                    "out"
                 )
                 continue
             suspicious = _names(node) & SUSPICIOUS
             if suspicious:
                 notes.append(
-                    f"{grade_id}: {node.name} uses {', '.join(sorted(suspicious))}, which the exercise "
+                    f"{grade_id}: {node.name} uses {', '.join(sorted(suspicious))}, which the "
+                    "exercise "
                     "never needs: read it"
                 )
             kept.append("".join(lines[node.lineno - 1 : node.end_lineno]))

@@ -127,7 +127,8 @@ class TestCell:
 
 @dataclass
 class Plan:
-    """What the instructor's source notebook says about one notebook: how to set up, what to test."""
+    """What the instructor's source notebook says about one notebook: how to set up, what to
+    test."""
 
     notebook: str  # file name, e.g. 01_single_gpu.ipynb
     setup: str

@@ -135,7 +135,8 @@ def _child(
             {
                 "output_type": "error",
                 "ename": "Tampering",
-                "evalue": f"the kit's code changed while this test ran ({', '.join(changed[:3])}): no points",
+                "evalue": f"the kit's code changed while this test ran ({', '.join(changed[:3])}): "
+                "no points",
                 "traceback": [],
             }
         )
@@ -146,8 +147,8 @@ def _child(
 def _run_test(
     test: TestCell, namespace: dict[str, Any], before: KitState, timeout: float
 ) -> tuple[list[Output], list[str], bool]:
-    """Fork a child for `test`; (its outputs, notes, whether its visible part failed), with what it printed as
-    a stream output."""
+    """Fork a child for `test`; (its outputs, notes, whether its visible part failed), with what it
+    printed as a stream output."""
     printed_r, printed_w = os.pipe()
     report_r, report_w = os.pipe()
     sys.stdout.flush()
@@ -269,7 +270,8 @@ def worker() -> None:
     """The sandboxed process: a Request from stdin, its Reply on stdout (the last line)."""
     request = Request.from_json(sys.stdin.read())
     os.environ["NBGRADER_EXECUTION"] = "autograde"  # as under nbgrader: jobs are not submitted
-    # One run of the stage-3 ranks serves all the checks of a notebook, each in its own child process.
+    # One run of the stage-3 ranks serves all the checks of a notebook, each in its own child
+    # process.
     os.environ["COURSE_PROBE_CACHE"] = tempfile.mkdtemp(prefix="probe-cache-")
     folder = Path(request.folder)
     try:

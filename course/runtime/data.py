@@ -33,7 +33,8 @@ def prepare_hint(name: str) -> str:
     if name == REAL:
         return (
             f"download {CIFAR_URL} and run:  python -m course data cifar10 --from "
-            f"/path/to/{CIFAR_ARCHIVE}   (or use the synthetic set: python -m course data synthetic)"
+            f"/path/to/{CIFAR_ARCHIVE}   (or use the synthetic set: python -m course data "
+            "synthetic)"
         )
     if name == SYNTHETIC:
         return "run:  python -m course data synthetic"
@@ -110,7 +111,8 @@ def name_of(path: Path) -> str:
 
 
 def check_arrays(arrays: Arrays, where: str, name: str) -> None:
-    """DatasetError unless both splits hold images in Chainer's layout, each with a CIFAR-10 label."""
+    """DatasetError unless both splits hold images in Chainer's layout, each with a CIFAR-10
+    label."""
     for split in ("train", "test"):
         x, y = getattr(arrays, f"{split}_x"), getattr(arrays, f"{split}_y")
         size = int(round((x.shape[1] / 3) ** 0.5)) if x.ndim == 2 else 0
@@ -205,7 +207,8 @@ FLOAT_IN_MEMORY_BYTES = 1 << 30  # a larger set stays uint8 in memory
 
 
 class _ToFloat:
-    """uint8 example -> float32 example; a class, not a lambda: scatter_dataset pickles data sets."""
+    """uint8 example -> float32 example; a class, not a lambda: scatter_dataset pickles data
+    sets."""
 
     def __init__(self, factor: np.float32):
         self.factor = factor
@@ -215,7 +218,8 @@ class _ToFloat:
 
 
 def load(name: str = "auto", *, scale: float = 1.0) -> tuple:
-    """(train, test) as Chainer TupleDatasets of float32 (3, S, S) images in [0, scale] and int32 labels.
+    """(train, test) as Chainer TupleDatasets of float32 (3, S, S) images in [0, scale] and int32
+    labels.
 
     Large variants stay uint8 in memory and are converted one example at a time.
     """
