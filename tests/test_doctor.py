@@ -5,7 +5,7 @@ import subprocess
 
 from course import doctor
 from course.runtime import data
-from tests.conftest import PYTHON
+from tests.helpers import PYTHON
 
 
 def run_doctor(data_root) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ from course.cluster import siteenv, sites, submit
 from course.errors import CourseError
 from course.notebook import scripts
 from course.runtime import data
-from tests.conftest import PYTHON, ROOT
+from tests.helpers import PYTHON, ROOT
 
 ROWS = [
     ("0", "GPU-aaa", "Tesla P100"),
