@@ -165,6 +165,11 @@ TIER_VARIABLE = "COURSE_TEST_TIER"
 LAUNCHERS = {"mpiexec", "mpirun", "orterun", "prterun", "srun"}
 SCHEDULERS = {"qsub", "sbatch", "salloc"}
 COURSE_COMMANDS = {"launch", "submit", "grade", "release", "demo"}  # `python -m course <command>`
+MODULES_REFUSED = {  # python -m MODULE: what it starts
+    "nbgrader": "an nbgrader app",
+    "course.cluster.localsched": "a job (the local scheduler)",
+    "course.cluster.launch": "`course launch`",
+}
 
 # Where nbgrader's apps, converters (autograde, generate_assignment) and exchange actions start.
 NBGRADER_ENTRY_POINTS = (
@@ -194,16 +199,11 @@ def started_by(args: object, shell: bool = False) -> str | None:
         return f"`course {argv[1]}`"
     if any(Path(arg).parent.name == "jobs" and Path(arg).name.startswith("run_") for arg in argv):
         return "a job (a job script run as the scheduler would)"
-    if "-m" in argv[:-1]:
-        module, rest = argv[argv.index("-m") + 1], argv[argv.index("-m") + 2 :]
-        if module == "nbgrader":
-            return "an nbgrader app"
-        if module == "course.cluster.localsched":
-            return "a job (the local scheduler)"
-        if module == "course.cluster.launch" or (
-            module == "course" and rest and rest[0] in COURSE_COMMANDS
-        ):
-            return f"`course {rest[0] if module == 'course' else 'launch'}`"
+    if "-m" in argv[:-1]:  # python -m MODULE ...
+        module, *rest = argv[argv.index("-m") + 1 :]
+        if module == "course" and rest and rest[0] in COURSE_COMMANDS:
+            return f"`course {rest[0]}`"
+        return MODULES_REFUSED.get(module)
     return None
 
 

@@ -88,7 +88,8 @@ def functions(module: ModuleType, stage: stages.Stage) -> list:
     return [getattr(module, name) for name in stage.functions]
 
 
-# What the notebooks' setup cells import for the students' functions.
+# What the notebooks' setup cells import for the students' functions, as the checks' tests
+# load them (chainermn for stage 3 only).
 CHECKED_NOTEBOOK_SETUP = """\
 import chainer
 import chainer.links as L
