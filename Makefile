@@ -11,17 +11,23 @@ export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: demo test test-fast bench venv gpu release student-bundle lock clean
+.PHONY: demo test test-fast test-unit bench venv gpu release student-bundle lock clean
 
 demo: $(VENV)/.installed
 	$(PY) -m course demo
 
+# Three tiers (markers in pyproject.toml, the guard in tests/conftest.py):
+#   test       everything: the slow end-to-end runs too (notebooks, grading, Slurm); what CI runs.
+#   test-fast  all but the slow: the unit tests and the quick ones that start MPI, jobs or nbgrader.
+#   test-unit  no MPI, no jobs, no nbgrader apps, no Slurm, no browser (a test that starts one fails).
 test: $(VENV)/.installed
 	$(PY) -m pytest
 
-# Everything except the slow end-to-end tests (notebooks, grading, Slurm).
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -m "not slow"
+
+test-unit: $(VENV)/.installed
+	COURSE_TEST_TIER=unit $(PY) -m pytest -m "not integration and not slow"
 
 bench: $(VENV)/.installed
 	$(PY) tools/bench.py

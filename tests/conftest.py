@@ -1,21 +1,30 @@
-"""Shared fixtures. Tests use their own data folder and never touch ~/.chainer."""
+"""Shared fixtures and the unit tier's guard. Tests use their own data folder, never ~/.chainer.
+
+The tiers (markers registered in pyproject.toml; the Makefile runs them):
+  unit   no MPI, no jobs, no nbgrader apps, no Slurm, no browser: neither `integration` nor `slow`
+  fast   the unit tier and the quick tests that start those: not `slow`
+  slow   everything
+"""
 
 from __future__ import annotations
 
 import os
+import shlex
+import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from course import gpu
+from tests import slurm_cluster
+from tests.helpers import PYTHON, ROOT
 
 # One BLAS thread per process, as in the course (a CPU device is one core).
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
-
-ROOT = Path(__file__).resolve().parent.parent
-PYTHON = sys.executable
 
 
 def pytest_collection_modifyitems(config, items):
@@ -56,8 +65,6 @@ def quick_env(tmp_path_factory) -> dict[str, str]:
         "ROUNDS": "1",
         "BUDGET": "0.15",
     }  # the allreduce benchmark: one turn of each algorithm, briefly
-    import subprocess
-
     subprocess.run(
         [
             PYTHON,
@@ -96,7 +103,7 @@ def student_run(quick_env, tmp_path_factory) -> Path:
 
 @pytest.fixture
 def grading_config(tmp_path, monkeypatch, request) -> Path:
-    """The test module's GRADING text as grading.toml, the one course.instructor.scoring reads."""
+    """The test module's GRADING text as grading.toml, the one course.grading_rules reads."""
     path = tmp_path / "grading.toml"
     path.write_text(request.module.GRADING)
     monkeypatch.setenv("COURSE_GRADING_CONFIG", str(path))
@@ -110,37 +117,11 @@ def folder(tmp_path) -> Path:
     return tmp_path / "student"
 
 
-def bubblewrap() -> bool:
-    """Whether the grading sandbox can run here; installs Debian's bubblewrap where root and apt-get can."""
-    import shutil
-
-    if not shutil.which("bwrap") and os.geteuid() == 0 and shutil.which("apt-get"):
-        import subprocess
-
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for command in (
-            ["apt-get", "update", "-qq"],
-            ["apt-get", "install", "-y", "-qq", "bubblewrap"],
-        ):
-            subprocess.run(command, capture_output=True, env=env, timeout=600)
-    if not shutil.which("bwrap"):
-        return False
-    from course.errors import GradingError
-    from course.instructor import verify
-
-    try:
-        verify.check_sandbox()
-    except GradingError:
-        return False
-    return True
-
-
 @pytest.fixture(scope="session")
 def chromium() -> tuple[str, str]:
     """(browser, driver): Debian's chromium and its chromedriver, installed with apt-get where root can; else
     the test is skipped with the reason (no browser is downloaded from anywhere else)."""
     import shutil
-    import subprocess
 
     if (
         not (shutil.which("chromium") and shutil.which("chromedriver"))
@@ -160,3 +141,123 @@ def chromium() -> tuple[str, str]:
             "(as root)"
         )
     return browser, driver
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[slurm_cluster.Cluster]:
+    """A real one-node Slurm cluster for the test module; skips the test where none can start."""
+    try:
+        running = slurm_cluster.start(tmp_path_factory.mktemp("slurm"))
+    except slurm_cluster.Unavailable as e:
+        pytest.skip(f"no Slurm cluster here: {e}")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(
+            "SLURM_CONF", str(running.conf)
+        )  # for qstat, which Job.wait runs from this process
+        yield running
+    running.stop()
+
+
+# --- the unit tier's guard -----------------------------------------------------------------------
+
+# The Makefile's `test-unit` sets it; then a test that starts what the tier promises not to fails.
+TIER_VARIABLE = "COURSE_TEST_TIER"
+LAUNCHERS = {"mpiexec", "mpirun", "orterun", "prterun", "srun"}
+SCHEDULERS = {"qsub", "sbatch", "salloc"}
+COURSE_COMMANDS = {"launch", "submit", "grade", "release", "demo"}  # `python -m course <command>`
+MODULES_REFUSED = {  # python -m MODULE: what it starts
+    "nbgrader": "an nbgrader app",
+    "course.cluster.supervisor": "a job (the local scheduler)",
+    "course.cluster.launch": "`course launch`",
+}
+
+# Where nbgrader's apps, converters (autograde, generate_assignment) and exchange actions start.
+NBGRADER_ENTRY_POINTS = (
+    ("nbgrader.apps.baseapp", "NbGrader", "initialize"),
+    ("nbgrader.converters.base", "BaseConverter", "start"),
+    ("nbgrader.exchange.abc.exchange", "Exchange", "start"),
+)
+
+
+def started_by(args: object, shell: bool = False) -> str | None:
+    """What Popen(args, shell=shell) would start that a unit test must not, or None."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        text = os.fsdecode(args)
+        argv = shlex.split(text) if shell else [text]
+    else:
+        argv = [os.fsdecode(arg) for arg in args]  # type: ignore[attr-defined]
+    if not argv:
+        return None
+    program = Path(argv[0]).name
+    if program in LAUNCHERS:
+        return f"MPI ranks ({program})"
+    if program in SCHEDULERS:
+        return f"a job ({program})"
+    if program == "nbgrader":
+        return "an nbgrader app"
+    if program == "course" and argv[1:2] and argv[1] in COURSE_COMMANDS:
+        return f"`course {argv[1]}`"
+    if any(Path(arg).parent.name == "jobs" and Path(arg).name.startswith("run_") for arg in argv):
+        return "a job (a job script run as the scheduler would)"
+    if "-m" in argv[:-1]:  # python -m MODULE ...
+        module, *rest = argv[argv.index("-m") + 1 :]
+        if module == "course" and rest and rest[0] in COURSE_COMMANDS:
+            return f"`course {rest[0]}`"
+        return MODULES_REFUSED.get(module)
+    return None
+
+
+def unit_tier_failure(what: str) -> str:
+    return (
+        f"this test starts {what}, which the unit tier does not: mark it "
+        "@pytest.mark.integration (or slow, for a long end-to-end run), or pytestmark in its module"
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def unit_tier_guard() -> Iterator[list[str]]:
+    """In the unit tier, starting MPI ranks, a job (local scheduler, qsub, sbatch), `course launch`
+    or an nbgrader app fails the test at once, naming the marker to add; it yields what was refused
+    in other threads, where a failure does not reach the test.
+
+    Session-wide, so that module and session fixtures are guarded too. Every process start goes
+    through subprocess.Popen, so the guard reads the arguments there. An nbgrader app run in this
+    process is caught at nbgrader's own entry points once a test module has imported nbgrader
+    (collection does; importing it for every run would cost seconds)."""
+    refused_in_threads: list[str] = []
+    if os.environ.get(TIER_VARIABLE) != "unit":
+        yield refused_in_threads
+        return
+
+    def refuse(what: str) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            refused_in_threads.append(what)
+        pytest.fail(unit_tier_failure(what), pytrace=False)
+
+    popen_init = subprocess.Popen.__init__
+
+    def guarded_popen_init(self, args, *rest, **options) -> None:
+        what = started_by(args, bool(options.get("shell")))
+        if what is not None:
+            refuse(what)
+        popen_init(self, args, *rest, **options)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess.Popen, "__init__", guarded_popen_init)
+        for module, owner, method in NBGRADER_ENTRY_POINTS:
+            loaded = sys.modules.get(module)
+            if loaded is not None:
+                patch.setattr(
+                    getattr(loaded, owner), method, lambda *a, **k: refuse("an nbgrader app")
+                )
+        yield refused_in_threads
+
+
+@pytest.fixture(autouse=True)
+def unit_tier_guard_of_threads(unit_tier_guard: list[str]) -> Iterator[None]:
+    """Fails the test that started, in another thread, what the unit tier does not."""
+    yield
+    if unit_tier_guard:
+        what = unit_tier_guard[0]
+        unit_tier_guard.clear()
+        pytest.fail(unit_tier_failure(what), pytrace=False)

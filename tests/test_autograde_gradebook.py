@@ -16,7 +16,7 @@ import pytest
 from course import paths
 from course.errors import GradingError
 from course.instructor import autograde, grade_report
-from tests.conftest import PYTHON, ROOT
+from tests.helpers import PYTHON, ROOT
 
 # nbgrader's add_submission trips SQLAlchemy's autoflush warnings; they are nbgrader's, not the kit's.
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
@@ -69,6 +69,7 @@ def read_gradebook(course, student: str) -> grade_report.Outcome:
     return outcome
 
 
+@pytest.mark.integration
 def test_a_notebook_not_handed_in_is_named(course, tmp_path):
     mia = read_gradebook(course, "mia")
     assert (mia.score, mia.max_score, mia.missing) == (4, 6, ["03_multi_node.ipynb"])
@@ -85,6 +86,7 @@ def test_a_notebook_not_handed_in_is_named(course, tmp_path):
     assert read_gradebook(course, "alice").missing == []
 
 
+@pytest.mark.integration
 def test_a_submission_not_graded_is_left_out_of_grades_csv(course, tmp_path):
     root, db_url = course
     judy = grade_report.Outcome(

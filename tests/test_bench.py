@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from course.runtime import data_prepare
-from tests.conftest import bubblewrap
+from tests.helpers import bubblewrap
 from tools import bench
 
 pytestmark = pytest.mark.slow

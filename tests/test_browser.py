@@ -26,7 +26,7 @@ import pytest
 
 from course import paths
 from course.instructor import demo, exchange
-from tests.conftest import PYTHON, ROOT, bubblewrap
+from tests.helpers import PYTHON, ROOT, bubblewrap
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ import pytest
 
 from course import paths
 from course.instructor import bundle, exchange
-from tests.conftest import ROOT
-from tests.test_release import NOTEBOOKS, SOURCE
+from tests.helpers import NOTEBOOKS, ROOT
+from tests.solutions import SOLUTIONS as SOURCE
 
 MARKERS = re.compile(r"(BEGIN|END) (SOLUTION|HIDDEN TESTS|ALWAYS HIDDEN TESTS)")
 
@@ -81,6 +81,7 @@ def texts(folder):
                 yield path, ""
 
 
+@pytest.mark.integration
 def test_the_bundle_holds_no_instructor_file(made):
     for name in (
         "solutions",
@@ -98,6 +99,7 @@ def test_the_bundle_holds_no_instructor_file(made):
         assert instructor_only not in config
 
 
+@pytest.mark.integration
 def test_the_bundle_holds_no_solution_or_hidden_test(made):
     everything = {path: text for path, text in texts(made)}
     for path, text in everything.items():
@@ -113,6 +115,7 @@ def test_the_bundle_holds_no_solution_or_hidden_test(made):
             )
 
 
+@pytest.mark.integration
 def test_the_release_sits_where_nbgrader_submit_looks_for_it(made):
     course = exchange.settings(made)
     assert course.course_id == exchange.settings(ROOT).course_id and course.path_includes_course
@@ -121,6 +124,7 @@ def test_the_release_sits_where_nbgrader_submit_looks_for_it(made):
     assert (folder / "jobs" / "site_env.sh").is_file()
 
 
+@pytest.mark.integration
 def test_the_student_jupyterlab_has_no_instructor_tools(made):
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(made / "jupyter")}
     jupyter = [sys.executable, "-m", "jupyter"]
@@ -149,6 +153,7 @@ def run_python(code: str, env: dict[str, str], cwd) -> subprocess.CompletedProce
     )
 
 
+@pytest.mark.integration
 def test_every_module_of_the_bundles_kit_imports_without_the_grader(made, student_env, tmp_path):
     done = run_python(
         "import importlib, pkgutil, course\n"
@@ -164,6 +169,7 @@ def test_every_module_of_the_bundles_kit_imports_without_the_grader(made, studen
     assert done.stdout.strip() == str(made / "course" / "__init__.py")
 
 
+@pytest.mark.integration
 def test_the_report_works_in_the_bundle_without_grading_toml(made, student_env, tmp_path):
     folder = exchange.assignment_folder(made, exchange.settings(made))
     done = run_python(
@@ -172,6 +178,7 @@ def test_the_report_works_in_the_bundle_without_grading_toml(made, student_env, 
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr[-2000:]
 
 
+@pytest.mark.integration
 def test_a_notebook_of_the_bundle_runs_its_first_cells_on_the_bundles_kit(made, student_env):
     from nbclient import NotebookClient
 

@@ -11,49 +11,16 @@ and layout: one case per mistake.
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import textwrap
 
 import chainer
-import nbformat
 import pytest
 from chainer import training
 
-from course import stages
-from course.notebook import checks
 from course.notebook.checks import CheckFailed, multi_gpu, single
-from tests.solutions import SOLUTIONS, solution_functions
-
-# What the notebooks' setup cells import for the students' functions.
-SETUP = """\
-import chainer
-import chainer.links as L
-from chainer import training
-from chainer.training import extensions
-{extra}
-import course
-"""
-
-
-def notebook_module(folder, stage_name: str, **replaced):
-    """The stage's solution functions, some `replaced` by other source, in one module of a real file (so that
-    inspect.getsource finds them), as a notebook's namespace holds them."""
-    sources = {**solution_functions(stage_name), **replaced}
-    path = folder / f"{stage_name}_notebook.py"
-    extra = "import chainermn\n" if stage_name == "multi_node" else ""
-    path.write_text(
-        SETUP.format(extra=extra) + "".join(f"\n\n{source}" for source in sources.values())
-    )
-    spec = importlib.util.spec_from_file_location(f"{stage_name}_{folder.name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def replaced_once(source: str, old: str, new: str) -> str:
-    assert source.count(old) == 1, f"{old!r} is not once in\n{source}"
-    return source.replace(old, new)
+from tests.helpers import check_cells, notebook_module, replaced_once, run_stage_3_checks
+from tests.solutions import solution_functions
 
 
 def planted(function, old: str, new: str = ""):
@@ -482,19 +449,6 @@ STAGE_3_CELLS = (
 )
 
 
-def check_cells(stage_name: str) -> dict[str, str]:
-    """{grade_id: source} of the notebook's graded cells that check the stage's functions on their own, hidden
-    tests included (the allreduce exercise's checks read job outputs: tests/test_costmodel.py has them)."""
-    notebook = nbformat.read(SOLUTIONS / stages.get(stage_name).notebook, as_version=4)
-    return {
-        cell.metadata.nbgrader.grade_id: cell.source
-        for cell in notebook.cells
-        if cell.metadata.get("nbgrader", {}).get("grade")
-        and cell.source.startswith("checks.")
-        and not cell.source.startswith("checks.allreduce.")
-    }
-
-
 # case -> (the function planted, old, new in its source), the one check it must fail, with words of its message
 STAGE_3_MISTAKES = {
     "no scatter": (
@@ -623,17 +577,7 @@ STAGE_3_MISTAKES = {
 }
 
 
-def run_stage_3_checks(module) -> dict[str, str]:
-    """{grade_id: its CheckFailed message} of the check cells that fail, each run as nbgrader runs it."""
-    failed = {}
-    for grade_id, source in check_cells("multi_node").items():
-        try:
-            exec(source, {"checks": checks, **vars(module)})
-        except CheckFailed as e:
-            failed[grade_id] = str(e)
-    return failed
-
-
+@pytest.mark.integration
 def test_stage_3_solutions_pass_every_check_and_hidden_test(tmp_path, capsys):
     assert tuple(check_cells("multi_node")) == STAGE_3_CELLS
     assert run_stage_3_checks(notebook_module(tmp_path, "multi_node")) == {}
@@ -651,6 +595,7 @@ def test_stage_3_solutions_pass_every_check_and_hidden_test(tmp_path, capsys):
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("case", STAGE_3_MISTAKES)
 def test_a_stage_3_mistake_fails_exactly_its_check(tmp_path, case):
     (name, old, new), check, words = STAGE_3_MISTAKES[case]

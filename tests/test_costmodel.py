@@ -14,13 +14,13 @@ from course.instructor import scoring
 from course.notebook import allreduce_report
 from course.notebook.checks import CheckFailed
 from course.notebook.checks import allreduce as checks
+from tests.helpers import SIZES, measured
 from tests.solutions import solution_functions
 
 GRADING = """
 [allreduce]
 prediction_factor = 4.0
 """
-SIZES = [1024 * 4**k for k in range(1, 9)]
 
 
 def test_known_values_of_both_formulas():
@@ -107,40 +107,6 @@ def unweighted_fit(sizes, seconds, algorithm, n_ranks):
     rows = np.column_stack([np.full(len(sizes), a), b * np.asarray(sizes, float)])
     (alpha, beta), *_ = np.linalg.lstsq(rows, np.asarray(seconds, float), rcond=None)
     return alpha, beta
-
-
-def measured(
-    folder, ranks=4, algorithm="ring", rounds=2, seed=0, job="7.local", started=1.0
-) -> list[allreduce_report.Series]:
-    """A benchmark's files as a job leaves them (course.allreduce.write), with noise, and their table."""
-    rng = np.random.default_rng(seed)
-    run = allreduce.run_folder(folder, job)
-    for _ in range(rounds):
-        sizes = [
-            {
-                "bytes": n,
-                "repeats": 5,
-                "seconds": [
-                    costmodel.allreduce_seconds(algorithm, ranks, n, 5e-6, 4e-10)
-                    * (1 + 0.2 * rng.random())
-                    for _ in range(5)
-                ],
-            }
-            for n in SIZES
-        ]
-        allreduce.write(
-            allreduce.next_path(run, algorithm, ranks),
-            {
-                "job": {"id": job},
-                "ranks": ranks,
-                "hosts": ["laptop"] * ranks,
-                "cores": 2,
-                "algorithm": algorithm,
-                "sizes": sizes,
-                "started": started,
-            },
-        )
-    return allreduce_report.measured_table(folder)
 
 
 def test_the_reference_solution_passes_the_checks(tmp_path, capsys):

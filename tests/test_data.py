@@ -16,7 +16,7 @@ import pytest
 
 from course.errors import DatasetError
 from course.runtime import data, data_command, data_prepare, synthetic
-from tests.conftest import PYTHON
+from tests.helpers import PYTHON
 
 
 def _batch(n: int, seed: int) -> dict:

@@ -11,7 +11,7 @@ import pytest
 
 from course import paths
 from course.instructor import demo, sandbox
-from tests.conftest import ROOT, bubblewrap
+from tests.helpers import ROOT, bubblewrap
 
 A = paths.ASSIGNMENT
 STUDENTS = (

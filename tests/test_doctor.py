@@ -5,7 +5,7 @@ import subprocess
 
 from course.diagnostics import doctor
 from course.runtime import data_prepare
-from tests.conftest import PYTHON
+from tests.helpers import PYTHON
 
 
 def run_doctor(data_root) -> subprocess.CompletedProcess:

@@ -11,9 +11,7 @@ import pytest
 from course import evidence, joblog, paths
 from course.cluster import sites, submit
 from course.instructor import scoring
-from tests.conftest import ROOT
-from tests.test_scoring import make_run
-from tests.test_slurm import cluster  # noqa: F401  (the real one-node Slurm cluster, a fixture)
+from tests.helpers import ROOT, make_run
 
 GRADING = """
 [efficiency.multi_node]

@@ -11,7 +11,7 @@ import pytest
 from course import paths
 from course.errors import CourseError
 from course.instructor import demo, exchange
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 A = paths.ASSIGNMENT
 LOG = "run_single_gpu_training.sh.o7"
@@ -51,12 +51,14 @@ def test_the_kits_exchange_is_the_course_folders_unless_set(tmp_path, monkeypatc
     assert course.path_includes_course and course.course_id == "chainer-distributed-training"
 
 
+@pytest.mark.integration
 def test_release_creates_the_exchange_and_students_fetch_into_the_course_folder(cycle):
     course, root, home, settings = cycle
     assert (root / settings.course_id / "outbound" / A / "01_single_gpu.ipynb").is_file()
     assert (home / settings.course_id / A / "jobs" / "site_env.sh").is_file()
 
 
+@pytest.mark.integration
 def test_job_outputs_travel_with_a_submission_and_snapshots_do_not(cycle):
     course, _, _, _ = cycle
     collected = course / "submitted" / "ada" / A
@@ -66,6 +68,7 @@ def test_job_outputs_travel_with_a_submission_and_snapshots_do_not(cycle):
     assert not list(collected.rglob("snapshot*"))
 
 
+@pytest.mark.integration
 def test_a_submission_over_nbgraders_size_limit_is_refused_with_its_reason(cycle):
     _, root, home, settings = cycle
     with pytest.raises(CourseError, match="Directory size is too big"):

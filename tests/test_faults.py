@@ -20,7 +20,7 @@ from course import joblog
 from course.cluster import localsched, procs, submit
 from course.cluster.job import Job
 from course.errors import JobError
-from tests.conftest import PYTHON, ROOT
+from tests.helpers import PYTHON, ROOT
 
 HEAD = '#!/bin/bash\n#PBS -l walltime={walltime}\nset -eo pipefail\ncd "$PBS_O_WORKDIR"\nsource jobs/site_env.sh\n'
 
@@ -93,6 +93,7 @@ def last_line(job: Job) -> str:
     return job.find_log().read_text().splitlines()[-1]
 
 
+@pytest.mark.integration
 def test_a_job_killed_at_its_walltime_fails_says_so_last_and_leaves_no_process(folder):
     job = submit_job(folder, "sleep 30 &\nsleep 30\n", walltime="00:00:02")
     status, seen = followed(job)
@@ -110,6 +111,7 @@ def test_a_job_killed_at_its_walltime_fails_says_so_last_and_leaves_no_process(f
     )
 
 
+@pytest.mark.integration
 def test_sigterm_to_the_supervisor_stops_every_process_of_the_job(folder):
     job = submit_job(folder, "sleep 30 &\nsleep 30\n")
     members = running(job, sleeps=2)
@@ -120,6 +122,7 @@ def test_sigterm_to_the_supervisor_stops_every_process_of_the_job(folder):
     assert job.ending().says == "was cancelled" and "qstat" not in job.diagnosis()
 
 
+@pytest.mark.integration
 def test_a_killed_supervisor_takes_its_job_along(folder):
     job = submit_job(folder, "sleep 30\n")
     members = running(job, sleeps=1)
@@ -130,6 +133,7 @@ def test_a_killed_supervisor_takes_its_job_along(folder):
     assert "scheduler's process was killed" in job.diagnosis()
 
 
+@pytest.mark.integration
 def test_sigkill_to_course_launch_leaves_no_launcher_and_no_rank(tmp_path, mpi_env):
     env = {**mpi_env, "COURSE_MPIEXEC": "mpiexec -n {nprocs} --hostfile {hostfile}"}
     for variable in ("PBS_JOBID", "SLURM_JOB_ID"):  # one rank on this machine
@@ -160,6 +164,7 @@ def test_sigkill_to_course_launch_leaves_no_launcher_and_no_rank(tmp_path, mpi_e
         procs.end_session(launch.pid, grace=1)
 
 
+@pytest.mark.integration
 def test_a_bash_syntax_error_is_named_with_its_line(folder):
     job = submit_job(folder, "if true; then\n  echo one\nfi fi\n", name="syntax.sh")
     assert job.wait(timeout=30, echo=None) == 2
@@ -169,6 +174,7 @@ def test_a_bash_syntax_error_is_named_with_its_line(folder):
     )
 
 
+@pytest.mark.integration
 def test_a_missing_command_is_named_and_no_scheduler_command_is_suggested(folder):
     job = submit_job(folder, "echo starting\nmpiexecc -n 2 python train.py\n", name="missing.sh")
     lines = []
@@ -201,6 +207,7 @@ def read_until(stream, wanted: str, timeout: float = 20.0) -> None:
             return
 
 
+@pytest.mark.integration
 def test_ctrl_c_on_course_submit_says_how_to_cancel_and_course_cancel_stops_the_job(folder):
     (folder / "jobs" / "long.sh").write_text(
         HEAD.format(walltime="00:01:00") + "echo started\nsleep 30\n"

@@ -7,7 +7,7 @@ import subprocess
 import threading
 
 from course.fileio import atomic_file
-from tests.conftest import PYTHON
+from tests.helpers import PYTHON
 
 # Writes the first MB of a file, says so, then waits for the rest, which never comes.
 WRITER = """

@@ -15,7 +15,7 @@ from course.cluster.plan import comparison_plan
 from course.errors import CourseError
 from course.notebook import scripts
 from course.runtime import data_prepare
-from tests.conftest import PYTHON, ROOT
+from tests.helpers import PYTHON, ROOT
 
 ROWS = [
     ("0", "GPU-aaa", "Tesla P100"),

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from course import evidence, gpu, paths
-from tests.conftest import PYTHON
+from tests.helpers import PYTHON
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 

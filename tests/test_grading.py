@@ -14,7 +14,7 @@ import pytest
 
 from course import paths
 from course.instructor import demo, grade_report
-from tests.conftest import PYTHON, ROOT, bubblewrap
+from tests.helpers import PYTHON, ROOT, bubblewrap
 from tests.solutions import solution_functions
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ from course.cluster.job import Job
 from course.cluster.plan import comparison_plan, profile_plan
 from course.cluster.siteenv import SiteSettings
 from course.errors import JobError
-from tests.conftest import PYTHON, ROOT
+from tests.helpers import PYTHON, ROOT
 
 SCRIPT = """#!/bin/bash
 # a test job
@@ -67,6 +67,7 @@ def state(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.integration
 def test_local_job_runs_like_pbs(state):
     workdir = state / "submit"
     workdir.mkdir()
@@ -84,6 +85,7 @@ def test_local_job_runs_like_pbs(state):
     assert localsched.start(script, [], workdir).number == job.number + 1
 
 
+@pytest.mark.integration
 def test_walltime_is_enforced(state):
     script = state / "slow.sh"
     script.write_text(
@@ -95,6 +97,7 @@ def test_walltime_is_enforced(state):
     assert "started" in text and "never" not in text and "walltime 00:00:02 exceeded" in text
 
 
+@pytest.mark.integration
 def test_a_lost_job_ends_the_wait_and_a_reset_counter_keeps_old_logs(state):
     script = state / "job.sh"
     script.write_text("#!/bin/bash\nsleep 3\n")
@@ -120,6 +123,7 @@ def test_a_gpu_request_this_machine_cannot_meet_is_refused_before_it_runs(state)
     assert not (state / "home" / "ran").exists()
 
 
+@pytest.mark.integration
 def test_wait_echoes_the_log_and_explains_a_failure(state):
     script = state / "fail.sh"
     script.write_text(
@@ -145,6 +149,7 @@ def assignment(tmp_path, monkeypatch):
     return folder
 
 
+@pytest.mark.integration
 def test_submit_refuses_missing_or_unfinished_training_scripts(assignment):
     with pytest.raises(JobError, match="does not exist yet"):
         submit.submit("jobs/run_single_gpu_training.sh", workdir=assignment, echo=None)
@@ -228,6 +233,7 @@ def test_the_comparison_plan_follows_the_site_profile(assignment, monkeypatch):
     ]
 
 
+@pytest.mark.integration
 def test_course_submit_returns_the_jobs_exit_status(state):
     (state / "jobs").mkdir()
     shutil.copy(ROOT / "jobs" / "site_env.sh", state / "jobs")
@@ -253,6 +259,7 @@ def test_course_submit_returns_the_jobs_exit_status(state):
     assert run.returncode == 2 and "Traceback" not in run.stderr and "no job script" in run.stderr
 
 
+@pytest.mark.integration
 def test_a_job_asking_for_missing_gpus_is_skipped_with_a_message_only_when_asked(
     state, monkeypatch
 ):

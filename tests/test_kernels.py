@@ -16,9 +16,11 @@ import subprocess
 import pytest
 
 from course.diagnostics import kernels
-from tests.conftest import PYTHON, ROOT
+from tests.helpers import PYTHON, ROOT
 from tools import pins
 
+# Installs the CUDA wheels once, and NVRTC compiles in child processes: a minute, not a unit test.
+pytestmark = pytest.mark.integration
 WHEELS = ROOT / "build" / "cuda-compile"
 # CuPy and NVRTC in one folder, the CUDA headers in another, so that a test can leave the headers out.
 PARTS = {

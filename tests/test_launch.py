@@ -9,7 +9,7 @@ import pytest
 
 from course.cluster import hosts, launch
 from course.errors import JobError
-from tests.conftest import PYTHON
+from tests.helpers import PYTHON
 
 REEDBUSH = (
     "mpirun --mca btl_openib_want_cuda_gdr 1 --mca mpi_warn_on_fork 0 -np {nprocs} -machinefile {hostfile} "
@@ -73,6 +73,7 @@ def test_a_missing_launcher_or_bad_template_is_explained(tmp_path):
         launch.build(job, ["true"], "mpiexec -n {ranks}", tmp_path / "h")
 
 
+@pytest.mark.integration
 def test_real_ranks_start_from_a_fabricated_node_file(tmp_path, mpi_env):
     nodefile = tmp_path / "nodefile"
     nodefile.write_text("localhost\nlocalhost\n")

@@ -11,7 +11,7 @@ import pytest
 
 from course import evidence, paths, results
 from course.instructor import demo
-from tests.conftest import PYTHON, ROOT
+from tests.helpers import PYTHON, ROOT
 
 pytestmark = pytest.mark.slow
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from course import stages
 from course.notebook import one_node
-from tests.test_scoring import make_run
+from tests.helpers import make_run
 
 
 def test_stage_2_and_stage_3_runs_on_the_same_gpus_of_one_node_share_the_table(tmp_path):

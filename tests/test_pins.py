@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tools import pins
 
 

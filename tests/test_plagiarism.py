@@ -8,7 +8,7 @@ import shutil
 
 from course import results
 from course.instructor import plagiarism
-from tests.test_scoring import make_run
+from tests.helpers import make_run
 
 
 def submission(

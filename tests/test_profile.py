@@ -9,8 +9,7 @@ from course import evidence, joblog, stages
 from course.cluster import submit
 from course.notebook import allreduce_report, profile_report
 from course.runtime import profile
-from tests.test_costmodel import measured
-from tests.test_resume import student_folder
+from tests.helpers import measured, student_folder
 
 pytestmark = pytest.mark.slow
 TRAIN_ARGS = "--model vgg --width 8 --batchsize 32 --epoch 2 --warmup 2"

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from course import cli, evidence
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 REFERENCE = ROOT / "docs" / "reference-logs" / "cpu-2core"
 

@@ -9,11 +9,10 @@ import pytest
 
 from course import paths
 from course.instructor import release
-from tests.conftest import ROOT
+from tests.helpers import NOTEBOOKS, ROOT
+from tests.solutions import SOLUTIONS as SOURCE
 
-SOURCE = ROOT / "solutions" / paths.ASSIGNMENT
 RELEASED = ROOT / "notebooks" / paths.ASSIGNMENT
-NOTEBOOKS = sorted(p.name for p in SOURCE.glob("*.ipynb"))
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +22,7 @@ def regenerated(tmp_path_factory):
     return destination / paths.ASSIGNMENT
 
 
+@pytest.mark.integration
 def test_committed_release_is_what_nbgrader_makes_from_solutions(regenerated):
     made = sorted(str(p.relative_to(regenerated)) for p in regenerated.rglob("*") if p.is_file())
     committed = sorted(str(p.relative_to(RELEASED)) for p in RELEASED.rglob("*") if p.is_file())
@@ -33,6 +33,7 @@ def test_committed_release_is_what_nbgrader_makes_from_solutions(regenerated):
         )
 
 
+@pytest.mark.integration
 def test_release_holds_the_job_scripts_of_jobs(regenerated):
     for script in (ROOT / "jobs").iterdir():
         assert (RELEASED / "jobs" / script.name).read_bytes() == script.read_bytes()

@@ -7,7 +7,6 @@ tests/test_slurm.py does the same under real Slurm.
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from pathlib import Path
 
@@ -16,25 +15,11 @@ import pytest
 
 from course import evidence, joblog, results, stages
 from course.cluster import submit
-from course.notebook import scripts
 from course.runtime import checkpoint
-from tests.conftest import ROOT
-from tests.solutions import solution_source
-from tests.test_scripts import functions, notebook
+from tests.helpers import student_folder
 
 pytestmark = pytest.mark.slow
 TRAIN_ARGS = "--model vgg --width 8 --batchsize 32 --epoch 4 --warmup 2"
-
-
-def student_folder(tmp_path: Path, name: str, stage: str = "single_gpu") -> Path:
-    """A student's folder: the kit's job scripts (local profile) and the stage's script from the solutions."""
-    folder = tmp_path / name
-    folder.mkdir()
-    shutil.copytree(ROOT / "jobs", folder / "jobs")
-    module = notebook(tmp_path, solution_source(stage), name=f"solved_{name}")
-    scripts.write_script(stage, functions(module, stages.get(stage)), folder)
-    (folder / "stage").write_text(stage)
-    return folder
 
 
 def final_weights(run_folder: Path) -> dict[str, np.ndarray]:

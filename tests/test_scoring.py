@@ -7,14 +7,14 @@ the job log with the lines the harness prints (course.joblog), as a real job lea
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
-from course import evidence, joblog, results, stages
+from course import evidence, results
 from course.instructor import scoring
 from course.notebook import report
 from course.notebook.checks import CheckFailed
+from tests.helpers import make_run
 
 GRADING = """
 [efficiency]
@@ -33,86 +33,6 @@ suspicious_above = 1.25
 
 
 pytestmark = pytest.mark.usefixtures("grading_config")  # this module's GRADING (tests/conftest.py)
-
-
-def make_run(
-    folder,
-    stage: str,
-    number: int,
-    images_per_sec: float,
-    workers: int = 1,
-    *,
-    device_kind="gpu",
-    width=16,
-    communicator=None,
-    allreduce=None,
-    complete=True,
-    logged_images_per_sec=None,
-    logged_workers=None,
-    log=True,
-    age=0,
-) -> tuple:
-    """A finished run of `stage` as job <number>.local: its results file and, with log=True, its job log."""
-    job = stages.get(stage)
-    job_id = f"{number}.local"
-    path = folder / results.RUNS_DIR / f"{stage}-{job_id}" / results.FILENAME
-    devices = ["@cupy:0" if device_kind == "gpu" else "@numpy"] * workers
-    record = {
-        "stage": stage,
-        "workers": workers,
-        "hosts": ["n1"] * workers,
-        "devices": devices,
-        "job": {"id": job_id, "name": job.job_script, "scheduler": "local"},
-        "script": {"name": job.script, "sha256": None},
-        "device_kind": device_kind,
-        "gpu_model": "Tesla P100" if device_kind == "gpu" else None,
-        "communicator": communicator,
-        "allreduce": allreduce,
-        "model": {"name": "vgg", "width": width},
-        "batch_size": {"per_worker": 32, "total": 32 * workers},
-        "dataset": {"name": "synthetic"},
-        "complete": complete,
-        "error": None if complete else "KeyboardInterrupt: ",
-        "throughput": {"images_per_sec": images_per_sec, "std": 1.0, "counted_iterations": 40},
-        "log": [{"epoch": 1, "validation/main/accuracy": 0.3}],
-    }
-    digest = results.write(path, record)
-    if age:  # older than the runs made after it, as results.find orders them
-        os.utime(path, (path.stat().st_mtime - age,) * 2)
-    if log:
-        header = joblog.RunHeader(
-            stage=stage,
-            job_id=job_id,
-            scheduler="local",
-            workers=logged_workers or workers,
-            hosts=record["hosts"],
-            devices=devices,
-            batch_per_worker=32,
-            learning_rate=0.05,
-            seed=0,
-            communicator=communicator,
-            allreduce=allreduce,
-            gpu_model=record["gpu_model"],
-        )
-        rate = images_per_sec if logged_images_per_sec is None else logged_images_per_sec
-        launched = (
-            [
-                joblog.launch_line(job_id, "local", [("n1", workers)]),
-                joblog.launch_command_line(["mpiexec", "-n", str(workers), job.script]),
-            ]
-            if stage == stages.MULTI_NODE.name
-            else []
-        )
-        lines = [
-            *launched,
-            header.format(),
-            "epoch  main/loss",
-            joblog.throughput_line(rate, 40, 5, 3),
-            joblog.results_line(path.relative_to(folder), digest),
-            joblog.end_line(job_id, 0),
-        ]
-        (folder / joblog.log_name(job.job_script, number)).write_text("\n".join(lines) + "\n")
-    return path, digest
 
 
 def failure(grade, *args, **kwargs) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 import pytest
@@ -11,34 +10,8 @@ from course import stages
 from course.errors import CourseError
 from course.notebook import scripts
 from course.stubs import stubbed_functions
+from tests.helpers import functions, notebook
 from tests.solutions import solution_functions, solution_source
-
-# The notebooks' setup cell: what a student's functions see in the notebook.
-SETUP = """\
-import chainer
-import chainer.functions as F
-import chainer.links as L
-import numpy as np
-from chainer import training
-from chainer.training import extensions
-import chainermn
-
-import course
-"""
-
-
-def notebook(folder, cells: str, name: str = "notebook"):
-    """A notebook's namespace: its setup cell and `cells`, run from a real file (so their source can be read)."""
-    path = folder / f"{name}.py"
-    path.write_text(SETUP + cells)
-    spec = importlib.util.spec_from_file_location(f"{name}_{folder.name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def functions(module, stage: stages.Stage) -> list:
-    return [getattr(module, name) for name in stage.functions]
 
 
 @pytest.mark.parametrize("stage", stages.STAGES.values(), ids=stages.NAMES)

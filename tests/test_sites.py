@@ -10,7 +10,7 @@ import pytest
 from course import cli, joblog
 from course.cluster import pbs, siteenv, sites
 from course.errors import SiteError
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 PROFILES = sorted(p.stem for p in (ROOT / "sites").glob("*.toml"))
 

@@ -10,24 +10,9 @@ import pytest
 from course import evidence, joblog, paths, results
 from course.cluster import sites, submit
 from tests import slurm_cluster
-from tests.conftest import PYTHON, ROOT
-from tests.test_allreduce_bench import check_benchmark_job
+from tests.helpers import PYTHON, ROOT, check_benchmark_job
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    try:
-        running = slurm_cluster.start(tmp_path_factory.mktemp("slurm"))
-    except slurm_cluster.Unavailable as e:
-        pytest.skip(f"no Slurm cluster here: {e}")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(
-            "SLURM_CONF", str(running.conf)
-        )  # for qstat, which Job.wait runs from this process
-        yield running
-    running.stop()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from course.errors import CourseError
 from course.paths import find_program
 from course.runtime import data_prepare, harness
 from course.runtime.throughput import Throughput
-from tests.conftest import PYTHON
+from tests.helpers import PYTHON
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from course import evidence, joblog, paths
 from course.cluster import submit
 from course.notebook import report
 from tests import slurm_cluster
-from tests.conftest import PYTHON, ROOT
+from tests.helpers import PYTHON, ROOT
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 NODES = ["cnode1", "cnode2"]
@@ -135,7 +135,7 @@ import json, sys
 from pathlib import Path
 from course.notebook.checks import multi_node
 from tests.solutions import solution_functions
-from tests.test_checks import notebook_module, replaced_once, run_stage_3_checks
+from tests.helpers import notebook_module, replaced_once, run_stage_3_checks
 
 folder = Path(sys.argv[1])
 rank_as_gpu = replaced_once(solution_functions("multi_node")["device_for_rank"], "comm.intra_rank", "comm.rank")

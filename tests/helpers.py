@@ -1,0 +1,309 @@
+"""What several test files share: paths, data builders, checks (fixtures: tests/conftest.py).
+
+A test file imports these from here, never from another test file, so that each test file can be
+moved, split or run alone.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import nbformat
+import numpy as np
+
+from course import allreduce, costmodel, joblog, results, stages
+from course.fileio import sha256_file
+from course.notebook import allreduce_report, checks, scripts
+from course.notebook.checks import CheckFailed
+from tests.solutions import SOLUTIONS, solution_functions, solution_source
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+NOTEBOOKS = sorted(p.name for p in SOLUTIONS.glob("*.ipynb"))  # the assignment's, by file name
+
+
+def bubblewrap() -> bool:
+    """Whether the grading sandbox can run here; installs Debian's bubblewrap where root and apt-get can."""
+    if not shutil.which("bwrap") and os.geteuid() == 0 and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for command in (
+            ["apt-get", "update", "-qq"],
+            ["apt-get", "install", "-y", "-qq", "bubblewrap"],
+        ):
+            subprocess.run(command, capture_output=True, env=env, timeout=600)
+    if not shutil.which("bwrap"):
+        return False
+    # Lazy: only the tests that grade need the verifier.
+    from course.errors import GradingError
+    from course.instructor import verify
+
+    try:
+        verify.check_sandbox()
+    except GradingError:
+        return False
+    return True
+
+
+# --- a notebook's namespace, from its cells ---------------------------------------------------
+
+
+def module_from_file(path: Path, name: str) -> ModuleType:
+    """The module `name` run from `path`: a real file, so that inspect.getsource finds its functions."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The notebooks' setup cell: what a student's functions see in the notebook.
+NOTEBOOK_SETUP = """\
+import chainer
+import chainer.functions as F
+import chainer.links as L
+import numpy as np
+from chainer import training
+from chainer.training import extensions
+import chainermn
+
+import course
+"""
+
+
+def notebook(folder: Path, cells: str, name: str = "notebook") -> ModuleType:
+    """A notebook's namespace: its setup cell and `cells`, run from a real file (so their source can be read)."""
+    path = folder / f"{name}.py"
+    path.write_text(NOTEBOOK_SETUP + cells)
+    return module_from_file(path, f"{name}_{folder.name}")
+
+
+def functions(module: ModuleType, stage: stages.Stage) -> list:
+    """The stage's functions, as the notebook defines them, in the stage's order."""
+    return [getattr(module, name) for name in stage.functions]
+
+
+# What the notebooks' setup cells import for the students' functions, as the checks' tests
+# load them (chainermn for stage 3 only).
+CHECKED_NOTEBOOK_SETUP = """\
+import chainer
+import chainer.links as L
+from chainer import training
+from chainer.training import extensions
+{extra}
+import course
+"""
+
+
+def notebook_module(folder: Path, stage_name: str, **replaced: str) -> ModuleType:
+    """The stage's solution functions, some `replaced` by other source, in one module of a real file (so that
+    inspect.getsource finds them), as a notebook's namespace holds them."""
+    sources = {**solution_functions(stage_name), **replaced}
+    path = folder / f"{stage_name}_notebook.py"
+    extra = "import chainermn\n" if stage_name == "multi_node" else ""
+    path.write_text(
+        CHECKED_NOTEBOOK_SETUP.format(extra=extra)
+        + "".join(f"\n\n{source}" for source in sources.values())
+    )
+    return module_from_file(path, f"{stage_name}_{folder.name}")
+
+
+def replaced_once(source: str, old: str, new: str) -> str:
+    """`source` with `old`, which it must hold exactly once, replaced by `new`."""
+    assert source.count(old) == 1, f"{old!r} is not once in\n{source}"
+    return source.replace(old, new)
+
+
+def check_cells(stage_name: str) -> dict[str, str]:
+    """{grade_id: source} of the notebook's graded cells that check the stage's functions on their own, hidden
+    tests included (the allreduce exercise's checks read job outputs: tests/test_costmodel.py has them)."""
+    notebook = nbformat.read(SOLUTIONS / stages.get(stage_name).notebook, as_version=4)
+    return {
+        cell.metadata.nbgrader.grade_id: cell.source
+        for cell in notebook.cells
+        if cell.metadata.get("nbgrader", {}).get("grade")
+        and cell.source.startswith("checks.")
+        and not cell.source.startswith("checks.allreduce.")
+    }
+
+
+def run_stage_3_checks(module: ModuleType) -> dict[str, str]:
+    """{grade_id: its CheckFailed message} of the check cells that fail, each run as nbgrader runs it."""
+    failed = {}
+    for grade_id, source in check_cells("multi_node").items():
+        try:
+            exec(source, {"checks": checks, **vars(module)})
+        except CheckFailed as e:
+            failed[grade_id] = str(e)
+    return failed
+
+
+# --- a student's folder and the outputs of jobs, as a job leaves them ---------------------------
+
+
+def student_folder(tmp_path: Path, name: str, stage: str = "single_gpu") -> Path:
+    """A student's folder: the kit's job scripts (local profile) and the stage's script from the solutions."""
+    folder = tmp_path / name
+    folder.mkdir()
+    shutil.copytree(ROOT / "jobs", folder / "jobs")
+    module = notebook(tmp_path, solution_source(stage), name=f"solved_{name}")
+    scripts.write_script(stage, functions(module, stages.get(stage)), folder)
+    (folder / "stage").write_text(stage)
+    return folder
+
+
+def make_run(
+    folder: Path,
+    stage: str,
+    number: int,
+    images_per_sec: float,
+    workers: int = 1,
+    *,
+    device_kind="gpu",
+    width=16,
+    communicator=None,
+    allreduce=None,
+    complete=True,
+    logged_images_per_sec=None,
+    logged_workers=None,
+    log=True,
+    age=0,
+) -> tuple[Path, str]:
+    """A finished run of `stage` as job <number>.local: its results file and, with log=True, its job log."""
+    job = stages.get(stage)
+    job_id = f"{number}.local"
+    path = folder / results.RUNS_DIR / f"{stage}-{job_id}" / results.FILENAME
+    devices = ["@cupy:0" if device_kind == "gpu" else "@numpy"] * workers
+    record = {
+        "stage": stage,
+        "workers": workers,
+        "hosts": ["n1"] * workers,
+        "devices": devices,
+        "job": {"id": job_id, "name": job.job_script, "scheduler": "local"},
+        "script": {"name": job.script, "sha256": None},
+        "device_kind": device_kind,
+        "gpu_model": "Tesla P100" if device_kind == "gpu" else None,
+        "communicator": communicator,
+        "allreduce": allreduce,
+        "model": {"name": "vgg", "width": width},
+        "batch_size": {"per_worker": 32, "total": 32 * workers},
+        "dataset": {"name": "synthetic"},
+        "complete": complete,
+        "error": None if complete else "KeyboardInterrupt: ",
+        "throughput": {"images_per_sec": images_per_sec, "std": 1.0, "counted_iterations": 40},
+        "log": [{"epoch": 1, "validation/main/accuracy": 0.3}],
+    }
+    digest = results.write(path, record)
+    if age:  # older than the runs made after it, as results.find orders them
+        os.utime(path, (path.stat().st_mtime - age,) * 2)
+    if log:
+        header = joblog.RunHeader(
+            stage=stage,
+            job_id=job_id,
+            scheduler="local",
+            workers=logged_workers or workers,
+            hosts=record["hosts"],
+            devices=devices,
+            batch_per_worker=32,
+            learning_rate=0.05,
+            seed=0,
+            communicator=communicator,
+            allreduce=allreduce,
+            gpu_model=record["gpu_model"],
+        )
+        rate = images_per_sec if logged_images_per_sec is None else logged_images_per_sec
+        launched = (
+            [
+                joblog.launch_line(job_id, "local", [("n1", workers)]),
+                joblog.launch_command_line(["mpiexec", "-n", str(workers), job.script]),
+            ]
+            if stage == stages.MULTI_NODE.name
+            else []
+        )
+        lines = [
+            *launched,
+            header.format(),
+            "epoch  main/loss",
+            joblog.throughput_line(rate, 40, 5, 3),
+            joblog.results_line(path.relative_to(folder), digest),
+            joblog.end_line(job_id, 0),
+        ]
+        (folder / joblog.log_name(job.job_script, number)).write_text("\n".join(lines) + "\n")
+    return path, digest
+
+
+SIZES = [1024 * 4**k for k in range(1, 9)]  # the benchmark's message sizes, bytes
+
+
+def measured(
+    folder: Path,
+    ranks: int = 4,
+    algorithm: str = "ring",
+    rounds: int = 2,
+    seed: int = 0,
+    job: str = "7.local",
+    started: float = 1.0,
+) -> list[allreduce_report.Series]:
+    """A benchmark's files as a job leaves them (course.allreduce.write), with noise, and their table."""
+    rng = np.random.default_rng(seed)
+    run = allreduce.run_folder(folder, job)
+    for _ in range(rounds):
+        sizes = [
+            {
+                "bytes": n,
+                "repeats": 5,
+                "seconds": [
+                    costmodel.allreduce_seconds(algorithm, ranks, n, 5e-6, 4e-10)
+                    * (1 + 0.2 * rng.random())
+                    for _ in range(5)
+                ],
+            }
+            for n in SIZES
+        ]
+        allreduce.write(
+            allreduce.next_path(run, algorithm, ranks),
+            {
+                "job": {"id": job},
+                "ranks": ranks,
+                "hosts": ["laptop"] * ranks,
+                "cores": 2,
+                "algorithm": algorithm,
+                "sizes": sizes,
+                "started": started,
+            },
+        )
+    return allreduce_report.measured_table(folder)
+
+
+def check_benchmark_job(folder: Path, ranks: int, log: Path) -> list[allreduce_report.Series]:
+    """What every benchmark job leaves, here or under Slurm: a file per burst (2 rounds of ring and recursive
+    doubling, in turn), each sealed, named by a log line with its digest, and with the algorithm Open MPI was
+    told to use; the reader's table and fits from them."""
+    text = log.read_text()
+    said = joblog.launches(text)
+    assert [launch["slots"] for launch in said] == [ranks] * 4, text
+    lines = allreduce.logged(text)
+    assert [line["algorithm"] for line in lines] == ["ring", "recursive_doubling"] * 2, text
+    for line in lines:
+        record = allreduce.load(folder / line["path"])
+        assert sha256_file(folder / line["path"]) == line["sha256"]
+        assert (record["ranks"], len(record["hosts"])) == (ranks, ranks)
+        assert record["mca"]["OMPI_MCA_coll_tuned_allreduce_algorithm"] == str(
+            {"ring": 4, "recursive_doubling": 3}[record["algorithm"]]
+        )
+        assert [size["bytes"] for size in record["sizes"]] == [1024 * 4**k for k in range(1, 9)]
+        assert all(size["repeats"] >= 3 and min(size["seconds"]) > 0 for size in record["sizes"])
+    table = allreduce_report.measured_table(folder)
+    assert [(s.ranks, s.algorithm, s.bursts) for s in table] == [
+        (ranks, "recursive_doubling", 2),
+        (ranks, "ring", 2),
+    ]
+    fitted = allreduce_report.fits(table)
+    assert set(fitted) == {(ranks, "ring"), (ranks, "recursive_doubling")}
+    assert all(beta > 0 for _, beta in fitted.values())
+    return table
