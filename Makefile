@@ -11,7 +11,7 @@ export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 
-.PHONY: demo test test-fast test-unit bench venv gpu release student-bundle lock clean
+.PHONY: demo test test-fast test-unit lint bench venv gpu release student-bundle lock clean
 
 demo: $(VENV)/.installed
 	$(PY) -m course demo
@@ -28,6 +28,12 @@ test-fast: $(VENV)/.installed
 
 test-unit: $(VENV)/.installed
 	COURSE_TEST_TIER=unit $(PY) -m pytest -m "not integration and not slow"
+
+# ruff (lint and format) and mypy on course/, as configured in pyproject.toml; CI runs it before the tests.
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 bench: $(VENV)/.installed
 	$(PY) tools/bench.py
