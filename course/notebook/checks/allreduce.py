@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from course import costmodel
-from course.notebook.checks import call, expect, fail, passed
+from course.notebook import allreduce_report, profile_report
+from course.notebook.allreduce_report import parameter_arrays
+from course.notebook.checks.verdict import call, expect, fail, passed
 
 # (algorithm, ranks, bytes, alpha, beta): a laptop-like and a cluster-like link, and one rank (no exchange).
 VISIBLE_CASES = (
@@ -223,23 +225,6 @@ def fit(
     )
 
 
-def parameter_arrays(model: str = "vgg", width: int = 16) -> list[int]:
-    """The sizes of a course network's parameter arrays (in L.Classifier, as stage 3 trains it): the naive
-    communicator allreduces each on its own."""
-    import chainer
-    import chainer.links as L
-    import numpy as np
-
-    from course.runtime import models
-
-    classifier = L.Classifier(models.build(model, width=width))
-    with chainer.using_config("train", False):
-        classifier.predictor(
-            np.zeros((1, 3, 32, 32), dtype=np.float32)
-        )  # sizes the lazily initialised layers
-    return [param.size for param in classifier.params()]
-
-
 def predict(
     allreduce_time,
     fit_alpha_beta,
@@ -282,8 +267,6 @@ def predict_profiled_step(
     that run's gradient (per parameter array with `naive`, which allreduces each on its own; one buffer with
     the communicators that pack them)."""
     __tracebackhide__ = True
-    from course.notebook import allreduce_report, profile_report
-
     # The student's functions first: a stub says so before anything about the runs.
     call(allreduce_time, "ring", 2, 1024, 1e-6, 1e-9)
     call(fit_alpha_beta, [1024, 4096], [3e-6, 9e-6], "ring", 2)
