@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from course import allreduce, costmodel
 from course.errors import ResultsError
@@ -251,7 +252,7 @@ def plot(
     table: list[Series],
     fitted: dict[tuple[int, str], tuple[float, float]],
     marks: dict[int, int] | None = None,
-):
+) -> Any:  # a matplotlib Figure (matplotlib is imported only to draw)
     """Median time against message size (log-log), quartiles as error bars, the fitted model as lines."""
     import matplotlib.pyplot as plt
     import numpy as np

@@ -14,6 +14,7 @@ import math
 import numbers
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from course import costmodel
 from course.notebook import allreduce_report, profile_report
@@ -108,7 +109,8 @@ def _own_work(function, name: str) -> None:
 
 
 def cost_model(
-    allreduce_time, cases: Iterable[tuple[str, int, int, float, float]] = VISIBLE_CASES
+    allreduce_time: Callable[..., Any],
+    cases: Iterable[tuple[str, int, int, float, float]] = VISIBLE_CASES,
 ) -> None:
     """allreduce_time(algorithm, n_ranks, message_bytes, alpha, beta) gives the reference model's seconds."""
     __tracebackhide__ = True
@@ -133,7 +135,7 @@ def cost_model(
 
 
 def _fit_of(
-    fit_alpha_beta,
+    fit_alpha_beta: Callable[..., Any],
     sizes: Sequence[int],
     seconds: Sequence[float],
     algorithm: str,
@@ -170,7 +172,7 @@ def _compare(
 
 
 def fit(
-    fit_alpha_beta,
+    fit_alpha_beta: Callable[..., Any],
     table: Sequence,
     alpha: float = 3e-6,
     beta: float = 2e-10,
@@ -226,8 +228,8 @@ def fit(
 
 
 def predict(
-    allreduce_time,
-    fit_alpha_beta,
+    allreduce_time: Callable[..., Any],
+    fit_alpha_beta: Callable[..., Any],
     table: Sequence,
     ranks: int,
     algorithm: str,
@@ -260,7 +262,7 @@ def predict(
 
 
 def predict_profiled_step(
-    allreduce_time, fit_alpha_beta, folder: Path = Path(".")
+    allreduce_time: Callable[..., Any], fit_alpha_beta: Callable[..., Any], folder: Path = Path(".")
 ) -> tuple[float, dict]:
     """(the student's predicted seconds, the measured exchange) for the profiled stage-3 run on the most ranks:
     their alpha and beta fitted on the benchmark's series of that run's ranks and algorithm, their model over

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import chainer
@@ -20,7 +21,7 @@ from course.runtime.throughput import Throughput
 
 
 def train_iterators(
-    make_train_iterators, n: int = 64, n_devices: int = 2, batchsize: int = 8
+    make_train_iterators: Callable[..., Any], n: int = 64, n_devices: int = 2, batchsize: int = 8
 ) -> None:
     __tracebackhide__ = True
     train = labelled_dataset(n)
@@ -65,7 +66,9 @@ def train_iterators(
     )
 
 
-def devices(make_devices, id_lists: tuple[list[int], ...] = ([0, 1], [2, 3, 4, 5])) -> None:
+def devices(
+    make_devices: Callable[..., Any], id_lists: tuple[list[int], ...] = ([0, 1], [2, 3, 4, 5])
+) -> None:
     __tracebackhide__ = True
     for ids in id_lists:
         result = call(make_devices, list(ids))
@@ -88,7 +91,7 @@ def devices(make_devices, id_lists: tuple[list[int], ...] = ([0, 1], [2, 3, 4, 5
 
 
 def learning_rate(
-    scaled_learning_rate,
+    scaled_learning_rate: Callable[..., Any],
     cases: tuple[tuple[float, int, int, float], ...] = (
         (0.05, 64, 128, 0.1),
         (0.1, 32, 32, 0.1),
@@ -153,7 +156,9 @@ def _main_first(devices) -> list:
     return list(devices) if isinstance(devices, (list, tuple)) else []
 
 
-def trainer(build_trainer, n_devices: int = 2, epochs: int = 2, batchsize: int = 8) -> None:
+def trainer(
+    build_trainer: Callable[..., Any], n_devices: int = 2, epochs: int = 2, batchsize: int = 8
+) -> None:
     """build_trainer's MultiprocessParallelUpdater gets the iterators, optimizer and devices, and its
     extensions are stage 1's with Throughput over every GPU; then the trainer runs on the CPU."""
     __tracebackhide__ = True

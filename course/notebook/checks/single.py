@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ def _ids(batch) -> list[int]:
     return [int(x[0, 0, 0]) for x, _ in batch]
 
 
-def iterators(make_iterators, n_train: int = 40, n_test: int = 20, batchsize: int = 8) -> None:
+def iterators(
+    make_iterators: Callable[..., Any], n_train: int = 40, n_test: int = 20, batchsize: int = 8
+) -> None:
     __tracebackhide__ = True
     train, test = labelled_dataset(n_train), labelled_dataset(n_test, seed=1)
     result = call(make_iterators, train, test, batchsize)
@@ -85,7 +88,10 @@ def iterators(make_iterators, n_train: int = 40, n_test: int = 20, batchsize: in
 
 
 def model_and_optimizer(
-    make_model_and_optimizer, model_name: str = "vgg", width: int = 4, lr: float = 0.02
+    make_model_and_optimizer: Callable[..., Any],
+    model_name: str = "vgg",
+    width: int = 4,
+    lr: float = 0.02,
 ) -> None:
     __tracebackhide__ = True
     args = small_args(model=model_name, width=width, lr=lr)
@@ -156,7 +162,7 @@ def model_and_optimizer(
     )
 
 
-def trainer(build_trainer, epochs: int = 2, batchsize: int = 8) -> None:
+def trainer(build_trainer: Callable[..., Any], epochs: int = 2, batchsize: int = 8) -> None:
     __tracebackhide__ = True
     args = small_args(epoch=epochs, batchsize=batchsize, warmup=1)
     device = chainer.get_device("@numpy")
@@ -239,7 +245,7 @@ def _train(built: training.Trainer) -> dict:
     }
 
 
-def snapshots(add_snapshots, epochs: int = 3, batchsize: int = 4) -> None:
+def snapshots(add_snapshots: Callable[..., Any], epochs: int = 3, batchsize: int = 4) -> None:
     """add_snapshots(trainer) snapshots the whole trainer every epoch, keeping a few, and a run stopped
     early then resumed from its snapshot ends with the weights of a run that was never stopped."""
     __tracebackhide__ = True
