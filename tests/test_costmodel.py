@@ -253,7 +253,7 @@ def test_the_prediction_scores_within_the_factor_of_grading_toml(capsys):
 
 def test_the_students_prediction_is_their_model_per_parameter_array(tmp_path):
     table = measured(tmp_path, ranks=2)
-    arrays = checks.parameter_arrays("vgg", width=16)
+    arrays = allreduce_report.parameter_arrays("vgg", width=16)
     assert (
         sum(arrays) == 939770 and len(arrays) == 44
     )  # VGG width 16: 0.94 M parameters in 44 arrays
@@ -308,7 +308,10 @@ def test_a_function_that_calls_the_kits_own_model_or_fit_earns_nothing():
 def test_the_report_reads_the_time_of_each_widths_gradient_off_the_same_series(tmp_path):
     table = measured(tmp_path, ranks=2)
     sizes = allreduce_report.gradient_bytes()
-    assert sizes[16] == 4 * sum(checks.parameter_arrays("vgg", 16)) and sizes[64] > 15 * sizes[16]
+    assert (
+        sizes[16] == 4 * sum(allreduce_report.parameter_arrays("vgg", 16))
+        and sizes[64] > 15 * sizes[16]
+    )
     [line] = allreduce_report.by_width(table, sizes)
     assert (
         line.startswith("ring, 2 ranks: the width-16 gradient (3.6 MiB)")

@@ -133,14 +133,14 @@ def test_stage3_with_select_2_runs_four_ranks_on_two_hosts_and_joins_the_scaling
 CHECKS_ON_THE_NODES = """
 import json, sys
 from pathlib import Path
-from course.notebook.checks import multi_node
+from course.notebook.checks import mn_ranks
 from tests.solutions import solution_functions
 from tests.helpers import notebook_module, replaced_once, run_stage_3_checks
 
 folder = Path(sys.argv[1])
 rank_as_gpu = replaced_once(solution_functions("multi_node")["device_for_rank"], "comm.intra_rank", "comm.rank")
 (folder / "good").mkdir(), (folder / "rank").mkdir()
-print(json.dumps({"nodes": multi_node.job_nodes(multi_node.Layout()),
+print(json.dumps({"nodes": mn_ranks.job_nodes(mn_ranks.Layout()),
                   "solutions": run_stage_3_checks(notebook_module(folder / "good", "multi_node")),
                   "rank as GPU": run_stage_3_checks(notebook_module(folder / "rank", "multi_node",
                                                                     device_for_rank=rank_as_gpu))}))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from course import allreduce, costmodel
 from course.errors import ResultsError
@@ -131,7 +132,8 @@ def compare(
         a, b = by.get((ranks, first)), by.get((ranks, second))
         if not (a and b):
             continue
-        beyond, within = [], []
+        beyond: list[str] = []
+        within: list[str] = []
         for n in sorted(set(a.sizes) & set(b.sizes)):
             i, j = a.sizes.index(n), b.sizes.index(n)
             apart = a.q3[i] < b.q1[j] or b.q3[j] < a.q1[i]  # the quartile ranges do not overlap
@@ -199,10 +201,25 @@ def notes(table: list[Series], fitted: dict[tuple[int, str], tuple[float, float]
 WIDTHS = (16, 64)  # the course network's width on CPUs and on GPUs
 
 
+def parameter_arrays(model: str = "vgg", width: int = 16) -> list[int]:
+    """The sizes of a course network's parameter arrays (in L.Classifier, as stage 3 trains it):
+    the naive communicator allreduces each on its own."""
+    # Chainer only when a network is built: the table and the plot need none.
+    import chainer
+    import chainer.links as L
+    import numpy as np
+
+    from course.runtime import models
+
+    classifier = L.Classifier(models.build(model, width=width))
+    with chainer.using_config("train", False):
+        # sizes the lazily initialised layers
+        classifier.predictor(np.zeros((1, 3, 32, 32), dtype=np.float32))
+    return [param.size for param in classifier.params()]
+
+
 def gradient_bytes(model: str = "vgg", widths: tuple[int, ...] = WIDTHS) -> dict[int, int]:
     """The gradient of the course network at each width, in bytes (float32, all parameters in one buffer)."""
-    from course.notebook.checks.allreduce import parameter_arrays
-
     return {
         width: costmodel.BYTES_PER_PARAMETER * sum(parameter_arrays(model, width))
         for width in widths
@@ -235,7 +252,7 @@ def plot(
     table: list[Series],
     fitted: dict[tuple[int, str], tuple[float, float]],
     marks: dict[int, int] | None = None,
-):
+) -> Any:  # a matplotlib Figure (matplotlib is imported only to draw)
     """Median time against message size (log-log), quartiles as error bars, the fitted model as lines."""
     import matplotlib.pyplot as plt
     import numpy as np
@@ -311,7 +328,6 @@ def summary(folder: Path = Path(".")) -> list[str]:
     """For a terminal (the demo): the step profiles, the fitted alpha and beta, and the kit's prediction of the
     profiled run's gradient allreduce against what its profile measured."""
     from course.notebook import profile_report
-    from course.notebook.checks.allreduce import parameter_arrays
     from course.runtime.profile import PHASES
 
     lines = [

@@ -14,9 +14,12 @@ import math
 import numbers
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from course import costmodel
-from course.notebook.checks import call, expect, fail, passed
+from course.notebook import allreduce_report, profile_report
+from course.notebook.allreduce_report import parameter_arrays
+from course.notebook.checks.verdict import call, expect, fail, passed
 
 # (algorithm, ranks, bytes, alpha, beta): a laptop-like and a cluster-like link, and one rank (no exchange).
 VISIBLE_CASES = (
@@ -106,7 +109,8 @@ def _own_work(function, name: str) -> None:
 
 
 def cost_model(
-    allreduce_time, cases: Iterable[tuple[str, int, int, float, float]] = VISIBLE_CASES
+    allreduce_time: Callable[..., Any],
+    cases: Iterable[tuple[str, int, int, float, float]] = VISIBLE_CASES,
 ) -> None:
     """allreduce_time(algorithm, n_ranks, message_bytes, alpha, beta) gives the reference model's seconds."""
     __tracebackhide__ = True
@@ -131,7 +135,7 @@ def cost_model(
 
 
 def _fit_of(
-    fit_alpha_beta,
+    fit_alpha_beta: Callable[..., Any],
     sizes: Sequence[int],
     seconds: Sequence[float],
     algorithm: str,
@@ -168,7 +172,7 @@ def _compare(
 
 
 def fit(
-    fit_alpha_beta,
+    fit_alpha_beta: Callable[..., Any],
     table: Sequence,
     alpha: float = 3e-6,
     beta: float = 2e-10,
@@ -223,26 +227,9 @@ def fit(
     )
 
 
-def parameter_arrays(model: str = "vgg", width: int = 16) -> list[int]:
-    """The sizes of a course network's parameter arrays (in L.Classifier, as stage 3 trains it): the naive
-    communicator allreduces each on its own."""
-    import chainer
-    import chainer.links as L
-    import numpy as np
-
-    from course.runtime import models
-
-    classifier = L.Classifier(models.build(model, width=width))
-    with chainer.using_config("train", False):
-        classifier.predictor(
-            np.zeros((1, 3, 32, 32), dtype=np.float32)
-        )  # sizes the lazily initialised layers
-    return [param.size for param in classifier.params()]
-
-
 def predict(
-    allreduce_time,
-    fit_alpha_beta,
+    allreduce_time: Callable[..., Any],
+    fit_alpha_beta: Callable[..., Any],
     table: Sequence,
     ranks: int,
     algorithm: str,
@@ -275,15 +262,13 @@ def predict(
 
 
 def predict_profiled_step(
-    allreduce_time, fit_alpha_beta, folder: Path = Path(".")
+    allreduce_time: Callable[..., Any], fit_alpha_beta: Callable[..., Any], folder: Path = Path(".")
 ) -> tuple[float, dict]:
     """(the student's predicted seconds, the measured exchange) for the profiled stage-3 run on the most ranks:
     their alpha and beta fitted on the benchmark's series of that run's ranks and algorithm, their model over
     that run's gradient (per parameter array with `naive`, which allreduces each on its own; one buffer with
     the communicators that pack them)."""
     __tracebackhide__ = True
-    from course.notebook import allreduce_report, profile_report
-
     # The student's functions first: a stub says so before anything about the runs.
     call(allreduce_time, "ring", 2, 1024, 1e-6, 1e-9)
     call(fit_alpha_beta, [1024, 4096], [3e-6, 9e-6], "ring", 2)

@@ -29,12 +29,11 @@ import chainermn
 import numpy as np
 from chainer.training import extensions
 
-from course.notebook.checks import example_ids, labelled_dataset, small_args
-from course.notebook.checks.multi_node import BATCH, HOSTS, TEST_PER_RANK, TRAIN_PER_RANK
+from course.notebook.checks.inputs import example_ids, labelled_dataset, small_args
+from course.notebook.checks.mn_settings import BATCH, HOSTS, SEED, TEST_PER_RANK, TRAIN_PER_RANK
+from course.notebook.checks.trainers import extensions_of
 from course.runtime import models
 from course.runtime.throughput import Throughput
-
-SEED = 7  # the seed the checks hand to shard_datasets (and SEED + 1)
 
 
 def _simulate_hosts() -> None:
@@ -136,7 +135,7 @@ def _run_parts(module, comm, path: str) -> dict:
         built = module.build_trainer(
             args, comm, train, test, model, optimizer, chainer.get_device("@numpy")
         )
-        found = {name: entry.extension for name, entry in built._extensions.items()}
+        found = extensions_of(built)
         for ext in found.values():
             if isinstance(ext, extensions.PrintReport):
                 ext._out = io.StringIO()
@@ -173,6 +172,7 @@ def main(path: str) -> None:
 
     comm = chainermn.create_communicator("naive")
     spec = importlib.util.spec_from_file_location("student_stage3", path)
+    assert spec is not None and spec.loader is not None  # a .py file always has both
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)

@@ -4,29 +4,24 @@ the trainer's check records what build_trainer gives it (a stand-in in its place
 from __future__ import annotations
 
 import contextlib
-import io
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import chainer
 import chainer.links as L
 from chainer import training
 from chainer.training import extensions
 
-from course.notebook.checks import (
-    call,
-    example_ids,
-    expect,
-    labelled_dataset,
-    passed,
-    single,
-    small_args,
-)
+from course.notebook.checks.inputs import example_ids, labelled_dataset, small_args
+from course.notebook.checks.trainers import expect_epochs, expect_reports, of_type, trained_log
+from course.notebook.checks.verdict import call, expect, passed
 from course.runtime import models
 from course.runtime.throughput import Throughput
 
 
 def train_iterators(
-    make_train_iterators, n: int = 64, n_devices: int = 2, batchsize: int = 8
+    make_train_iterators: Callable[..., Any], n: int = 64, n_devices: int = 2, batchsize: int = 8
 ) -> None:
     __tracebackhide__ = True
     train = labelled_dataset(n)
@@ -71,7 +66,9 @@ def train_iterators(
     )
 
 
-def devices(make_devices, id_lists: tuple[list[int], ...] = ([0, 1], [2, 3, 4, 5])) -> None:
+def devices(
+    make_devices: Callable[..., Any], id_lists: tuple[list[int], ...] = ([0, 1], [2, 3, 4, 5])
+) -> None:
     __tracebackhide__ = True
     for ids in id_lists:
         result = call(make_devices, list(ids))
@@ -94,7 +91,7 @@ def devices(make_devices, id_lists: tuple[list[int], ...] = ([0, 1], [2, 3, 4, 5
 
 
 def learning_rate(
-    scaled_learning_rate,
+    scaled_learning_rate: Callable[..., Any],
     cases: tuple[tuple[float, int, int, float], ...] = (
         (0.05, 64, 128, 0.1),
         (0.1, 32, 32, 0.1),
@@ -137,8 +134,9 @@ class _RecordingUpdater(training.updaters.StandardUpdater):
 def _recording_updater(namespace: dict):
     """MultiprocessParallelUpdater is _RecordingUpdater wherever build_trainer can find it: Chainer's modules
     and the names the notebook bound it to (from ... import MultiprocessParallelUpdater)."""
-    real = training.updaters.MultiprocessParallelUpdater
-    modules = (training.updaters, sys.modules[real.__module__])
+    updaters: Any = training.updaters  # chainer exports the class only where it imports
+    real = updaters.MultiprocessParallelUpdater
+    modules: tuple[Any, ...] = (updaters, sys.modules[real.__module__])
     names = [name for name, value in namespace.items() if value is real]
     for module in modules:
         module.MultiprocessParallelUpdater = _RecordingUpdater
@@ -158,7 +156,9 @@ def _main_first(devices) -> list:
     return list(devices) if isinstance(devices, (list, tuple)) else []
 
 
-def trainer(build_trainer, n_devices: int = 2, epochs: int = 2, batchsize: int = 8) -> None:
+def trainer(
+    build_trainer: Callable[..., Any], n_devices: int = 2, epochs: int = 2, batchsize: int = 8
+) -> None:
     """build_trainer's MultiprocessParallelUpdater gets the iterators, optimizer and devices, and its
     extensions are stage 1's with Throughput over every GPU; then the trainer runs on the CPU."""
     __tracebackhide__ = True
@@ -214,17 +214,11 @@ def trainer(build_trainer, n_devices: int = 2, epochs: int = 2, batchsize: int =
         f"MultiprocessParallelUpdater is given other devices than the {n_devices} of `devices` with 'main' first",
         "pass them on as they are: devices=devices",
     )
-    stop = built.stop_trigger
-    expect(
-        (getattr(stop, "period", None), getattr(stop, "unit", None)) == (epochs, "epoch"),
-        f"the trainer stops after {getattr(stop, 'period', '?')} {getattr(stop, 'unit', '?')}(s), not args.epoch "
-        f"({epochs}) epochs",
-        "training.Trainer(updater, (args.epoch, 'epoch'), out=args.out)",
-    )
+    expect_epochs(built, epochs)
     expect(
         built.out == args.out, "the trainer writes to another folder than args.out", "out=args.out"
     )
-    evaluators = single.of_type(built, extensions.Evaluator)
+    evaluators = of_type(built, extensions.Evaluator)
     expect(
         len(evaluators) == 1
         and evaluators[0].get_iterator("main").dataset is test
@@ -237,7 +231,7 @@ def trainer(build_trainer, n_devices: int = 2, epochs: int = 2, batchsize: int =
         "the Evaluator does not run on devices['main'], the GPU where the updater keeps the model",
         "extensions.Evaluator(test_iter, model, device=devices['main'])",
     )
-    meters = single.of_type(built, Throughput)
+    meters = of_type(built, Throughput)
     expect(
         len(meters) == 1,
         "build_trainer adds no course.Throughput",
@@ -249,22 +243,8 @@ def trainer(build_trainer, n_devices: int = 2, epochs: int = 2, batchsize: int =
         f"move {batchsize * n_devices}",
         "every GPU is a worker: workers=len(devices)",
     )
-    expect(
-        single.of_type(built, extensions.LogReport)
-        and single.of_type(built, extensions.PrintReport),
-        "the trainer needs a LogReport and a PrintReport",
-        "the job log shows the PrintReport table per epoch",
-    )
-    for report in single.of_type(built, extensions.PrintReport):
-        report._out = io.StringIO()  # it holds on to sys.stdout from when it was made
-    with contextlib.redirect_stdout(io.StringIO()):
-        call(built.run)
-    log = single.of_type(built, extensions.LogReport)[0].log
-    expect(
-        len(log) == epochs and all(k in log[-1] for k in ("main/loss", "validation/main/accuracy")),
-        f"after {epochs} epochs the log has {len(log)} entries with {sorted(log[-1]) if log else []}",
-        "LogReport() with its default (1, 'epoch') trigger; the Evaluator reports validation/main/*",
-    )
+    expect_reports(built)
+    log = trained_log(built, epochs)
     passed(
         f"build_trainer: MultiprocessParallelUpdater of the {n_devices} iterators, the optimizer and the devices, "
         f"{epochs} epochs, Evaluator on devices['main'], Throughput over {n_devices} GPUs, LogReport and "

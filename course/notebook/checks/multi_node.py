@@ -1,227 +1,43 @@
 """Checks of stage 3 (ChainerMN), on real MPI ranks of this machine acting as ranks of several nodes.
 
-Each check finds all the stage-3 functions through the notebook (the namespace of the function
-it is given; ones not written yet act as stubs), runs them once under `mpiexec` with
-course.notebook.checks.mn_probe, and caches those facts until a function's source changes: the other
-checks of the notebook then cost nothing. The ranks run on simulated nodes (a Layout), so that
-comm.rank and comm.intra_rank differ as on a cluster: the visible checks use 2 nodes x 2 ranks, the
-hidden tests another layout and rank count. Inside a job whose nodes match a layout (e.g. a 2-node
-job for the visible checks) they run on those nodes instead, with their real host names.
+Each rank check states its inputs (a layout of ranks on nodes), gets every rank's facts of its
+part from the probe (mn_ranks runs the notebook's stage-3 functions under mpiexec, once for all
+checks), judges them and says what passed. The visible checks use 2 nodes x 2 ranks, the hidden
+tests another layout and rank count. learning_rate_schedule and resource_request run in this
+process.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import subprocess
-import sys
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from course import stages
-from course.cluster import hosts as job_hosts
-from course.cluster import mpi
-from course.errors import JobError
-from course.fileio import atomic_file
-from course.notebook import scripts
-from course.notebook.checks import call, expect, fail, passed
-
-TIMEOUT = 120  # seconds for the run of all ranks; a rank stuck in a collective is the usual cause
-HOSTS = "COURSE_PROBE_HOSTS"  # the probe's environment: the simulated node name of each rank, comma-separated
-TRAIN_PER_RANK, TEST_PER_RANK, BATCH = (
-    16,
-    8,
-    8,
-)  # the probe's examples per rank (even over any count), batch size
-_facts: dict[str, dict] = {}
-# A folder where the facts are kept for other processes too: the grader's verifier runs each test cell in
-# a process of its own, and one run of the ranks serves every check of the notebook there too.
-CACHE = "COURSE_PROBE_CACHE"
+from course.notebook.checks.inputs import labelled_dataset
+from course.notebook.checks.mn_ranks import Layout, part_facts
+from course.notebook.checks.mn_settings import BATCH, TEST_PER_RANK, TRAIN_PER_RANK
+from course.notebook.checks.verdict import call, expect, fail, passed
 
 
-@dataclass(frozen=True)
-class Layout:
-    """Ranks on simulated nodes, placed as mpiexec places them: --map-by slot fills a node before the next,
-    --map-by node deals the ranks round-robin over the nodes."""
-
-    nodes: int = 2
-    ranks_per_node: int = 2
-    map_by: str = "slot"
-
-    def __post_init__(self) -> None:
-        if self.nodes < 1 or self.ranks_per_node < 1 or self.map_by not in ("slot", "node"):
-            raise ValueError(f"no such layout: {self}")
-
-    @property
-    def size(self) -> int:
-        return self.nodes * self.ranks_per_node
-
-    def node_of(self) -> list[int]:
-        """The node of each rank, by rank."""
-        return [
-            rank // self.ranks_per_node if self.map_by == "slot" else rank % self.nodes
-            for rank in range(self.size)
-        ]
-
-    def intra_ranks(self) -> list[int]:
-        """Each rank's number within its node, by rank: what comm.intra_rank must say."""
-        nodes = self.node_of()
-        return [nodes[:rank].count(node) for rank, node in enumerate(nodes)]
-
-    def __str__(self) -> str:
-        placed = "" if self.map_by == "slot" else ", placed round-robin (mpiexec --map-by node)"
-        real = job_nodes(self)
-        nodes = (
-            f"this job's nodes {', '.join(real)}, {self.ranks_per_node} each"
-            if real
-            else f"{self.nodes} simulated nodes of {self.ranks_per_node}"
-        )
-        return f"{self.size} ranks on {nodes}{placed}: the nodes of ranks 0-{self.size - 1} are {self.node_of()}"
-
-
-def job_nodes(layout: Layout) -> list[str] | None:
-    """The nodes of the job this runs in, where it has the layout's node count (2 or more) with a slot for
-    each of its ranks on every node: the probe's ranks then run there, as the training's would, with their
-    real host names. None elsewhere (no job, one node, another shape): the nodes are simulated."""
-    job = job_hosts.detect()
-    if job.scheduler == "none" or layout.nodes < 2 or job.nodes != layout.nodes:
-        return None
-    if any(slots < layout.ranks_per_node for _, slots in job.hosts):
-        return None
-    return [host for host, _ in job.hosts]
-
-
-def _command(mpiexec: str, layout: Layout, nodes: list[str] | None, folder: Path) -> list[str]:
-    """The probe's launch: on the job's real nodes (a host file, ranks placed by the layout), else all on
-    this machine."""
-    if nodes is None:
-        return [mpiexec, "-n", str(layout.size), "--oversubscribe"]
-    hostfile = folder / "hostfile"
-    hostfile.write_text("".join(f"{node} slots={layout.ranks_per_node}\n" for node in nodes))
-    return [
-        mpiexec,
-        "-n",
-        str(layout.size),
-        "--hostfile",
-        str(hostfile),
-        "--map-by",
-        layout.map_by,
-        "--bind-to",
-        "none",
-    ]
-
-
-def probe(function, layout: Layout = Layout()) -> dict:
-    """The facts of the stage-3 functions of `function`'s notebook, run on `layout` (cached)."""
+def _on_ranks(
+    function: Callable[..., Any], part: str, nodes: int, ranks_per_node: int, map_by: str
+) -> tuple[Layout, list[dict]]:
+    """The layout a check asks for, and each rank's facts of its part there (by rank)."""
     __tracebackhide__ = True
-    namespace = function.__globals__
-    text = scripts.assemble_script(
-        "multi_node", {name: namespace.get(name) for name in stages.MULTI_NODE.functions}
-    )
-    nodes = job_nodes(layout)
-    hosts = ",".join(f"node{node}" for node in layout.node_of())
-    key = hashlib.sha256(f"{nodes or hosts}\n{text}".encode()).hexdigest()
-    shared = Path(os.environ[CACHE], f"{key}.json") if os.environ.get(CACHE) else None
-    if key not in _facts and shared is not None and shared.is_file():
-        _facts[key] = json.loads(shared.read_text())
-    if key in _facts:
-        return _facts[key]
-    try:
-        mpiexec = mpi.mpiexec()
-    except JobError as e:
-        fail(f"{e.message}, so the {layout.size}-rank check cannot run", e.hint)
-    env = mpi.local_run_environment(
-        CHAINERMN_FORCE_ABORT_ON_EXCEPTION="", **({} if nodes else {HOSTS: hosts})
-    )
-    if nodes:
-        env.pop(HOSTS, None)
-    # Inside a job on several nodes mpiexec may start ranks on any of them: the module goes in a folder every
-    # node reads, the working folder (as a job's is), not in this node's /tmp.
-    spread = nodes is not None or job_hosts.detect().nodes > 1
-    with tempfile.TemporaryDirectory(
-        prefix="course-probe-", dir=Path.cwd() if spread else None
-    ) as tmp:
-        module = Path(tmp) / "stage3_functions.py"
-        module.write_text(text)
-        try:
-            run = subprocess.run(
-                [
-                    *_command(mpiexec, layout, nodes, Path(tmp)),
-                    sys.executable,
-                    "-m",
-                    "course.notebook.checks.mn_probe",
-                    str(module),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=TIMEOUT,
-                env=env,
-                cwd=tmp,
-            )
-        except subprocess.TimeoutExpired:
-            fail(
-                f"the {layout.size}-rank run of your functions did not finish in {TIMEOUT} s",
-                "a rank is probably waiting in a collective call (scatter, allreduce, bcast) that another rank "
-                "never makes: every rank must call scatter_dataset, the optimizer and the evaluator",
-            )
-    lines = run.stdout.strip().splitlines()
-    try:
-        facts = json.loads(lines[-1])
-    except (IndexError, json.JSONDecodeError):
-        fail(
-            f"the {layout.size}-rank run failed (exit status {run.returncode}): {run.stderr.strip()[-800:]}",
-            "run the cells above again; if it persists, run python -m course doctor",
-        )
-    found = [ranked.get("intra_rank") for ranked in facts["ranks"]]
-    if (
-        found != layout.intra_ranks()
-    ):  # the kit's own communicator: a fault of the kit, not of the student
-        where = (
-            f"the ranks on the job's nodes {', '.join(nodes)} (hosts {[r.get('host') for r in facts['ranks']]})"
-            if nodes
-            else "the probe's simulated nodes"
-        )
-        raise RuntimeError(
-            f"{where} did not take the layout: the kit's communicator has intra ranks {found}, "
-            f"not {layout.intra_ranks()} ({layout})"
-        )
-    _facts[key] = facts
-    if shared is not None:
-        with atomic_file(shared, "w") as f:
-            json.dump(facts, f)
-    return facts
-
-
-def _part(function, name: str, layout: Layout) -> list[dict]:
-    """One part's facts from every rank; CheckFailed with the student's error if it raised."""
-    __tracebackhide__ = True
-    facts = probe(function, layout)
-    for rank, found in enumerate(facts["ranks"]):
-        errors = found["errors"]
-        if "module" in errors:
-            fail(f"the functions could not be loaded: {errors['module']}")
-        if name in errors:
-            if errors[name].startswith("NotImplementedError"):
-                where = errors[name].split("(line", 1)[-1].rstrip(")")
-                raise NotImplementedError(
-                    f"the PUT YOUR CODE HERE stub is still there (line{where}): write the "
-                    "function, then run this check again"
-                )
-            fail(
-                f"on rank {rank}: {errors[name]}",
-                f"the line named above raised it while {layout.size} ranks ran your functions",
-            )
-    return [found[name] for found in facts["ranks"]]
+    layout = Layout(nodes, ranks_per_node, map_by)
+    return layout, part_facts(function, part, layout)
 
 
 def communicator(
-    make_communicator, nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot"
+    make_communicator: Callable[..., Any],
+    nodes: int = 2,
+    ranks_per_node: int = 2,
+    map_by: str = "slot",
 ) -> None:
+    """make_communicator('naive'): a ChainerMN communicator of that name over all ranks."""
     __tracebackhide__ = True
-    layout = Layout(nodes, ranks_per_node, map_by)
-    ranks = _part(make_communicator, "communicator", layout)
+    layout, ranks = _on_ranks(make_communicator, "communicator", nodes, ranks_per_node, map_by)
     expect(
         all(r["class"] and r["class"].endswith("Communicator") for r in ranks),
         f"make_communicator returned {ranks[0]['class']}, not a ChainerMN communicator",
@@ -245,11 +61,14 @@ def communicator(
 
 
 def device_binding(
-    device_for_rank, nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot"
+    device_for_rank: Callable[..., Any],
+    nodes: int = 2,
+    ranks_per_node: int = 2,
+    map_by: str = "slot",
 ) -> None:
+    """device_for_rank: each rank the GPU of its number within its node, '@numpy' without GPUs."""
     __tracebackhide__ = True
-    layout = Layout(nodes, ranks_per_node, map_by)
-    ranks = _part(device_for_rank, "devices", layout)
+    layout, ranks = _on_ranks(device_for_rank, "devices", nodes, ranks_per_node, map_by)
     gpu = [r["gpu"] for r in ranks]
     expected = [f"@cupy:{intra}" for intra in layout.intra_ranks()]
     expect(
@@ -271,10 +90,15 @@ def device_binding(
     )
 
 
-def scatter(shard_datasets, nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot") -> None:
+def scatter(
+    shard_datasets: Callable[..., Any],
+    nodes: int = 2,
+    ranks_per_node: int = 2,
+    map_by: str = "slot",
+) -> None:
+    """shard_datasets: each rank its own equal, shuffled part of both sets; the same per seed."""
     __tracebackhide__ = True
-    layout = Layout(nodes, ranks_per_node, map_by)
-    ranks = _part(shard_datasets, "shards", layout)
+    layout, ranks = _on_ranks(shard_datasets, "shards", nodes, ranks_per_node, map_by)
     for split, total in (
         ("train", TRAIN_PER_RANK * layout.size),
         ("test", TEST_PER_RANK * layout.size),
@@ -337,11 +161,14 @@ def scatter(shard_datasets, nodes: int = 2, ranks_per_node: int = 2, map_by: str
 
 
 def optimizer(
-    make_optimizer, nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot"
+    make_optimizer: Callable[..., Any],
+    nodes: int = 2,
+    ranks_per_node: int = 2,
+    map_by: str = "slot",
 ) -> None:
+    """make_optimizer: a multi-node optimizer at args.lr; the ranks' weights stay equal."""
     __tracebackhide__ = True
-    layout = Layout(nodes, ranks_per_node, map_by)
-    ranks = _part(make_optimizer, "optimizer", layout)
+    layout, ranks = _on_ranks(make_optimizer, "optimizer", nodes, ranks_per_node, map_by)
     expect(
         all(r["class"] == "_MultiNodeOptimizer" for r in ranks),
         f"make_optimizer returned a {ranks[0]['class']}, which does not exchange gradients between ranks",
@@ -369,10 +196,12 @@ def optimizer(
     )
 
 
-def trainer(build_trainer, nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot") -> None:
+def trainer(
+    build_trainer: Callable[..., Any], nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot"
+) -> None:
+    """build_trainer: a multi-node Evaluator, Throughput over all ranks, reports on rank 0 only."""
     __tracebackhide__ = True
-    layout = Layout(nodes, ranks_per_node, map_by)
-    ranks = _part(build_trainer, "trainer", layout)
+    layout, ranks = _on_ranks(build_trainer, "trainer", nodes, ranks_per_node, map_by)
     expect(
         all(r["updater"] == "StandardUpdater" for r in ranks),
         f"the updater is a {ranks[0]['updater']}",
@@ -426,13 +255,11 @@ def trainer(build_trainer, nodes: int = 2, ranks_per_node: int = 2, map_by: str 
     )
 
 
-def _rates_used(extension, base_lr: float, updates: int) -> list[float]:
+def _rates_used(extension: Any, base_lr: float, updates: int) -> list[float]:
     """The learning rate of each of `updates` updates of a small trainer that has `extension`."""
     import chainer
     import chainer.links as L
     from chainer import training
-
-    from course.notebook.checks import labelled_dataset
 
     model = L.Classifier(L.Linear(None, 10))
     optimizer = chainer.optimizers.MomentumSGD(base_lr)
@@ -453,7 +280,10 @@ def _rates_used(extension, base_lr: float, updates: int) -> list[float]:
 
 
 def learning_rate_schedule(
-    schedule, base_lr: float = 0.1, n_workers: int = 4, warmup_iterations: int = 8
+    schedule: Callable[..., Any],
+    base_lr: float = 0.1,
+    n_workers: int = 4,
+    warmup_iterations: int = 8,
 ) -> None:
     """The rates the optimizer really uses: base_lr at the first update, n_workers x base_lr after the warm-up."""
     __tracebackhide__ = True
@@ -525,7 +355,11 @@ _OTHER_SITES = (
 )
 
 
-def resource_request(function, cases=_OTHER_SITES, folder: Path = Path(".")) -> None:
+def resource_request(
+    function: Callable[..., Any],
+    cases: tuple[tuple[str, str | None, str | None, int, int, str], ...] = _OTHER_SITES,
+    folder: Path = Path("."),
+) -> None:
     """The #PBS lines of resource_request(site, nodes, ranks_per_node, walltime), read with the kit's
     directive parser, for this folder's site (when a profile is applied) and for `cases`."""
     __tracebackhide__ = True

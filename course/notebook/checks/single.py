@@ -5,6 +5,9 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import chainer
 import chainer.links as L
@@ -12,7 +15,9 @@ import numpy as np
 from chainer import training
 from chainer.training import extensions
 
-from course.notebook.checks import call, expect, labelled_dataset, passed, small_args
+from course.notebook.checks.inputs import labelled_dataset, small_args
+from course.notebook.checks.trainers import expect_epochs, expect_reports, of_type, trained_log
+from course.notebook.checks.verdict import call, expect, passed
 from course.runtime import models
 from course.runtime.throughput import Throughput
 
@@ -21,7 +26,9 @@ def _ids(batch) -> list[int]:
     return [int(x[0, 0, 0]) for x, _ in batch]
 
 
-def iterators(make_iterators, n_train: int = 40, n_test: int = 20, batchsize: int = 8) -> None:
+def iterators(
+    make_iterators: Callable[..., Any], n_train: int = 40, n_test: int = 20, batchsize: int = 8
+) -> None:
     __tracebackhide__ = True
     train, test = labelled_dataset(n_train), labelled_dataset(n_test, seed=1)
     result = call(make_iterators, train, test, batchsize)
@@ -81,7 +88,10 @@ def iterators(make_iterators, n_train: int = 40, n_test: int = 20, batchsize: in
 
 
 def model_and_optimizer(
-    make_model_and_optimizer, model_name: str = "vgg", width: int = 4, lr: float = 0.02
+    make_model_and_optimizer: Callable[..., Any],
+    model_name: str = "vgg",
+    width: int = 4,
+    lr: float = 0.02,
 ) -> None:
     __tracebackhide__ = True
     args = small_args(model=model_name, width=width, lr=lr)
@@ -110,7 +120,7 @@ def model_and_optimizer(
         f"the optimizer's learning rate is {getattr(optimizer, 'lr', None)}, not args.lr ({lr})",
         "pass args.lr to the optimizer",
     )
-    predictor = getattr(model, "predictor", None)
+    predictor: Any = getattr(model, "predictor", None)
     expect(
         isinstance(model, L.Classifier) and isinstance(predictor, models.MODELS[model_name]),
         "the model should be L.Classifier around the network course.models.build(args.model, width=args.width)",
@@ -152,17 +162,7 @@ def model_and_optimizer(
     )
 
 
-def extensions_of(trainer) -> dict:
-    """{name: extension} of a Trainer (Chainer keeps them in a private dict)."""
-    return {name: entry.extension for name, entry in trainer._extensions.items()}
-
-
-def of_type(trainer, kind) -> list:
-    """The trainer's extensions of class `kind`."""
-    return [ext for ext in extensions_of(trainer).values() if isinstance(ext, kind)]
-
-
-def trainer(build_trainer, epochs: int = 2, batchsize: int = 8) -> None:
+def trainer(build_trainer: Callable[..., Any], epochs: int = 2, batchsize: int = 8) -> None:
     __tracebackhide__ = True
     args = small_args(epoch=epochs, batchsize=batchsize, warmup=1)
     device = chainer.get_device("@numpy")
@@ -185,13 +185,7 @@ def trainer(build_trainer, epochs: int = 2, batchsize: int = 8) -> None:
         "the trainer's updater should be a StandardUpdater of train_iter and optimizer",
         "training.updaters.StandardUpdater(train_iter, optimizer, device=device)",
     )
-    stop = built.stop_trigger
-    expect(
-        (getattr(stop, "period", None), getattr(stop, "unit", None)) == (epochs, "epoch"),
-        f"the trainer stops after {getattr(stop, 'period', '?')} {getattr(stop, 'unit', '?')}(s), not args.epoch "
-        f"({epochs}) epochs",
-        "training.Trainer(updater, (args.epoch, 'epoch'), out=args.out)",
-    )
+    expect_epochs(built, epochs)
     expect(
         built.out == args.out,
         "the trainer writes to another folder than args.out",
@@ -214,21 +208,8 @@ def trainer(build_trainer, epochs: int = 2, batchsize: int = 8) -> None:
         f"Throughput counts {meters[0].images_per_iteration} images per step; one device draws {batchsize}",
         "one device is one worker: course.Throughput(args.batchsize, ...)",
     )
-    expect(
-        of_type(built, extensions.LogReport) and of_type(built, extensions.PrintReport),
-        "the trainer needs a LogReport and a PrintReport",
-        "the job log shows the PrintReport table per epoch",
-    )
-    for report in of_type(built, extensions.PrintReport):
-        report._out = io.StringIO()  # it holds on to sys.stdout from when it was made
-    with contextlib.redirect_stdout(io.StringIO()):
-        call(built.run)
-    log = of_type(built, extensions.LogReport)[0].log
-    expect(
-        len(log) == epochs and all(k in log[-1] for k in ("main/loss", "validation/main/accuracy")),
-        f"after {epochs} epochs the log has {len(log)} entries with {sorted(log[-1]) if log else []}",
-        "LogReport() with its default (1, 'epoch') trigger; the Evaluator reports validation/main/*",
-    )
+    expect_reports(built)
+    log = trained_log(built, epochs)
     passed(
         f"build_trainer: StandardUpdater, {epochs} epochs, Evaluator, Throughput, LogReport and PrintReport; "
         f"it trained {len(log)} epochs on a small set (loss {log[-1]['main/loss']:.2f})"
@@ -264,7 +245,7 @@ def _train(built: training.Trainer) -> dict:
     }
 
 
-def snapshots(add_snapshots, epochs: int = 3, batchsize: int = 4) -> None:
+def snapshots(add_snapshots: Callable[..., Any], epochs: int = 3, batchsize: int = 4) -> None:
     """add_snapshots(trainer) snapshots the whole trainer every epoch, keeping a few, and a run stopped
     early then resumed from its snapshot ends with the weights of a run that was never stopped."""
     __tracebackhide__ = True
@@ -314,7 +295,7 @@ def snapshots(add_snapshots, epochs: int = 3, batchsize: int = 4) -> None:
             whole, add=False
         )  # as the job does: the random generators go into the snapshots
         expected = _train(whole)
-        written = checkpoint.snapshot_files(f"{tmp}/whole")
+        written = checkpoint.snapshot_files(Path(tmp, "whole"))
         expect(
             0 < len(written) <= snapshot.n_retains,
             f"after {epochs} epochs the run folder holds {len(written)} snapshots (n_retains={snapshot.n_retains})",

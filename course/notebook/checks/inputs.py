@@ -1,0 +1,54 @@
+"""Small inputs for the checks: labelled images whose index can be read back, and a stage
+script's flags scaled down to run in seconds on a CPU."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from typing import Any
+
+import numpy as np
+
+
+def labelled_dataset(n: int, size: int = 32, seed: int = 0) -> Any:
+    """n images whose label is their index modulo 10, and whose pixel [0, 0, 0] is their index.
+
+    The index lets a check tell which examples ended up where (split, scatter, shuffle).
+    """
+    from chainer.datasets import TupleDataset
+
+    from course.runtime import synthetic
+
+    images, _ = synthetic.generate(n, size=size, seed=seed)
+    images = images.astype(np.float32) / 255.0
+    images[:, 0, 0, 0] = np.arange(n)
+    return TupleDataset(images, (np.arange(n) % 10).astype(np.int32))
+
+
+def example_ids(dataset: Any) -> list[int]:
+    """The index of each example of `dataset` (one of labelled_dataset's, or a part of it)."""
+    return [int(dataset[i][0][0, 0, 0]) for i in range(len(dataset))]
+
+
+# What a check changes in a stage script's flags, so that it runs in seconds on a CPU.
+SMALL = dict(
+    dataset="synthetic",
+    width=4,
+    batchsize=8,
+    epoch=1,
+    warmup=1,
+    device="@numpy",
+    communicator="naive",
+    gpu=False,
+)
+
+
+def small_args(stage: str = "single_gpu", **overrides: Any) -> argparse.Namespace:
+    """The flags a stage script has (its parser's defaults), scaled down for a check."""
+    from course.runtime import harness
+
+    args = harness.parser(stage).parse_args([])
+    values = {key: value for key, value in SMALL.items() if hasattr(args, key)}
+    values.update(stage=stage, out=tempfile.mkdtemp(prefix="course-check-"))
+    values.update(overrides)
+    return argparse.Namespace(**{**vars(args), **values})

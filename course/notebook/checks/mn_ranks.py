@@ -1,0 +1,247 @@
+"""Stage 3's functions run on MPI ranks: the request to course.notebook.checks.mn_probe, its
+launch under `mpiexec`, and its replies read back and validated; the checks (multi_node) judge
+what the ranks say.
+
+All the stage-3 functions of a notebook (the namespace of the function a check is given; ones not
+written yet act as stubs) run once per layout, and their facts are cached until a function's source
+changes: the other checks of the notebook then cost nothing. The ranks run on simulated nodes (a
+Layout), so that comm.rank and comm.intra_rank differ as on a cluster. Inside a job whose nodes
+match a layout (e.g. a 2-node job for the visible checks) they run on those nodes instead, with
+their real host names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from course import stages
+from course.cluster import hosts as job_hosts
+from course.cluster import mpi
+from course.errors import JobError
+from course.fileio import atomic_file
+from course.notebook import scripts
+from course.notebook.checks.mn_settings import HOSTS
+from course.notebook.checks.verdict import fail
+
+TIMEOUT = 120  # seconds for the run of all ranks; a rank stuck in a collective is the usual cause
+# A folder where the facts are kept for other processes too: the grader's verifier runs each test
+# cell in a process of its own, and one run of the ranks serves every check of the notebook there too.
+CACHE = "COURSE_PROBE_CACHE"
+_facts: dict[
+    str, dict
+] = {}  # this process's cache: {key of the functions and nodes: the probe's reply}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Ranks on simulated nodes, placed as mpiexec places them: --map-by slot fills a node before
+    the next, --map-by node deals the ranks round-robin over the nodes."""
+
+    nodes: int = 2
+    ranks_per_node: int = 2
+    map_by: str = "slot"
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or self.ranks_per_node < 1 or self.map_by not in ("slot", "node"):
+            raise ValueError(f"no such layout: {self}")
+
+    @property
+    def size(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+    def node_of(self) -> list[int]:
+        """The node of each rank, by rank."""
+        return [
+            rank // self.ranks_per_node if self.map_by == "slot" else rank % self.nodes
+            for rank in range(self.size)
+        ]
+
+    def intra_ranks(self) -> list[int]:
+        """Each rank's number within its node, by rank: what comm.intra_rank must say."""
+        nodes = self.node_of()
+        return [nodes[:rank].count(node) for rank, node in enumerate(nodes)]
+
+    def __str__(self) -> str:
+        placed = "" if self.map_by == "slot" else ", placed round-robin (mpiexec --map-by node)"
+        real = job_nodes(self)
+        nodes = (
+            f"this job's nodes {', '.join(real)}, {self.ranks_per_node} each"
+            if real
+            else f"{self.nodes} simulated nodes of {self.ranks_per_node}"
+        )
+        return (
+            f"{self.size} ranks on {nodes}{placed}: "
+            f"the nodes of ranks 0-{self.size - 1} are {self.node_of()}"
+        )
+
+
+def job_nodes(layout: Layout) -> list[str] | None:
+    """The nodes of the job this runs in, where it has the layout's node count (2 or more) with a
+    slot for each of its ranks on every node: the probe's ranks then run there, as the training's
+    would, with their real host names. None elsewhere (no job, one node, another shape): the nodes
+    are simulated."""
+    job = job_hosts.detect()
+    if job.scheduler == "none" or layout.nodes < 2 or job.nodes != layout.nodes:
+        return None
+    if any(slots < layout.ranks_per_node for _, slots in job.hosts):
+        return None
+    return [host for host, _ in job.hosts]
+
+
+def part_facts(function: Callable[..., Any], part: str, layout: Layout) -> list[dict]:
+    """Each rank's facts of one part of the probe (mn_probe's name for it), by rank; CheckFailed
+    with the student's error if it raised there, NotImplementedError if it is still a stub."""
+    __tracebackhide__ = True
+    facts = probe(function, layout)
+    for rank, found in enumerate(facts["ranks"]):
+        errors = found["errors"]
+        if "module" in errors:
+            fail(f"the functions could not be loaded: {errors['module']}")
+        if part in errors:
+            if errors[part].startswith("NotImplementedError"):
+                where = errors[part].split("(line", 1)[-1].rstrip(")")
+                raise NotImplementedError(
+                    f"the PUT YOUR CODE HERE stub is still there (line{where}): write the "
+                    "function, then run this check again"
+                )
+            fail(
+                f"on rank {rank}: {errors[part]}",
+                f"the line named above raised it while {layout.size} ranks ran your functions",
+            )
+    return [found[part] for found in facts["ranks"]]
+
+
+def probe(function: Callable[..., Any], layout: Layout = Layout()) -> dict:
+    """The facts of the stage-3 functions of `function`'s notebook, run on `layout` (cached)."""
+    __tracebackhide__ = True
+    namespace = function.__globals__
+    text = scripts.assemble_script(
+        "multi_node", {name: namespace.get(name) for name in stages.MULTI_NODE.functions}
+    )
+    nodes = job_nodes(layout)
+    hosts = ",".join(f"node{node}" for node in layout.node_of())
+    key = hashlib.sha256(f"{nodes or hosts}\n{text}".encode()).hexdigest()
+    shared = Path(os.environ[CACHE], f"{key}.json") if os.environ.get(CACHE) else None
+    if key not in _facts and shared is not None and shared.is_file():
+        _facts[key] = json.loads(shared.read_text())
+    if key in _facts:
+        return _facts[key]
+    facts = _reply(_launch(text, layout, nodes, hosts), layout)
+    _check_placement(facts, layout, nodes)
+    _facts[key] = facts
+    if shared is not None:
+        with atomic_file(shared, "w") as f:
+            json.dump(facts, f)
+    return facts
+
+
+def _command(mpiexec: str, layout: Layout, nodes: list[str] | None, folder: Path) -> list[str]:
+    """The probe's launch: on the job's real nodes (a host file, ranks placed by the layout), else
+    all on this machine."""
+    if nodes is None:
+        return [mpiexec, "-n", str(layout.size), "--oversubscribe"]
+    hostfile = folder / "hostfile"
+    hostfile.write_text("".join(f"{node} slots={layout.ranks_per_node}\n" for node in nodes))
+    return [
+        mpiexec,
+        "-n",
+        str(layout.size),
+        "--hostfile",
+        str(hostfile),
+        "--map-by",
+        layout.map_by,
+        "--bind-to",
+        "none",
+    ]
+
+
+def _launch(
+    text: str, layout: Layout, nodes: list[str] | None, hosts: str
+) -> subprocess.CompletedProcess[str]:
+    """Run the probe on the module `text` over the layout's ranks: on `nodes`, else on this
+    machine with each rank named after its simulated node (`hosts`)."""
+    __tracebackhide__ = True
+    try:
+        mpiexec = mpi.mpiexec()
+    except JobError as e:
+        fail(f"{e.message}, so the {layout.size}-rank check cannot run", e.hint)
+    env = mpi.local_run_environment(
+        CHAINERMN_FORCE_ABORT_ON_EXCEPTION="", **({} if nodes else {HOSTS: hosts})
+    )
+    if nodes:
+        env.pop(HOSTS, None)
+    # Inside a job on several nodes mpiexec may start ranks on any of them: the module goes in a
+    # folder every node reads, the working folder (as a job's is), not in this node's /tmp.
+    spread = nodes is not None or job_hosts.detect().nodes > 1
+    with tempfile.TemporaryDirectory(
+        prefix="course-probe-", dir=Path.cwd() if spread else None
+    ) as tmp:
+        module = Path(tmp) / "stage3_functions.py"
+        module.write_text(text)
+        try:
+            return subprocess.run(
+                [
+                    *_command(mpiexec, layout, nodes, Path(tmp)),
+                    sys.executable,
+                    "-m",
+                    "course.notebook.checks.mn_probe",
+                    str(module),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+                env=env,
+                cwd=tmp,
+            )
+        except subprocess.TimeoutExpired:
+            fail(
+                f"the {layout.size}-rank run of your functions did not finish in {TIMEOUT} s",
+                "a rank is probably waiting in a collective call (scatter, allreduce, bcast) "
+                "that another rank never makes: every rank must call scatter_dataset, "
+                "the optimizer and the evaluator",
+            )
+
+
+def _reply(run: subprocess.CompletedProcess[str], layout: Layout) -> dict:
+    """Rank 0's last line: {"size": N, "ranks": [each rank's facts]}; CheckFailed with the ranks'
+    errors when the run ended without it."""
+    __tracebackhide__ = True
+    lines = run.stdout.strip().splitlines()
+    try:
+        facts = json.loads(lines[-1])
+    except (IndexError, json.JSONDecodeError):
+        facts = None
+    if not isinstance(facts, dict) or not isinstance(facts.get("ranks"), list):
+        fail(
+            f"the {layout.size}-rank run failed (exit status {run.returncode}): "
+            f"{run.stderr.strip()[-800:]}",
+            "run the cells above again; if it persists, run python -m course doctor",
+        )
+    return facts
+
+
+def _check_placement(facts: dict, layout: Layout, nodes: list[str] | None) -> None:
+    """The ranks sit on the layout's nodes, as the kit's own communicator sees them: RuntimeError
+    if not, a fault of the kit, not of the student."""
+    found = [ranked.get("intra_rank") for ranked in facts["ranks"]]
+    if found == layout.intra_ranks():
+        return
+    hosts = [ranked.get("host") for ranked in facts["ranks"]]
+    where = (
+        f"the ranks on the job's nodes {', '.join(nodes)} (hosts {hosts})"
+        if nodes
+        else "the probe's simulated nodes"
+    )
+    raise RuntimeError(
+        f"{where} did not take the layout: the kit's communicator has intra ranks {found}, "
+        f"not {layout.intra_ranks()} ({layout})"
+    )

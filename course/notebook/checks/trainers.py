@@ -1,0 +1,62 @@
+"""What the trainer checks of stages 1 and 2 both verify of a built Trainer: its length in epochs,
+its reports, and the log of a short run."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from typing import Any
+
+from chainer import training
+from chainer.training import extensions
+
+from course.notebook.checks.verdict import call, expect
+
+
+def extensions_of(trainer: training.Trainer) -> dict[str, Any]:
+    """{name: extension} of a Trainer (Chainer keeps them in a private dict)."""
+    return {name: entry.extension for name, entry in trainer._extensions.items()}
+
+
+def of_type(trainer: training.Trainer, kind: type) -> list:
+    """The trainer's extensions of class `kind`."""
+    return [ext for ext in extensions_of(trainer).values() if isinstance(ext, kind)]
+
+
+def expect_epochs(built: training.Trainer, epochs: int) -> None:
+    """The trainer stops after args.epoch epochs."""
+    __tracebackhide__ = True
+    stop = built.stop_trigger
+    expect(
+        (getattr(stop, "period", None), getattr(stop, "unit", None)) == (epochs, "epoch"),
+        f"the trainer stops after {getattr(stop, 'period', '?')} {getattr(stop, 'unit', '?')}(s), "
+        f"not args.epoch ({epochs}) epochs",
+        "training.Trainer(updater, (args.epoch, 'epoch'), out=args.out)",
+    )
+
+
+def expect_reports(built: training.Trainer) -> None:
+    """The trainer has a LogReport and a PrintReport."""
+    __tracebackhide__ = True
+    expect(
+        bool(of_type(built, extensions.LogReport) and of_type(built, extensions.PrintReport)),
+        "the trainer needs a LogReport and a PrintReport",
+        "the job log shows the PrintReport table per epoch",
+    )
+
+
+def trained_log(built: training.Trainer, epochs: int) -> list[dict]:
+    """Run the trainer quietly; its LogReport's entries, one per epoch with the training loss and
+    the validation accuracy."""
+    __tracebackhide__ = True
+    for report in of_type(built, extensions.PrintReport):
+        report._out = io.StringIO()  # it holds on to sys.stdout from when it was made
+    with contextlib.redirect_stdout(io.StringIO()):
+        call(built.run)
+    log = of_type(built, extensions.LogReport)[0].log
+    expect(
+        len(log) == epochs and all(k in log[-1] for k in ("main/loss", "validation/main/accuracy")),
+        f"after {epochs} epochs the log has {len(log)} entries with {sorted(log[-1]) if log else []}",
+        "LogReport() with its default (1, 'epoch') trigger; the Evaluator reports validation/main/*",
+    )
+    return log
