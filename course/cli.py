@@ -51,7 +51,7 @@ COMMANDS = {  # name: (module, what it does)
         "make the student release notebooks/ from solutions/ (nbgrader)",
     ),
     "grade": (
-        "course.instructor.autograde",
+        "course.instructor.grade_command",
         "autograde submissions with nbgrader, feedback and a CSV gradebook",
     ),
     "bundle": (

@@ -15,7 +15,7 @@ import pytest
 
 from course import paths
 from course.errors import GradingError
-from course.instructor import autograde, grade_report
+from course.instructor import autograde, grade_command, grade_report
 from tests.helpers import PYTHON, ROOT
 
 # nbgrader's add_submission trips SQLAlchemy's autoflush warnings; they are nbgrader's, not the kit's.
@@ -143,7 +143,7 @@ def test_a_second_grading_run_stops_at_once_and_says_why(tmp_path, ends):
                 f"a grading run is already in progress in {tmp_path} (pid {other.pid})"
             ),
         ):
-            autograde.main(["--course-dir", str(tmp_path)])
+            grade_command.main(["--course-dir", str(tmp_path)])
         assert not (tmp_path / "gradebook.db").exists(), (
             "the second run must not touch the gradebook"
         )

@@ -1,9 +1,8 @@
 """The large-batch lesson, measured: validation accuracy at 1 and N ranks under each learning-rate
 rule.
 
-    .venv/bin/python tools/accuracy_study.py                      # 3 seeds, 1 vs 2 ranks, the
-    course's CPU settings .venv/bin/python tools/accuracy_study.py --seeds 0 1 2 3 --ranks 2 --epoch
-    3
+    .venv/bin/python tools/accuracy_study.py    # 3 seeds, 1 vs 2 ranks, the course's CPU settings
+    .venv/bin/python tools/accuracy_study.py --seeds 0 1 2 3 --ranks 2 --epoch 3
 
 Runs the kit's reference training (course.instructor.reference, the same model, data and harness the
 students' jobs use) with ChainerMN's `naive` communicator under mpiexec: once on 1 rank, then on N

@@ -18,8 +18,7 @@ machine.
       costs (every step waits for the slower rank: the median of max(rank 0, rank 1) of the
       independent steps), and what the allreduce itself costs;
     - end to end, as students see it: the reference training (course.instructor.reference) run by
-    mpiexec
-      on 1 and then 2 ranks, a few times; whole-run images/sec of each adjacent pair.
+      mpiexec on 1 and then 2 ranks, a few times; whole-run images/sec of each adjacent pair.
 
 (c) autograde time: a student run of all three notebooks (small settings) graded by
     `course grade` (nbgrader autograde), three times; seconds per notebook, goal under 10 s.

@@ -87,9 +87,8 @@ def submit(
     options: further qsub options, e.g. ["-l", "walltime=00:05:00"].
     scheduler: auto (from the site profile), local or qsub.
     skip_without_gpus: when the job would run on this machine (local scheduler) and asks for more
-    GPUs than
-        it has, say so and return None instead of raising JobError, so that a notebook's Run All
-        goes on.
+        GPUs than it has, say so and return None instead of raising JobError, so that a notebook's
+        Run All goes on.
     """
     __tracebackhide__ = True
     try:

@@ -1,32 +1,23 @@
-"""`python -m course grade`: autograde every submission with nbgrader, make feedback, export a
-gradebook.
-
-    python -m course grade                      # the course folder's
-    submitted/<student>/distributed_training python -m course grade path/to/submitted    # another
-    folder in nbgrader's submitted/ layout python -m course grade --exchange /srv/nbgrader/exchange
-    # collect from an exchange first
+"""Grading a class with nbgrader's own apps (the logic behind `python -m course grade`, whose
+command is course.instructor.grade_command).
 
 Every submission is first verified in its own sandboxed process, several at a time
 (course.instructor.verify: the student's functions only, each test in a clean child process);
 nbgrader's autograde then scores the outputs the verifier produced (its Execute step replaced, in
 nbgrader_config.py), so no student code runs in nbgrader or a kernel. It drives nbgrader's own apps
 (generate_assignment into the gradebook, collect, autograde, generate_feedback, export). nbgrader's
-autograde carries on past a submission it cannot grade and names it in its log; this command reads
-that log, so a broken submission is named in the summary and never stops the others. Exit status: 0
-when every submission was graded (a score of 0 is a grade), 1 when some could not be, 2 when grading
-could not start at all.
+autograde carries on past a submission it cannot grade and names it in its log; this module reads
+that log, so a broken submission is named and never stops the others.
 
 grades.csv is nbgrader's export without the submissions that could not be graded: the export would
-give them whatever partial score the gradebook holds, which is not a grade. Those are named, with
-the reason, in grades-details.csv, the summary and on stderr. A notebook missing from a submission
-scores 0 (nbgrader's rule); grades-details.csv and the summary say it was not handed in.
-One grading run at a time per course folder: a second one stops at once (the lock is gradebook.lock,
-beside gradebook.db), since two nbgrader runs on one gradebook corrupt it.
+give them whatever partial score the gradebook holds, which is not a grade. A notebook missing from
+a submission scores 0 (nbgrader's rule). One grading run at a time per course folder: a second one
+stops at once (the lock is gradebook.lock, beside gradebook.db), since two nbgrader runs on one
+gradebook corrupt it.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import fcntl
 import os
@@ -42,8 +33,8 @@ from pathlib import Path
 from course import paths
 from course.errors import GradingError
 from course.fileio import atomic_file
-from course.instructor import nbgrader_hook, plagiarism, sandbox, verify, verify_plan
-from course.instructor.grade_report import Outcome, read_gradebook, summary, write_details
+from course.instructor import nbgrader_hook, verify, verify_plan
+from course.instructor.grade_report import Outcome, read_gradebook
 from course.instructor.nbgrader_hook import CELL_TIMEOUT
 from course.instructor.verify_protocol import VerificationError
 
@@ -288,114 +279,19 @@ def _drop_rows(path: Path, students: set[str]) -> None:
         csv.writer(f, lineterminator="\n").writerows([header, *kept])
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="course grade",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+def collect(root: Path, exchange: Path, submitted: Path) -> None:
+    """nbgrader collect from `exchange` into `submitted`; --update: a student's newer submission
+    replaces the one collected before."""
+    run = _nbgrader(
+        ["collect", ASSIGNMENT, "--update"],
+        root,
+        [
+            f"--Exchange.root={exchange.resolve()}",
+            f"--CourseDirectory.submitted_directory={submitted}",
+        ],
     )
-    parser.add_argument(
-        "submitted",
-        nargs="?",
-        type=Path,
-        default=None,
-        help="submissions as <folder>/<student>/distributed_training (default: <course>/submitted)",
-    )
-    parser.add_argument(
-        "--course-dir", type=Path, default=None, help="the course folder (default: the kit)"
-    )
-    parser.add_argument(
-        "--exchange", type=Path, default=None, help="nbgrader collect from this exchange first"
-    )
-    parser.add_argument(
-        "--out", type=Path, default=None, help="the gradebook CSV (default: <course>/grades.csv)"
-    )
-    parser.add_argument("--no-feedback", dest="feedback", action="store_false")
-    parser.add_argument(
-        "--jobs",
-        "-j",
-        type=int,
-        default=0,
-        help="submissions verified at a time (default: one per CPU core)",
-    )
-    parser.add_argument(
-        "--cell-timeout",
-        type=float,
-        default=CELL_TIMEOUT,
-        help="seconds a test cell may run (default %(default)g)",
-    )
-    args = parser.parse_args(argv)
-    root = (args.course_dir or paths.kit_root()).resolve()
-    check_course_folder(root)
-    with grading_lock(root):
-        return _grade(root, args)
-
-
-def _grade(root: Path, args: argparse.Namespace) -> int:
-    """main's work, with the course folder locked."""
-    submitted = (args.submitted or root / "submitted").resolve()
-    db_url = prepare(root)
-    if args.exchange:
-        # --update: a student's newer submission replaces the one collected before
-        run = _nbgrader(
-            ["collect", ASSIGNMENT, "--update"],
-            root,
-            [
-                f"--Exchange.root={args.exchange.resolve()}",
-                f"--CourseDirectory.submitted_directory={submitted}",
-            ],
-        )
-        if run.returncode != 0:
-            raise GradingError(
-                f"nbgrader collect failed: {_last_error(run.stdout + run.stderr)}",
-                "check --exchange and the course id in nbgrader_config.py",
-            )
-    students = sorted(p.parent.name for p in submitted.glob(f"*/{ASSIGNMENT}") if p.is_dir())
-    if not students:
+    if run.returncode != 0:
         raise GradingError(
-            f"no submissions in {submitted} (expected <student>/{ASSIGNMENT}/)",
-            "give the folder that holds the students' folders",
+            f"nbgrader collect failed: {_last_error(run.stdout + run.stderr)}",
+            "check --exchange and the course id in nbgrader_config.py",
         )
-    verify.check_sandbox()
-    print(f"grading {len(students)} submission(s) of {ASSIGNMENT} from {submitted}", flush=True)
-    outcomes = autograde(root, submitted, students, db_url, args.jobs, args.cell_timeout)
-    if args.feedback:
-        feedback(root, submitted, db_url)
-    out = (args.out or root / "grades.csv").resolve()
-    export(root, db_url, out, outcomes)
-    details = out.with_name(out.stem + "-details.csv")
-    write_details(outcomes, details)
-    shared = out.with_name(out.stem + "-plagiarism.csv")
-    copied = plagiarism.find({student: submitted / student / ASSIGNMENT for student in students})
-    plagiarism.write_csv(copied, shared)
-    if copied:
-        print(
-            f"plagiarism: {len(copied)} job output(s) shared between submissions, in {shared}",
-            file=sys.stderr,
-        )
-    print("\n" + summary(outcomes))
-    notebooks = len(list((root / "solutions" / ASSIGNMENT).glob("*.ipynb")))
-    per_student = sum(o.seconds for o in outcomes) / len(outcomes)
-    print(
-        f"\nverified: {per_student:.1f} s per student ({per_student / max(1, notebooks):.1f} s per "
-        "notebook), "
-        f"{args.jobs or os.cpu_count()} at a time"
-        + ("" if sandbox.enabled() else f"; WITHOUT the sandbox ({sandbox.SWITCH}=off)")
-    )
-    print(
-        f"gradebook: {out} (nbgrader export), per test: {details}"
-        + (f"; feedback: {root / 'feedback'}" if args.feedback else "")
-    )
-    failed = [o.student for o in outcomes if not o.graded]
-    if failed:
-        print(
-            f"NOT GRADED: {', '.join(failed)} (left out of {out.name}; the reason is in "
-            f"{details.name})",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,15 +6,15 @@ with every answer and hidden test. DIR holds
   README.md, install.sh      how to start; the student environment (.venv with the course's pins)
   start-jupyterlab.sh        JupyterLab with jupyter/ as its configuration
   jupyter/                   nbgrader's Assignment List and Validate on; Formgrader, Create
-  Assignment
-                             and Course List off (and locked)
+                             Assignment and Course List off (and locked)
   nbgrader_config.py         the course id and the exchange (made from the course's
-  nbgrader_config.py) pyproject.toml, constraints.txt
+                             nbgrader_config.py)
+  pyproject.toml, constraints.txt
   course/                    the kit's package without course/instructor/ (the grader, and the
                              reference training, whose code answers the exercises)
   <course id>/distributed_training/
-                             the release (notebooks/ with jobs/), where nbgrader's submit looks for
-                             it
+                             the release (notebooks/ with jobs/), where nbgrader's submit
+                             looks for it
 
 and no solutions/, hidden tests, grading.toml, instructor configuration or course/instructor/.
 """

@@ -37,7 +37,14 @@ from course import paths, stages
 from course.cluster import siteenv
 from course.diagnostics import doctor
 from course.errors import GradingError
-from course.instructor import autograde, exchange, nbgrader_cells, release, sandbox, verify
+from course.instructor import (
+    exchange,
+    grade_command,
+    nbgrader_cells,
+    release,
+    sandbox,
+    verify,
+)
 from course.notebook import allreduce_report, report
 from course.runtime import data, data_prepare
 
@@ -227,7 +234,7 @@ def play_term(
         )
 
     print("\n== 5. The instructor collects and grades the submissions with nbgrader")
-    status = autograde.main(["--course-dir", str(course), "--exchange", str(ex)])
+    status = grade_command.main(["--course-dir", str(course), "--exchange", str(ex)])
     exchange.run("release_feedback", [paths.ASSIGNMENT], course, ex)
 
     print("\n== 6. Each student fetches their feedback")

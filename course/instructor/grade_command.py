@@ -1,0 +1,126 @@
+"""`python -m course grade`: autograde every submission with nbgrader, make feedback, export a
+gradebook (course.instructor.autograde does the work).
+
+    python -m course grade                 # the course folder's submitted/<student>/<assignment>
+    python -m course grade path/to/submitted            # another folder in nbgrader's layout
+    python -m course grade --exchange /srv/nbgrader/exchange    # collect from an exchange first
+
+Exit status: 0 when every submission was graded (a score of 0 is a grade), 1 when some could not
+be, 2 when grading could not start at all. The submissions that could not be graded are left out of
+grades.csv and named, with the reason, in grades-details.csv, the summary and on stderr; a notebook
+missing from a submission is said to be not handed in there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from course import paths
+from course.errors import GradingError
+from course.instructor import autograde, plagiarism, sandbox, verify
+from course.instructor.autograde import ASSIGNMENT
+from course.instructor.grade_report import summary, write_details
+from course.instructor.nbgrader_hook import CELL_TIMEOUT
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="course grade",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "submitted",
+        nargs="?",
+        type=Path,
+        default=None,
+        help="submissions as <folder>/<student>/distributed_training (default: <course>/submitted)",
+    )
+    parser.add_argument(
+        "--course-dir", type=Path, default=None, help="the course folder (default: the kit)"
+    )
+    parser.add_argument(
+        "--exchange", type=Path, default=None, help="nbgrader collect from this exchange first"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="the gradebook CSV (default: <course>/grades.csv)"
+    )
+    parser.add_argument("--no-feedback", dest="feedback", action="store_false")
+    parser.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=0,
+        help="submissions verified at a time (default: one per CPU core)",
+    )
+    parser.add_argument(
+        "--cell-timeout",
+        type=float,
+        default=CELL_TIMEOUT,
+        help="seconds a test cell may run (default %(default)g)",
+    )
+    args = parser.parse_args(argv)
+    root = (args.course_dir or paths.kit_root()).resolve()
+    autograde.check_course_folder(root)
+    with autograde.grading_lock(root):
+        return run(root, args)
+
+
+def run(root: Path, args: argparse.Namespace) -> int:
+    """One grading run, with the course folder locked."""
+    submitted = (args.submitted or root / "submitted").resolve()
+    db_url = autograde.prepare(root)
+    if args.exchange:
+        autograde.collect(root, args.exchange, submitted)
+    students = sorted(p.parent.name for p in submitted.glob(f"*/{ASSIGNMENT}") if p.is_dir())
+    if not students:
+        raise GradingError(
+            f"no submissions in {submitted} (expected <student>/{ASSIGNMENT}/)",
+            "give the folder that holds the students' folders",
+        )
+    verify.check_sandbox()
+    print(f"grading {len(students)} submission(s) of {ASSIGNMENT} from {submitted}", flush=True)
+    outcomes = autograde.autograde(root, submitted, students, db_url, args.jobs, args.cell_timeout)
+    if args.feedback:
+        autograde.feedback(root, submitted, db_url)
+    out = (args.out or root / "grades.csv").resolve()
+    autograde.export(root, db_url, out, outcomes)
+    details = out.with_name(out.stem + "-details.csv")
+    write_details(outcomes, details)
+    shared = out.with_name(out.stem + "-plagiarism.csv")
+    copied = plagiarism.find({student: submitted / student / ASSIGNMENT for student in students})
+    plagiarism.write_csv(copied, shared)
+    if copied:
+        print(
+            f"plagiarism: {len(copied)} job output(s) shared between submissions, in {shared}",
+            file=sys.stderr,
+        )
+    print("\n" + summary(outcomes))
+    notebooks = len(list((root / "solutions" / ASSIGNMENT).glob("*.ipynb")))
+    per_student = sum(o.seconds for o in outcomes) / len(outcomes)
+    print(
+        f"\nverified: {per_student:.1f} s per student ({per_student / max(1, notebooks):.1f} s per "
+        "notebook), "
+        f"{args.jobs or os.cpu_count()} at a time"
+        + ("" if sandbox.enabled() else f"; WITHOUT the sandbox ({sandbox.SWITCH}=off)")
+    )
+    print(
+        f"gradebook: {out} (nbgrader export), per test: {details}"
+        + (f"; feedback: {root / 'feedback'}" if args.feedback else "")
+    )
+    failed = [o.student for o in outcomes if not o.graded]
+    if failed:
+        print(
+            f"NOT GRADED: {', '.join(failed)} (left out of {out.name}; the reason is in "
+            f"{details.name})",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
