@@ -54,7 +54,8 @@ def mpi_env() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def quick_env(tmp_path_factory) -> dict[str, str]:
-    """Settings for short course runs, for kernels and jobs (this process's environment is left alone)."""
+    """Settings for short course runs, for kernels and jobs (this process's environment is left
+    alone)."""
     root = tmp_path_factory.mktemp("quick")
     env = {
         **os.environ,
@@ -91,8 +92,9 @@ def student_run(quick_env, tmp_path_factory) -> Path:
     """A student who solved every notebook and ran each top to bottom, real jobs included."""
     from course.instructor import demo
 
-    # A CPU student, on GPU nodes too (CUDA_VISIBLE_DEVICES= hides the GPUs from the kit and CuPy): the tests
-    # that use it expect the CPU course (stage 2 refused, naive in stage 3). The gpu tests run their own jobs.
+    # A CPU student, on GPU nodes too (CUDA_VISIBLE_DEVICES= hides the GPUs from the kit and CuPy):
+    # the tests that use it expect the CPU course (stage 2 refused, naive in stage 3). The gpu tests
+    # run their own jobs.
     return demo.play_student(
         ROOT,
         tmp_path_factory.mktemp("student-run"),
@@ -119,8 +121,8 @@ def folder(tmp_path) -> Path:
 
 @pytest.fixture(scope="session")
 def chromium() -> tuple[str, str]:
-    """(browser, driver): Debian's chromium and its chromedriver, installed with apt-get where root can; else
-    the test is skipped with the reason (no browser is downloaded from anywhere else)."""
+    """(browser, driver): Debian's chromium and its chromedriver, installed with apt-get where root
+    can; else the test is skipped with the reason (no browser is downloaded from anywhere else)."""
     import shutil
 
     if (

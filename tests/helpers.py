@@ -29,7 +29,8 @@ NOTEBOOKS = sorted(p.name for p in SOLUTIONS.glob("*.ipynb"))  # the assignment'
 
 
 def bubblewrap() -> bool:
-    """Whether the grading sandbox can run here; installs Debian's bubblewrap where root and apt-get can."""
+    """Whether the grading sandbox can run here; installs Debian's bubblewrap where root and apt-get
+    can."""
     if not shutil.which("bwrap") and os.geteuid() == 0 and shutil.which("apt-get"):
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         for command in (
@@ -54,7 +55,8 @@ def bubblewrap() -> bool:
 
 
 def module_from_file(path: Path, name: str) -> ModuleType:
-    """The module `name` run from `path`: a real file, so that inspect.getsource finds its functions."""
+    """The module `name` run from `path`: a real file, so that inspect.getsource finds its
+    functions."""
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
@@ -77,7 +79,8 @@ import course
 
 
 def notebook(folder: Path, cells: str, name: str = "notebook") -> ModuleType:
-    """A notebook's namespace: its setup cell and `cells`, run from a real file (so their source can be read)."""
+    """A notebook's namespace: its setup cell and `cells`, run from a real file (so their source can
+    be read)."""
     path = folder / f"{name}.py"
     path.write_text(NOTEBOOK_SETUP + cells)
     return module_from_file(path, f"{name}_{folder.name}")
@@ -101,8 +104,8 @@ import course
 
 
 def notebook_module(folder: Path, stage_name: str, **replaced: str) -> ModuleType:
-    """The stage's solution functions, some `replaced` by other source, in one module of a real file (so that
-    inspect.getsource finds them), as a notebook's namespace holds them."""
+    """The stage's solution functions, some `replaced` by other source, in one module of a real file
+    (so that inspect.getsource finds them), as a notebook's namespace holds them."""
     sources = {**solution_functions(stage_name), **replaced}
     path = folder / f"{stage_name}_notebook.py"
     extra = "import chainermn\n" if stage_name == "multi_node" else ""
@@ -120,8 +123,9 @@ def replaced_once(source: str, old: str, new: str) -> str:
 
 
 def check_cells(stage_name: str) -> dict[str, str]:
-    """{grade_id: source} of the notebook's graded cells that check the stage's functions on their own, hidden
-    tests included (the allreduce exercise's checks read job outputs: tests/test_costmodel.py has them)."""
+    """{grade_id: source} of the notebook's graded cells that check the stage's functions on their
+    own, hidden tests included (the allreduce exercise's checks read job outputs:
+    tests/test_costmodel.py has them)."""
     notebook = nbformat.read(SOLUTIONS / stages.get(stage_name).notebook, as_version=4)
     return {
         cell.metadata.nbgrader.grade_id: cell.source
@@ -133,7 +137,8 @@ def check_cells(stage_name: str) -> dict[str, str]:
 
 
 def run_stage_3_checks(module: ModuleType) -> dict[str, str]:
-    """{grade_id: its CheckFailed message} of the check cells that fail, each run as nbgrader runs it."""
+    """{grade_id: its CheckFailed message} of the check cells that fail, each run as nbgrader runs
+    it."""
     failed = {}
     for grade_id, source in check_cells("multi_node").items():
         try:
@@ -147,7 +152,8 @@ def run_stage_3_checks(module: ModuleType) -> dict[str, str]:
 
 
 def student_folder(tmp_path: Path, name: str, stage: str = "single_gpu") -> Path:
-    """A student's folder: the kit's job scripts (local profile) and the stage's script from the solutions."""
+    """A student's folder: the kit's job scripts (local profile) and the stage's script from the
+    solutions."""
     folder = tmp_path / name
     folder.mkdir()
     shutil.copytree(ROOT / "jobs", folder / "jobs")
@@ -174,7 +180,8 @@ def make_run(
     log=True,
     age=0,
 ) -> tuple[Path, str]:
-    """A finished run of `stage` as job <number>.local: its results file and, with log=True, its job log."""
+    """A finished run of `stage` as job <number>.local: its results file and, with log=True, its job
+    log."""
     job = stages.get(stage)
     job_id = f"{number}.local"
     path = folder / results.RUNS_DIR / f"{stage}-{job_id}" / results.FILENAME
@@ -249,7 +256,8 @@ def measured(
     job: str = "7.local",
     started: float = 1.0,
 ) -> list[allreduce_report.Series]:
-    """A benchmark's files as a job leaves them (course.allreduce.write), with noise, and their table."""
+    """A benchmark's files as a job leaves them (course.allreduce.write), with noise, and their
+    table."""
     rng = np.random.default_rng(seed)
     run = allreduce.run_folder(folder, job)
     for _ in range(rounds):
@@ -281,9 +289,9 @@ def measured(
 
 
 def check_benchmark_job(folder: Path, ranks: int, log: Path) -> list[allreduce_report.Series]:
-    """What every benchmark job leaves, here or under Slurm: a file per burst (2 rounds of ring and recursive
-    doubling, in turn), each sealed, named by a log line with its digest, and with the algorithm Open MPI was
-    told to use; the reader's table and fits from them."""
+    """What every benchmark job leaves, here or under Slurm: a file per burst (2 rounds of ring and
+    recursive doubling, in turn), each sealed, named by a log line with its digest, and with the
+    algorithm Open MPI was told to use; the reader's table and fits from them."""
     text = log.read_text()
     said = joblog.launches(text)
     assert [launch["slots"] for launch in said] == [ranks] * 4, text

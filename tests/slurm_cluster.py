@@ -1,17 +1,17 @@
 """Real Slurm clusters for the tests, from Debian's packages (slurm-wlm, slurm-wlm-torque, munge).
 
 Needs root and apt-get (CI has both): missing packages are installed, munged is started if it
-is not running, and slurmctld and the slurmds run from a configuration in a temporary folder, on free
-ports, so that they never touch a Slurm the machine may already run. Where it cannot run, the tests
-that use it are skipped with the reason.
+is not running, and slurmctld and the slurmds run from a configuration in a temporary folder, on
+free ports, so that they never touch a Slurm the machine may already run. Where it cannot run, the
+tests that use it are skipped with the reason.
 
-`start(folder)` is one node, this machine (`localhost`). `start(folder, nodes=2)` is a cluster of two
-nodes on this one machine, each a network and UTS namespace of its own (host names `cnode1`,
-`cnode2`) with an address on a private bridge, and its own slurmd. The controller, munge and the test
-(the "login node") stay in this machine's namespace, on the bridge's address; only these addresses
-are ever contacted. Every node also has a mount namespace whose /etc/hosts names the cluster's hosts,
-so that Slurm's srun and Open MPI's launcher find each other by name as on a real cluster. The file
-system is shared, as a cluster's home and work folders are.
+`start(folder)` is one node, this machine (`localhost`). `start(folder, nodes=2)` is a cluster of
+two nodes on this one machine, each a network and UTS namespace of its own (host names `cnode1`,
+`cnode2`) with an address on a private bridge, and its own slurmd. The controller, munge and the
+test (the "login node") stay in this machine's namespace, on the bridge's address; only these
+addresses are ever contacted. Every node also has a mount namespace whose /etc/hosts names the
+cluster's hosts, so that Slurm's srun and Open MPI's launcher find each other by name as on a real
+cluster. The file system is shared, as a cluster's home and work folders are.
 
 `Cluster.stop()` kills every process left in the nodes' namespaces (daemons, job steps, ranks),
 removes the namespaces and the bridge, and stops the daemons started here; `start` first removes
@@ -156,7 +156,8 @@ def create_network(nodes: list[str], folder: Path) -> Path:
 
 
 def start(folder: Path, nodes: int = 1) -> Cluster:
-    """The cluster, its nodes idle; Unavailable (with nothing left running) where it cannot start."""
+    """The cluster, its nodes idle; Unavailable (with nothing left running) where it cannot
+    start."""
     if os.geteuid() != 0:
         raise Unavailable("the test cluster runs its daemons as root")
     install()
@@ -202,6 +203,10 @@ def _start(cluster: Cluster, nodes: int) -> Cluster:
         )
     for node in names:
         (folder / "spool" / node).mkdir(parents=True, exist_ok=True)
+    partition_line = (
+        f"PartitionName={PARTITION} Nodes={','.join(names)} Default=YES MaxTime=INFINITE State=UP "
+        "OverSubscribe=FORCE"
+    )
     cluster.conf.write_text(f"""\
 ClusterName=coursetest
 {controller}
@@ -225,14 +230,15 @@ MpiDefault=none
 KillWait=5
 JobAcctGatherType=jobacct_gather/none
 {node_lines}
-PartitionName={PARTITION} Nodes={",".join(names)} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+{partition_line}
 """)
     env = cluster.env(dict(os.environ))
     daemons = [(["slurmctld", "-f", str(cluster.conf)], folder / "slurmctld.pid")]
     for node in names:
         slurmd = ["slurmd", "-f", str(cluster.conf), "-N", node]
         if nodes > 1:  # in the node's namespaces, with its host name and hosts file
-            # nsenter, not `ip netns exec`: that mounts a sysfs of its own, without the cgroup folder slurmd reads
+            # nsenter, not `ip netns exec`: that mounts a sysfs of its own, without the cgroup
+            # folder slurmd reads
             slurmd = [
                 "nsenter",
                 f"--net=/run/netns/{_namespace(node)}",

@@ -1,6 +1,6 @@
-"""The allreduce micro-benchmark job under the embedded scheduler, as `course submit` runs it: ranks,
-algorithms taking turns, sealed files traced by their log lines, and the notebook's reader on them.
-tests/test_slurm.py submits the same job to real Slurm."""
+"""The allreduce micro-benchmark job under the embedded scheduler, as `course submit` runs it:
+ranks, algorithms taking turns, sealed files traced by their log lines, and the notebook's reader on
+them. tests/test_slurm.py submits the same job to real Slurm."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ from tests.helpers import ROOT
 
 PACKAGE = ROOT / "course"
 MAX_LINES = 400
-# What the students' copy of the kit leaves out (course/instructor/bundle.py): nothing a student runs
-# may import it.
+# What the students' copy of the kit leaves out (course/instructor/bundle.py): nothing a student
+# runs may import it.
 INSTRUCTOR = "course.instructor"
 
 
@@ -42,7 +42,8 @@ def _imports(path: Path, name: str, known: set[str]) -> set[str]:
         else:
             continue
         for target in targets:
-            # `from course import gpu` imports the module course.gpu; `from course.x import f`, course.x.
+            # `from course import gpu` imports the module course.gpu; `from course.x import f`,
+            # course.x.
             while target and target not in known:
                 target = target.rpartition(".")[0]
             if target and target != name and target != "course":

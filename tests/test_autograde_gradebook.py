@@ -1,7 +1,8 @@
-"""What `course grade` makes of nbgrader's gradebook (course.instructor.autograde), without running autograde.
+"""What `course grade` makes of nbgrader's gradebook (course.instructor.autograde), without running
+autograde.
 
-A real gradebook, filled through nbgrader's own API as autograde leaves it, stands in for a grading run:
-tests/test_grading.py grades real submissions end to end (slowly).
+A real gradebook, filled through nbgrader's own API as autograde leaves it, stands in for a grading
+run: tests/test_grading.py grades real submissions end to end (slowly).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from course.errors import GradingError
 from course.instructor import autograde, grade_command, grade_report
 from tests.helpers import PYTHON, ROOT
 
-# nbgrader's add_submission trips SQLAlchemy's autoflush warnings; they are nbgrader's, not the kit's.
+# nbgrader's add_submission trips SQLAlchemy's autoflush warnings; they are nbgrader's, not the
+# kit's.
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 A = paths.ASSIGNMENT
 NOTEBOOKS = {
@@ -34,7 +36,8 @@ HANDED_IN = {
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    """(course folder, gradebook URL): every test passed, but mia handed in no 03_multi_node.ipynb."""
+    """(course folder, gradebook URL): every test passed, but mia handed in no
+    03_multi_node.ipynb."""
     from nbgrader.api import Gradebook
 
     root = tmp_path_factory.mktemp("course")

@@ -1,12 +1,15 @@
-"""Which submissions nbgrader could not grade, read from its autograde log (course.instructor.autograde).
+"""Which submissions nbgrader could not grade, read from its autograde log
+(course.instructor.autograde).
 
 tests/data/nbgrader-autograde.log is what `nbgrader autograde` 0.9.6 printed (its stderr) for a
 two-notebook assignment with four students, course paths shortened to /home/grader/course:
 
 - alice: graded;
-- judy: 01_single_gpu graded, 03_multi_node.ipynb broken JSON (a JSONDecodeError, then NotJSONError);
+- judy: 01_single_gpu graded, 03_multi_node.ipynb broken JSON (a JSONDecodeError, then
+NotJSONError);
 - kim: the kernel died while running 01_single_gpu.ipynb (os._exit in a cell: DeadKernelError);
-- lee: handed in only 01_single_gpu-Copy1.ipynb, which nbgrader skips, so it found no notebook at all.
+- lee: handed in only 01_single_gpu-Copy1.ipynb, which nbgrader skips, so it found no notebook at
+all.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ def test_a_submission_that_failed_before_any_notebook_names_none():
 
 
 def test_a_student_named_only_in_the_summary_is_not_graded_either():
-    # nbgrader's UnresponsiveKernelError branch logs this one line instead of the error and its traceback.
+    # nbgrader's UnresponsiveKernelError branch logs this one line instead of the error and its
+    # traceback.
     kim = "/home/grader/course/submitted/kim/distributed_training"
     start = LOG.index(f"[AutogradeApp | ERROR] There was an error processing assignment: {kim}")
     end = LOG.index(
@@ -66,7 +70,8 @@ def test_a_student_named_only_in_the_summary_is_not_graded_either():
     unresponsive = (
         LOG[:start]
         + f"[AutogradeApp | ERROR] While processing assignment {kim}, the kernel became "
-        "unresponsive and we could not interrupt it. This probably means that the students' code has an "
+        "unresponsive and we could not interrupt it. This probably means that the students' code "
+        "has an "
         "infinite loop that consumes a lot of memory or something similar.\n" + LOG[end:]
     )
     failures = _failures(unresponsive, STUDENTS)

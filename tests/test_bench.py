@@ -1,4 +1,5 @@
-"""The benchmark's pieces run and measure something; the figures themselves belong to `make bench`."""
+"""The benchmark's pieces run and measure something; the figures themselves belong to `make
+bench`."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ def test_autograde_time_grades_a_solved_run(tmp_path, student_run, monkeypatch):
         and result["seconds_per_submission"] > 0
         and result["verify_seconds_max"] > 0
     )
-    # All but stage 2's throughput (4 points, needs GPUs); stage 3's efficiency tier may vary on tiny runs, and
-    # the kit's grading.toml has no accuracy target for the tests' "small" data set (2 points).
+    # All but stage 2's throughput (4 points, needs GPUs); stage 3's efficiency tier may vary on
+    # tiny runs, and the kit's grading.toml has no accuracy target for the tests' "small" data set
+    # (2 points).
     assert 34 <= result["scores"][0] <= 37

@@ -1,10 +1,10 @@
 """The nbgrader workflow in JupyterLab 4, in a real browser: Debian's chromium, driven by Selenium.
 
-A student's JupyterLab (the student environment: no instructor extensions) fetches the assignment from
-the Assignment List, runs the first cells of notebook 01 and submits; the instructor collects and
-autogrades with `python -m course grade`, and sees the submission and its score in the Formgrader of
-the instructor's JupyterLab. Only 127.0.0.1 is contacted. Screenshots go to the test's temporary folder,
-and also to COURSE_SCREENSHOTS when it names a folder.
+A student's JupyterLab (the student environment: no instructor extensions) fetches the assignment
+from the Assignment List, runs the first cells of notebook 01 and submits; the instructor collects
+and autogrades with `python -m course grade`, and sees the submission and its score in the
+Formgrader of the instructor's JupyterLab. Only 127.0.0.1 is contacted. Screenshots go to the test's
+temporary folder, and also to COURSE_SCREENSHOTS when it names a folder.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def free_port() -> int:
 
 
 def start_lab(root: Path, env: dict[str, str], log: Path) -> Lab:
-    """JupyterLab on 127.0.0.1 (a free port, a token, no browser of its own, nothing fetched from the web)."""
+    """JupyterLab on 127.0.0.1 (a free port, a token, no browser of its own, nothing fetched from
+    the web)."""
     port = free_port()
     command = [
         PYTHON,
@@ -101,8 +102,8 @@ def stop_lab(lab: Lab) -> None:
 
 
 def jupyter_env(base: dict[str, str], home: Path) -> dict[str, str]:
-    """An environment whose Jupyter configuration, data and runtime folders are under `home` only, and whose
-    JupyterLab does not offer to fetch Jupyter's news (a prompt over the screenshots)."""
+    """An environment whose Jupyter configuration, data and runtime folders are under `home` only,
+    and whose JupyterLab does not offer to fetch Jupyter's news (a prompt over the screenshots)."""
     home.mkdir()
     settings = home / "lab-settings"
     (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
@@ -121,8 +122,8 @@ def jupyter_env(base: dict[str, str], home: Path) -> dict[str, str]:
 
 @dataclass
 class Course:
-    """This test's course: its temporary folder, the course folder, and the environment of every process
-    (the quick data set, the course's own exchange)."""
+    """This test's course: its temporary folder, the course folder, and the environment of every
+    process (the quick data set, the course's own exchange)."""
 
     tmp: Path
     folder: Path
@@ -150,8 +151,9 @@ def course(tmp_path_factory, quick_env) -> Course:
 
 @pytest.fixture(scope="module")
 def student_lab(course: Course) -> Iterator[Lab]:
-    """The student's JupyterLab as the student bundle starts it: in the bundle's folder (its nbgrader_config.py
-    names the exchange), with the bundle's jupyter/ as its configuration (no instructor extensions)."""
+    """The student's JupyterLab as the student bundle starts it: in the bundle's folder (its
+    nbgrader_config.py names the exchange), with the bundle's jupyter/ as its configuration (no
+    instructor extensions)."""
     tmp = course.tmp
     bundle = tmp / "bundle"
     run = subprocess.run(
@@ -171,7 +173,8 @@ def student_lab(course: Course) -> Iterator[Lab]:
         timeout=300,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    # The bundle holds the release where fetch would put it: this student fetches it from the exchange instead.
+    # The bundle holds the release where fetch would put it: this student fetches it from the
+    # exchange instead.
     shutil.rmtree(exchange.assignment_folder(bundle, exchange.settings(bundle)))
     # nbgrader names a submission after the account (root here); on a hub it is the student's own.
     identity = tmp / "student-identity"
@@ -240,7 +243,8 @@ def screenshot(browser, tmp_path) -> Callable[[str], Path]:
 
 
 def wait_for(browser, condition: Callable, what: str, timeout: float = UI_TIMEOUT):
-    """condition(browser) once truthy (its value); fails saying `what` did not appear, with the page's text."""
+    """condition(browser) once truthy (its value); fails saying `what` did not appear, with the
+    page's text."""
     from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -261,8 +265,9 @@ def by_css(selector: str) -> Callable:
 
 
 def open_lab(browser, lab: Lab, path: str = "lab") -> None:
-    """Load JupyterLab at `path` afresh: `reset` drops the workspace an earlier page left, which would open
-    its panels again (and a notebook twice, with a second kernel that replaces the first)."""
+    """Load JupyterLab at `path` afresh: `reset` drops the workspace an earlier page left, which
+    would open its panels again (and a notebook twice, with a second kernel that replaces the
+    first)."""
     browser.get(lab.page(path) + "&reset")
     wait_for(browser, by_css("#jp-main-dock-panel"), "JupyterLab's main area")
     wait_for(browser, lambda b: "Nbgrader" in menu_bar(b), "the Nbgrader menu")
@@ -365,7 +370,8 @@ def test_a_submission_from_the_assignment_list_is_graded_and_shown_in_the_formgr
         ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(
             Keys.SHIFT
         ).perform()
-    # textContent: the notebook scrolls on as cells run, and .text is empty for an output scrolled out of view.
+    # textContent: the notebook scrolls on as cells run, and .text is empty for an output scrolled
+    # out of view.
     output = wait_for(
         browser,
         lambda b: [
@@ -400,7 +406,8 @@ def test_a_submission_from_the_assignment_list_is_graded_and_shown_in_the_formgr
     wait_for(browser, assignment_row("submitted"), "the submitted assignment")
     screenshot("assignment-list-submitted")
 
-    # The instructor collects and autogrades (in the sandbox where bubblewrap runs), then opens the Formgrader.
+    # The instructor collects and autogrades (in the sandbox where bubblewrap runs), then opens the
+    # Formgrader.
     env = {**course.env, **({} if bubblewrap() else {"COURSE_SANDBOX": "off"})}
     run = subprocess.run(
         [

@@ -1,5 +1,5 @@
-"""The student bundle (`python -m course bundle`): what students get holds no answer, no hidden test and
-no instructor file, and its notebooks run on its own copy of the kit."""
+"""The student bundle (`python -m course bundle`): what students get holds no answer, no hidden test
+and no instructor file, and its notebooks run on its own copy of the kit."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ MARKERS = re.compile(r"(BEGIN|END) (SOLUTION|HIDDEN TESTS|ALWAYS HIDDEN TESTS)")
 
 
 def code_lines(text: str) -> list[str]:
-    """The lines that carry code: stripped, no blank or comment-only lines (so indentation and comments
-    do not hide a copy)."""
+    """The lines that carry code: stripped, no blank or comment-only lines (so indentation and
+    comments do not hide a copy)."""
     return [
         line.strip()
         for line in text.splitlines()

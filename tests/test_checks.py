@@ -1,4 +1,5 @@
-"""The checks of the students' functions (course.notebook.checks), fast: the solutions pass, planted mistakes fail.
+"""The checks of the students' functions (course.notebook.checks), fast: the solutions pass, planted
+mistakes fail.
 
 The solutions are the functions of solutions/distributed_training/*.ipynb (tests/solutions.py reads
 them), loaded from a real file as a notebook's namespace holds them; a planted mistake is a solution
@@ -31,7 +32,8 @@ def planted(function, old: str, new: str = ""):
     return namespace[function.__name__]
 
 
-# --- stage 1: 01_single_gpu.ipynb ------------------------------------------------------------------
+# --- stage 1: 01_single_gpu.ipynb
+# ------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +114,8 @@ def test_make_iterators_mistakes(stage_1, old, new, words):
     [
         ("MomentumSGD(args.lr)", "MomentumSGD()", r"learning rate is 0.01, not args.lr \(0.02\)"),
         (
-            "    optimizer.setup(model)\n    optimizer.add_hook(chainer.optimizer_hooks.WeightDecay(5e-4))\n",
+            "    optimizer.setup(model)\n    "
+            "optimizer.add_hook(chainer.optimizer_hooks.WeightDecay(5e-4))\n",
             "",
             "the optimizer is not set up on the model",
         ),
@@ -201,7 +204,8 @@ def test_add_snapshots_mistakes(stage_1, old, new, words):
 
 
 def test_a_resume_that_loses_the_random_state_is_caught(stage_1, monkeypatch):
-    """The check compares weights: a snapshot without the generators' states ends elsewhere (dropout, shuffle)."""
+    """The check compares weights: a snapshot without the generators' states ends elsewhere
+    (dropout, shuffle)."""
     from course.runtime import checkpoint
 
     monkeypatch.setattr(checkpoint.ResumeState, "serialize", lambda self, serializer: None)
@@ -321,7 +325,10 @@ def test_scaled_learning_rate_that_is_not_linear(mistake, words):
         multi_gpu.learning_rate(mistake)
 
 
-MPU = "    updater = training.updaters.MultiprocessParallelUpdater(train_iters, optimizer, devices=devices)\n"
+MPU = (
+    "    updater = training.updaters.MultiprocessParallelUpdater(train_iters, optimizer, "
+    "devices=devices)\n"
+)
 HIDDEN_TRAINER_2 = dict(
     n_devices=3, epochs=3, batchsize=4
 )  # notebook 02's hidden test of build_trainer
@@ -436,7 +443,8 @@ def test_multi_gpu_trainer_of_a_stub(stage_2):
     assert "build_trainer still has its PUT YOUR CODE HERE stub" in raised.value.__notes__[0]
 
 
-# --- stage 3 on MPI ranks of simulated nodes: the solutions of 03_multi_node.ipynb, one mistake per case ---
+# --- stage 3 on MPI ranks of simulated nodes: the solutions of 03_multi_node.ipynb, one mistake per
+# case ---
 
 STAGE_3_CELLS = (
     "check_communicator",
@@ -449,7 +457,8 @@ STAGE_3_CELLS = (
 )
 
 
-# case -> (the function planted, old, new in its source), the one check it must fail, with words of its message
+# case -> (the function planted, old, new in its source), the one check it must fail, with words of
+# its message
 STAGE_3_MISTAKES = {
     "no scatter": (
         (
@@ -523,7 +532,8 @@ STAGE_3_MISTAKES = {
     "GPU by rank": (
         ("device_for_rank", "comm.intra_rank", "comm.rank"),
         "check_device_binding",
-        "would use ['@cupy:0', '@cupy:1', '@cupy:2', '@cupy:3']; the GPU of each rank's number within "
+        "would use ['@cupy:0', '@cupy:1', '@cupy:2', '@cupy:3']; the GPU of each rank's number "
+        "within "
         "its node is ['@cupy:0', '@cupy:1', '@cupy:0', '@cupy:1']",
     ),
     "GPU by rank % 2": (

@@ -1,4 +1,5 @@
-"""The allreduce cost model (course.costmodel), its notebook checks, its results file, reader and scoring."""
+"""The allreduce cost model (course.costmodel), its notebook checks, its results file, reader and
+scoring."""
 
 from __future__ import annotations
 
@@ -50,8 +51,8 @@ def test_the_fit_recovers_alpha_and_beta_from_exact_times(algorithm, ranks):
 
 
 def test_the_fit_weighs_every_size_alike():
-    """With 10% noise on every time, the relative-error fit still finds the latency; an unweighted fit
-    is set by the largest messages alone and gets it wrong by far more."""
+    """With 10% noise on every time, the relative-error fit still finds the latency; an unweighted
+    fit is set by the largest messages alone and gets it wrong by far more."""
     rng = np.random.default_rng(0)
     exact = np.array([costmodel.allreduce_seconds("ring", 4, n, 5e-6, 5e-10) for n in SIZES])
     noisy = exact * (1 + 0.1 * rng.standard_normal(len(SIZES)))
@@ -74,7 +75,8 @@ def test_gradient_prediction_uses_four_bytes_per_parameter():
 # --- the notebook checks --------------------------------------------------------------------------
 
 
-# The notebook's solutions (solutions/.../03_multi_node.ipynb), with the setup cell's imports they rely on.
+# The notebook's solutions (solutions/.../03_multi_node.ipynb), with the setup cell's imports they
+# rely on.
 _SOLVED = {"math": math, "np": np}
 for _name in ("allreduce_time", "fit_alpha_beta"):
     exec(solution_functions("multi_node")[_name], _SOLVED)

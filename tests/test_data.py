@@ -36,7 +36,8 @@ def _add(archive: tarfile.TarFile, name: str, payload: bytes) -> None:
 
 
 def write_cifar_archive(path: Path, per_batch: int = 20) -> dict:
-    """An archive laid out like the official cifar-10-python.tar.gz (protocol-2 pickles of dicts)."""
+    """An archive laid out like the official cifar-10-python.tar.gz (protocol-2 pickles of
+    dicts)."""
     batches = {f"data_batch_{i}": _batch(per_batch, i) for i in range(1, 6)}
     batches["test_batch"] = _batch(per_batch, 99)
     with tarfile.open(path, "w:gz") as archive:
@@ -62,7 +63,8 @@ def test_real_archive_converts_to_chainers_own_file(tmp_path, data_root):
     # Chainer's own loader reads the converted file (it reads CHAINER_DATASET_ROOT at import).
     probe = (
         "import chainer, json; tr, te = chainer.datasets.get_cifar10(); "
-        "print(json.dumps([len(tr), len(te), list(tr[0][0].shape), int(tr[0][1]), float(tr[0][0].max())]))"
+        "print(json.dumps([len(tr), len(te), list(tr[0][0].shape), int(tr[0][1]), "
+        "float(tr[0][0].max())]))"
     )
     out = subprocess.run(
         [PYTHON, "-c", probe],
@@ -273,7 +275,8 @@ def test_prepare_makes_a_variant_and_the_set_it_derives_from(data_root):
 
 
 def rewrite(path: Path, **changes: np.ndarray) -> None:
-    """The data set file at `path` with some arrays replaced, as another tool might have written it."""
+    """The data set file at `path` with some arrays replaced, as another tool might have written
+    it."""
     with np.load(path) as npz:
         arrays = {key: npz[key] for key in npz.files}
     with open(path, "wb") as f:
@@ -353,7 +356,7 @@ def test_generating_a_large_set_never_holds_every_image_as_floats():
     grown_kb = int(
         subprocess.run([PYTHON, "-c", probe], capture_output=True, text=True, check=True).stdout
     )  # Linux
-    # Less than one float64 copy of all the images (235 MiB): memory must not grow with the floats of every
-    # image, or the 50000-image set (4.6 GB drawn at once) does not fit a 4 GB laptop. Drawn at once, these
-    # 10000 grew by 480 to 890 MB here; in chunks by 130 MB.
+    # Less than one float64 copy of all the images (235 MiB): memory must not grow with the floats
+    # of every image, or the 50000-image set (4.6 GB drawn at once) does not fit a 4 GB laptop.
+    # Drawn at once, these 10000 grew by 480 to 890 MB here; in chunks by 130 MB.
     assert grown_kb * 1024 < n * 3 * 32 * 32 * 8

@@ -1,7 +1,7 @@
-"""make demo's term through nbgrader's exchange (course.instructor.demo.play_term), with two students
-who train nothing, so that it stays cheap: one solves part of notebook 01, one hands in the release as
-fetched. The gradebook comes from the collected submissions; each student fetches their own feedback.
-make demo itself adds a student who solves everything and runs the real jobs."""
+"""make demo's term through nbgrader's exchange (course.instructor.demo.play_term), with two
+students who train nothing, so that it stays cheap: one solves part of notebook 01, one hands in the
+release as fetched. The gradebook comes from the collected submissions; each student fetches their
+own feedback. make demo itself adds a student who solves everything and runs the real jobs."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """nbgrader's exchange as the kit configures it, through nbgrader's own apps (release_assignment,
-fetch_assignment, submit, collect): the job outputs travel with a submission, the snapshots do not, and
-nbgrader's size limit is said. tests/test_demo.py plays the whole term, feedback included."""
+fetch_assignment, submit, collect): the job outputs travel with a submission, the snapshots do not,
+and nbgrader's size limit is said. tests/test_demo.py plays the whole term, feedback included."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Jobs that tell the truth: killed, cancelled or broken jobs, driven through the real local scheduler.
+"""Jobs that tell the truth: killed, cancelled or broken jobs, driven through the real local
+scheduler.
 
-Each job runs under course.cluster.localsched's supervisor, as `python -m course submit` runs it; the
-tests read /proc to check that no process of a job outlives it.
+Each job runs under course.cluster.localsched's supervisor, as `python -m course submit` runs it;
+the tests read /proc to check that no process of a job outlives it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from course.cluster.job import Job
 from course.errors import JobError
 from tests.helpers import PYTHON, ROOT
 
-HEAD = '#!/bin/bash\n#PBS -l walltime={walltime}\nset -eo pipefail\ncd "$PBS_O_WORKDIR"\nsource jobs/site_env.sh\n'
+HEAD = (
+    "#!/bin/bash\n#PBS -l walltime={walltime}\nset -eo pipefail\n"
+    'cd "$PBS_O_WORKDIR"\nsource jobs/site_env.sh\n'
+)
 
 
 def until(condition, timeout: float = 20.0, what: str = "the condition"):
@@ -77,7 +81,8 @@ def running(job: Job, sleeps: int) -> list[int]:
 
 
 def followed(job: Job) -> tuple[int, dict[int, str]]:
-    """Wait for the job's end, noting each process of it seen on the way: (exit status, {pid: name})."""
+    """Wait for the job's end, noting each process of it seen on the way: (exit status, {pid:
+    name})."""
     seen: dict[int, str] = {}
 
     def ended() -> bool:
@@ -196,7 +201,8 @@ def test_a_misspelt_pbs_resource_is_refused_before_the_job_runs(folder):
 
 
 def read_until(stream, wanted: str, timeout: float = 20.0) -> None:
-    """Read a child's unbuffered output line by line until the line `wanted`; fail after `timeout` seconds."""
+    """Read a child's unbuffered output line by line until the line `wanted`; fail after `timeout`
+    seconds."""
     deadline = time.monotonic() + timeout
     while True:
         ready, _, _ = select.select([stream], [], [], max(deadline - time.monotonic(), 0))

@@ -88,9 +88,11 @@ def test_reference_training_on_the_first_gpu(tmp_path, data_root):
 
 @pytest.fixture
 def fake_gpus(tmp_path, monkeypatch):
-    """An nvidia-smi on PATH that reports n A100s the way the real one does; CuPy counted as installed.
+    """An nvidia-smi on PATH that reports n A100s the way the real one does; CuPy counted as
+    installed.
 
-    Stands in for the hardware only: the kit's parsing, CUDA_VISIBLE_DEVICES and its decisions are real."""
+    Stands in for the hardware only: the kit's parsing, CUDA_VISIBLE_DEVICES and its decisions are
+    real."""
 
     def install(n: int) -> None:
         smi = tmp_path / "bin" / "nvidia-smi"
@@ -116,7 +118,8 @@ def fake_gpus(tmp_path, monkeypatch):
 
 
 def test_stage2_records_the_gpus_it_was_given_not_the_model_s_cpu(fake_gpus, monkeypatch):
-    """MultiprocessParallelUpdater moves the model only at its first update: the record names its GPUs."""
+    """MultiprocessParallelUpdater moves the model only at its first update: the record names its
+    GPUs."""
     import chainer.links as L
 
     from course.runtime import harness
@@ -186,7 +189,8 @@ def test_hidden_gpus_give_the_cpu_comparison(tmp_path, fake_gpus, monkeypatch):
 
 
 def test_a_generated_script_imports_course_before_chainer():
-    """`import course` loads the gpu extra's CUDA libraries; CuPy, imported by Chainer, finds them only after it."""
+    """`import course` loads the gpu extra's CUDA libraries; CuPy, imported by Chainer, finds them
+    only after it."""
     text = scripts.assemble_script("single_gpu", {})
     imports = [
         node for node in ast.parse(text).body if isinstance(node, (ast.Import, ast.ImportFrom))
@@ -198,7 +202,10 @@ def test_a_generated_script_imports_course_before_chainer():
 
 
 def test_python_m_course_h_imports_no_chainer():
-    probe = "import sys; from course import cli; cli.usage(); print('chainer' in sys.modules, 'cupy' in sys.modules)"
+    probe = (
+        "import sys; from course import cli; cli.usage(); "
+        "print('chainer' in sys.modules, 'cupy' in sys.modules)"
+    )
     assert subprocess.run(
         [PYTHON, "-c", probe], capture_output=True, text=True, check=True
     ).stdout.split() == ["False", "False"]

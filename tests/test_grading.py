@@ -30,8 +30,8 @@ def set_cell(folder, notebook, grade_id, source):
 
 
 def speed_up_ring_run(folder):
-    """Edit images/sec in the results of the comparison's ring-allreduce run, as a student faking a figure would
-    (the step profiles, which also use ring, do not count for the comparison)."""
+    """Edit images/sec in the results of the comparison's ring-allreduce run, as a student faking a
+    figure would (the step profiles, which also use ring, do not count for the comparison)."""
     for path in (folder / "runs").glob("multi_node-*/results.json"):
         record = json.loads(path.read_text())
         if record.get("allreduce") == "ring" and not record.get("profile"):
@@ -41,14 +41,17 @@ def speed_up_ring_run(folder):
     raise AssertionError("the solved run has no ring-allreduce run")
 
 
-# The tests' "small" data set trains 2 short epochs of a width-8 VGG (tests/conftest.py: quick_env) and barely
-# learns; seeded, its 2-rank warm-up run ends at 0.125. The test is about the grading path, not the lesson.
+# The tests' "small" data set trains 2 short epochs of a width-8 VGG (tests/conftest.py: quick_env)
+# and barely learns; seeded, its 2-rank warm-up run ends at 0.125. The test is about the grading
+# path, not the lesson.
 SMALL_TARGET = 0.12
-SOLVED = 39  # all the automatic points but stage 2's throughput (4), which needs two GPUs this machine lacks
+# all the automatic points but stage 2's throughput (4), which needs two GPUs this machine lacks
+SOLVED = 39
 
 
 def set_schedule(first: str, last: str):
-    """A planted learning_rate_schedule whose ramp runs from `first` to `last` (Python expressions)."""
+    """A planted learning_rate_schedule whose ramp runs from `first` to `last` (Python
+    expressions)."""
     return lambda f: set_cell(
         f,
         "03_multi_node.ipynb",
@@ -146,7 +149,8 @@ PLANTED = {
             log.write_text(
                 log.read_text().replace(
                     "course: results",
-                    "Throughput: 999.00 [images/sec.] over 9 steady iterations (warm-up 5, 0 left out after "
+                    "Throughput: 999.00 [images/sec.] over 9 steady iterations (warm-up 5, 0 left "
+                    "out after "
                     "epoch ends)\ncourse: results",
                 )
             )
@@ -159,7 +163,8 @@ PLANTED = {
             ("03_multi_node", "check_accuracy"): "no traced stage-1 run",
         },
     ),
-    # Logs edited to show 1 rank launched where the results say 2 (a stage-1 run passed off as stage 3's, reversed).
+    # Logs edited to show 1 rank launched where the results say 2 (a stage-1 run passed off as stage
+    # 3's, reversed).
     "trent": (
         lambda f: [
             log.write_text(
@@ -177,7 +182,8 @@ PLANTED = {
             ("03_multi_node", "check_prediction"): "no profiled stage-3 run on 2 or more ranks",
         },
     ),
-    # Wrong code that passed the checks of two ranks on one node: hidden and visible checks now catch it.
+    # Wrong code that passed the checks of two ranks on one node: hidden and visible checks now
+    # catch it.
     "uma": (
         lambda f: set_cell(
             f,
@@ -222,13 +228,15 @@ PLANTED = {
         SOLVED - 2,
         {("02_multi_gpu", "check_trainer"): "not a MultiprocessParallelUpdater"},
     ),
-    # A classmate's whole folder, handed in as one's own: full points, and the plagiarism table says so.
+    # A classmate's whole folder, handed in as one's own: full points, and the plagiarism table says
+    # so.
     "victor": (lambda f: None, SOLVED, {}),
 }
 
 
 def with_lines(stage: str, name: str, lines: str) -> str:
-    """The solution function `name` of `stage` with `lines` (indented, Python) run first in its body."""
+    """The solution function `name` of `stage` with `lines` (indented, Python) run first in its
+    body."""
     source = solution_functions(stage)[name]
     head, body = source.split(":\n", 1)
     return f"{head}:\n" + "".join(f"    {line}\n" for line in lines.splitlines()) + body
@@ -241,18 +249,21 @@ def unsolved(folder: Path) -> None:
 
 
 CELL_TIMEOUT = 20  # seconds a test cell may run in this batch (course grade --cell-timeout)
-# The points of the handed-in runs alone (stage-1 results 3, stage-3 efficiency 3, accuracy 2, comparisons 1):
-# an unsolved release handed in with the solved run's runs/ and logs earns these and no more.
+# The points of the handed-in runs alone (stage-1 results 3, stage-3 efficiency 3, accuracy 2,
+# comparisons 1): an unsolved release handed in with the solved run's runs/ and logs earns these and
+# no more.
 RUN_POINTS = 9
 
-# A student's code trying to reach what is not theirs, as a function the checks call (course root filled in).
+# A student's code trying to reach what is not theirs, as a function the checks call (course root
+# filled in).
 SNOOP = """import os
 for path in ('{root}/solutions/distributed_training', '{root}/submitted', '{root}/autograded'):
     try:
         print('SNOOPED', path, 'FOUND:' + '|'.join(sorted(os.listdir(path))))
     except OSError:
         pass
-for path in ('{root}/gradebook.db', '{root}/grading.toml', '{root}/submitted/alice/distributed_training/runs'):
+alice = '{root}/submitted/alice/distributed_training/runs'
+for path in ('{root}/gradebook.db', '{root}/grading.toml', alice):
     try:
         with open(path, 'w') as f:
             f.write('overwritten by peggy')
@@ -260,7 +271,8 @@ for path in ('{root}/gradebook.db', '{root}/grading.toml', '{root}/submitted/ali
         pass
 """
 
-# (submission, how to make it from the solved run, expected score or None (not graded), {test: words}, flags)
+# (submission, how to make it from the solved run, expected score or None (not graded), {test:
+# words}, flags)
 ATTACKS = {
     # A solution cell that patches the check it should pass: the patch never runs in the grader.
     "mallory": (
@@ -269,7 +281,8 @@ ATTACKS = {
             "03_multi_node.ipynb",
             "make_optimizer",
             "import course.notebook.checks.multi_node as m\nm.optimizer = lambda function: None\n\n"
-            "def make_optimizer(args, comm, model):\n    optimizer = chainer.optimizers.MomentumSGD(args.lr)\n"
+            "def make_optimizer(args, comm, model):\n    optimizer = "
+            "chainer.optimizers.MomentumSGD(args.lr)\n"
             "    optimizer.setup(model)\n    return optimizer",
         ),
         SOLVED - 2,
@@ -303,7 +316,8 @@ ATTACKS = {
         None,
         {("", ""): "course, which would shadow the kit"},
     ),
-    # Reading the hidden tests and classmates' work, overwriting the gradebook, grading.toml, a classmate's runs.
+    # Reading the hidden tests and classmates' work, overwriting the gradebook, grading.toml, a
+    # classmate's runs.
     "peggy": (
         lambda f, root: set_cell(
             f,
@@ -347,8 +361,9 @@ ATTACKS = {
 
 
 def course_settings(config: Path) -> None:
-    """The test's grading.toml: a target the tiny runs reach, and every time-to-accuracy speedup earning all
-    its points (tiny runs on a shared machine time too coarsely for a tier; tests/test_scoring.py tests them)."""
+    """The test's grading.toml: a target the tiny runs reach, and every time-to-accuracy speedup
+    earning all its points (tiny runs on a shared machine time too coarsely for a tier;
+    tests/test_scoring.py tests them)."""
     text = config.read_text()
     changed = text.replace(
         "target = { synthetic = 0.85,", f"target = {{ small = {SMALL_TARGET}, synthetic = 0.85,"
@@ -417,7 +432,8 @@ NO_GPU = ("02_multi_gpu", "check_efficiency")  # stage 2's throughput: this mach
 
 def test_solutions_get_every_point_the_machine_allows(graded):
     run, totals, details, _ = graded
-    # Everything but stage 2's throughput (4 points), which needs two GPUs this machine does not have.
+    # Everything but stage 2's throughput (4 points), which needs two GPUs this machine does not
+    # have.
     assert totals["alice"] == SOLVED
     assert list(lost(details, "alice")) == [NO_GPU]
     assert "there is no multi_gpu run" in lost(details, "alice")[NO_GPU]

@@ -1,4 +1,5 @@
-"""Every line the kit writes into a job log (course.joblog), written and read back by its own parser."""
+"""Every line the kit writes into a job log (course.joblog), written and read back by its own
+parser."""
 
 from __future__ import annotations
 
@@ -49,8 +50,8 @@ def test_run_header_round_trip():
 def test_run_header_names_the_gpu_model():
     line = header(gpu_model="Tesla P100-PCIE-16GB").format()
     assert (
-        "4 worker(s) on a087, a088: @cupy:0, @cupy:1, @cupy:0, @cupy:1 (Tesla P100-PCIE-16GB) | batch 32"
-        in line
+        "4 worker(s) on a087, a088: @cupy:0, @cupy:1, @cupy:0, @cupy:1 (Tesla P100-PCIE-16GB) | "
+        "batch 32" in line
     )
     [read] = joblog.run_headers(line)
     assert read["devices"] == ["@cupy:0", "@cupy:1", "@cupy:0", "@cupy:1"]
@@ -126,7 +127,10 @@ def test_launch_lines_round_trip_with_the_launcher_s_rank_count(template, ranks)
         slots == "course launch: job 15.pbs-admin (pbs); 4 slot(s) on 2 node(s): a087 x2, a088 x2"
     )
     command = joblog.launch_command_line([*template.split(), "python", "train.py", "-n", "9"])
-    warning = "course launch: warning: 2 ranks per node but this node has 1 GPU(s); ranks past the last GPU cannot"
+    warning = (
+        "course launch: warning: 2 ranks per node but this node has 1 GPU(s); "
+        "ranks past the last GPU cannot"
+    )
     assert joblog.launches(f"{slots}\n{warning}\n{command}\ncourse: run ...\n") == [
         {"job": "15.pbs-admin", "scheduler": "pbs", "slots": 4, "nodes": 2, "command_ranks": ranks}
     ]
@@ -135,7 +139,8 @@ def test_launch_lines_round_trip_with_the_launcher_s_rank_count(template, ranks)
 def test_a_log_of_an_older_kit_reads_as_the_same_launch():
     log = (
         "course launch: job 2.local (local); 1 slot(s) on 1 node(s): localhost x1\n"
-        "course launch: /v/bin/mpiexec -n 1 --hostfile /tmp/course-launch-8ao2eqw5/hostfile --bind-to core python "
+        "course launch: /v/bin/mpiexec -n 1 --hostfile /tmp/course-launch-8ao2eqw5/hostfile "
+        "--bind-to core python "
         "train_cifar_multi_node.py --model vgg\n"
     )
     assert joblog.launches(log) == [

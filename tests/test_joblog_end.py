@@ -52,7 +52,8 @@ def test_a_schedulers_kill_notice_wins_over_an_end_line_that_says_0(notice, stat
 def test_what_outlived_the_job_is_cut_off_and_the_end_time_is_the_last_one():
     later = AT + timedelta(seconds=5)
     log = (
-        f"{joblog.end_line('7.local', 0, AT)}\nrerun\n{joblog.killed_line('7.local', 'TERM', later)}\n"
+        f"{joblog.end_line('7.local', 0, AT)}\nrerun\n"
+        f"{joblog.killed_line('7.local', 'TERM', later)}\n"
         f"{joblog.walltime_notice('00:00:02')}\nThroughput: 9.00 [images/sec.]\n"
     )
     assert joblog.ended_at(log) == later
@@ -122,12 +123,15 @@ not launch the job.
     "log,cause",
     [
         (
-            "course launch: mpiexec is not found\n  -> load the site's MPI module in the site profile's setup\n",
-            "course launch: mpiexec is not found: load the site's MPI module in the site profile's setup",
+            "course launch: mpiexec is not found\n  -> load the site's MPI module in the site "
+            "profile's setup\n",
+            "course launch: mpiexec is not found: load the site's MPI module in the site profile's "
+            "setup",
         ),
         (
             PRTERUN_KILLED,
-            "MPI rank 1 on n1 was killed by signal 9 (Killed): most often the node ran out of memory",
+            "MPI rank 1 on n1 was killed by signal 9 (Killed): most often the node ran out of "
+            "memory",
         ),
         (PRTERUN_NO_PROGRAM, "prterun could not find the program train_cifar_multi_nod.py"),
         (

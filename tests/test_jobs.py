@@ -136,7 +136,8 @@ def test_wait_echoes_the_log_and_explains_a_failure(state):
     assert "step one" in lines
     assert (
         lines[-1]
-        == "[what went wrong: ValueError: bad batch size (the traceback above it in the log shows where)]"
+        == "[what went wrong: ValueError: bad batch size (the traceback above it in the log shows "
+        "where)]"
     )
 
 
@@ -154,7 +155,8 @@ def test_submit_refuses_missing_or_unfinished_training_scripts(assignment):
     with pytest.raises(JobError, match="does not exist yet"):
         submit.submit("jobs/run_single_gpu_training.sh", workdir=assignment, echo=None)
     (assignment / "train_cifar_single.py").write_text(
-        "def make_iterators(train, test, batchsize):\n    # PUT YOUR CODE HERE\n    raise NotImplementedError()\n"
+        "def make_iterators(train, test, batchsize):\n    # PUT YOUR CODE HERE\n    raise "
+        "NotImplementedError()\n"
         "def main():\n    pass\n"
     )
     with pytest.raises(NotImplementedError, match="stubs in make_iterators"):
@@ -162,7 +164,8 @@ def test_submit_refuses_missing_or_unfinished_training_scripts(assignment):
     (
         assignment / "train_cifar_single.py"
     ).write_text(  # the comment may stay above the student's code
-        "def make_iterators(train, test, batchsize):\n    # PUT YOUR CODE HERE\n    return train, test\n"
+        "def make_iterators(train, test, batchsize):\n    # PUT YOUR CODE HERE\n    return train, "
+        "test\n"
         "def main():\n    raise SystemExit(3)\n\nmain()\n"
     )
     assert (
@@ -276,8 +279,10 @@ def test_a_job_asking_for_missing_gpus_is_skipped_with_a_message_only_when_asked
         is None
     )
     assert said == [
-        "NOT SUBMITTED: this machine has no GPU and jobs/gpus.sh asks for 2 GPU(s) per node, so its "
-        "job cannot run here. Submit it on a GPU node of a cluster: qsub -j oe jobs/gpus.sh. The rest "
+        "NOT SUBMITTED: this machine has no GPU and jobs/gpus.sh asks for 2 GPU(s) per node, so "
+        "its "
+        "job cannot run here. Submit it on a GPU node of a cluster: qsub -j oe jobs/gpus.sh. The "
+        "rest "
         "of this notebook runs here: read on."
     ]
     assert not list(state.glob("gpus.sh.o*")), "nothing ran"
@@ -296,7 +301,8 @@ def test_job_scripts_name_no_absolute_paths():
 
 
 def test_variables_for_slurm_are_taken_off_in_both_forms():
-    # Slurm's qsub wrapper would turn -v into sbatch --export; submit moves them into the environment.
+    # Slurm's qsub wrapper would turn -v into sbatch --export; submit moves them into the
+    # environment.
     rest, variables = submit._split_variables(["-l", "select=1", "-v", "A=1", "-vB=2", "-N", "x"])
     assert rest == ["-l", "select=1", "-N", "x"]
     assert pbs.apply_options(variables).variables == {"A": "1", "B": "2"}

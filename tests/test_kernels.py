@@ -22,7 +22,8 @@ from tools import pins
 # Installs the CUDA wheels once, and NVRTC compiles in child processes: a minute, not a unit test.
 pytestmark = pytest.mark.integration
 WHEELS = ROOT / "build" / "cuda-compile"
-# CuPy and NVRTC in one folder, the CUDA headers in another, so that a test can leave the headers out.
+# CuPy and NVRTC in one folder, the CUDA headers in another, so that a test can leave the headers
+# out.
 PARTS = {
     "cupy": ("cupy-cuda12x", "fastrlock", "nvidia-cuda-nvrtc-cu12"),
     "headers": ("nvidia-cuda-runtime-cu12",),
@@ -136,7 +137,8 @@ def test_every_kernel_of_the_course_compiles_for_p100_to_h100(cuda_env):
 
 
 def test_without_the_cuda_headers_wheel_no_kernel_compiles(cuda_env):
-    """The defect the runtime pin fixes: NVRTC 12.4 without nvidia-cuda-runtime-cu12 has no cuda_fp16.h."""
+    """The defect the runtime pin fixes: NVRTC 12.4 without nvidia-cuda-runtime-cu12 has no
+    cuda_fp16.h."""
     run = _course(cuda_env["no_headers"], "kernels", "--arch", "80")
     assert run.returncode == 1
     assert 'cannot open source file "cuda_fp16.h"' in run.stdout
@@ -146,8 +148,10 @@ def test_without_the_cuda_headers_wheel_no_kernel_compiles(cuda_env):
 def test_a_kernel_that_stops_compiling_is_an_error_with_nvrtc_s_log(cuda_env):
     probe = (
         "from course.diagnostics import nvrtc\n"
-        "broken = nvrtc.Kernel('test', 'broken', 'extern \"C\" __global__ void broken(half2x* p) {}', ())\n"
-        "try:\n    nvrtc.compile_kernel(broken, '80')\nexcept nvrtc.KernelError as e:\n    print(e)\n"
+        "broken = nvrtc.Kernel('test', 'broken', 'extern \"C\" __global__ void broken(half2x* p) "
+        "{}', ())\n"
+        "try:\n    nvrtc.compile_kernel(broken, '80')\nexcept nvrtc.KernelError as e:\n    "
+        "print(e)\n"
     )
     run = subprocess.run(
         [PYTHON, "-c", probe], capture_output=True, text=True, env=cuda_env["full"], timeout=300

@@ -12,7 +12,8 @@ from course.errors import JobError
 from tests.helpers import PYTHON
 
 REEDBUSH = (
-    "mpirun --mca btl_openib_want_cuda_gdr 1 --mca mpi_warn_on_fork 0 -np {nprocs} -machinefile {hostfile} "
+    "mpirun --mca btl_openib_want_cuda_gdr 1 --mca mpi_warn_on_fork 0 -np {nprocs} -machinefile "
+    "{hostfile} "
     "-npernode {ranks_per_node} {export}"
 )
 

@@ -1,4 +1,5 @@
-"""Resource names in #PBS lines and qsub -l options: PBS Pro's, Torque's nodes=, and a site's own."""
+"""Resource names in #PBS lines and qsub -l options: PBS Pro's, Torque's nodes=, and a site's
+own."""
 
 from __future__ import annotations
 

@@ -60,8 +60,9 @@ def test_bootstrap_names_the_build_tools_chainer_needs():
 
 
 def test_cuda_headers_match_nvrtc():
-    """CuPy 13 compiles kernels with NVRTC 12.2+ only with the CUDA headers of nvidia-cuda-runtime-cu12 at
-    NVRTC's major.minor version (CuPy issue 8466); without them no kernel compiles on a node lacking a toolkit."""
+    """CuPy 13 compiles kernels with NVRTC 12.2+ only with the CUDA headers of
+    nvidia-cuda-runtime-cu12 at NVRTC's major.minor version (CuPy issue 8466); without them no
+    kernel compiles on a node lacking a toolkit."""
     gpu = pins.extra_pins("gpu")
     nvrtc, runtime = gpu["nvidia-cuda-nvrtc-cu12"], gpu.get("nvidia-cuda-runtime-cu12")
     assert runtime is not None, "pin nvidia-cuda-runtime-cu12 in the gpu extra, at NVRTC's version"

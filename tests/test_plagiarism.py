@@ -1,4 +1,5 @@
-"""The plagiarism table (course.instructor.plagiarism): what two submissions of one grading run share."""
+"""The plagiarism table (course.instructor.plagiarism): what two submissions of one grading run
+share."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from tests.helpers import make_run
 def submission(
     tmp_path, student: str, scheduler: str = "pbs", first: int = 1, speed: float = 100.0
 ):
-    """A student's folder with a stage-1 and a stage-3 run and their logs, as jobs <first> and <first + 1>
-    (`speed`: their images/sec, which makes two students' runs of the same job numbers differ)."""
+    """A student's folder with a stage-1 and a stage-3 run and their logs, as jobs <first> and
+    <first + 1> (`speed`: their images/sec, which makes two students' runs of the same job numbers
+    differ)."""
     folder = tmp_path / student / "distributed_training"
     folder.mkdir(parents=True)
     for number, stage in enumerate(("single_gpu", "multi_node"), start=first):
@@ -92,5 +94,6 @@ def test_the_table_names_the_shared_item_the_students_and_their_files(tmp_path):
         "kind": "job id",
         "shared": "pbs:2.local",
         "students": "alice bob",
-        "files": "alice: runs/multi_node-2.local/results.json; bob: runs/multi_node-2.local/results.json",
+        "files": "alice: runs/multi_node-2.local/results.json; bob: "
+        "runs/multi_node-2.local/results.json",
     } in rows

@@ -106,7 +106,8 @@ def test_another_stage_s_functions_are_refused(tmp_path):
     [
         (
             "def make_iterators(train, test, batchsize):\n"
-            "    return SerialIterator(train, batchsize), SerialIterator(test, batchsize, repeat=False)\n",
+            "    return SerialIterator(train, batchsize), SerialIterator(test, batchsize, "
+            "repeat=False)\n",
             "SerialIterator",
         ),
         (
@@ -115,7 +116,8 @@ def test_another_stage_s_functions_are_refused(tmp_path):
             "BATCH",
         ),
         (
-            "def make_iterators(train, test, batchsize):\n    def one(d):\n        return SerialIterator(d, batchsize)\n"
+            "def make_iterators(train, test, batchsize):\n    def one(d):\n        return "
+            "SerialIterator(d, batchsize)\n"
             "    return one(train), one(test)\n",
             "SerialIterator",
         ),
@@ -137,8 +139,10 @@ def test_a_function_using_a_name_only_the_notebook_has_is_refused(tmp_path, cell
 
 def test_a_name_imported_inside_the_function_is_accepted(tmp_path):
     cell = (
-        "def make_iterators(train, test, batchsize):\n    from chainer.iterators import SerialIterator\n"
-        "    return SerialIterator(train, batchsize), SerialIterator(test, batchsize, repeat=False)\n"
+        "def make_iterators(train, test, batchsize):\n    from chainer.iterators import "
+        "SerialIterator\n"
+        "    return SerialIterator(train, batchsize), SerialIterator(test, batchsize, "
+        "repeat=False)\n"
     )
     module = notebook(tmp_path, solution_source("single_gpu") + cell)
     text = scripts.assemble_script("single_gpu", functions(module, stages.SINGLE_GPU))
@@ -209,7 +213,8 @@ def test_a_refused_script_leaves_the_old_one_in_place(tmp_path):
         tmp_path,
         "from chainer.iterators import SerialIterator\n"
         + solution_source("single_gpu")
-        + "\n\ndef make_iterators(train, test, batchsize):\n    return SerialIterator(train, 8), None\n",
+        + "\n\ndef make_iterators(train, test, batchsize):\n    return SerialIterator(train, 8), "
+        "None\n",
     )
     (tmp_path / "train_cifar_single.py").write_text("# the last good script\n")
     with pytest.raises(CourseError):

@@ -1,4 +1,5 @@
-"""Site profiles: the shipped ones load, apply cleanly, and give job scripts that each scheduler reads."""
+"""Site profiles: the shipped ones load, apply cleanly, and give job scripts that each scheduler
+reads."""
 
 from __future__ import annotations
 
@@ -82,7 +83,10 @@ def test_slurm_profile_adds_what_pbs_syntax_cannot_say(jobs_dir):
 
 
 def test_site_env_is_valid_bash_and_env_overrides_its_defaults(tmp_path):
-    probe = 'source jobs/site_env.sh; echo "$COURSE_DATASET|$COURSE_TRAIN_ARGS|$COURSE_MPIEXEC|$OMP_NUM_THREADS"'
+    probe = (
+        "source jobs/site_env.sh; "
+        'echo "$COURSE_DATASET|$COURSE_TRAIN_ARGS|$COURSE_MPIEXEC|$OMP_NUM_THREADS"'
+    )
     run = subprocess.run(
         ["bash", "-c", probe],
         cwd=ROOT,
@@ -115,7 +119,8 @@ def test_drift_is_reported(jobs_dir):
     [
         ('scheduler = "lsf"', "is not one of local, pbs, slurm"),
         (
-            '[environment]\nsetup = []\ndataset = "x"\ntrain_args = "--width $(rm -rf ~)"\nmpiexec = "m"',
+            '[environment]\nsetup = []\ndataset = "x"\ntrain_args = "--width $(rm -rf ~)"\nmpiexec '
+            '= "m"',
             "may not contain",
         ),
         ("not toml at all [", "not valid TOML"),

@@ -1,4 +1,5 @@
-"""The course's job scripts under a real Slurm scheduler, submitted with `qsub -j oe` as students do."""
+"""The course's job scripts under a real Slurm scheduler, submitted with `qsub -j oe` as students
+do."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 @pytest.fixture
 def assignment(student_run, tmp_path):
-    """The solved assignment, its job scripts set up for the Slurm cluster, its job outputs removed."""
+    """The solved assignment, its job scripts set up for the Slurm cluster, its job outputs
+    removed."""
     return slurm_cluster.assignment(student_run, tmp_path / paths.ASSIGNMENT)
 
 
@@ -89,8 +91,9 @@ def test_a_request_the_cluster_cannot_meet_is_refused_at_submission(cluster, ass
 def test_a_job_killed_at_its_walltime_is_continued_by_the_next_from_its_snapshot(
     cluster, assignment, quick_env
 ):
-    """Slurm's time limits have a resolution of a minute and are enforced within about 30 s of it: the
-    run takes about two minutes, so that the first job ends at its one-minute walltime part-way."""
+    """Slurm's time limits have a resolution of a minute and are enforced within about 30 s of it:
+    the run takes about two minutes, so that the first job ends at its one-minute walltime
+    part-way."""
     env = cluster.env(
         {
             **quick_env,

@@ -1,6 +1,6 @@
-"""Stage 3 across two hosts: a two-node Slurm cluster on this machine (tests/slurm_cluster.py), each node
-a network and UTS namespace of its own, so that ranks on the second node have another host name,
-another address and comm.rank != comm.intra_rank, as on a real cluster."""
+"""Stage 3 across two hosts: a two-node Slurm cluster on this machine (tests/slurm_cluster.py), each
+node a network and UTS namespace of its own, so that ranks on the second node have another host
+name, another address and comm.rank != comm.intra_rank, as on a real cluster."""
 
 from __future__ import annotations
 
@@ -110,7 +110,8 @@ def test_stage3_with_select_2_runs_four_ranks_on_two_hosts_and_joins_the_scaling
         (2, "cnode2", 0, 1),
         (3, "cnode2", 1, 1),
     ], log
-    # scatter_dataset: rank 0 read the 1024 training examples and sent every rank its quarter, across hosts
+    # scatter_dataset: rank 0 read the 1024 training examples and sent every rank its quarter,
+    # across hosts
     assert [p.train_examples for p in places] == [256] * 4
     runs = {run.workers: run for run in evidence.runs("multi_node", assignment)}
     assert sorted(runs) == [2, 4]
@@ -138,7 +139,8 @@ from tests.solutions import solution_functions
 from tests.helpers import notebook_module, replaced_once, run_stage_3_checks
 
 folder = Path(sys.argv[1])
-rank_as_gpu = replaced_once(solution_functions("multi_node")["device_for_rank"], "comm.intra_rank", "comm.rank")
+device_for_rank = solution_functions("multi_node")["device_for_rank"]
+rank_as_gpu = replaced_once(device_for_rank, "comm.intra_rank", "comm.rank")
 (folder / "good").mkdir(), (folder / "rank").mkdir()
 print(json.dumps({"nodes": mn_ranks.job_nodes(mn_ranks.Layout()),
                   "solutions": run_stage_3_checks(notebook_module(folder / "good", "multi_node")),
@@ -148,8 +150,9 @@ print(json.dumps({"nodes": mn_ranks.job_nodes(mn_ranks.Layout()),
 
 
 def test_stage3_checks_run_on_the_real_nodes_and_catch_binding_a_gpu_by_rank(cluster, tmp_path):
-    """The notebook's stage-3 checks, run inside a 2-node job, run their 4 ranks on the two hosts (not on
-    simulated ones): the solutions pass, and `@cupy:{comm.rank}` fails the device check there too."""
+    """The notebook's stage-3 checks, run inside a 2-node job, run their 4 ranks on the two hosts
+    (not on simulated ones): the solutions pass, and `@cupy:{comm.rank}` fails the device check
+    there too."""
     script = tmp_path / "checks.py"
     script.write_text(CHECKS_ON_THE_NODES)
     job = tmp_path / "job.sh"

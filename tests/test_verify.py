@@ -1,4 +1,5 @@
-"""The verifier's reading of a submission: which code of the student's it takes, and what it reports."""
+"""The verifier's reading of a submission: which code of the student's it takes, and what it
+reports."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def test_a_test_cell_splits_into_what_the_student_sees_and_what_is_hidden():
 
 def test_only_the_functions_are_taken_and_what_else_runs_code_is_reported():
     sources = {
-        "make_iterators": "import os\nos.environ['X'] = '1'\n\ndef make_iterators(a, b=2, c=(1, 'x')):\n    return a\n",
+        "make_iterators": "import os\nos.environ['X'] = '1'\n\ndef make_iterators(a, b=2, c=(1, "
+        "'x')):\n    return a\n",
         "build_trainer": "@staticmethod\ndef build_trainer(x):\n    return x\n\n"
         "def make_model(x=print('hi')):\n    return x\n\n"
         "def add_snapshots(trainer):\n    import inspect\n    return inspect.stack()\n",
@@ -38,8 +40,8 @@ def test_only_the_functions_are_taken_and_what_else_runs_code_is_reported():
     assert "os.environ" not in code and "print('hi')" not in code
     joined = " / ".join(notes)
     assert (
-        "make_iterators: line 2 runs code outside a function (left out: only the functions are graded); it uses os"
-        in joined
+        "make_iterators: line 2 runs code outside a function (left out: only the functions are "
+        "graded); it uses os" in joined
     )
     assert (
         "build_trainer has a decorator" in joined
