@@ -14,6 +14,7 @@ import tomllib
 from pathlib import Path
 
 from course import evidence, paths, results, stages
+from course.cluster.accounting import Accounting
 from course.errors import GradingError
 from course.evidence import Run, comparable, efficiency
 from course.notebook.checks import fail, passed
@@ -41,13 +42,13 @@ def config() -> dict:
     )
 
 
-def accounting(folder: Path) -> evidence.Accounting:
+def accounting(folder: Path) -> Accounting:
     """What runs are checked against: the scheduler's records, for the student whose nbgrader folder this is
     (<student>/<assignment>), with their cluster user from grading.toml [accounting] users."""
     settings = config().get("accounting", {})
     where = Path(folder).resolve()
     student = where.parent.name if where.name == paths.ASSIGNMENT else None
-    return evidence.Accounting(
+    return Accounting(
         student, (settings.get("users") or {}).get(student), settings.get("enabled", True)
     )
 
@@ -97,7 +98,7 @@ def _limits(stage: str, kind: str) -> tuple[list, float]:
     return sorted(tiers, reverse=True), ceiling
 
 
-def _baselines(folder: Path, checked: evidence.Accounting) -> list[Run]:
+def _baselines(folder: Path, checked: Accounting) -> list[Run]:
     """The traced stage-1 runs, oldest first; CheckFailed when there is none."""
     __tracebackhide__ = True
     bases = [run for run in evidence.runs(stages.BASELINE.name, folder, checked) if run.traced]
