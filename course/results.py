@@ -7,8 +7,8 @@ job log records the file's own digest (course.joblog), which course.evidence com
 
 The record's one declaration is RECORD_SCHEMA (JSON Schema): the writer is
 course.runtime.recorder, the readers course.evidence and the notebooks' report. Fields a hand-made
-or partial record may lack are declared but not required; what the harness writes is all of them
-(tests/test_training.py checks this on a real run).
+record may lack are declared but not required; the harness writes all of them, `profile` only for
+--profile runs (tests/test_training.py checks this on a real run).
 """
 
 from __future__ import annotations
@@ -139,6 +139,14 @@ RECORD_SCHEMA: dict[str, Any] = {
             "properties": {
                 "seconds": {"type": "array", "items": _NUMBER},
                 "files": {"type": "array", "items": _STR},
+            },
+            "additionalProperties": False,
+        },
+        "profile": {  # --profile runs only: each rank's step phases (course.runtime.profile)
+            "type": "object",
+            "properties": {
+                "phases": {"type": "array", "items": _STR},
+                "ranks": {"type": "array", "items": {"type": "object"}},
             },
             "additionalProperties": False,
         },
