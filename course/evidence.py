@@ -50,7 +50,20 @@ class Run:
 
     @property
     def workers(self) -> int:
-        return self.record.get("workers", 1)
+        return self.record["workers"]
+
+    @property
+    def job_id(self) -> str | None:
+        """The scheduler's id of the run's (last) job; None outside a job."""
+        return self.record["job"].get("id")
+
+    @property
+    def devices(self) -> list[str]:
+        return self.record["devices"]
+
+    @property
+    def hosts(self) -> list[str]:
+        return self.record["hosts"]
 
     @property
     def setting(self) -> str:
@@ -79,7 +92,7 @@ class Run:
                 "accuracy": entry["validation/main/accuracy"],
                 "lr": entry.get("lr"),
             }
-            for entry in self.record.get("log") or []
+            for entry in self.record["log"]
             if "validation/main/accuracy" in entry
         ]
 
@@ -97,7 +110,7 @@ class Run:
         return next((point for point in self.accuracy_curve if point["accuracy"] >= target), None)
 
     def describe(self) -> str:
-        return f"{self.path.parent.name} (job {(self.record.get('job') or {}).get('id')})"
+        return f"{self.path.parent.name} (job {self.job_id})"
 
     @property
     def segments(self) -> list[dict]:
@@ -134,11 +147,11 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
         run.problems.append(
             "the results file was edited after the job wrote it (its seal does not match)"
         )
-    if not record.get("complete"):
+    if not record["complete"]:
         run.problems.append(f"the run did not finish ({record.get('error') or 'no end recorded'})")
     if not record.get("throughput"):
         run.problems.append("the run measured no images/sec (too few steady iterations)")
-    job_id = (record.get("job") or {}).get("id")
+    job_id = run.job_id
     if not job_id:
         run.problems.append(
             "it did not run as a job (no job id): submit the job script, as the notebook shows"
@@ -152,7 +165,7 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
         )
         return run
     text = run.log.read_text(errors="replace")
-    ended = joblog.ended_at(text)  # None for logs of older kits, which carry no end time
+    ended = joblog.ended_at(text)  # None while the job runs, or when SIGKILL left no end line
     text = joblog.until_end(
         text
     )  # what processes that outlived the job wrote after its end does not count
@@ -188,10 +201,10 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
             f"images/sec in the results ({run.images_per_sec:.2f}) is not what the log shows "
             f"({', '.join(f'{r:.2f}' for r in rates) or 'none'})"
         )
-    run.problems += _header_problems(run, text)
-    run.problems += _launch_problems(run, text)
+    run.problems += _header_problems(run, text, run.log)
+    run.problems += _launch_problems(run, text, run.log)
     run.problems += _earlier_segments(run, folder)
-    script = folder / (record.get("script") or {}).get("name", "")
+    script = folder / record["script"].get("name", "")
     if script.is_file() and sha256_file(script) != record["script"].get("sha256"):
         run.notes.append(
             f"{script.name} has changed since this job ran it: run the job again after your last change"
@@ -205,7 +218,7 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
     return run
 
 
-def _header_problems(run: Run, text: str) -> list[str]:
+def _header_problems(run: Run, text: str, log: Path) -> list[str]:
     """Why the log's run header of this job does not show this run: one header, with the results file's stage,
     workers, devices and GPU model; a stage-2 run on GPUs."""
     record, job_id = run.record, run.record["job"]["id"]
@@ -213,7 +226,7 @@ def _header_problems(run: Run, text: str) -> list[str]:
     shown = {"stage": record["stage"], "workers": run.workers}
     if len(headers) > 1:
         return [
-            f"the log {run.log.name} shows {len(headers)} run headers of job {job_id}; a job starts one run: "
+            f"the log {log.name} shows {len(headers)} run headers of job {job_id}; a job starts one run: "
             "the log was edited"
         ]
     if not headers or {k: headers[0][k] for k in shown} != shown:
@@ -221,7 +234,7 @@ def _header_problems(run: Run, text: str) -> list[str]:
             f"the log does not show a {record['stage']} run of job {job_id} with {run.workers} worker(s)"
         ]
     problems = []
-    devices, model = record.get("devices"), record.get("gpu_model")
+    devices, model = run.devices, record.get("gpu_model")
     if (headers[0]["devices"], headers[0]["gpu_model"]) != (devices, model):
         problems.append(
             f"the log's run header shows devices {', '.join(headers[0]['devices'])} "
@@ -241,7 +254,7 @@ def _header_problems(run: Run, text: str) -> list[str]:
     return problems
 
 
-def _launch_problems(run: Run, text: str) -> list[str]:
+def _launch_problems(run: Run, text: str, log: Path) -> list[str]:
     """Why a stage-3 run's workers are not the ranks its job's `course launch` started (other stages run
     one process, without it)."""
     job_id = run.record["job"]["id"]
@@ -250,12 +263,12 @@ def _launch_problems(run: Run, text: str) -> list[str]:
     launched = [launch for launch in joblog.launches(text) if launch["job"] == job_id]
     if not launched:
         return [
-            f"the log {run.log.name} does not show course launch starting the ranks of job {job_id} "
+            f"the log {log.name} does not show course launch starting the ranks of job {job_id} "
             "(stage 3 runs through jobs/run_multi_node_training.sh, which prints it)"
         ]
     if len(launched) > 1:
         return [
-            f"the log {run.log.name} shows course launch starting job {job_id} {len(launched)} times; "
+            f"the log {log.name} shows course launch starting job {job_id} {len(launched)} times; "
             "a job launches once: the log was edited"
         ]
     [launch] = launched
@@ -267,7 +280,7 @@ def _launch_problems(run: Run, text: str) -> list[str]:
         )
     if launch["command_ranks"] is not None and launch["command_ranks"] != launch["slots"]:
         problems.append(
-            f"the launcher's command in {run.log.name} starts {launch['command_ranks']} rank(s), "
+            f"the launcher's command in {log.name} starts {launch['command_ranks']} rank(s), "
             f"not the {launch['slots']} slot(s) course launch names"
         )
     return problems

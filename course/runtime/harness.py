@@ -104,7 +104,10 @@ def _claim_run_folder(trainer, args: argparse.Namespace, comm, devices, state) -
         )
     else:
         claimed = None
-    trainer.out, resuming = comm.mpi_comm.bcast(claimed, root=0) if comm is not None else claimed
+    if comm is not None:
+        claimed = comm.mpi_comm.bcast(claimed, root=0)
+    assert claimed is not None  # every rank has the reporting worker's claim by now
+    trainer.out, resuming = claimed
     args.out = trainer.out
     if reporting:
         fileio.require_free_space(Path(trainer.out), MIN_FREE_BYTES, "its results and snapshots")
@@ -143,7 +146,7 @@ def run(
         print(record.header(), flush=True)
         for place in record.places:
             print(place.format(), flush=True)
-        if resumed_from is not None:
+        if resumed_from is not None and state is not None:  # only a snapshotting run resumes
             print(
                 joblog.resumed_line(trainer.out, resumed_from, state.segments[-1]["job"]["id"]),
                 flush=True,
