@@ -226,13 +226,13 @@ class Accounting:
     def _allocation(run: TracedRun, job_id: str, account: JobAccount) -> list[str]:
         """Why the job's allocation cannot have run this run: fewer nodes, GPUs or seconds than it claims."""
         problems = []
-        nodes = len(set(run.record.get("hosts") or []))
+        nodes = len(set(run.record["hosts"]))
         if nodes > account.nodes:
             problems.append(
                 f"the run names {nodes} node(s), but job {job_id} had {account.nodes} ({account.source})"
             )
         if run.record.get("device_kind") == "gpu" and account.gpus is not None:
-            gpus = len(set(zip(run.record.get("hosts") or [], run.record.get("devices") or [])))
+            gpus = len(set(zip(run.record["hosts"], run.record["devices"])))
             if gpus > account.gpus:
                 problems.append(
                     f"the run names {gpus} GPU(s), but job {job_id} had {account.gpus} ({account.source})"

@@ -67,7 +67,7 @@ def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
             comparable = scaling is not None
             tta = run.time_to_accuracy(target) if target is not None else None
             setting = f"{run.setting}, lr {run.lr_rule}" if stage == stages.MULTI_NODE.name else "-"
-            if record.get("profile"):
+            if run.profiled:
                 setting += ", profiled"
             table.append(
                 {
@@ -75,12 +75,8 @@ def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
                     "stage": stage,
                     "workers": run.workers,
                     "scaling": scaling if scaling and run.workers > 1 else "-",
-                    "devices": ", ".join(sorted(set(record.get("devices") or [])))
-                    + (
-                        f" on {len(set(record.get('hosts') or []))} node(s)"
-                        if record.get("hosts")
-                        else ""
-                    ),
+                    "devices": ", ".join(sorted(set(run.devices)))
+                    + (f" on {len(set(run.hosts))} node(s)" if run.hosts else ""),
                     "setting": setting,
                     "img/s": run.images_per_sec,
                     "spread": (record.get("throughput") or {}).get("std", 0.0),
