@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from course import evidence, joblog, paths
+from course import comparison, evidence, joblog, paths
 from course.cluster import accounting, sites, submit
 from course.instructor import scoring
 from tests.conftest import ROOT
@@ -355,8 +355,8 @@ def sized(workers: int, per_worker: int, **record) -> evidence.Run:
 )
 def test_a_stage_3_run_compares_with_stage_1_by_weak_or_strong_scaling(run, kind):
     base = sized(1, 64)
-    assert evidence.scaling(run, base) == kind
+    assert comparison.scaling(run, base) == kind
     if kind is None:
-        assert evidence.comparable(run, base) and evidence.comparable(run, base, "strong")
+        assert comparison.comparable(run, base) and comparison.comparable(run, base, "strong")
     elif kind == "strong":
-        assert evidence.comparable(run, base) == ["batch per worker: 16 here, 64 in stage 1"]
+        assert comparison.comparable(run, base) == ["batch per worker: 16 here, 64 in stage 1"]

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from course import cli, evidence
+from course import cli, comparison, evidence
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "docs" / "reference-logs" / "cpu-2core"
@@ -25,10 +25,10 @@ def test_report_prints_the_scaling_table(capsys):
     assert cli.main(["report", str(REFERENCE)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["run", "stage", "workers"]
-    base = evidence.baseline(REFERENCE)
+    base = comparison.baseline(REFERENCE)
     for run in evidence.runs("multi_node", REFERENCE):
         row = next(line for line in lines if line.startswith(run.path.parent.name))
-        assert f" {run.workers} " in row and f" {evidence.efficiency(run, base):.3f} " in row, row
+        assert f" {run.workers} " in row and f" {comparison.efficiency(run, base):.3f} " in row, row
 
 
 def test_a_run_whose_results_were_edited_does_not_count(tmp_path, capsys):

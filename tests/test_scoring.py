@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from course import evidence, joblog, results, stages
+from course import comparison, evidence, joblog, results, stages
 from course.instructor import scoring
 from course.notebook import report
 from course.notebook.checks import CheckFailed
@@ -430,14 +430,14 @@ def test_comparison_coverage_counts_traced_runs_only(folder):
     log = folder / "run_multi_node_training.sh.o3"
     kept = log.read_text()
     log.unlink()
-    coverage = evidence.comparison_coverage(evidence.runs("multi_node", folder))
+    coverage = comparison.comparison_coverage(evidence.runs("multi_node", folder))
     assert (coverage.rank_counts, coverage.settings, coverage.complete) == (
         [1, 2],
         ["naive"],
         False,
     )
     log.write_text(kept)
-    coverage = evidence.comparison_coverage(evidence.runs("multi_node", folder))
+    coverage = comparison.comparison_coverage(evidence.runs("multi_node", folder))
     assert (coverage.rank_counts, coverage.settings, coverage.complete) == (
         [1, 2, 4],
         ["naive", "naive/ring"],

@@ -13,10 +13,11 @@ import os
 import tomllib
 from pathlib import Path
 
-from course import evidence, paths, results, stages
+from course import comparison, evidence, paths, results, stages
 from course.cluster.accounting import Accounting
+from course.comparison import comparable, efficiency
 from course.errors import GradingError
-from course.evidence import Run, comparable, efficiency
+from course.evidence import Run
 from course.notebook.checks import fail, passed
 
 CONFIG = "grading.toml"
@@ -186,7 +187,7 @@ def grade_comparisons(points: float, folder: Path = Path(".")) -> float:
     """Stage 3: traced runs with at least two rank counts and two communication settings."""
     __tracebackhide__ = True
     found = evidence.runs(stages.MULTI_NODE.name, folder, accounting(folder))
-    coverage = evidence.comparison_coverage(found)
+    coverage = comparison.comparison_coverage(found)
     if not coverage.complete:
         left_out = "".join(
             f"; {run.describe()} does not count: {run.problems[0]}"
@@ -280,7 +281,7 @@ def grade_accuracy_at_scale(points: float, folder: Path = Path(".")) -> float:
         (run, base, targets[base.path])
         for base in bases
         if targets[base.path] is not None
-        for run in evidence.accuracy_candidates(found, base)
+        for run in comparison.accuracy_candidates(found, base)
     ]
     if not pairs:
         fail(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from course import evidence, results, stages
+from course import comparison, evidence, results, stages
 from course.errors import CourseError
 
 COLUMNS = (
@@ -28,7 +28,7 @@ COLUMNS = (
 
 def target_of(folder: Path = Path("."), baseline: str | None = None) -> float | None:
     """The accuracy target of the data set a folder's baseline run trained on (None: no target known)."""
-    return _target(evidence.baseline(folder, baseline))
+    return _target(comparison.baseline(folder, baseline))
 
 
 def _scoring():
@@ -56,14 +56,14 @@ def _target(base: evidence.Run | None) -> float | None:
 def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
     """One row per run of any stage, with speedup, efficiency and time-to-accuracy speedup against the
     stage-1 baseline: the run named `baseline` (a folder name under runs/), else the latest traced one."""
-    base = evidence.baseline(folder, baseline)
+    base = comparison.baseline(folder, baseline)
     target = _target(base)
     base_tta = base.time_to_accuracy(target) if base is not None and target is not None else None
     table = []
     for stage in stages.NAMES:
         for run in evidence.runs(stage, folder):
             record = run.record
-            scaling = evidence.scaling(run, base) if base is not None and run.traced else None
+            scaling = comparison.scaling(run, base) if base is not None and run.traced else None
             comparable = scaling is not None
             tta = run.time_to_accuracy(target) if target is not None else None
             setting = f"{run.setting}, lr {run.lr_rule}" if stage == stages.MULTI_NODE.name else "-"
@@ -81,7 +81,7 @@ def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
                     "img/s": run.images_per_sec,
                     "spread": (record.get("throughput") or {}).get("std", 0.0),
                     "speedup": run.images_per_sec / base.images_per_sec if comparable else None,
-                    "efficiency": evidence.efficiency(run, base) if comparable else None,
+                    "efficiency": comparison.efficiency(run, base) if comparable else None,
                     "val. accuracy": run.final_accuracy,
                     "time to target": (f"{tta['seconds']:.0f} s" if tta else "never")
                     if target is not None
@@ -310,9 +310,9 @@ def check_runs(stage: str, folder: Path = Path(".")) -> list[evidence.Run]:
     return found
 
 
-def check_comparison(folder: Path = Path(".")) -> evidence.Coverage:
+def check_comparison(folder: Path = Path(".")) -> comparison.Coverage:
     """Print what the stage-3 comparison covers so far (a visible self-check; never raises)."""
-    coverage = evidence.comparison_coverage(evidence.runs(stages.MULTI_NODE.name, folder))
+    coverage = comparison.comparison_coverage(evidence.runs(stages.MULTI_NODE.name, folder))
     if coverage.complete:
         print(f"OK: traced stage-3 runs cover {coverage.describe()}.")
     else:
@@ -353,7 +353,7 @@ def main(argv: list[str]) -> int:
 
 def check_accuracy(folder: Path = Path("."), baseline: str | None = None) -> list[evidence.Run]:
     """Print the accuracy and time to accuracy of the stage-3 runs against stage 1 (a visible self-check)."""
-    base = evidence.baseline(folder, baseline)
+    base = comparison.baseline(folder, baseline)
     target = _target(base)
     found = [run for run in evidence.runs(stages.MULTI_NODE.name, folder) if run.traced]
     if base is None or not found:
@@ -379,7 +379,7 @@ def check_accuracy(folder: Path = Path("."), baseline: str | None = None) -> lis
             else f"final accuracy {run.final_accuracy:.3f}"
         )
         print(f"{run.describe()}: {run.workers} worker(s){rule}: {final}; {reached}")
-    graded = evidence.accuracy_candidates(found, base)
+    graded = comparison.accuracy_candidates(found, base)
     reached = [run for run in graded if target is not None and run.time_to_accuracy(target)]
     if reached:
         print(
