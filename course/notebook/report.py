@@ -64,7 +64,7 @@ def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
         for run in evidence.runs(stage, folder):
             record = run.record
             scaling = comparison.scaling(run, base) if base is not None and run.traced else None
-            comparable = scaling is not None
+            compared_with = base if scaling is not None else None
             tta = run.time_to_accuracy(target) if target is not None else None
             setting = f"{run.setting}, lr {run.lr_rule}" if stage == stages.MULTI_NODE.name else "-"
             if run.profiled:
@@ -80,14 +80,18 @@ def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
                     "setting": setting,
                     "img/s": run.images_per_sec,
                     "spread": (record.get("throughput") or {}).get("std", 0.0),
-                    "speedup": run.images_per_sec / base.images_per_sec if comparable else None,
-                    "efficiency": comparison.efficiency(run, base) if comparable else None,
+                    "speedup": (
+                        run.images_per_sec / compared_with.images_per_sec if compared_with else None
+                    ),
+                    "efficiency": (
+                        comparison.efficiency(run, compared_with) if compared_with else None
+                    ),
                     "val. accuracy": run.final_accuracy,
                     "time to target": (f"{tta['seconds']:.0f} s" if tta else "never")
                     if target is not None
                     else None,
                     "TTA speedup": base_tta["seconds"] / tta["seconds"]
-                    if comparable and tta and base_tta
+                    if compared_with and tta and base_tta
                     else None,
                     "counts": "yes" if run.traced else "no: " + run.problems[0],
                     "baseline": base is not None and run.path == base.path,
@@ -210,7 +214,7 @@ def plot(table: list[dict]):
     # (and an axis of runs that measured nothing, 0 img/s, still has a height).
     speed.set(xlim=(0.5, most + 0.5), ylim=(0, max(1.05 * top, 1.0)))
     # One colour per label on the three accuracy plots, so that a run keeps its colour from plot to plot.
-    colours = {}
+    colours: dict[str, str] = {}
     for row in table:
         curve = row["_curve"]
         if not curve:
@@ -299,7 +303,7 @@ def check_runs(stage: str, folder: Path = Path(".")) -> list[evidence.Run]:
     for run in found:
         status = (
             "OK, traced to " + run.log.name
-            if run.traced
+            if run.traced and run.log is not None  # a traced run has its log
             else "WILL NOT COUNT: " + "; ".join(run.problems)
         )
         print(
@@ -380,10 +384,10 @@ def check_accuracy(folder: Path = Path("."), baseline: str | None = None) -> lis
         )
         print(f"{run.describe()}: {run.workers} worker(s){rule}: {final}; {reached}")
     graded = comparison.accuracy_candidates(found, base)
-    reached = [run for run in graded if target is not None and run.time_to_accuracy(target)]
-    if reached:
+    on_target = [run for run in graded if target is not None and run.time_to_accuracy(target)]
+    if on_target:
         print(
-            f"OK: a run on {reached[0].workers} ranks with the {stages.TAUGHT_LR_RULE} rule reached the target."
+            f"OK: a run on {on_target[0].workers} ranks with the {stages.TAUGHT_LR_RULE} rule reached the target."
         )
     elif target is not None:
         where = f"on {graded[0].workers} ranks" if graded else "on 2 or more ranks"
