@@ -3,28 +3,21 @@
 A run counts only when it is traced: its results file is sealed and unchanged, it finished,
 and the scheduler's joined log of its job (``<name>.o<number>``, beside the notebooks) shows
 the same job, the same images/sec and the file's SHA-256 (course.joblog reads those lines).
-Efficiency is weak-scaling efficiency against the student's own stage-1 run: speedup divided
-by the number of workers, with the same device kind, GPU model, model and batch per worker.
 The log must show each of those lines once for its job, the run header must name the results
 file's devices and GPU model, and a stage-3 run's workers must be the ranks `course launch` started.
-Where the grader reaches the scheduler's accounting (Accounting), the job must be there, be the
-student's, and have had the nodes, GPUs and time the run claims; where it cannot, the run's notes
-say that it was not checked.
-The report shows what this finds; course.instructor.scoring turns it into points.
+Where the grader reaches the scheduler's accounting (course.cluster.accounting), the job must be
+there, be the student's, and have had the nodes, GPUs and time the run claims; where it cannot, the
+run's notes say that it was not checked. Which traced runs are compared, and how: course.comparison.
 """
 
 from __future__ import annotations
 
-import functools
-import re
-import shutil
-import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from course import joblog, results, stages
+from course.cluster.accounting import Accounting
 from course.errors import ResultsError
 from course.fileio import sha256_file
 
@@ -54,7 +47,20 @@ class Run:
 
     @property
     def workers(self) -> int:
-        return self.record.get("workers", 1)
+        return self.record["workers"]
+
+    @property
+    def job_id(self) -> str | None:
+        """The scheduler's id of the run's (last) job; None outside a job."""
+        return self.record["job"].get("id")
+
+    @property
+    def devices(self) -> list[str]:
+        return self.record["devices"]
+
+    @property
+    def hosts(self) -> list[str]:
+        return self.record["hosts"]
 
     @property
     def setting(self) -> str:
@@ -83,7 +89,7 @@ class Run:
                 "accuracy": entry["validation/main/accuracy"],
                 "lr": entry.get("lr"),
             }
-            for entry in self.record.get("log") or []
+            for entry in self.record["log"]
             if "validation/main/accuracy" in entry
         ]
 
@@ -101,7 +107,7 @@ class Run:
         return next((point for point in self.accuracy_curve if point["accuracy"] >= target), None)
 
     def describe(self) -> str:
-        return f"{self.path.parent.name} (job {(self.record.get('job') or {}).get('id')})"
+        return f"{self.path.parent.name} (job {self.job_id})"
 
     @property
     def segments(self) -> list[dict]:
@@ -138,11 +144,11 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
         run.problems.append(
             "the results file was edited after the job wrote it (its seal does not match)"
         )
-    if not record.get("complete"):
+    if not record["complete"]:
         run.problems.append(f"the run did not finish ({record.get('error') or 'no end recorded'})")
     if not record.get("throughput"):
         run.problems.append("the run measured no images/sec (too few steady iterations)")
-    job_id = (record.get("job") or {}).get("id")
+    job_id = run.job_id
     if not job_id:
         run.problems.append(
             "it did not run as a job (no job id): submit the job script, as the notebook shows"
@@ -156,7 +162,7 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
         )
         return run
     text = run.log.read_text(errors="replace")
-    ended = joblog.ended_at(text)  # None for logs of older kits, which carry no end time
+    ended = joblog.ended_at(text)  # None while the job runs, or when SIGKILL left no end line
     text = joblog.until_end(
         text
     )  # what processes that outlived the job wrote after its end does not count
@@ -192,10 +198,10 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
             f"images/sec in the results ({run.images_per_sec:.2f}) is not what the log shows "
             f"({', '.join(f'{r:.2f}' for r in rates) or 'none'})"
         )
-    run.problems += _header_problems(run, text)
-    run.problems += _launch_problems(run, text)
+    run.problems += _header_problems(run, text, run.log)
+    run.problems += _launch_problems(run, text, run.log)
     run.problems += _earlier_segments(run, folder)
-    script = folder / (record.get("script") or {}).get("name", "")
+    script = folder / record["script"].get("name", "")
     if script.is_file() and sha256_file(script) != record["script"].get("sha256"):
         run.notes.append(
             f"{script.name} has changed since this job ran it: run the job again after your last change"
@@ -209,7 +215,7 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
     return run
 
 
-def _header_problems(run: Run, text: str) -> list[str]:
+def _header_problems(run: Run, text: str, log: Path) -> list[str]:
     """Why the log's run header of this job does not show this run: one header, with the results file's stage,
     workers, devices and GPU model; a stage-2 run on GPUs."""
     record, job_id = run.record, run.record["job"]["id"]
@@ -217,7 +223,7 @@ def _header_problems(run: Run, text: str) -> list[str]:
     shown = {"stage": record["stage"], "workers": run.workers}
     if len(headers) > 1:
         return [
-            f"the log {run.log.name} shows {len(headers)} run headers of job {job_id}; a job starts one run: "
+            f"the log {log.name} shows {len(headers)} run headers of job {job_id}; a job starts one run: "
             "the log was edited"
         ]
     if not headers or {k: headers[0][k] for k in shown} != shown:
@@ -225,7 +231,7 @@ def _header_problems(run: Run, text: str) -> list[str]:
             f"the log does not show a {record['stage']} run of job {job_id} with {run.workers} worker(s)"
         ]
     problems = []
-    devices, model = record.get("devices"), record.get("gpu_model")
+    devices, model = run.devices, record.get("gpu_model")
     if (headers[0]["devices"], headers[0]["gpu_model"]) != (devices, model):
         problems.append(
             f"the log's run header shows devices {', '.join(headers[0]['devices'])} "
@@ -245,7 +251,7 @@ def _header_problems(run: Run, text: str) -> list[str]:
     return problems
 
 
-def _launch_problems(run: Run, text: str) -> list[str]:
+def _launch_problems(run: Run, text: str, log: Path) -> list[str]:
     """Why a stage-3 run's workers are not the ranks its job's `course launch` started (other stages run
     one process, without it)."""
     job_id = run.record["job"]["id"]
@@ -254,12 +260,12 @@ def _launch_problems(run: Run, text: str) -> list[str]:
     launched = [launch for launch in joblog.launches(text) if launch["job"] == job_id]
     if not launched:
         return [
-            f"the log {run.log.name} does not show course launch starting the ranks of job {job_id} "
+            f"the log {log.name} does not show course launch starting the ranks of job {job_id} "
             "(stage 3 runs through jobs/run_multi_node_training.sh, which prints it)"
         ]
     if len(launched) > 1:
         return [
-            f"the log {run.log.name} shows course launch starting job {job_id} {len(launched)} times; "
+            f"the log {log.name} shows course launch starting job {job_id} {len(launched)} times; "
             "a job launches once: the log was edited"
         ]
     [launch] = launched
@@ -271,7 +277,7 @@ def _launch_problems(run: Run, text: str) -> list[str]:
         )
     if launch["command_ranks"] is not None and launch["command_ranks"] != launch["slots"]:
         problems.append(
-            f"the launcher's command in {run.log.name} starts {launch['command_ranks']} rank(s), "
+            f"the launcher's command in {log.name} starts {launch['command_ranks']} rank(s), "
             f"not the {launch['slots']} slot(s) course launch names"
         )
     return problems
@@ -315,348 +321,3 @@ def runs(stage: str, folder: Path = Path("."), accounting: Accounting | None = N
         except ResultsError as e:
             found.append(Run(path, {"stage": stage}, problems=[e.message]))
     return found
-
-
-def baseline(folder: Path = Path("."), name: str | None = None) -> Run | None:
-    """The stage-1 run named `name` (its folder under runs/) if traced, else the student's latest traced one."""
-    traced = [run for run in runs(stages.BASELINE.name, folder) if run.traced]
-    named = [run for run in traced if run.path.parent.name == name]
-    if name and not named:
-        raise ResultsError(
-            f"no traced stage-1 run {name!r} in {Path(folder, results.RUNS_DIR)}/",
-            f"one of: {', '.join(run.path.parent.name for run in traced) or 'none'}",
-        )
-    return named[0] if named else (traced[-1] if traced else None)
-
-
-def _batch(run: Run, kind: str) -> int | None:
-    return (run.record.get("batch_size") or {}).get(kind)
-
-
-def comparable(run: Run, base: Run, scaling: str = "weak") -> list[str]:
-    """Why `run` cannot be compared with the stage-1 `base` run (empty if it can).
-
-    scaling: weak (each worker the batch stage 1 had: the work grows with the workers) or strong (stage 1's
-    batch split over the workers: the same work, done by more of them)."""
-    batch = ("batch per worker", "per_worker") if scaling == "weak" else ("total batch", "total")
-    differences = []
-    for label, mine, theirs in (
-        ("device kind", run.record.get("device_kind"), base.record.get("device_kind")),
-        (
-            "GPU model",
-            run.record.get("gpu_model"),
-            base.record.get("gpu_model"),
-        ),  # a slower one flatters
-        (
-            "model",
-            (run.record.get("model") or {}).get("name"),
-            (base.record.get("model") or {}).get("name"),
-        ),
-        (
-            "model width",
-            (run.record.get("model") or {}).get("width"),
-            (base.record.get("model") or {}).get("width"),
-        ),
-        (batch[0], _batch(run, batch[1]), _batch(base, "per_worker")),
-        (
-            "data set",
-            (run.record.get("dataset") or {}).get("name"),
-            (base.record.get("dataset") or {}).get("name"),
-        ),
-    ):
-        if mine != theirs:
-            differences.append(f"{label}: {mine} here, {theirs} in stage 1")
-    return differences
-
-
-def scaling(run: Run, base: Run) -> str | None:
-    """How `run` compares with the stage-1 `base`: weak, strong (on 2 or more workers), or None."""
-    if not comparable(run, base):
-        return "weak"
-    if run.workers > 1 and not comparable(run, base, "strong"):
-        return "strong"
-    return None
-
-
-def efficiency(run: Run, base: Run) -> float:
-    """Speedup over stage 1 divided by the workers: weak scaling (N times the work in the same time is 1.0) and
-    strong scaling (the same work in 1/N of the time is 1.0) alike."""
-    return run.images_per_sec / (run.workers * base.images_per_sec)
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """What the traced stage-3 runs compare: rank counts and communication settings."""
-
-    rank_counts: list[int]
-    settings: list[str]
-    NEEDED = 2  # of each
-
-    @property
-    def complete(self) -> bool:
-        return len(self.rank_counts) >= self.NEEDED and len(self.settings) >= self.NEEDED
-
-    def describe(self) -> str:
-        return f"rank counts {self.rank_counts} and communication settings {self.settings}"
-
-
-def accuracy_candidates(found: list[Run], base: Run) -> list[Run]:
-    """The stage-3 runs whose accuracy may be graded: traced, on 2 or more ranks, comparable with stage 1,
-    with the taught learning-rate rule, the most ranks first (scoring takes the best of them: another run
-    never costs points)."""
-    taught = [
-        run
-        for run in found
-        if run.traced
-        and run.workers > 1
-        and run.lr_rule == stages.TAUGHT_LR_RULE
-        and not comparable(run, base)
-    ]
-    return sorted(
-        taught, key=lambda run: -run.workers
-    )  # the most ranks first, as the report names them
-
-
-def comparison_coverage(found: list[Run]) -> Coverage:
-    traced = [run for run in found if run.traced and not run.profiled]
-    return Coverage(
-        sorted({run.workers for run in traced}), sorted({run.setting for run in traced})
-    )
-
-
-# --- the scheduler's accounting ----------------------------------------------------------------
-#
-# The results file and the log both live in the student's folder; the scheduler's records do not.
-# Where the grader can ask them (sacct on Slurm, else scontrol for a job it still holds; qstat -x -f on
-# PBS), a run's jobs must be there, be the student's, and the last one must have had the nodes, GPUs
-# and time the run claims. Where it cannot, the run's notes say so: it was not checked.
-
-ELAPSED_SLACK = 2.0  # seconds: schedulers count whole seconds
-
-
-@dataclass(frozen=True)
-class JobAccount:
-    """A job as the scheduler's records show it."""
-
-    user: str
-    nodes: int
-    gpus: int | None  # None: these records do not count GPUs
-    elapsed: float  # seconds
-    source: str  # the command that told
-
-
-@dataclass(frozen=True)
-class Lookup:
-    account: JobAccount | None
-    why: str = ""  # without an account: why
-    absent: bool = False  # the records were read and hold no such job (else they could not be read)
-
-
-def _seconds(clock: str) -> float:
-    """[DD-]HH:MM:SS (or MM:SS) as seconds."""
-    days, _, rest = clock.rpartition("-")
-    total = 0
-    for part in rest.split(":"):
-        total = total * 60 + int(part)
-    return total + 86400 * int(days or 0)
-
-
-def _gres_gpus(tres: str) -> int | None:
-    """GPUs in a TRES list such as cpu=2,node=1,gres/gpu=2,gres/gpu:p100=2 (typed entries repeat the count)."""
-    found = re.search(r"(?:^|,)gres/gpu=(\d+)", tres)
-    return int(found.group(1)) if found else None
-
-
-def parse_sacct(text: str, source: str = "sacct") -> JobAccount | None:
-    """`sacct -X -n -P -o User,NNodes,AllocTRES,ElapsedRaw` output; None for no line. sacct records GPUs only
-    where AccountingStorageTRES lists gres/gpu, so a TRES without it says nothing about GPUs."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        return None
-    user, nodes, tres, elapsed = lines[0].split("|")[:4]
-    return JobAccount(user, int(nodes), _gres_gpus(tres), float(elapsed), source)
-
-
-def parse_scontrol(text: str, source: str = "scontrol show job") -> JobAccount | None:
-    """`scontrol show job -o ID` output (Key=Value words); its TRES is the allocation, so no gres/gpu is 0 GPUs."""
-    fields = dict(re.findall(r"(?:^|\s)([\w/:]+)=(\S*)", text))
-    if "UserId" not in fields:
-        return None
-    return JobAccount(
-        fields["UserId"].split("(")[0],
-        int(fields.get("NumNodes", "0").split("-")[0]),
-        _gres_gpus(fields.get("TRES", "")) or 0,
-        _seconds(fields.get("RunTime", "0:0")),
-        source,
-    )
-
-
-def parse_qstat(text: str, source: str = "qstat -x -f") -> JobAccount | None:
-    """PBS Pro's `qstat -x -f ID` output: `    key = value` lines, long values continued on tab-indented lines."""
-    fields: dict[str, str] = {}
-    key = None
-    for line in text.splitlines():
-        if line.startswith("\t") and key:
-            fields[key] += line.strip()
-        elif " = " in line:
-            key, _, value = line.strip().partition(" = ")
-            fields[key] = value
-    if "Job_Owner" not in fields:
-        return None
-    hosts = {chunk.split("/")[0] for chunk in fields.get("exec_host", "").split("+") if chunk}
-    nodes = int(fields.get("Resource_List.nodect") or len(hosts))
-    return JobAccount(
-        fields["Job_Owner"].split("@")[0],
-        nodes,
-        int(fields.get("Resource_List.ngpus") or 0),
-        _seconds(fields.get("resources_used.walltime") or "0:0"),
-        source,
-    )
-
-
-def _ask(command: list[str]) -> subprocess.CompletedProcess | str:
-    """The command's result, or why it could not run."""
-    if shutil.which(command[0]) is None:
-        return f"{command[0]} is not installed where grading runs"
-    try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{' '.join(command)} failed ({e})"
-
-
-def _said(done: subprocess.CompletedProcess) -> str:
-    """A failed command's last word on why."""
-    said = (done.stderr or done.stdout).strip()
-    return said.splitlines()[-1] if said else f"exit status {done.returncode}"
-
-
-@functools.cache
-def lookup(scheduler: str, job_id: str) -> Lookup:
-    """Job `job_id` in the records of the scheduler that ran it (cached: grading asks once per job)."""
-    if scheduler == "slurm":
-        sacct = _ask(
-            ["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "User,NNodes,AllocTRES,ElapsedRaw"]
-        )
-        if not isinstance(sacct, str) and sacct.returncode == 0:
-            account = parse_sacct(sacct.stdout, f"sacct -j {job_id}")
-            return Lookup(
-                account,
-                "" if account else f"sacct -j {job_id} knows no such job",
-                absent=account is None,
-            )
-        # Without slurmdbd, slurmctld still holds a finished job for MinJobAge (300 s by default).
-        held = _ask(["scontrol", "show", "job", "-o", job_id])
-        account = None if isinstance(held, str) or held.returncode else parse_scontrol(held.stdout)
-        if account:
-            return Lookup(account)
-        return Lookup(
-            None,
-            f"{sacct if isinstance(sacct, str) else 'sacct: ' + _said(sacct)}; "
-            f"scontrol no longer holds job {job_id}",
-        )
-    if scheduler == "pbs":
-        done = _ask(["qstat", "-x", "-f", job_id])
-        if isinstance(done, str):
-            return Lookup(None, done)
-        account = parse_qstat(done.stdout) if done.returncode == 0 else None
-        # PBS keeps finished jobs for job_history_duration (two weeks by default): not found may be purged
-        return Lookup(account) if account else Lookup(None, f"qstat -x -f {job_id}: {_said(done)}")
-    return Lookup(
-        None,
-        f"the {scheduler} scheduler keeps no accounting"
-        if scheduler == "local"
-        else f"the kit cannot read the accounting of scheduler {scheduler!r}",
-    )
-
-
-@dataclass(frozen=True)
-class Accounting:
-    """Checking runs against the scheduler's records, for one student (`user`: theirs on the cluster,
-    from the instructor's mapping; None: compared with nothing, only reported)."""
-
-    student: str | None = None
-    user: str | None = None
-    enabled: bool = (
-        True  # False: the instructor grades where the scheduler is not the students' one
-    )
-    records: Callable[[str, str], Lookup] = lookup  # (scheduler, job id) -> what its records say
-
-    def check(self, run: Run) -> tuple[list[str], list[str]]:
-        """(problems, notes) of a run's jobs against the records: each job the student's, the last one
-        with the nodes, GPUs and time the run claims."""
-        problems, notes = [], []
-        job = run.record["job"]
-        jobs = {
-            segment["job"]["id"]: segment["job"].get("scheduler")
-            for segment in run.segments[:-1]
-            if (segment.get("job") or {}).get("id")
-        }
-        jobs[job["id"]] = job.get("scheduler")
-        for job_id, scheduler in jobs.items():
-            found = (
-                self.records(scheduler or "none", job_id)
-                if self.enabled
-                else Lookup(None, "grading.toml [accounting] has enabled = false")
-            )
-            if found.absent:
-                problems.append(
-                    f"job {job_id} is not in the scheduler's records ({found.why}): "
-                    "it did not run on this cluster"
-                )
-            if found.account is None:
-                if not found.absent:
-                    notes.append(
-                        f"job {job_id} was not checked against the scheduler's records: {found.why}"
-                    )
-                continue
-            account = found.account
-            if self.user is None:
-                notes.append(
-                    f"job {job_id} ran as user {account.user} ({account.source}); whose job it was is not "
-                    "compared: grading.toml [accounting] users maps no user to "
-                    f"{self.student or 'this folder'}"
-                )
-            elif account.user != self.user:
-                problems.append(
-                    f"job {job_id} ran as user {account.user} ({account.source}), not as {self.user}, "
-                    f"the user of {self.student}: it is someone else's job"
-                )
-            if job_id == job["id"]:
-                problems += self._allocation(run, job_id, account)
-                notes.append(self._checked(job_id, account))
-        return problems, notes
-
-    @staticmethod
-    def _allocation(run: Run, job_id: str, account: JobAccount) -> list[str]:
-        """Why the job's allocation cannot have run this run: fewer nodes, GPUs or seconds than it claims."""
-        problems = []
-        nodes = len(set(run.record.get("hosts") or []))
-        if nodes > account.nodes:
-            problems.append(
-                f"the run names {nodes} node(s), but job {job_id} had {account.nodes} ({account.source})"
-            )
-        if run.record.get("device_kind") == "gpu" and account.gpus is not None:
-            gpus = len(set(zip(run.record.get("hosts") or [], run.record.get("devices") or [])))
-            if gpus > account.gpus:
-                problems.append(
-                    f"the run names {gpus} GPU(s), but job {job_id} had {account.gpus} ({account.source})"
-                )
-        wall = run.record.get("wall_seconds")
-        if wall and account.elapsed + ELAPSED_SLACK < wall:
-            problems.append(
-                f"job {job_id} ran {account.elapsed:.0f} s ({account.source}), less than the run's own "
-                f"{wall:.0f} s"
-            )
-        return problems
-
-    @staticmethod
-    def _checked(job_id: str, account: JobAccount) -> str:
-        gpus = (
-            "GPUs not recorded, so not checked"
-            if account.gpus is None
-            else f"{account.gpus} GPU(s)"
-        )
-        return (
-            f"job {job_id} checked against {account.source}: user {account.user}, {account.nodes} node(s), "
-            f"{gpus}, {account.elapsed:.0f} s"
-        )

@@ -338,7 +338,7 @@ def _stamp(at: datetime | None) -> str:
 
 
 def end_line(job_id: str, status: int, at: datetime | None = None) -> str:
-    """What END_TRAP prints when the job shell exits (logs of older kits have no time)."""
+    """What END_TRAP prints when the job shell exits; `at` None leaves the time out (hand-made logs)."""
     return f"course: job {job_id} ended with exit status {status}{_stamp(at)}"
 
 
@@ -442,7 +442,7 @@ def exit_status(text: str) -> int | None:
 
 def ended_at(text: str) -> datetime | None:
     """When the job ended (UTC): the time on its last end line or local-scheduler notice; None in
-    logs without one (older kits, a job still running, a shell killed with SIGKILL)."""
+    logs without one (a job still running, a shell killed with SIGKILL)."""
     times = [m["at"] for pattern in (_END, _NOTICES) for m in pattern.finditer(text) if m["at"]]
     return datetime.strptime(max(times), _TIME).replace(tzinfo=UTC) if times else None
 

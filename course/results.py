@@ -4,6 +4,11 @@ One JSON file per run, ``runs/<stage>-<tag>/results.json``, written atomically (
 end and at the end, so a killed job still leaves valid partial results). A ``seal`` (SHA-256
 of the rest, in canonical form) shows whether the file was edited after the run wrote it; the
 job log records the file's own digest (course.joblog), which course.evidence compares.
+
+The record's one declaration is RECORD_SCHEMA (JSON Schema): the writer is
+course.runtime.recorder, the readers course.evidence and the notebooks' report. Fields a hand-made
+record may lack are declared but not required; the harness writes all of them, `profile` only for
+--profile runs (tests/test_training.py checks this on a real run).
 """
 
 from __future__ import annotations
@@ -11,25 +16,145 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
+
+import jsonschema
 
 from course.errors import ResultsError
 from course.fileio import atomic_file, sha256_file
 
-SCHEMA = "course-results/1"
+# Bumped whenever a field is added, renamed or retyped: a reader meets only records of its own kit.
+SCHEMA = "course-results/2"
 FILENAME = "results.json"
 RUNS_DIR = "runs"
-# What readers rely on, and its type (None where a run may lack it, e.g. no job id outside a job).
-SHAPE = {
-    "stage": str,
-    "workers": int,
-    "job": dict,
-    "hosts": list,
-    "devices": list,
-    "log": list,
-    "complete": bool,
-    "throughput": (dict, type(None)),
-    "script": dict,
+
+_STR = {"type": "string"}
+_INT = {"type": "integer"}
+_NUMBER = {"type": "number"}
+_OPT_STR = {"type": ["string", "null"]}
+_OPT_INT = {"type": ["integer", "null"]}
+_OPT_NUMBER = {"type": ["number", "null"]}
+_JOB = {  # a scheduler job; every part is None outside a job
+    "type": "object",
+    "properties": {"id": _OPT_STR, "scheduler": _OPT_STR, "name": _OPT_STR},
+    "additionalProperties": False,
 }
+
+RECORD_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": SCHEMA,
+    "type": "object",
+    # What every reader relies on without a fallback.
+    "required": [
+        "schema",
+        "seal",
+        "stage",
+        "workers",
+        "job",
+        "hosts",
+        "devices",
+        "log",
+        "complete",
+        "throughput",
+        "script",
+    ],
+    "additionalProperties": False,
+    "properties": {
+        "schema": {"const": SCHEMA},
+        "seal": _STR,
+        "stage": _STR,
+        "script": {
+            "type": "object",
+            "properties": {"name": _STR, "sha256": _OPT_STR},
+            "additionalProperties": False,
+        },
+        "job": _JOB,
+        "hosts": {"type": "array", "items": _STR},
+        "workers": _INT,
+        "devices": {"type": "array", "items": _STR},
+        "device_kind": {"enum": ["cpu", "gpu"]},
+        "gpu_model": _OPT_STR,
+        "updater": _STR,
+        "communicator": _OPT_STR,
+        "allreduce": _OPT_STR,  # COURSE_ALLREDUCE of a ChainerMN run (e.g. "ring"), else None
+        "batch_size": {
+            "type": "object",
+            "properties": {"per_worker": _INT, "total": _INT},
+            "additionalProperties": False,
+        },
+        "learning_rate": _OPT_NUMBER,  # the rate the run aims at (after any warm-up)
+        "lr_schedule": {  # the learning-rate rule's plan; None for a script's own optimizer
+            "type": ["object", "null"],
+            "properties": {
+                "rule": _STR,
+                "start": _NUMBER,
+                "target": _NUMBER,
+                "warmup_iterations": _INT,
+                "drop_from_iteration": _OPT_INT,
+            },
+            "additionalProperties": False,
+        },
+        "optimizer": {
+            "type": "object",
+            "properties": {"name": _STR, "lr": _OPT_NUMBER},
+            "additionalProperties": False,
+        },
+        "model": {
+            "type": "object",
+            "properties": {
+                "name": _STR,
+                "width": _OPT_INT,
+                "parameters": _INT,
+                "arrays": {"type": "array", "items": _INT},  # each parameter array's size
+            },
+            "additionalProperties": False,
+        },
+        "dataset": {
+            "type": "object",
+            "properties": {"name": _STR, "train_per_worker": _INT},
+            "additionalProperties": False,
+        },
+        "epochs_planned": _INT,
+        "seed": _OPT_INT,
+        "versions": {  # library versions; CUDA's may be numbers or None (not usable)
+            "type": "object",
+            "additionalProperties": {"type": ["string", "integer", "null"]},
+        },
+        "started_at": _STR,  # ISO 8601; the first job's start for a resumed run
+        "finished_at": _STR,
+        "wall_seconds": _NUMBER,
+        "complete": {"type": "boolean"},
+        "error": _OPT_STR,  # how the run failed, when it did
+        "throughput": {  # course.runtime.throughput.Stats; None before any counted iteration
+            "type": ["object", "null"],
+            "properties": {"images_per_sec": _NUMBER},
+            "additionalProperties": _OPT_NUMBER,
+        },
+        "segments": {  # the jobs that worked on a resumable run (course.runtime.checkpoint)
+            "type": ["array", "null"],
+            "items": {"type": "object", "properties": {"job": _JOB}},
+        },
+        "snapshots": {
+            "type": ["object", "null"],
+            "properties": {
+                "seconds": {"type": "array", "items": _NUMBER},
+                "files": {"type": "array", "items": _STR},
+            },
+            "additionalProperties": False,
+        },
+        "profile": {  # --profile runs only: each rank's step phases (course.runtime.profile)
+            "type": "object",
+            "properties": {
+                "phases": {"type": "array", "items": _STR},
+                "ranks": {"type": "array", "items": {"type": "object"}},
+            },
+            "additionalProperties": False,
+        },
+        # LogReport's entries: epoch, iteration, elapsed_time and the reported means.
+        "log": {"type": "array", "items": {"type": "object", "additionalProperties": _NUMBER}},
+    },
+}
+_VALIDATOR = jsonschema.Draft202012Validator(RECORD_SCHEMA)
 
 
 def compute_seal(data: dict) -> str:
@@ -53,6 +178,15 @@ def write(path: Path, data: dict, schema: str = SCHEMA) -> str:
     return sha256_file(path)
 
 
+def problems(data: dict) -> list[str]:
+    """What in `data` breaks RECORD_SCHEMA, one line per field (none for a valid record)."""
+    found = []
+    for error in sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(e.absolute_path)):
+        field = ".".join(str(part) for part in error.absolute_path) or "(record)"
+        found.append(f"{field}: {error.message}")
+    return found
+
+
 def load(path: Path) -> dict:
     """Read a results file; ResultsError when it is missing, not JSON, or not a results file."""
     path = Path(path)
@@ -70,10 +204,10 @@ def load(path: Path) -> dict:
             f"{path} is not a course results file (schema {SCHEMA} expected)",
             "pass the results.json that a training job wrote",
         )
-    wrong = [key for key, kinds in SHAPE.items() if not isinstance(data.get(key), kinds)]
+    wrong = problems(data)
     if wrong:
         raise ResultsError(
-            f"{path} lacks what every results file holds ({', '.join(wrong)})",
+            f"{path} lacks what every results file holds ({'; '.join(wrong)})",
             "run the job again; do not edit results files by hand",
         )
     data["_path"] = str(path)

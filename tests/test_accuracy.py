@@ -21,7 +21,7 @@ import pytest
 from chainer import training
 from chainer.training import extensions
 
-from course import evidence, grading_rules, joblog, results, stages
+from course import comparison, evidence, grading_rules, joblog, results, stages
 from course.cluster import siteenv, sites
 from course.cluster.plan import comparison_plan
 from course.errors import ResultsError
@@ -426,14 +426,14 @@ def test_the_baseline_is_the_named_traced_run_else_the_latest(folder):
     traced_run(folder, "single_gpu", 1, REACHES_AT_100, images_per_sec=100.0)
     traced_run(folder, "single_gpu", 2, NEVER, images_per_sec=50.0)
     traced_run(folder, "single_gpu", 3, NEVER, log=False)
-    assert evidence.baseline(folder).path.parent.name == "single_gpu-2.local"
-    assert evidence.baseline(folder, "single_gpu-1.local").path.parent.name == "single_gpu-1.local"
+    assert comparison.baseline(folder).path.parent.name == "single_gpu-2.local"
+    assert comparison.baseline(folder, "single_gpu-1.local").path.parent.name == "single_gpu-1.local"
     for name in (
         "single_gpu-9.local",
         "single_gpu-3.local",
     ):  # unknown, and not traced (no job log)
         with pytest.raises(ResultsError) as raised:
-            evidence.baseline(folder, name)
+            comparison.baseline(folder, name)
         assert raised.value.message == f"no traced stage-1 run {name!r} in {folder / 'runs'}/"
         assert raised.value.hint == "one of: single_gpu-1.local, single_gpu-2.local"
 

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from course import evidence, joblog, paths
-from course.cluster import sites, submit
+from course import comparison, evidence, joblog, paths
+from course.cluster import accounting, sites, submit
 from course.instructor import scoring
 from tests.helpers import ROOT, make_run
 
@@ -20,10 +20,8 @@ tiers = [[0.7, 1.0], [0.5, 0.5]]
 pytestmark = pytest.mark.usefixtures("grading_config")
 
 
-def trace(path, **accounting) -> evidence.Run:
-    return evidence.trace(
-        path, accounting=evidence.Accounting(**accounting) if accounting else None
-    )
+def trace(path, **checked) -> evidence.Run:
+    return evidence.trace(path, accounting=accounting.Accounting(**checked) if checked else None)
 
 
 def edit_log(folder, name, change) -> None:
@@ -181,20 +179,22 @@ QSTAT = """Job Id: 4242.reedbush-pbsadmin0
 
 
 def test_the_schedulers_records_are_read_from_their_own_formats():
-    assert evidence.parse_scontrol(SCONTROL) == evidence.JobAccount(
+    assert accounting.parse_scontrol(SCONTROL) == accounting.JobAccount(
         "root", 1, 0, 3.0, "scontrol show job"
     )
-    assert evidence.parse_sacct(SACCT) == evidence.JobAccount("s1234", 2, 4, 612.0, "sacct")
+    assert accounting.parse_sacct(SACCT) == accounting.JobAccount("s1234", 2, 4, 612.0, "sacct")
     assert (
-        evidence.parse_sacct("s1234|1|billing=2,cpu=2,mem=4G,node=1|60\n").gpus is None
+        accounting.parse_sacct("s1234|1|billing=2,cpu=2,mem=4G,node=1|60\n").gpus is None
     )  # GPUs not recorded
-    assert evidence.parse_sacct("") is None
-    assert evidence.parse_qstat(QSTAT) == evidence.JobAccount("s1234", 2, 4, 612.0, "qstat -x -f")
-    assert evidence.parse_qstat("qstat: Unknown Job Id 4242.reedbush-pbsadmin0\n") is None
+    assert accounting.parse_sacct("") is None
+    assert accounting.parse_qstat(QSTAT) == accounting.JobAccount(
+        "s1234", 2, 4, 612.0, "qstat -x -f"
+    )
+    assert accounting.parse_qstat("qstat: Unknown Job Id 4242.reedbush-pbsadmin0\n") is None
 
 
-def records(account: evidence.JobAccount | None, why: str = "", absent: bool = False):
-    return lambda scheduler, job_id: evidence.Lookup(account, why, absent)
+def records(account: accounting.JobAccount | None, why: str = "", absent: bool = False):
+    return lambda scheduler, job_id: accounting.Lookup(account, why, absent)
 
 
 def gpu_run(folder) -> evidence.Run:
@@ -211,16 +211,16 @@ def gpu_run(folder) -> evidence.Run:
     "account,problem",
     [
         (
-            evidence.JobAccount("s9999", 1, 2, 100.0, "sacct"),
+            accounting.JobAccount("s9999", 1, 2, 100.0, "sacct"),
             "job 7.local ran as user s9999 (sacct), not as s1234, the "
             "user of alice: it is someone else's job",
         ),
         (
-            evidence.JobAccount("s1234", 1, 0, 100.0, "sacct"),
+            accounting.JobAccount("s1234", 1, 0, 100.0, "sacct"),
             "the run names 2 GPU(s), but job 7.local had 0 (sacct)",
         ),
         (
-            evidence.JobAccount("s1234", 1, 2, 10.0, "sacct"),
+            accounting.JobAccount("s1234", 1, 2, 10.0, "sacct"),
             "job 7.local ran 10 s (sacct), less than the run's own 60 s",
         ),
         (
@@ -232,7 +232,7 @@ def gpu_run(folder) -> evidence.Run:
 )
 def test_a_job_the_records_contradict_does_not_count(folder, account, problem):
     run = gpu_run(folder)
-    problems, _ = evidence.Accounting(
+    problems, _ = accounting.Accounting(
         "alice",
         "s1234",
         records=records(account, "sacct -j 7.local knows no such job", absent=account is None),
@@ -242,14 +242,14 @@ def test_a_job_the_records_contradict_does_not_count(folder, account, problem):
 
 def test_a_job_the_records_agree_with_says_what_was_checked(folder):
     run = gpu_run(folder)
-    found = evidence.JobAccount("s1234", 2, None, 61.0, "sacct -j 7.local")
-    assert evidence.Accounting("alice", "s1234", records=records(found)).check(run) == (
+    found = accounting.JobAccount("s1234", 2, None, 61.0, "sacct -j 7.local")
+    assert accounting.Accounting("alice", "s1234", records=records(found)).check(run) == (
         [],
         [
             "job 7.local checked against sacct -j 7.local: user s1234, 2 node(s), GPUs not recorded, so not checked, 61 s"
         ],
     )
-    _, notes = evidence.Accounting("alice", records=records(found)).check(run)
+    _, notes = accounting.Accounting("alice", records=records(found)).check(run)
     assert notes[0] == (
         "job 7.local ran as user s1234 (sacct -j 7.local); whose job it was is not compared: "
         "grading.toml [accounting] users maps no user to alice"
@@ -276,8 +276,8 @@ def test_the_grader_maps_the_nbgrader_folder_to_the_student_s_cluster_user(
     grading_config.write_text(GRADING + '\n[accounting]\nusers = { alice = "s1234" }\n')
     folder = tmp_path / "autograded" / "alice" / paths.ASSIGNMENT
     folder.mkdir(parents=True)
-    assert scoring.accounting(folder) == evidence.Accounting("alice", "s1234")
-    assert scoring.accounting(tmp_path) == evidence.Accounting(None, None)
+    assert scoring.accounting(folder) == accounting.Accounting("alice", "s1234")
+    assert scoring.accounting(tmp_path) == accounting.Accounting(None, None)
 
 
 @pytest.mark.slurm
@@ -313,7 +313,7 @@ def test_a_slurm_job_is_checked_against_the_clusters_own_records(
     assert trace(path, student="alice", user="s1234").problems == [
         f"job {job.id} ran as user root (scontrol show job), not as s1234, the user of alice: it is someone else's job"
     ]
-    gone = evidence.lookup("slurm", "999999")
+    gone = accounting.lookup("slurm", "999999")
     assert (gone.account, gone.absent) == (None, False)
     assert (
         gone.why
@@ -353,8 +353,8 @@ def sized(workers: int, per_worker: int, **record) -> evidence.Run:
 )
 def test_a_stage_3_run_compares_with_stage_1_by_weak_or_strong_scaling(run, kind):
     base = sized(1, 64)
-    assert evidence.scaling(run, base) == kind
+    assert comparison.scaling(run, base) == kind
     if kind is None:
-        assert evidence.comparable(run, base) and evidence.comparable(run, base, "strong")
+        assert comparison.comparable(run, base) and comparison.comparable(run, base, "strong")
     elif kind == "strong":
-        assert evidence.comparable(run, base) == ["batch per worker: 16 here, 64 in stage 1"]
+        assert comparison.comparable(run, base) == ["batch per worker: 16 here, 64 in stage 1"]

@@ -122,18 +122,18 @@ def test_stage2_records_the_gpus_it_was_given_not_the_model_s_cpu(fake_gpus, mon
     GPUs."""
     import chainer.links as L
 
-    from course.runtime import harness
+    from course.runtime import recorder
 
     fake_gpus(3)
     model = L.Linear(2, 2)  # still on the CPU, as when the record is made
-    assert harness._device_of(model, [0, 1]) == (
+    assert recorder.device_of(model, [0, 1]) == (
         ["@cupy:0", "@cupy:1"],
         "NVIDIA A100-SXM4-40GB, NVIDIA A100-SXM4-40GB (2)",
     )
-    assert harness._device_of(model, {"main": 0, "w1": 1})[0] == ["@cupy:0", "@cupy:1"]
+    assert recorder.device_of(model, {"main": 0, "w1": 1})[0] == ["@cupy:0", "@cupy:1"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,2")
-    assert harness._device_of(model, ["@cupy:0"]) == (["@cupy:0"], "NVIDIA A100-SXM4-40GB (2)")
-    assert harness._device_of(model) == (["@numpy"], None)
+    assert recorder.device_of(model, ["@cupy:0"]) == (["@cupy:0"], "NVIDIA A100-SXM4-40GB (2)")
+    assert recorder.device_of(model) == (["@numpy"], None)
     assert gpu.compute_capabilities() == ["80", "80"]
 
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from course import evidence, gpu, paths
+from course import comparison, evidence, gpu, paths
 from tests.helpers import PYTHON
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
@@ -60,7 +60,7 @@ def test_stage2_multiprocess_parallel_updater_on_every_gpu(assignment, quick_env
         and run.record["device_kind"] == "gpu"
     )
     [base] = evidence.runs("single_gpu", assignment)
-    assert run.record["gpu_model"] and not evidence.comparable(run, base)
+    assert run.record["gpu_model"] and not comparison.comparable(run, base)
     assert (
         "optimizer.lr is changed to" in out
     )  # the updater divides the lr by the GPUs, as the notebook says

@@ -47,7 +47,7 @@ def test_an_edit_breaks_the_seal(tmp_path):
         ('{"schema": "other"}', "not a course results file"),
         ("[]", "not a course results file"),
         (
-            '{"schema": "course-results/1", "stage": "single_gpu", "job": null}',
+            '{"schema": "course-results/2", "stage": "single_gpu", "job": null}',
             "lacks what every results file holds .*job",
         ),
     ],

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from course.runtime import harness
+from course.runtime import flags, harness
 
 SECOND = "%Y%m%d-%H%M%S"
 
@@ -36,8 +36,8 @@ def test_runs_started_in_the_same_second_get_folders_of_their_own(no_job):
 
 def test_a_job_names_its_run_the_same_on_every_rank(no_job, monkeypatch):
     monkeypatch.setenv("PBS_JOBID", "4242.pbs01")
-    assert harness._run_tag() == harness._run_tag() == "4242.pbs01"
+    assert flags.run_tag() == flags.run_tag() == "4242.pbs01"
     monkeypatch.setenv(
         "COURSE_RUN_TAG", "4243.reedbush/pbsadmin0"
     )  # what course launch passes the ranks
-    assert harness._run_tag() == "4243.reedbush_pbsadmin0"
+    assert flags.run_tag() == "4243.reedbush_pbsadmin0"

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from course import evidence, results
+from course import comparison, evidence, results
 from course.instructor import scoring
 from course.notebook import report
 from course.notebook.checks import CheckFailed
@@ -350,14 +350,14 @@ def test_comparison_coverage_counts_traced_runs_only(folder):
     log = folder / "run_multi_node_training.sh.o3"
     kept = log.read_text()
     log.unlink()
-    coverage = evidence.comparison_coverage(evidence.runs("multi_node", folder))
+    coverage = comparison.comparison_coverage(evidence.runs("multi_node", folder))
     assert (coverage.rank_counts, coverage.settings, coverage.complete) == (
         [1, 2],
         ["naive"],
         False,
     )
     log.write_text(kept)
-    coverage = evidence.comparison_coverage(evidence.runs("multi_node", folder))
+    coverage = comparison.comparison_coverage(evidence.runs("multi_node", folder))
     assert (coverage.rank_counts, coverage.settings, coverage.complete) == (
         [1, 2, 4],
         ["naive", "naive/ring"],

@@ -55,7 +55,9 @@ def test_one_cpu_device_learns_the_synthetic_set(tmp_path, data_root):
         check=True,
     ).stdout
     rate, path, digest = summary(out)
-    record = results.load(tmp_path / path)
+    record = results.load(tmp_path / path)  # valid against results.RECORD_SCHEMA
+    # The harness writes every field the schema declares, optional or not (profile: --profile only).
+    assert set(record) - {"_path"} == set(results.RECORD_SCHEMA["properties"]) - {"profile"}
     assert record["complete"] and record["error"] is None
     assert (record["workers"], record["devices"], record["device_kind"]) == (1, ["@numpy"], "cpu")
     assert record["dataset"] == {"name": "synthetic", "train_per_worker": 3000}

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from course import evidence, grading_rules, paths, results, stages
-from course.evidence import Run, comparable, efficiency
+from course import comparison, evidence, grading_rules, paths, results, stages
+from course.cluster.accounting import Accounting
+from course.comparison import comparable, efficiency
+from course.evidence import Run
 from course.notebook.checks import fail, passed
 
 
-def accounting(folder: Path) -> evidence.Accounting:
+def accounting(folder: Path) -> Accounting:
     """What runs are checked against: the scheduler's records, for the student whose nbgrader folder this is
     (<student>/<assignment>), with their cluster user from grading.toml [accounting] users."""
     rules = grading_rules.load()
     where = Path(folder).resolve()
     student = where.parent.name if where.name == paths.ASSIGNMENT else None
-    return evidence.Accounting(student, rules.cluster_user(student), rules.accounting_enabled)
+    return Accounting(student, rules.cluster_user(student), rules.accounting_enabled)
 
 
 def _notes(*runs: Run) -> None:
@@ -60,7 +62,7 @@ def grade_run(stage: str, points: float, folder: Path = Path(".")) -> float:
     return points
 
 
-def _baselines(folder: Path, checked: evidence.Accounting) -> list[Run]:
+def _baselines(folder: Path, checked: Accounting) -> list[Run]:
     """The traced stage-1 runs, oldest first; CheckFailed when there is none."""
     __tracebackhide__ = True
     bases = [run for run in evidence.runs(stages.BASELINE.name, folder, checked) if run.traced]
@@ -153,7 +155,7 @@ def grade_comparisons(points: float, folder: Path = Path(".")) -> float:
     """Stage 3: traced runs with at least two rank counts and two communication settings."""
     __tracebackhide__ = True
     found = evidence.runs(stages.MULTI_NODE.name, folder, accounting(folder))
-    coverage = evidence.comparison_coverage(found)
+    coverage = comparison.comparison_coverage(found)
     if not coverage.complete:
         left_out = "".join(
             f"; {run.describe()} does not count: {run.problems[0]}"
@@ -239,7 +241,7 @@ def grade_accuracy_at_scale(points: float, folder: Path = Path(".")) -> float:
         (run, base, target)
         for base in bases
         if (target := targets[base.path]) is not None
-        for run in evidence.accuracy_candidates(found, base)
+        for run in comparison.accuracy_candidates(found, base)
     ]
     if not pairs:
         fail(

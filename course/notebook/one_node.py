@@ -9,7 +9,7 @@ from course import evidence, gpu, stages
 
 
 def _on_one_node(run: evidence.Run) -> bool:
-    return len(set(run.record.get("hosts") or [])) == 1
+    return len(set(run.hosts)) == 1
 
 
 def rows(folder: Path = Path(".")) -> list[dict]:

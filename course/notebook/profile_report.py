@@ -34,7 +34,7 @@ def rows(folder: Path = Path(".")) -> list[dict]:
     """One row per rank of every profiled run: milliseconds per phase (medians over the steady steps)."""
     table = []
     for run in profiled_runs(folder):
-        nodes = len(set(run.record.get("hosts") or []))
+        nodes = len(set(run.hosts))
         for rank in run.record["profile"]["ranks"]:
             table.append(
                 {

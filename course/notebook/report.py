@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from course import evidence, grading_rules, results, stages
+from course import comparison, evidence, grading_rules, results, stages
 from course.errors import CourseError
 
 COLUMNS = (
@@ -28,7 +28,7 @@ COLUMNS = (
 
 def target_of(folder: Path = Path("."), baseline: str | None = None) -> float | None:
     """The accuracy target of the data set a folder's baseline run trained on (None: no target known)."""
-    return _target(evidence.baseline(folder, baseline))
+    return _target(comparison.baseline(folder, baseline))
 
 
 def _rules() -> grading_rules.GradingRules | None:
@@ -50,18 +50,18 @@ def _target(base: evidence.Run | None) -> float | None:
 def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
     """One row per run of any stage, with speedup, efficiency and time-to-accuracy speedup against the
     stage-1 baseline: the run named `baseline` (a folder name under runs/), else the latest traced one."""
-    base = evidence.baseline(folder, baseline)
+    base = comparison.baseline(folder, baseline)
     target = _target(base)
     base_tta = base.time_to_accuracy(target) if base is not None and target is not None else None
     table = []
     for stage in stages.NAMES:
         for run in evidence.runs(stage, folder):
             record = run.record
-            scaling = evidence.scaling(run, base) if base is not None and run.traced else None
-            comparable = scaling is not None
+            scaling = comparison.scaling(run, base) if base is not None and run.traced else None
+            compared_with = base if scaling is not None else None
             tta = run.time_to_accuracy(target) if target is not None else None
             setting = f"{run.setting}, lr {run.lr_rule}" if stage == stages.MULTI_NODE.name else "-"
-            if record.get("profile"):
+            if run.profiled:
                 setting += ", profiled"
             table.append(
                 {
@@ -69,23 +69,23 @@ def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
                     "stage": stage,
                     "workers": run.workers,
                     "scaling": scaling if scaling and run.workers > 1 else "-",
-                    "devices": ", ".join(sorted(set(record.get("devices") or [])))
-                    + (
-                        f" on {len(set(record.get('hosts') or []))} node(s)"
-                        if record.get("hosts")
-                        else ""
-                    ),
+                    "devices": ", ".join(sorted(set(run.devices)))
+                    + (f" on {len(set(run.hosts))} node(s)" if run.hosts else ""),
                     "setting": setting,
                     "img/s": run.images_per_sec,
                     "spread": (record.get("throughput") or {}).get("std", 0.0),
-                    "speedup": run.images_per_sec / base.images_per_sec if comparable else None,
-                    "efficiency": evidence.efficiency(run, base) if comparable else None,
+                    "speedup": (
+                        run.images_per_sec / compared_with.images_per_sec if compared_with else None
+                    ),
+                    "efficiency": (
+                        comparison.efficiency(run, compared_with) if compared_with else None
+                    ),
                     "val. accuracy": run.final_accuracy,
                     "time to target": (f"{tta['seconds']:.0f} s" if tta else "never")
                     if target is not None
                     else None,
                     "TTA speedup": base_tta["seconds"] / tta["seconds"]
-                    if comparable and tta and base_tta
+                    if compared_with and tta and base_tta
                     else None,
                     "counts": "yes" if run.traced else "no: " + run.problems[0],
                     "baseline": base is not None and run.path == base.path,
@@ -203,7 +203,7 @@ def plot(table: list[dict]):
     # (and an axis of runs that measured nothing, 0 img/s, still has a height).
     speed.set(xlim=(0.5, most + 0.5), ylim=(0, max(1.05 * top, 1.0)))
     # One colour per label on the three accuracy plots, so that a run keeps its colour from plot to plot.
-    colours = {}
+    colours: dict[str, str] = {}
     for row in table:
         curve = row["_curve"]
         if not curve:
@@ -292,7 +292,7 @@ def check_runs(stage: str, folder: Path = Path(".")) -> list[evidence.Run]:
     for run in found:
         status = (
             "OK, traced to " + run.log.name
-            if run.traced
+            if run.traced and run.log is not None  # a traced run has its log
             else "WILL NOT COUNT: " + "; ".join(run.problems)
         )
         print(
@@ -303,9 +303,9 @@ def check_runs(stage: str, folder: Path = Path(".")) -> list[evidence.Run]:
     return found
 
 
-def check_comparison(folder: Path = Path(".")) -> evidence.Coverage:
+def check_comparison(folder: Path = Path(".")) -> comparison.Coverage:
     """Print what the stage-3 comparison covers so far (a visible self-check; never raises)."""
-    coverage = evidence.comparison_coverage(evidence.runs(stages.MULTI_NODE.name, folder))
+    coverage = comparison.comparison_coverage(evidence.runs(stages.MULTI_NODE.name, folder))
     if coverage.complete:
         print(f"OK: traced stage-3 runs cover {coverage.describe()}.")
     else:
@@ -346,7 +346,7 @@ def main(argv: list[str]) -> int:
 
 def check_accuracy(folder: Path = Path("."), baseline: str | None = None) -> list[evidence.Run]:
     """Print the accuracy and time to accuracy of the stage-3 runs against stage 1 (a visible self-check)."""
-    base = evidence.baseline(folder, baseline)
+    base = comparison.baseline(folder, baseline)
     target = _target(base)
     found = [run for run in evidence.runs(stages.MULTI_NODE.name, folder) if run.traced]
     if base is None or not found:
@@ -372,11 +372,11 @@ def check_accuracy(folder: Path = Path("."), baseline: str | None = None) -> lis
             else f"final accuracy {run.final_accuracy:.3f}"
         )
         print(f"{run.describe()}: {run.workers} worker(s){rule}: {final}; {reached}")
-    graded = evidence.accuracy_candidates(found, base)
-    reached = [run for run in graded if target is not None and run.time_to_accuracy(target)]
-    if reached:
+    graded = comparison.accuracy_candidates(found, base)
+    on_target = [run for run in graded if target is not None and run.time_to_accuracy(target)]
+    if on_target:
         print(
-            f"OK: a run on {reached[0].workers} ranks with the {stages.TAUGHT_LR_RULE} rule reached the target."
+            f"OK: a run on {on_target[0].workers} ranks with the {stages.TAUGHT_LR_RULE} rule reached the target."
         )
     elif target is not None:
         where = f"on {graded[0].workers} ranks" if graded else "on 2 or more ranks"

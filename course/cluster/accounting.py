@@ -1,0 +1,258 @@
+"""The scheduler's accounting: whether a run's jobs ran here, as the student, with what they claim.
+
+The results file and the log both live in the student's folder; the scheduler's records do not.
+Where the grader can ask them (sacct on Slurm, else scontrol for a job it still holds; qstat -x -f on
+PBS), a run's jobs must be there, be the student's, and the last one must have had the nodes, GPUs
+and time the run claims. Where it cannot, the run's notes say so: it was not checked.
+course.evidence.trace calls Accounting.check on each traced run.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class TracedRun(Protocol):
+    """What a check reads of a run (course.evidence.Run): its record and the jobs that made it."""
+
+    record: dict
+
+    @property
+    def segments(self) -> list[dict]: ...
+
+
+ELAPSED_SLACK = 2.0  # seconds: schedulers count whole seconds
+
+
+@dataclass(frozen=True)
+class JobAccount:
+    """A job as the scheduler's records show it."""
+
+    user: str
+    nodes: int
+    gpus: int | None  # None: these records do not count GPUs
+    elapsed: float  # seconds
+    source: str  # the command that told
+
+
+@dataclass(frozen=True)
+class Lookup:
+    account: JobAccount | None
+    why: str = ""  # without an account: why
+    absent: bool = False  # the records were read and hold no such job (else they could not be read)
+
+
+def _seconds(clock: str) -> float:
+    """[DD-]HH:MM:SS (or MM:SS) as seconds."""
+    days, _, rest = clock.rpartition("-")
+    total = 0
+    for part in rest.split(":"):
+        total = total * 60 + int(part)
+    return total + 86400 * int(days or 0)
+
+
+def _gres_gpus(tres: str) -> int | None:
+    """GPUs in a TRES list such as cpu=2,node=1,gres/gpu=2,gres/gpu:p100=2 (typed entries repeat the count)."""
+    found = re.search(r"(?:^|,)gres/gpu=(\d+)", tres)
+    return int(found.group(1)) if found else None
+
+
+def parse_sacct(text: str, source: str = "sacct") -> JobAccount | None:
+    """`sacct -X -n -P -o User,NNodes,AllocTRES,ElapsedRaw` output; None for no line. sacct records GPUs only
+    where AccountingStorageTRES lists gres/gpu, so a TRES without it says nothing about GPUs."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return None
+    user, nodes, tres, elapsed = lines[0].split("|")[:4]
+    return JobAccount(user, int(nodes), _gres_gpus(tres), float(elapsed), source)
+
+
+def parse_scontrol(text: str, source: str = "scontrol show job") -> JobAccount | None:
+    """`scontrol show job -o ID` output (Key=Value words); its TRES is the allocation, so no gres/gpu is 0 GPUs."""
+    fields = dict(re.findall(r"(?:^|\s)([\w/:]+)=(\S*)", text))
+    if "UserId" not in fields:
+        return None
+    return JobAccount(
+        fields["UserId"].split("(")[0],
+        int(fields.get("NumNodes", "0").split("-")[0]),
+        _gres_gpus(fields.get("TRES", "")) or 0,
+        _seconds(fields.get("RunTime", "0:0")),
+        source,
+    )
+
+
+def parse_qstat(text: str, source: str = "qstat -x -f") -> JobAccount | None:
+    """PBS Pro's `qstat -x -f ID` output: `    key = value` lines, long values continued on tab-indented lines."""
+    fields: dict[str, str] = {}
+    key = None
+    for line in text.splitlines():
+        if line.startswith("\t") and key:
+            fields[key] += line.strip()
+        elif " = " in line:
+            key, _, value = line.strip().partition(" = ")
+            fields[key] = value
+    if "Job_Owner" not in fields:
+        return None
+    hosts = {chunk.split("/")[0] for chunk in fields.get("exec_host", "").split("+") if chunk}
+    nodes = int(fields.get("Resource_List.nodect") or len(hosts))
+    return JobAccount(
+        fields["Job_Owner"].split("@")[0],
+        nodes,
+        int(fields.get("Resource_List.ngpus") or 0),
+        _seconds(fields.get("resources_used.walltime") or "0:0"),
+        source,
+    )
+
+
+def _ask(command: list[str]) -> subprocess.CompletedProcess | str:
+    """The command's result, or why it could not run."""
+    if shutil.which(command[0]) is None:
+        return f"{command[0]} is not installed where grading runs"
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{' '.join(command)} failed ({e})"
+
+
+def _said(done: subprocess.CompletedProcess) -> str:
+    """A failed command's last word on why."""
+    said = (done.stderr or done.stdout).strip()
+    return said.splitlines()[-1] if said else f"exit status {done.returncode}"
+
+
+@functools.cache
+def lookup(scheduler: str, job_id: str) -> Lookup:
+    """Job `job_id` in the records of the scheduler that ran it (cached: grading asks once per job)."""
+    if scheduler == "slurm":
+        sacct = _ask(
+            ["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "User,NNodes,AllocTRES,ElapsedRaw"]
+        )
+        if not isinstance(sacct, str) and sacct.returncode == 0:
+            account = parse_sacct(sacct.stdout, f"sacct -j {job_id}")
+            return Lookup(
+                account,
+                "" if account else f"sacct -j {job_id} knows no such job",
+                absent=account is None,
+            )
+        # Without slurmdbd, slurmctld still holds a finished job for MinJobAge (300 s by default).
+        held = _ask(["scontrol", "show", "job", "-o", job_id])
+        account = None if isinstance(held, str) or held.returncode else parse_scontrol(held.stdout)
+        if account:
+            return Lookup(account)
+        return Lookup(
+            None,
+            f"{sacct if isinstance(sacct, str) else 'sacct: ' + _said(sacct)}; "
+            f"scontrol no longer holds job {job_id}",
+        )
+    if scheduler == "pbs":
+        done = _ask(["qstat", "-x", "-f", job_id])
+        if isinstance(done, str):
+            return Lookup(None, done)
+        account = parse_qstat(done.stdout) if done.returncode == 0 else None
+        # PBS keeps finished jobs for job_history_duration (two weeks by default): not found may be purged
+        return Lookup(account) if account else Lookup(None, f"qstat -x -f {job_id}: {_said(done)}")
+    return Lookup(
+        None,
+        f"the {scheduler} scheduler keeps no accounting"
+        if scheduler == "local"
+        else f"the kit cannot read the accounting of scheduler {scheduler!r}",
+    )
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """Checking runs against the scheduler's records, for one student (`user`: theirs on the cluster,
+    from the instructor's mapping; None: compared with nothing, only reported)."""
+
+    student: str | None = None
+    user: str | None = None
+    enabled: bool = (
+        True  # False: the instructor grades where the scheduler is not the students' one
+    )
+    records: Callable[[str, str], Lookup] = lookup  # (scheduler, job id) -> what its records say
+
+    def check(self, run: TracedRun) -> tuple[list[str], list[str]]:
+        """(problems, notes) of a run's jobs against the records: each job the student's, the last one
+        with the nodes, GPUs and time the run claims."""
+        problems, notes = [], []
+        job = run.record["job"]
+        jobs = {
+            segment["job"]["id"]: segment["job"].get("scheduler")
+            for segment in run.segments[:-1]
+            if (segment.get("job") or {}).get("id")
+        }
+        jobs[job["id"]] = job.get("scheduler")
+        for job_id, scheduler in jobs.items():
+            found = (
+                self.records(scheduler or "none", job_id)
+                if self.enabled
+                else Lookup(None, "grading.toml [accounting] has enabled = false")
+            )
+            if found.absent:
+                problems.append(
+                    f"job {job_id} is not in the scheduler's records ({found.why}): "
+                    "it did not run on this cluster"
+                )
+            if found.account is None:
+                if not found.absent:
+                    notes.append(
+                        f"job {job_id} was not checked against the scheduler's records: {found.why}"
+                    )
+                continue
+            account = found.account
+            if self.user is None:
+                notes.append(
+                    f"job {job_id} ran as user {account.user} ({account.source}); whose job it was is not "
+                    "compared: grading.toml [accounting] users maps no user to "
+                    f"{self.student or 'this folder'}"
+                )
+            elif account.user != self.user:
+                problems.append(
+                    f"job {job_id} ran as user {account.user} ({account.source}), not as {self.user}, "
+                    f"the user of {self.student}: it is someone else's job"
+                )
+            if job_id == job["id"]:
+                problems += self._allocation(run, job_id, account)
+                notes.append(self._checked(job_id, account))
+        return problems, notes
+
+    @staticmethod
+    def _allocation(run: TracedRun, job_id: str, account: JobAccount) -> list[str]:
+        """Why the job's allocation cannot have run this run: fewer nodes, GPUs or seconds than it claims."""
+        problems = []
+        nodes = len(set(run.record["hosts"]))
+        if nodes > account.nodes:
+            problems.append(
+                f"the run names {nodes} node(s), but job {job_id} had {account.nodes} ({account.source})"
+            )
+        if run.record.get("device_kind") == "gpu" and account.gpus is not None:
+            gpus = len(set(zip(run.record["hosts"], run.record["devices"])))
+            if gpus > account.gpus:
+                problems.append(
+                    f"the run names {gpus} GPU(s), but job {job_id} had {account.gpus} ({account.source})"
+                )
+        wall = run.record.get("wall_seconds")
+        if wall and account.elapsed + ELAPSED_SLACK < wall:
+            problems.append(
+                f"job {job_id} ran {account.elapsed:.0f} s ({account.source}), less than the run's own "
+                f"{wall:.0f} s"
+            )
+        return problems
+
+    @staticmethod
+    def _checked(job_id: str, account: JobAccount) -> str:
+        gpus = (
+            "GPUs not recorded, so not checked"
+            if account.gpus is None
+            else f"{account.gpus} GPU(s)"
+        )
+        return (
+            f"job {job_id} checked against {account.source}: user {account.user}, {account.nodes} node(s), "
+            f"{gpus}, {account.elapsed:.0f} s"
+        )

@@ -1,0 +1,64 @@
+"""Seeding and devices: which GPU, CPU or communicator a stage script trains with."""
+
+from __future__ import annotations
+
+import random
+
+import chainer
+import numpy as np
+
+from course import gpu, stages
+from course.errors import CourseError
+
+
+def set_seed(seed: int, device: chainer.backend.Device | None = None) -> None:
+    """Seed every generator training draws from, so that the same seed gives the same run on a CPU.
+
+    NumPy's global generator gives Chainer's initial weights, SerialIterator's batch order and
+    dropout on the CPU; on a GPU device CuPy's generator gives dropout there (cuDNN may still
+    pick non-deterministic algorithms: chainer.config.cudnn_deterministic trades speed for that).
+    """
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    if isinstance(device, chainer.backend.GpuDevice):
+        with device:
+            chainer.backends.cuda.cupy.random.seed(seed)
+
+
+def resolve_device(spec: str) -> str:
+    """'auto': @cupy:0 where CuPy sees a GPU, else @numpy; any other device name as it is."""
+    return gpu.resolve_device(spec)
+
+
+def use_gpu(flag: bool | None) -> bool:
+    """--gpu/--no-gpu, or (None) whether this node has a GPU that CuPy can use."""
+    if flag is not None:
+        return flag
+    return gpu.resolve_device("auto") != "@numpy"
+
+
+def communicator_name(name: str, on_gpu: bool) -> str:
+    """'auto' is pure_nccl on GPUs (NCCL does the allreduce) and naive on CPUs (the only one there)."""
+    if name != "auto":
+        return name
+    return "pure_nccl" if on_gpu else "naive"
+
+
+def gpus_for_multiprocess(requested: int | None) -> list[int]:
+    """GPU ids for MultiprocessParallelUpdater, checked without initialising CUDA in this process."""
+    found = gpu.visible_gpus().count
+    wanted = requested or found
+    if found < 2 or wanted < 2 or wanted > found:
+        raise CourseError(
+            f"stage 2 needs at least 2 GPUs on this node; it has {found}"
+            + (f" and --gpus {requested} was asked" if requested else ""),
+            f"submit it to a GPU node: qsub -j oe {stages.MULTI_GPU.job_path}",
+        )
+    from cupy.cuda import nccl
+
+    if not nccl.available:
+        raise CourseError(
+            "CuPy cannot load NCCL, which MultiprocessParallelUpdater needs",
+            'pip install -e ".[gpu]"  (installs nvidia-nccl-cu12); then: python -m course doctor',
+        )
+    return list(range(wanted))

@@ -1,0 +1,101 @@
+"""The learning-rate policy: a rule for N workers (warm-up, constant, linear), the final drop, and
+the rate the optimizer really used, into the log."""
+
+from __future__ import annotations
+
+import argparse
+
+import chainer
+
+
+class _FinalDrop(chainer.training.Extension):
+    """From iteration `start` on, a tenth of the rate the schedule sets (a step decay, as Goyal et al.).
+
+    It runs after the other schedule extensions of the same iteration, and scales the rate it found
+    when the drop began, so that it works over a LinearShift that sets the rate at every update too.
+    """
+
+    trigger = 1, "iteration"
+    priority = chainer.training.PRIORITY_READER - 10
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self._rate: float | None = None
+
+    def __call__(self, trainer) -> None:
+        if trainer.updater.iteration >= self.start:
+            optimizer = trainer.updater.get_optimizer("main")
+            self._rate = optimizer.lr if self._rate is None else self._rate
+            optimizer.lr = self._rate * 0.1
+
+    def initialize(self, trainer) -> None:
+        """A run resumed inside the drop trains at the dropped rate from its first step (the optimizer's
+        rate is not in a snapshot)."""
+        if self._rate is not None:
+            trainer.updater.get_optimizer("main").lr = self._rate * 0.1
+
+    def serialize(self, serializer) -> None:
+        rate = serializer("rate", -1.0 if self._rate is None else self._rate)
+        self._rate = None if rate < 0 else float(rate)
+
+
+def _iterations_per_epoch(trainer, args: argparse.Namespace) -> int:
+    return max(1, len(trainer.updater.get_iterator("main").dataset) // args.batchsize)
+
+
+def apply_lr_drop(trainer, args: argparse.Namespace) -> int | None:
+    """The last --lr-drop-epochs at a tenth of the rate; returns the first iteration of the drop (None: none)."""
+    if args.lr_drop_epochs <= 0:
+        return None
+    start = round((args.epoch - args.lr_drop_epochs) * _iterations_per_epoch(trainer, args))
+    trainer.extend(_FinalDrop(max(0, start)), name="course_lr_drop")
+    return max(0, start)
+
+
+def apply_lr_rule(trainer, args: argparse.Namespace, workers: int, schedule) -> dict:
+    """Set the learning rate of `trainer`'s optimizer by args.lr_rule for `workers` workers, then the drop.
+
+    The optimizer starts at args.lr, the single-worker rate. schedule(base_lr, n_workers,
+    warmup_iterations) is the warm-up extension (the student's, in stage 3). Returns what was
+    done, for the results file (also kept as args.lr_plan).
+    """
+    optimizer = trainer.updater.get_optimizer("main")
+    warmup = (
+        round(args.lr_warmup_epochs * _iterations_per_epoch(trainer, args))
+        if args.lr_rule == "warmup"
+        else 0
+    )
+    target = args.lr if args.lr_rule == "constant" else args.lr * workers
+    if args.lr_rule == "linear" or (args.lr_rule == "warmup" and (warmup == 0 or workers == 1)):
+        optimizer.lr = target
+        warmup = 0
+    elif args.lr_rule == "warmup":
+        trainer.extend(schedule(args.lr, workers, warmup), name="learning_rate_schedule")
+    args.lr_plan = {
+        "rule": args.lr_rule,
+        "start": args.lr if warmup else target,
+        "target": target,
+        "warmup_iterations": warmup,
+        "drop_from_iteration": apply_lr_drop(trainer, args),
+    }
+    return args.lr_plan
+
+
+def learning_rate(optimizer) -> float | None:
+    """The base learning rate: lr (SGD family) or alpha (Adam, whose .lr raises before the first step)."""
+    hyperparam = getattr(optimizer, "hyperparam", None)
+    for name in ("lr", "alpha"):
+        value = getattr(hyperparam, name, None)
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None  # AdaDelta and the like have none
+
+
+@chainer.training.make_extension(
+    trigger=(1, "iteration"), priority=chainer.training.PRIORITY_WRITER
+)
+def observe_rate(trainer) -> None:
+    """The rate the optimizer really uses, into the log (LogReport averages it per entry); any optimizer."""
+    rate = learning_rate(trainer.updater.get_optimizer("main"))
+    if rate is not None:
+        chainer.reporter.report({"lr": rate})
