@@ -57,7 +57,8 @@ c.Autograde.autograde_preprocessors = autograde_preprocessors()
 # Autograde copies the submission's files, then overwrites the ones whose names the source folder
 # also has with the instructor's copies. The stages' training scripts the student's notebook
 # writes itself: keep theirs.
-from course import paths, stages  # noqa: E402
+from course import paths  # noqa: E402
+from course.contracts import stages  # noqa: E402
 
 c.Autograde.exclude_overwriting = {
     paths.ASSIGNMENT: [stage.script for stage in stages.STAGES.values()]

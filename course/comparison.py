@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from course import results, stages
+from course.contracts import results, stages
 from course.errors import ResultsError
 from course.evidence import Run, runs
 

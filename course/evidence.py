@@ -2,7 +2,7 @@
 
 A run counts only when it is traced: its results file is sealed and unchanged, it finished,
 and the scheduler's joined log of its job (``<name>.o<number>``, beside the notebooks) shows
-the same job, the same images/sec and the file's SHA-256 (course.joblog reads those lines).
+the same job, the same images/sec and the file's SHA-256 (course.contracts.joblog reads those lines).
 The log must show each of those lines once for its job, the run header must name the results
 file's devices and GPU model, and a stage-3 run's workers must be the ranks `course launch` started.
 Where the grader reaches the scheduler's accounting (course.cluster.accounting), the job must be
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from course import joblog, results, stages
 from course.cluster.accounting import Accounting
+from course.contracts import jobend, joblog, results, stages
 from course.errors import ResultsError
 from course.fileio import sha256_file
 
@@ -162,8 +162,8 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
         )
         return run
     text = run.log.read_text(errors="replace")
-    ended = joblog.ended_at(text)  # None while the job runs, or when SIGKILL left no end line
-    text = joblog.until_end(
+    ended = jobend.ended_at(text)  # None while the job runs, or when SIGKILL left no end line
+    text = jobend.until_end(
         text
     )  # what processes that outlived the job wrote after its end does not count
     finished = record.get("finished_at")
@@ -297,7 +297,7 @@ def _earlier_segments(run: Run, folder: Path) -> list[str]:
             )
             continue
         text = log.read_text(errors="replace")
-        ended, shown = joblog.ended_at(text), joblog.until_end(text)
+        ended, shown = jobend.ended_at(text), jobend.until_end(text)
         if not any(
             header["job"] == job["id"] and header["stage"] == run.record["stage"]
             for header in joblog.run_headers(shown)

@@ -30,7 +30,7 @@ export COURSE_COMMUNICATION='naive naive/ring'
 # The CUDA libraries of the kit's gpu extra (prints nothing without them).
 eval "$(python -m course env)"
 
-# The last line of the joined log says how the job ended, and when (course/joblog.py reads it).
+# The last line of the joined log says how the job ended, and when (course/contracts/jobend.py).
 _course_end() {
     echo "course: job ${PBS_JOBID:-${SLURM_JOB_ID:-?}} $1 at $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 }

@@ -17,7 +17,8 @@ from types import ModuleType
 import nbformat
 import numpy as np
 
-from course import allreduce, costmodel, joblog, results, stages
+from course import costmodel
+from course.contracts import benchmark, jobend, joblog, results, stages
 from course.fileio import sha256_file
 from course.notebook import allreduce_report, checks, scripts
 from course.notebook.checks import CheckFailed
@@ -238,7 +239,7 @@ def make_run(
             "epoch  main/loss",
             joblog.throughput_line(rate, 40, 5, 3),
             joblog.results_line(path.relative_to(folder), digest),
-            joblog.end_line(job_id, 0),
+            jobend.end_line(job_id, 0),
         ]
         (folder / joblog.log_name(job.job_script, number)).write_text("\n".join(lines) + "\n")
     return path, digest
@@ -256,10 +257,10 @@ def measured(
     job: str = "7.local",
     started: float = 1.0,
 ) -> list[allreduce_report.Series]:
-    """A benchmark's files as a job leaves them (course.allreduce.write), with noise, and their
+    """A benchmark's files as a job leaves them (course.contracts.benchmark.write), with noise, and their
     table."""
     rng = np.random.default_rng(seed)
-    run = allreduce.run_folder(folder, job)
+    run = benchmark.run_folder(folder, job)
     for _ in range(rounds):
         sizes = [
             {
@@ -273,8 +274,8 @@ def measured(
             }
             for n in SIZES
         ]
-        allreduce.write(
-            allreduce.next_path(run, algorithm, ranks),
+        benchmark.write(
+            benchmark.next_path(run, algorithm, ranks),
             {
                 "job": {"id": job},
                 "ranks": ranks,
@@ -295,10 +296,10 @@ def check_benchmark_job(folder: Path, ranks: int, log: Path) -> list[allreduce_r
     text = log.read_text()
     said = joblog.launches(text)
     assert [launch["slots"] for launch in said] == [ranks] * 4, text
-    lines = allreduce.logged(text)
+    lines = benchmark.logged(text)
     assert [line["algorithm"] for line in lines] == ["ring", "recursive_doubling"] * 2, text
     for line in lines:
-        record = allreduce.load(folder / line["path"])
+        record = benchmark.load(folder / line["path"])
         assert sha256_file(folder / line["path"]) == line["sha256"]
         assert (record["ranks"], len(record["hosts"])) == (ranks, ranks)
         assert record["mca"]["OMPI_MCA_coll_tuned_allreduce_algorithm"] == str(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import nbformat
 
-from course import stages
+from course.contracts import stages
 
 SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions" / "distributed_training"
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")

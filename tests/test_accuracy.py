@@ -5,8 +5,8 @@ rate of every update read by an optimizer hook), the check of the student's lear
 a run's results file and job-log table as harness.run writes them, time to accuracy and the named
 baseline (course.evidence), the accuracy points (scoring.grade_accuracy_at_scale), the report's
 accuracy columns, notes and self-check, and the comparison plan's learning-rate runs. Traced runs are
-made as a job leaves them, with the kit's writers: a sealed results file (course.results.write) and
-a job log of course.joblog's lines, as in tests/test_scoring.py.
+made as a job leaves them, with the kit's writers: a sealed results file (course.contracts.results.write) and
+a job log of course.contracts.joblog's lines, as in tests/test_scoring.py.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ import pytest
 from chainer import training
 from chainer.training import extensions
 
-from course import comparison, evidence, grading_rules, joblog, results, stages
+from course import comparison, evidence
 from course.cluster import siteenv, sites
 from course.cluster.plan import comparison_plan
+from course.contracts import grading_rules, jobend, joblog, results, stages
 from course.errors import ResultsError
 from course.instructor import reference, scoring
 from course.notebook import report
@@ -382,7 +383,7 @@ def traced_run(
             header.format(),
             joblog.throughput_line(images_per_sec, 40, 5, 3),
             joblog.results_line(path.relative_to(folder), digest),
-            joblog.end_line(job_id, 0),
+            jobend.end_line(job_id, 0),
         ]
         (folder / joblog.log_name(job.job_script, number)).write_text("\n".join(lines) + "\n")
     return path
@@ -427,7 +428,9 @@ def test_the_baseline_is_the_named_traced_run_else_the_latest(folder):
     traced_run(folder, "single_gpu", 2, NEVER, images_per_sec=50.0)
     traced_run(folder, "single_gpu", 3, NEVER, log=False)
     assert comparison.baseline(folder).path.parent.name == "single_gpu-2.local"
-    assert comparison.baseline(folder, "single_gpu-1.local").path.parent.name == "single_gpu-1.local"
+    assert (
+        comparison.baseline(folder, "single_gpu-1.local").path.parent.name == "single_gpu-1.local"
+    )
     for name in (
         "single_gpu-9.local",
         "single_gpu-3.local",

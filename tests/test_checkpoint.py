@@ -11,7 +11,8 @@ import chainer
 import numpy as np
 import pytest
 
-from course import fileio, results
+from course import fileio
+from course.contracts import results
 from course.errors import CourseError
 from course.runtime import checkpoint, harness
 from course.runtime.throughput import Throughput
@@ -157,7 +158,8 @@ def traced_run(folder, segments: list[tuple[int, str | None, str]], finished_at:
     finishing it at `finished_at`: its results file and every job's log, as the harness and site_env.sh write them."""
     from datetime import datetime
 
-    from course import evidence, joblog, stages
+    from course import evidence
+    from course.contracts import jobend, joblog, stages
 
     stage = stages.SINGLE_GPU
     last = f"{segments[-1][0]}.local"
@@ -202,7 +204,7 @@ def traced_run(folder, segments: list[tuple[int, str | None, str]], finished_at:
                 joblog.results_line(path.relative_to(folder), digest),
             ]
         lines.append(
-            joblog.end_line(job_id, 0 if job_id == last else 271, at=datetime.fromisoformat(ended))
+            jobend.end_line(job_id, 0 if job_id == last else 271, at=datetime.fromisoformat(ended))
         )
         (folder / joblog.log_name(stage.job_script, number)).write_text("\n".join(lines) + "\n")
     return evidence.trace(path, folder)

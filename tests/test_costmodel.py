@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from course import allreduce, costmodel
+from course import costmodel
+from course.contracts import benchmark
 from course.errors import ResultsError
 from course.instructor import scoring
 from course.notebook import allreduce_report
@@ -172,13 +173,13 @@ def test_the_fit_check_fails_a_swapped_or_unweighted_fit_and_an_empty_table(tmp_
 
 
 def test_the_file_is_sealed_and_its_log_line_reads_back(tmp_path):
-    path = allreduce.next_path(allreduce.run_folder(tmp_path, "3.local"), "ring", 2)
+    path = benchmark.next_path(benchmark.run_folder(tmp_path, "3.local"), "ring", 2)
     assert path.name == "ring-2r-1.json"
-    sha256 = allreduce.write(path, {"ranks": 2, "algorithm": "ring", "sizes": []})
-    assert allreduce.next_path(path.parent, "ring", 2).name == "ring-2r-2.json"
-    assert allreduce.load(path)["ranks"] == 2
-    line = allreduce.log_line("runs/allreduce-3.local/ring-2r-1.json", sha256, "ring", 2)
-    assert allreduce.logged(f"noise\n{line}\nmore\n") == [
+    sha256 = benchmark.write(path, {"ranks": 2, "algorithm": "ring", "sizes": []})
+    assert benchmark.next_path(path.parent, "ring", 2).name == "ring-2r-2.json"
+    assert benchmark.load(path)["ranks"] == 2
+    line = benchmark.log_line("runs/allreduce-3.local/ring-2r-1.json", sha256, "ring", 2)
+    assert benchmark.logged(f"noise\n{line}\nmore\n") == [
         {
             "path": "runs/allreduce-3.local/ring-2r-1.json",
             "sha256": sha256,
@@ -190,8 +191,8 @@ def test_the_file_is_sealed_and_its_log_line_reads_back(tmp_path):
     edited["ranks"] = 4
     path.write_text(json.dumps(edited))
     with pytest.raises(ResultsError, match="changed after the benchmark wrote it"):
-        allreduce.load(path)
-    assert allreduce.summarize([3.0, 1.0, 2.0, 100.0]) == pytest.approx((2.5, 1.75, 27.25))
+        benchmark.load(path)
+    assert benchmark.summarize([3.0, 1.0, 2.0, 100.0]) == pytest.approx((2.5, 1.75, 27.25))
 
 
 def test_the_reader_pools_rounds_fits_and_says_where_algorithms_differ(tmp_path):
@@ -232,7 +233,7 @@ def test_each_series_comes_from_its_newest_job(tmp_path):
 
 def test_a_tampered_file_is_left_out_of_the_table_with_a_note(tmp_path, capsys):
     measured(tmp_path, rounds=1)
-    [path] = allreduce.find(tmp_path)
+    [path] = benchmark.find(tmp_path)
     path.write_text(path.read_text().replace('"cores": 2', '"cores": 8'))
     assert allreduce_report.measured_table(tmp_path) == []
     assert "note: left out" in capsys.readouterr().out

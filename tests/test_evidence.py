@@ -8,8 +8,9 @@ import subprocess
 
 import pytest
 
-from course import comparison, evidence, joblog, paths
+from course import comparison, evidence, paths
 from course.cluster import accounting, sites, submit
+from course.contracts import joblog
 from course.instructor import scoring
 from tests.helpers import ROOT, make_run
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from course import joblog
 from course.cluster import localsched, procs, submit
 from course.cluster.job import Job
+from course.contracts import jobend, joblog
 from course.errors import JobError
 from tests.helpers import PYTHON, ROOT
 
@@ -105,12 +105,12 @@ def test_a_job_killed_at_its_walltime_fails_says_so_last_and_leaves_no_process(f
     assert status == localsched.WALLTIME_EXIT
     assert list(seen.values()).count("sleep") == 2 and not [pid for pid in seen if procs.alive(pid)]
     text = job.find_log().read_text()
-    assert last_line(job) == joblog.walltime_notice("00:00:02")
+    assert last_line(job) == jobend.walltime_notice("00:00:02")
     assert (
-        joblog.killed_line(job.id, "TERM", joblog.ended_at(text)) in text
+        jobend.killed_line(job.id, "TERM", jobend.ended_at(text)) in text
     )  # the shell's own account
-    assert job.exit_status() == joblog.exit_status(text) == localsched.WALLTIME_EXIT
-    assert job._local.ended_at() >= joblog.ended_at(text)
+    assert job.exit_status() == jobend.exit_status(text) == localsched.WALLTIME_EXIT
+    assert job._local.ended_at() >= jobend.ended_at(text)
     assert (
         job.ending().says == "was killed at its walltime" and "walltime ran out" in job.diagnosis()
     )

@@ -9,9 +9,10 @@ import subprocess
 
 import pytest
 
-from course import gpu, results
+from course import gpu
 from course.cluster import siteenv, sites
 from course.cluster.plan import comparison_plan
+from course.contracts import results
 from course.errors import CourseError
 from course.notebook import scripts
 from course.runtime import data_prepare

@@ -1,4 +1,4 @@
-"""Every line the kit writes into a job log (course.joblog), written and read back by its own
+"""Every line the kit writes into a job log (course.contracts.joblog), written and read back by its own
 parser."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from course import joblog
+from course.contracts import jobend, joblog
 
 SHA = "0123456789abcdef" * 4
 
@@ -221,7 +221,7 @@ def test_results_digests_name_only_that_run_folder():
 def test_the_end_trap_prints_the_line_exit_status_reads(variable):
     env = {k: v for k, v in os.environ.items() if k not in ("PBS_JOBID", "SLURM_JOB_ID")}
     run = subprocess.run(
-        ["bash", "-c", f"{variable}=12.x; {joblog.END_TRAP}; echo training; exit 3"],
+        ["bash", "-c", f"{variable}=12.x; {jobend.END_TRAP}; echo training; exit 3"],
         capture_output=True,
         text=True,
         env=env,
@@ -229,15 +229,15 @@ def test_the_end_trap_prints_the_line_exit_status_reads(variable):
     assert run.returncode == 3
     assert run.stdout.splitlines() == [
         "training",
-        joblog.end_line("12.x", 3, joblog.ended_at(run.stdout)),
+        jobend.end_line("12.x", 3, jobend.ended_at(run.stdout)),
     ]
-    assert joblog.exit_status(run.stdout) == 3
+    assert jobend.exit_status(run.stdout) == 3
 
 
 def test_exit_status_is_the_last_end_line_and_none_without_one():
-    log = f"{joblog.end_line('1.x', 0)}\nrerun\n{joblog.end_line('1.x', 137)}\n"
-    assert joblog.exit_status(log) == 137
-    assert joblog.exit_status("Throughput: 1.00 [images/sec.]\n") is None
+    log = f"{jobend.end_line('1.x', 0)}\nrerun\n{jobend.end_line('1.x', 137)}\n"
+    assert jobend.exit_status(log) == 137
+    assert jobend.exit_status("Throughput: 1.00 [images/sec.]\n") is None
 
 
 SLURM_TIME_LIMIT = (
@@ -248,7 +248,7 @@ SLURM_TIME_LIMIT = (
 @pytest.mark.parametrize(
     "notice,walltime",
     [
-        (joblog.walltime_notice("00:10:00"), True),
+        (jobend.walltime_notice("00:10:00"), True),
         (SLURM_TIME_LIMIT, True),
         (
             "slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2024-05-01T10:00:00 ***",
@@ -258,16 +258,16 @@ SLURM_TIME_LIMIT = (
     ],
 )
 def test_scheduler_kill_notices(notice, walltime):
-    log = f"epoch 1\n{notice}\n{joblog.end_line('7', 143)}\n"
-    assert joblog.killed_by_scheduler(log)
-    assert joblog.walltime_exceeded(log) is walltime
+    log = f"epoch 1\n{notice}\n{jobend.end_line('7', 143)}\n"
+    assert jobend.killed_by_scheduler(log)
+    assert jobend.walltime_exceeded(log) is walltime
 
 
 def test_a_log_that_only_mentions_a_walltime_is_not_a_kill():
     log = "course: warning: the walltime is short\nThroughput: 1.00 [images/sec.]\n"
-    assert not joblog.killed_by_scheduler(log) and not joblog.walltime_exceeded(log)
+    assert not jobend.killed_by_scheduler(log) and not jobend.walltime_exceeded(log)
     assert (
-        joblog.walltime_notice("01:00:00")
+        jobend.walltime_notice("01:00:00")
         == "=>> PBS: job killed: walltime 01:00:00 exceeded limit 01:00:00"
     )
 

@@ -1,5 +1,5 @@
 """How a job ended, as its log tells: the job shell's end lines, the schedulers' notices, and the
-diagnosis of a failed job read from its log (course.joblog, course.cluster.diagnosis.explain)."""
+diagnosis of a failed job read from its log (course.contracts.joblog, course.cluster.diagnosis.explain)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from course import joblog
 from course.cluster import procs
 from course.cluster.diagnosis import explain
+from course.contracts import jobend, joblog
 
 AT = datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC)
 SLURM_CANCEL = "slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2024-05-01T10:00:00 ***"
@@ -21,51 +21,51 @@ SLURM_CANCEL = "slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2024-05-01T10:00
 
 def test_end_lines_round_trip_with_their_time():
     assert (
-        joblog.end_line("7.x", 3, AT)
+        jobend.end_line("7.x", 3, AT)
         == "course: job 7.x ended with exit status 3 at 2024-05-01T10:00:00Z"
     )
-    log = f"training\n{joblog.killed_line('7.x', 'TERM', AT)}\n"
-    assert joblog.end(log) == joblog.End(143, "signal", "was killed by SIGTERM", AT)
-    assert joblog.ended_at(log) == AT and joblog.exit_status(log) == 143
-    assert joblog.ended_at(joblog.end_line("7.x", 0)) is None  # older kits wrote no time
+    log = f"training\n{jobend.killed_line('7.x', 'TERM', AT)}\n"
+    assert jobend.end(log) == jobend.End(143, "signal", "was killed by SIGTERM", AT)
+    assert jobend.ended_at(log) == AT and jobend.exit_status(log) == 143
+    assert jobend.ended_at(jobend.end_line("7.x", 0)) is None  # older kits wrote no time
 
 
 @pytest.mark.parametrize(
     "notice,status,kind",
     [
-        (joblog.walltime_notice("00:30:00"), joblog.WALLTIME_EXIT, "walltime"),
-        (joblog.cancel_notice("7.local", "INT", AT), 128 + signal.SIGINT, "cancelled"),
-        (joblog.lost_notice("7.local", AT), joblog.LOST_EXIT, "lost"),
+        (jobend.walltime_notice("00:30:00"), jobend.WALLTIME_EXIT, "walltime"),
+        (jobend.cancel_notice("7.local", "INT", AT), 128 + signal.SIGINT, "cancelled"),
+        (jobend.lost_notice("7.local", AT), jobend.LOST_EXIT, "lost"),
         (SLURM_CANCEL, 128 + signal.SIGTERM, "cancelled"),
         ("=>> PBS: job killed: mem 8gb exceeded limit 4gb", 128 + signal.SIGKILL, "killed"),
     ],
 )
 def test_a_schedulers_kill_notice_wins_over_an_end_line_that_says_0(notice, status, kind):
     for log in (
-        f"{joblog.end_line('7', 0, AT)}\n{notice}\n",
-        f"{notice}\n{joblog.end_line('7', 0, AT)}\n",
+        f"{jobend.end_line('7', 0, AT)}\n{notice}\n",
+        f"{notice}\n{jobend.end_line('7', 0, AT)}\n",
     ):
-        found = joblog.end(log)
-        assert (found.status, found.kind) == (status, kind) and joblog.exit_status(log) == status
+        found = jobend.end(log)
+        assert (found.status, found.kind) == (status, kind) and jobend.exit_status(log) == status
 
 
 def test_what_outlived_the_job_is_cut_off_and_the_end_time_is_the_last_one():
     later = AT + timedelta(seconds=5)
     log = (
-        f"{joblog.end_line('7.local', 0, AT)}\nrerun\n"
-        f"{joblog.killed_line('7.local', 'TERM', later)}\n"
-        f"{joblog.walltime_notice('00:00:02')}\nThroughput: 9.00 [images/sec.]\n"
+        f"{jobend.end_line('7.local', 0, AT)}\nrerun\n"
+        f"{jobend.killed_line('7.local', 'TERM', later)}\n"
+        f"{jobend.walltime_notice('00:00:02')}\nThroughput: 9.00 [images/sec.]\n"
     )
-    assert joblog.ended_at(log) == later
-    assert joblog.until_end(log) == log[: log.index("Throughput")]
-    assert joblog.throughputs(joblog.until_end(log)) == []
-    assert joblog.until_end("epoch 1\n") == "epoch 1\n"  # still running: all of it
+    assert jobend.ended_at(log) == later
+    assert jobend.until_end(log) == log[: log.index("Throughput")]
+    assert joblog.throughputs(jobend.until_end(log)) == []
+    assert jobend.until_end("epoch 1\n") == "epoch 1\n"  # still running: all of it
 
 
 def _bash(script: str, env: dict | None = None, **kwargs) -> subprocess.Popen:
     clean = {k: v for k, v in os.environ.items() if k not in ("PBS_JOBID", "SLURM_JOB_ID")}
     return subprocess.Popen(
-        ["bash", "-c", f"PBS_JOBID=9.x\n{joblog.END_TRAP}\n{script}"],
+        ["bash", "-c", f"PBS_JOBID=9.x\n{jobend.END_TRAP}\n{script}"],
         text=True,
         env={**clean, **(env or {})},
         stdout=subprocess.PIPE,
@@ -90,7 +90,7 @@ def test_a_job_shell_stopped_by_a_signal_says_so_and_dies_of_it(name):
     out, _ = shell.communicate(timeout=10)
     assert shell.returncode == -getattr(signal, f"SIG{name}")  # the scheduler sees the signal too
     assert out.splitlines()[0] == "started" and "never" not in out
-    assert joblog.end(out).says == f"was killed by SIG{name}" and len(out.splitlines()) == 2
+    assert jobend.end(out).says == f"was killed by SIG{name}" and len(out.splitlines()) == 2
     assert not [pid for pid in members if procs.alive(pid)]
 
 
@@ -99,7 +99,7 @@ def test_a_signal_to_the_shell_alone_reaches_its_background_children():
     _, child = sorted(_members(shell, 2))
     shell.send_signal(signal.SIGTERM)
     out, _ = shell.communicate(timeout=10)
-    assert joblog.end(out).says == "was killed by SIGTERM"
+    assert jobend.end(out).says == "was killed by SIGTERM"
     deadline = time.monotonic() + 10
     while procs.alive(child):
         assert time.monotonic() < deadline, "the background child outlived the shell"
@@ -139,11 +139,11 @@ not launch the job.
             "ValueError: bad batch size (the traceback above it",
         ),
         (
-            joblog.killed_line("9.local", "TERM", AT),
+            jobend.killed_line("9.local", "TERM", AT),
             "the job was killed by SIGTERM, sent from outside it (kill",
         ),
-        (joblog.lost_notice("9.local", AT), "the local scheduler's process was killed"),
-        (f"{joblog.end_line('9.local', 1, AT)}\n", "the log names no cause: read it from the top"),
+        (jobend.lost_notice("9.local", AT), "the local scheduler's process was killed"),
+        (f"{jobend.end_line('9.local', 1, AT)}\n", "the log names no cause: read it from the top"),
     ],
 )
 def test_the_diagnosis_names_the_cause_the_log_shows(log, cause):
@@ -157,8 +157,8 @@ def test_the_diagnosis_names_the_cause_the_log_shows(log, cause):
 
 
 def test_only_a_clusters_job_without_a_cause_is_pointed_at_its_scheduler():
-    said = explain(joblog.end_line("9.pbs01", 1, AT), "9.pbs01", local=False)
+    said = explain(jobend.end_line("9.pbs01", 1, AT), "9.pbs01", local=False)
     assert "qstat -x -f 9.pbs01" in said and "sacct -j 9" in said
     assert "qdel or scancel" in explain(
-        joblog.killed_line("9.pbs01", "TERM", AT), "9.pbs01", local=False
+        jobend.killed_line("9.pbs01", "TERM", AT), "9.pbs01", local=False
     )

@@ -9,7 +9,8 @@ import subprocess
 import nbformat
 import pytest
 
-from course import evidence, paths, results
+from course import evidence, paths
+from course.contracts import results
 from course.instructor import demo
 from tests.helpers import PYTHON, ROOT
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from course import stages
+from course.contracts import stages
 from course.notebook import one_node
 from tests.helpers import make_run
 

@@ -7,7 +7,7 @@ import csv
 import json
 import shutil
 
-from course import results
+from course.contracts import results
 from course.instructor import plagiarism
 from tests.helpers import make_run
 

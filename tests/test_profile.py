@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from course import evidence, joblog, stages
+from course import evidence
 from course.cluster import submit
+from course.contracts import jobend, stages
 from course.notebook import allreduce_report, profile_report
 from course.runtime import profile
 from tests.helpers import measured, student_folder
@@ -103,7 +104,7 @@ def test_nsys_where_there_is_none_ends_the_job_saying_so(profiled):
     assert job.wait(timeout=120, echo=None) == 2
     log = job.find_log().read_text()
     assert "PROFILE=nsys: nsys (Nsight Systems) is not on this node's PATH" in log
-    assert joblog.end(log).status == 2
+    assert jobend.end(log).status == 2
 
 
 def test_the_demo_prints_the_profiles_the_fits_and_the_prediction_against_the_profile(profiled):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from course import results
+from course.contracts import results
 from course.errors import ResultsError
 
 # The smallest record a training run could write.

@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course import evidence, joblog, results, stages
+from course import evidence
 from course.cluster import submit
+from course.contracts import jobend, joblog, results, stages
 from course.runtime import checkpoint
 from tests.helpers import student_folder
 
@@ -92,7 +93,7 @@ def test_a_run_killed_at_its_walltime_resumes_and_ends_as_if_never_stopped(tmp_p
         if finished(split):  # its job may still have been killed at the walltime while it ended
             break
         text = jobs[-1].find_log().read_text()
-        assert joblog.walltime_exceeded(text) and jobs[-1].exit_status() == joblog.WALLTIME_EXIT, (
+        assert jobend.walltime_exceeded(text) and jobs[-1].exit_status() == jobend.WALLTIME_EXIT, (
             text
         )
         progress, before = newest_snapshot(split), progress

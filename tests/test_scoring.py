@@ -1,7 +1,7 @@
 """Points from job outputs (course.instructor.scoring, course.evidence, the report's self-checks).
 
-Each run is made by hand with the kit's own writers: a results file (course.results.write) and
-the job log with the lines the harness prints (course.joblog), as a real job leaves them.
+Each run is made by hand with the kit's own writers: a results file (course.contracts.results.write) and
+the job log with the lines the harness prints (course.contracts.joblog), as a real job leaves them.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from course import comparison, evidence, results
+from course import comparison, evidence
+from course.contracts import results
 from course.instructor import scoring
 from course.notebook import report
 from course.notebook.checks import CheckFailed

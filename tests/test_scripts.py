@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from course import stages
+from course.contracts import stages
+from course.contracts.stubs import stubbed_functions
 from course.errors import CourseError
 from course.notebook import scripts
-from course.stubs import stubbed_functions
 from tests.helpers import functions, notebook
 from tests.solutions import solution_functions, solution_source
 

@@ -8,8 +8,9 @@ import subprocess
 
 import pytest
 
-from course import cli, joblog
+from course import cli
 from course.cluster import pbs, siteenv, sites
+from course.contracts import jobend
 from course.errors import SiteError
 from tests.helpers import ROOT
 
@@ -98,7 +99,7 @@ def test_site_env_is_valid_bash_and_env_overrides_its_defaults(tmp_path):
     [line, ended] = run.stdout.strip().splitlines()
     dataset, train_args, mpiexec, threads = line.split("|")
     assert (
-        joblog.end(ended).says == "ended with exit status 0"
+        jobend.end(ended).says == "ended with exit status 0"
     )  # the trap that closes every job log
     assert dataset == "mine"  # a job's -v setting wins over the site's default
     assert train_args == "--model vgg --width 16 --batchsize 64 --epoch 3"

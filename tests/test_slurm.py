@@ -8,8 +8,9 @@ import subprocess
 
 import pytest
 
-from course import evidence, joblog, paths, results
+from course import evidence, paths
 from course.cluster import sites, submit
+from course.contracts import joblog, results
 from tests import slurm_cluster
 from tests.helpers import PYTHON, ROOT, check_benchmark_job
 

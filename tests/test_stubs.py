@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from course.stubs import stubbed_functions
+from course.contracts.stubs import stubbed_functions
 
 SOURCE = """
 def untouched(train):

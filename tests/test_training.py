@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from chainer import training
 
-from course import results
+from course.contracts import results
 from course.errors import CourseError
 from course.paths import find_program
 from course.runtime import data_prepare, harness

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from course import evidence, joblog, paths
+from course import evidence, paths
 from course.cluster import submit
+from course.contracts import joblog
 from course.notebook import report
 from tests import slurm_cluster
 from tests.helpers import PYTHON, ROOT

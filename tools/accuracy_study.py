@@ -25,8 +25,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: the kit's checkout is the parent folder
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from course import results, stages  # noqa: E402
 from course.cluster import mpi  # noqa: E402
+from course.contracts import results, stages  # noqa: E402
 from course.fileio import atomic_file  # noqa: E402
 from course.runtime import data, data_prepare  # noqa: E402
 

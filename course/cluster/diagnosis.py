@@ -1,5 +1,5 @@
 """Why a job failed, read from its log: a scheduler's kill notice, bash's, Open MPI's and Python's
-own words, or the kit's error lines (course.joblog), each as what it means and what to do."""
+own words, or the kit's error lines (course.contracts.joblog), each as what it means and what to do."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from course import joblog
+from course.contracts import jobend, joblog
 
 
 def _rank_killed(m: re.Match) -> str:
@@ -22,7 +22,7 @@ def _rank_killed(m: re.Match) -> str:
     )
 
 
-def _scheduler_kill(end: joblog.End, local: bool) -> str | None:
+def _scheduler_kill(end: jobend.End, local: bool) -> str | None:
     """What a scheduler's kill notice means for the student; None when no scheduler killed the
     job."""
     if end.kind == "walltime":
@@ -48,7 +48,7 @@ def _scheduler_kill(end: joblog.End, local: bool) -> str | None:
 
 
 # What else a failed job's log can show, most telling first: (pattern, what it means). Bash's, Open
-# MPI's and Python's own words, and the kit's error lines (course.joblog).
+# MPI's and Python's own words, and the kit's error lines (course.contracts.joblog).
 _CAUSES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
     (
         re.compile(r"^(?P<file>\S+): line (?P<line>\d+): syntax error(?P<what>.*)$", re.M),
@@ -98,7 +98,7 @@ _MISSING = re.compile(r"^.*No such file or directory.*$", re.M)
 
 def explain(text: str, job_id: str, local: bool, log: str = "the log") -> str:
     """What a failed job's log shows went wrong (Job.diagnosis)."""
-    end = joblog.end(text)
+    end = jobend.end(text)
     killed = _scheduler_kill(end, local) if end else None
     if killed:
         return killed

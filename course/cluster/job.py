@@ -2,7 +2,7 @@
 
 A job runs under the embedded local scheduler (course.cluster.localsched) or under the site's
 qsub; either way its joined log <name>.o<number> in the submit folder says how it ended
-(course.joblog), and course.cluster.diagnosis reads from it why a failed job failed.
+(course.contracts.joblog), and course.cluster.diagnosis reads from it why a failed job failed.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course import joblog, paths
+from course import paths
 from course.cluster import localsched
 from course.cluster.diagnosis import explain
+from course.contracts import jobend, joblog
 
 
 @dataclass
@@ -42,7 +43,7 @@ class Job:
         return self.log
 
     def exit_status(self) -> int | None:
-        """How the job ended, as an exit status (never 0 for a killed job; see course.joblog.end):
+        """How the job ended, as an exit status (never 0 for a killed job; see course.contracts.jobend.end):
         the local scheduler's record, else the log's end line or its scheduler's kill notice; None
         while it runs."""
         if self._local is not None:
@@ -50,13 +51,13 @@ class Job:
         log = self.find_log()
         if log is None:
             return None
-        return joblog.exit_status(log.read_text(errors="replace"))
+        return jobend.exit_status(log.read_text(errors="replace"))
 
-    def ending(self) -> joblog.End | None:
+    def ending(self) -> jobend.End | None:
         """How the log says the job ended, e.g. it 'was killed at its walltime'; None while it
         runs."""
         log = self.find_log()
-        return joblog.end(log.read_text(errors="replace")) if log else None
+        return jobend.end(log.read_text(errors="replace")) if log else None
 
     def wait(
         self,
@@ -140,7 +141,7 @@ class Job:
             ended = (
                 self.exit_status() is not None
                 or (state == "finished" and log is not None)
-                or joblog.killed_by_scheduler(text)
+                or jobend.killed_by_scheduler(text)
             )
             if echo and text:
                 lines = text.splitlines()

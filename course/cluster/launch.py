@@ -19,8 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course import gpu, joblog, paths
+from course import gpu, paths
 from course.cluster import hosts, mpi, procs
+from course.contracts import joblog
 from course.errors import JobError
 
 DEFAULT_TEMPLATE = "mpiexec -n {nprocs} --hostfile {hostfile}"

@@ -31,12 +31,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from course import gpu, joblog
+from course import gpu
 from course.cluster import pbs, procs
+from course.contracts import jobend, joblog
 from course.errors import JobError
 
-WALLTIME_EXIT = joblog.WALLTIME_EXIT
-LOST_EXIT = joblog.LOST_EXIT
+WALLTIME_EXIT = jobend.WALLTIME_EXIT
+LOST_EXIT = jobend.LOST_EXIT
 GRACE = 10.0  # seconds a job's processes get between SIGTERM and SIGKILL (PBS's kill_delay)
 
 

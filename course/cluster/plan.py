@@ -9,9 +9,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from course import gpu, stages
+from course import gpu
 from course.cluster import siteenv
 from course.cluster.siteenv import SiteSettings
+from course.contracts import stages
 from course.errors import CourseError
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from course import joblog, paths
+from course import paths
+from course.contracts import jobend
 from course.errors import JobError
 
 FILE = "site_env.sh"
@@ -170,8 +171,8 @@ export COURSE_COMMUNICATION='{communication}'
 # The CUDA libraries of the kit's gpu extra (prints nothing without them).
 eval "$(python -m course env)"
 
-# The last line of the joined log says how the job ended, and when (course/joblog.py reads it).
-{joblog.END_TRAP}
+# The last line of the joined log says how the job ended, and when (course/contracts/jobend.py).
+{jobend.END_TRAP}
 """
 
     @classmethod

@@ -21,8 +21,8 @@ from course import gpu, paths
 from course.cluster import localsched, pbs, siteenv
 from course.cluster.job import Job
 from course.cluster.siteenv import SiteSettings
+from course.contracts.stubs import stubbed_functions
 from course.errors import CourseError, JobError
-from course.stubs import stubbed_functions
 
 
 def nbgrader_running() -> bool:

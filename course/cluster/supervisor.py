@@ -19,9 +19,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO
 
-from course import joblog
 from course.cluster import pbs, procs
 from course.cluster.localsched import GRACE, LOST_EXIT, WALLTIME_EXIT, read_record, utc_now
+from course.contracts import jobend
 from course.fileio import atomic_file
 
 
@@ -85,7 +85,7 @@ def _start_watchdog(spec: dict, started: datetime) -> tuple[int, int]:
             if record.get("session"):
                 procs.end_session(record["session"], GRACE)
             with open(spec["log"], "a") as log:
-                log.write(joblog.lost_notice(spec["id"], utc_now()) + "\n")
+                log.write(jobend.lost_notice(spec["id"], utc_now()) + "\n")
             _record_end(spec, started, LOST_EXIT, "was lost: its scheduler process died")
     finally:
         os._exit(0)
@@ -99,18 +99,18 @@ def _run(process: subprocess.Popen, spec: dict, log: IO[str]) -> tuple[int, str]
     except subprocess.TimeoutExpired:
         _ignore_stops()
         procs.end_session(process.pid, GRACE, process.poll)
-        log.write(joblog.walltime_notice(pbs.format_walltime(spec["walltime"])) + "\n")
+        log.write(jobend.walltime_notice(pbs.format_walltime(spec["walltime"])) + "\n")
         return WALLTIME_EXIT, "was killed at its walltime"
     except _Stopped as stop:
         procs.end_session(process.pid, GRACE, process.poll)
-        log.write(joblog.cancel_notice(spec["id"], stop.signal.name[3:], utc_now()) + "\n")
+        log.write(jobend.cancel_notice(spec["id"], stop.signal.name[3:], utc_now()) + "\n")
         return 128 + stop.signal, "was cancelled"
     _ignore_stops()
     left = procs.end_session(
         process.pid, GRACE, process.poll
     )  # as PBS, end what the job left running
     if left:
-        log.write(joblog.leftovers_notice(left) + "\n")
+        log.write(jobend.leftovers_notice(left) + "\n")
     killed = signal.Signals(status - 128).name if status > 128 and process.returncode < 0 else None
     return status, f"was killed by {killed}" if killed else f"ended with exit status {status}"
 

@@ -33,8 +33,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from course import paths, stages
+from course import paths
 from course.cluster import siteenv
+from course.contracts import stages
 from course.diagnostics import doctor
 from course.errors import GradingError
 from course.instructor import (

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from course import results
+from course.contracts import results
 from course.fileio import atomic_file, sha256_file
 
 SCHEDULED = ("pbs", "slurm")  # schedulers whose job ids are unique across students

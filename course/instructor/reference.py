@@ -14,7 +14,7 @@ import chainer.links as L
 from chainer import training
 from chainer.training import extensions
 
-from course import stages
+from course.contracts import stages
 from course.runtime import harness, models
 from course.runtime.throughput import Throughput
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from course import comparison, evidence, grading_rules, paths, results, stages
+from course import comparison, evidence, paths
 from course.cluster.accounting import Accounting
 from course.comparison import comparable, efficiency
+from course.contracts import grading_rules, results, stages
 from course.evidence import Run
 from course.notebook.checks import fail, passed
 

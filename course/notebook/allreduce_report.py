@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from course import allreduce, costmodel
+from course import costmodel
+from course.contracts import benchmark
 from course.errors import ResultsError
 
 
@@ -49,9 +50,9 @@ def measured_table(folder: Path = Path(".")) -> list[Series]:
     """Every (ranks, algorithm) the benchmark measured in folder/runs, ordered by ranks then algorithm;
     files whose seal does not match are left out with a note."""
     by_job: dict[tuple[int, str], dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for path in allreduce.find(folder):
+    for path in benchmark.find(folder):
         try:
-            record = allreduce.load(path)
+            record = benchmark.load(path)
         except ResultsError as e:
             print(f"note: left out: {e.message}")
             continue
@@ -78,7 +79,7 @@ def _series(ranks: int, algorithm: str, job: str, records: list[dict]) -> Series
         bursts=len(records),
     )
     for nbytes in sorted(pooled):
-        median, q1, q3 = allreduce.summarize(pooled[nbytes])
+        median, q1, q3 = benchmark.summarize(pooled[nbytes])
         series.sizes.append(nbytes)
         series.median.append(median)
         series.q1.append(q1)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from course import paths, stages
+from course import paths
 from course.cluster import pbs, siteenv, sites
+from course.contracts import stages
 from course.errors import CourseError, JobError
 from course.fileio import atomic_file
 

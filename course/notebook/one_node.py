@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from course import evidence, gpu, stages
+from course import evidence, gpu
+from course.contracts import stages
 
 
 def _on_one_node(run: evidence.Run) -> bool:

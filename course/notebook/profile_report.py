@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from course import evidence, stages
+from course import evidence
+from course.contracts import stages
 from course.runtime.profile import PHASES
 
 COLOURS = {

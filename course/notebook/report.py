@@ -5,7 +5,8 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from course import comparison, evidence, grading_rules, results, stages
+from course import comparison, evidence
+from course.contracts import grading_rules, results, stages
 from course.errors import CourseError
 
 COLUMNS = (

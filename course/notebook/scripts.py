@@ -16,11 +16,11 @@ import symtable
 import textwrap
 from pathlib import Path
 
-from course import stages
+from course.contracts import stages
+from course.contracts.stubs import stubbed_functions
 from course.errors import CourseError
 from course.fileio import atomic_file
 from course.runtime import mains
-from course.stubs import stubbed_functions
 
 # The names a script's functions may use besides their own; the notebooks' setup cells import the same.
 # `import course` comes first: it loads the gpu extra's CUDA libraries (cuDNN, cuBLAS), which CuPy finds

@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import warnings
 
-from course import gpu, stages
+from course import gpu
 from course.cluster import siteenv
 from course.cluster.siteenv import SiteSettings
 from course.cluster.submit import nbgrader_running
+from course.contracts import stages
 from course.errors import CourseError
 from course.runtime import data, data_prepare
 

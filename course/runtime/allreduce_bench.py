@@ -6,7 +6,7 @@ slowest rank's (an allreduce is done when the last rank has the sum). Each size 
 --budget seconds (at least MIN_REPEATS times), which bounds a burst's time. Open MPI picks the
 algorithm at MPI_Init from its MCA parameters, which `course launch --allreduce NAME` sets (and
 COURSE_ALLREDUCE names it), so one burst measures one algorithm; the job script alternates them.
-Rank 0 writes the sealed file (course.allreduce) and prints its log line and a summary.
+Rank 0 writes the sealed file (course.contracts.benchmark) and prints its log line and a summary.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from course import allreduce
 from course.cluster import hosts
+from course.contracts import benchmark
 
 SIZES = tuple(1024 * 4**k for k in range(1, 9))  # 4 KiB, 16 KiB, ..., 64 MiB
 MIN_REPEATS, MAX_REPEATS = (
@@ -118,9 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     if measured is None:  # not rank 0
         return 0
     job = hosts.detect()
-    algorithm = os.environ.get("COURSE_ALLREDUCE") or allreduce.DEFAULT_ALGORITHM
-    folder = allreduce.run_folder(args.out, _run_tag(job))
-    path = allreduce.next_path(folder, algorithm, comm.size)
+    algorithm = os.environ.get("COURSE_ALLREDUCE") or benchmark.DEFAULT_ALGORITHM
+    folder = benchmark.run_folder(args.out, _run_tag(job))
+    path = benchmark.next_path(folder, algorithm, comm.size)
     # cores: the node's (rank 0 itself is bound to one); mca: the Open MPI settings that chose the algorithm.
     record = {
         "job": {"id": job.job_id, "scheduler": job.scheduler, "name": job.job_name},
@@ -134,15 +134,15 @@ def main(argv: list[str] | None = None) -> int:
         "seconds_total": time.time() - started,
         "sizes": measured,
     }
-    sha256 = allreduce.write(path, record)
+    sha256 = benchmark.write(path, record)
     for size in measured:
-        median, q1, q3 = allreduce.summarize(size["seconds"])
+        median, q1, q3 = benchmark.summarize(size["seconds"])
         print(
             f"allreduce {algorithm} on {comm.size} rank(s), {_format_bytes(size['bytes']):>7}: median "
             f"{median * 1e6:10.1f} us (quartiles {q1 * 1e6:.1f}-{q3 * 1e6:.1f}) over {size['repeats']} repeats"
         )
     print(
-        allreduce.log_line(os.path.relpath(path, args.out), sha256, algorithm, comm.size),
+        benchmark.log_line(os.path.relpath(path, args.out), sha256, algorithm, comm.size),
         flush=True,
     )
     return 0

@@ -29,8 +29,8 @@ import numpy as np
 from chainer.training import extensions
 from chainer.training.extensions import _snapshot
 
-from course import results
 from course.cluster import hosts
+from course.contracts import results
 
 KEY_FILE = "resume.json"
 LOCK_FILE = ".resume.lock"

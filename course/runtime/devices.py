@@ -7,7 +7,8 @@ import random
 import chainer
 import numpy as np
 
-from course import gpu, stages
+from course import gpu
+from course.contracts import stages
 from course.errors import CourseError
 
 

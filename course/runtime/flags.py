@@ -12,8 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from course import results, stages
 from course.cluster import hosts
+from course.contracts import results, stages
 
 DEFAULT_SEED = 0
 

@@ -2,7 +2,7 @@
 
 A stage script builds its Trainer (that is the exercise) and hands it to `run`, which adds
 the reporting the course needs, runs it, prints the summary lines the grader checks against
-the job log (course.joblog), and writes the results file (course.results).
+the job log (course.contracts.joblog), and writes the results file (course.contracts.results).
 The students' generated scripts (course.runtime.mains, course.notebook.scripts) also call the
 names imported below from the modules that hold them: flags (parser, parse_args), devices
 (set_seed, resolve_device, use_gpu, communicator_name, gpus_for_multiprocess) and the
@@ -20,7 +20,8 @@ from pathlib import Path
 import chainer
 from chainer.training import extensions
 
-from course import fileio, joblog, stages
+from course import fileio
+from course.contracts import joblog, stages
 from course.errors import CourseError
 from course.fileio import sha256_file
 from course.runtime import checkpoint, data, profile

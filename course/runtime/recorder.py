@@ -1,5 +1,5 @@
 """The results record's writer: what a run was, kept by the reporting worker and written as the
-results file (course.results declares its fields) at every epoch end and at the end."""
+results file (course.contracts.results declares its fields) at every epoch end and at the end."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import chainer
 
-from course import __version__, gpu, joblog, results
+from course import __version__, gpu
 from course.cluster import hosts
+from course.contracts import joblog, results
 from course.fileio import sha256_file
 from course.runtime import checkpoint, models
 from course.runtime.lr_policy import learning_rate

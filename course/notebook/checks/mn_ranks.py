@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from course import stages
 from course.cluster import hosts as job_hosts
 from course.cluster import mpi
+from course.contracts import stages
 from course.errors import JobError
 from course.fileio import atomic_file
 from course.notebook import scripts

@@ -3,7 +3,7 @@
 One JSON file per run, ``runs/<stage>-<tag>/results.json``, written atomically (at every epoch
 end and at the end, so a killed job still leaves valid partial results). A ``seal`` (SHA-256
 of the rest, in canonical form) shows whether the file was edited after the run wrote it; the
-job log records the file's own digest (course.joblog), which course.evidence compares.
+job log records the file's own digest (course.contracts.joblog), which course.evidence compares.
 
 The record's one declaration is RECORD_SCHEMA (JSON Schema): the writer is
 course.runtime.recorder, the readers course.evidence and the notebooks' report. Fields a hand-made

@@ -10,22 +10,17 @@ writes these lines into it, and reads them back to follow a job and to trace a r
 | `course: rank R of N on HOST: intra_rank ...` | the harness (rank 0, for each rank of stage 3) | students, tests |
 | `Throughput: ... [images/sec.]` | the training harness | evidence (equals the results file's; one per job) |
 | `course: results PATH sha256=...` | the training harness | evidence (the file the job wrote; one per run file) |
-| `course: job ID ended with exit status N at TIME` | jobs/site_env.sh's EXIT trap | submit (how), evidence (when) |
-| `course: job ID was killed by SIGNAME at TIME` | jobs/site_env.sh's signal traps | the same |
-| a walltime kill notice | the local scheduler; PBS and Slurm their own | the submitter, the diagnosis |
-| `course local scheduler: job ID was cancelled / was lost ...` | the local scheduler | the submitter, the diagnosis |
 | `course COMMAND: MESSAGE` then `  -> FIX` | the kit's commands (course/cli.py), e.g. `course launch` | the diagnosis |
 
-Each line's format and its parser stand side by side below; tests/test_joblog.py round-trips them.
+The lines that close a job (end line, kill notices) are course.contracts.jobend's. Each line's
+format and its parser stand side by side below; tests/test_joblog.py round-trips them.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-import signal
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 # --- the file itself ---------------------------------------------------------------------------
@@ -294,164 +289,6 @@ def resumed_line(folder: Path | str, iteration: int, job_id: str | None) -> str:
 def resumptions(text: str) -> list[dict]:
     """{folder, iteration, job} of every resume a log shows."""
     return [{**m.groupdict(), "iteration": int(m["iteration"])} for m in _RESUMED.finditer(text)]
-
-
-# --- how the job ended --------------------------------------------------------------------------
-#
-# The job shell's last line says how it ended and when (UTC); a scheduler's kill notice, where
-# there is one, says more and wins. A reader that traces a run to its job takes only what the
-# log shows up to the end (`until_end`): processes that outlive a job can still write into it.
-
-WALLTIME_EXIT = 271  # what PBS Pro reports for a job it killed at its walltime (256 + SIGTERM)
-LOST_EXIT = 1  # the local scheduler's process died before the job ended, or the job could not start
-_TIME = "%Y-%m-%dT%H:%M:%SZ"
-
-# Bash, in jobs/site_env.sh. EXIT alone would report the status of the shell's last command (often
-# 0) for a shell stopped by a signal, so each trapped signal writes its own line, is passed on to
-# the shell's background children, and is raised again so that the scheduler sees it too.
-# A terminal that sources the file keeps its own signal handling.
-END_TRAP = r"""_course_end() {
-    echo "course: job ${PBS_JOBID:-${SLURM_JOB_ID:-?}} $1 at $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-}
-_course_stopped() {
-    trap - EXIT; trap '' "$1"
-    local children; children=$(jobs -p)
-    [ -z "$children" ] || kill -s "$1" $children 2>/dev/null || true
-    _course_end "was killed by SIG$1"
-    trap - "$1"; kill -s "$1" $$
-}
-trap '_course_end "ended with exit status $?"' EXIT
-if [[ $- != *i* ]]; then
-    trap '_course_stopped TERM' TERM; trap '_course_stopped INT' INT; trap '_course_stopped HUP' HUP
-fi"""
-_AT = r"(?: at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ))?"
-_END = re.compile(
-    r"^course: job \S+ (?:ended with exit status (?P<status>\d+)|was killed by SIG(?P<signal>[A-Z]+))"
-    + _AT
-    + "$",
-    re.MULTILINE,
-)
-
-
-def _stamp(at: datetime | None) -> str:
-    return f" at {at.astimezone(UTC).strftime(_TIME)}" if at else ""
-
-
-def end_line(job_id: str, status: int, at: datetime | None = None) -> str:
-    """What END_TRAP prints when the job shell exits; `at` None leaves the time out (hand-made logs)."""
-    return f"course: job {job_id} ended with exit status {status}{_stamp(at)}"
-
-
-def killed_line(job_id: str, signal_name: str, at: datetime | None = None) -> str:
-    """What END_TRAP prints when a signal stops the job shell; `signal_name` as TERM."""
-    return f"course: job {job_id} was killed by SIG{signal_name}{_stamp(at)}"
-
-
-def walltime_notice(limit: str) -> str:
-    """What the local scheduler writes when it kills a job at its walltime (PBS Pro's words)."""
-    return f"=>> PBS: job killed: walltime {limit} exceeded limit {limit}"
-
-
-def cancel_notice(job_id: str, signal_name: str, at: datetime | None = None) -> str:
-    """What the local scheduler writes when it stops a job because it was sent a signal (course cancel)."""
-    return f"course local scheduler: job {job_id} was cancelled (SIG{signal_name} to its scheduler){_stamp(at)}"
-
-
-def lost_notice(job_id: str, at: datetime | None = None) -> str:
-    """What the local scheduler's watchdog writes when the scheduler's process died before the job."""
-    return (
-        f"course local scheduler: job {job_id} was lost: its scheduler process died, so it was stopped"
-        f"{_stamp(at)}"
-    )
-
-
-def leftovers_notice(count: int) -> str:
-    """What the local scheduler writes when a job's shell ended and left processes running."""
-    return f"course local scheduler: {count} process(es) of the job still ran after its end; they were stopped"
-
-
-_WALLTIME = re.compile(r"job killed: walltime|DUE TO TIME LIMIT")
-_NOTICES = re.compile(
-    r"^(?:=>> PBS: job killed: (?P<pbs>.*)"
-    r"|slurmstepd: error: \*\*\* JOB \S+ ON \S+ (?P<slurm>CANCELLED)\b.*"
-    r"|course local scheduler: job \S+ (?:(?P<cancelled>was cancelled) \(SIG(?P<signal>[A-Z]+)[^)]*\)"
-    r"|(?P<lost>was lost)\b.*?)" + _AT + ")$",
-    re.MULTILINE,
-)
-
-
-def killed_by_scheduler(text: str) -> bool:
-    """Whether a scheduler (PBS, Slurm or the local one) says it killed the job."""
-    return _NOTICES.search(text) is not None
-
-
-def walltime_exceeded(text: str) -> bool:
-    return _WALLTIME.search(text) is not None
-
-
-@dataclass(frozen=True)
-class End:
-    """How a job ended, as its log tells."""
-
-    status: int  # as a shell shows it: N, or 128 + the signal's number; WALLTIME_EXIT, LOST_EXIT
-    kind: str  # exit, signal (the job shell's line); walltime, cancelled, lost, killed (a scheduler's notice)
-    says: str  # e.g. "ended with exit status 3", "was killed by SIGTERM", "was killed at its walltime"
-    at: datetime | None  # when (UTC), where the log gives the time
-
-
-def _signal_status(name: str) -> int:
-    return 128 + int(getattr(signal, f"SIG{name}", signal.SIGTERM))
-
-
-def _shell_end(text: str, at: datetime | None) -> End | None:
-    """What the job shell's last end line says."""
-    found = list(_END.finditer(text))
-    if not found:
-        return None
-    line = found[-1]
-    if line["signal"]:
-        return End(
-            _signal_status(line["signal"]), "signal", f"was killed by SIG{line['signal']}", at
-        )
-    return End(int(line["status"]), "exit", f"ended with exit status {line['status']}", at)
-
-
-def end(text: str) -> End | None:
-    """How the job ended: a scheduler's kill notice wins over the job shell's last end line; None
-    when the log shows no end yet (the job runs, or it was killed without a word)."""
-    at = ended_at(text)
-    shell = _shell_end(text, at)
-    notice = _NOTICES.search(text)
-    if walltime_exceeded(text):
-        return End(WALLTIME_EXIT, "walltime", "was killed at its walltime", at)
-    if notice is None:
-        return shell
-    if notice["lost"]:
-        return End(LOST_EXIT, "lost", "was lost: its scheduler process died", at)
-    if notice["cancelled"] or notice["slurm"]:
-        return End(_signal_status(notice["signal"] or "TERM"), "cancelled", "was cancelled", at)
-    status = shell.status if shell and shell.status else _signal_status("KILL")
-    return End(status, "killed", f"was killed by PBS: {notice['pbs']}", at)
-
-
-def exit_status(text: str) -> int | None:
-    """The exit status the log states (see `end`), else None; never 0 for a killed job."""
-    found = end(text)
-    return found.status if found else None
-
-
-def ended_at(text: str) -> datetime | None:
-    """When the job ended (UTC): the time on its last end line or local-scheduler notice; None in
-    logs without one (a job still running, a shell killed with SIGKILL)."""
-    times = [m["at"] for pattern in (_END, _NOTICES) for m in pattern.finditer(text) if m["at"]]
-    return datetime.strptime(max(times), _TIME).replace(tzinfo=UTC) if times else None
-
-
-def until_end(text: str) -> str:
-    """The log as it was when the job ended: through its last end line or scheduler notice.
-    What follows was written by processes that outlived the job, and proves nothing."""
-    ends = [m.end() for pattern in (_END, _NOTICES) for m in pattern.finditer(text)]
-    return text[: max(ends) + 1] if ends else text
 
 
 # --- the kit's own error messages ---------------------------------------------------------------

@@ -3,7 +3,7 @@
 One sealed JSON file per mpiexec burst, ``runs/allreduce-<job id>/<algorithm>-<ranks>r-<round>.json``:
 a job that alternates algorithms (jobs/run_allreduce_benchmark.sh) leaves one file per burst in one
 folder, so that the reader can pool the rounds of each (ranks, algorithm). The seal is the results
-file's (course.results.compute_seal); the job log records each file's digest on the line below.
+file's (course.contracts.results.compute_seal); the job log records each file's digest on the line below.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from course import results
+from course.contracts import results
 from course.errors import ResultsError
 
 SCHEMA = "course-allreduce/1"
