@@ -15,9 +15,11 @@ notebook uses are imported on first use:
     course.comparison_plan()    the site's stage-3 runs; course.profile_plan(): the profiled ones
                                 (course.cluster.plan)
     course.report.show()        the table and plots of your runs (course.notebook.report)
-    course.profile_report.show()  where a step's time goes, per rank (course.notebook.profile_report)
+    course.profile_report.show()    where a step's time goes, per rank
+                                    (course.notebook.profile_report)
     course.one_node.show()      stage 2 beside stage 3 on one node's GPUs (course.notebook.one_node)
-    course.allreduce_report.show()  the allreduce benchmark, fitted and compared (course.notebook.allreduce_report)
+    course.allreduce_report.show()  the allreduce benchmark, fitted and compared
+                                    (course.notebook.allreduce_report)
 """
 
 from __future__ import annotations

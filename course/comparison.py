@@ -17,7 +17,8 @@ from course.evidence import Run, runs
 
 
 def baseline(folder: Path = Path("."), name: str | None = None) -> Run | None:
-    """The stage-1 run named `name` (its folder under runs/) if traced, else the student's latest traced one."""
+    """The stage-1 run named `name` (its folder under runs/) if traced, else the student's latest
+    traced one."""
     traced = [run for run in runs(stages.BASELINE.name, folder) if run.traced]
     named = [run for run in traced if run.path.parent.name == name]
     if name and not named:
@@ -35,8 +36,8 @@ def _batch(run: Run, kind: str) -> int | None:
 def comparable(run: Run, base: Run, scaling: str = "weak") -> list[str]:
     """Why `run` cannot be compared with the stage-1 `base` run (empty if it can).
 
-    scaling: weak (each worker the batch stage 1 had: the work grows with the workers) or strong (stage 1's
-    batch split over the workers: the same work, done by more of them)."""
+    scaling: weak (each worker the batch stage 1 had: the work grows with the workers) or strong
+    (stage 1's batch split over the workers: the same work, done by more of them)."""
     batch = ("batch per worker", "per_worker") if scaling == "weak" else ("total batch", "total")
     differences = []
     for label, mine, theirs in (
@@ -78,8 +79,8 @@ def scaling(run: Run, base: Run) -> str | None:
 
 
 def efficiency(run: Run, base: Run) -> float:
-    """Speedup over stage 1 divided by the workers: weak scaling (N times the work in the same time is 1.0) and
-    strong scaling (the same work in 1/N of the time is 1.0) alike."""
+    """Speedup over stage 1 divided by the workers: weak scaling (N times the work in the same time
+    is 1.0) and strong scaling (the same work in 1/N of the time is 1.0) alike."""
     return run.images_per_sec / (run.workers * base.images_per_sec)
 
 
@@ -100,9 +101,9 @@ class Coverage:
 
 
 def accuracy_candidates(found: list[Run], base: Run) -> list[Run]:
-    """The stage-3 runs whose accuracy may be graded: traced, on 2 or more ranks, comparable with stage 1,
-    with the taught learning-rate rule, the most ranks first (scoring takes the best of them: another run
-    never costs points)."""
+    """The stage-3 runs whose accuracy may be graded: traced, on 2 or more ranks, comparable with
+    stage 1, with the taught learning-rate rule, the most ranks first (scoring takes the best of
+    them: another run never costs points)."""
     taught = [
         run
         for run in found

@@ -1,15 +1,17 @@
-"""The α–β cost model of allreduce, as the kit knows it: the reference the checks, the reader and the
-scoring compare with.
+"""The α–β cost model of allreduce, as the kit knows it: the reference the checks, the reader and
+the scoring compare with.
 
 An allreduce of n bytes on p ranks costs T = a·α + b·n·β, α the latency of one message (seconds) and
 β the time per byte (seconds per byte, 1/bandwidth), with a and b set by the algorithm:
 
-    recursive doubling  T = log2(p)·(α + n·β)          log2 p steps, each exchanging the whole vector
-    ring                T = 2(p−1)·α + 2(p−1)/p·n·β    reduce-scatter then allgather, 2(p−1) steps of n/p bytes
+    recursive doubling  T = log2(p)·(α + n·β)        log2 p steps, each exchanging the whole vector
+    ring                T = 2(p−1)·α + 2(p−1)/p·n·β  reduce-scatter then allgather,
+                                                     2(p−1) steps of n/p bytes
 
-Recursive doubling is the seed paper's BRD (全量バタフライ, "butterfly recursive doubling", 001_* table 1:
-M·log2 N bytes per node in log2 N phases). Table 1 has no ring; its VHD (recursive halving then doubling,
-Rabenseifner) sends at most 2M per node like the ring, in 2·log2 N phases instead of 2(N−1).
+Recursive doubling is the seed paper's BRD (全量バタフライ, "butterfly recursive
+doubling", 001_* table 1: M·log2 N bytes per node in log2 N phases). Table 1 has no ring; its
+VHD (recursive halving then doubling, Rabenseifner) sends at most 2M per node like the ring, in
+2·log2 N phases instead of 2(N−1).
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ def fit(
     """(α, β) that fit measured times best, in relative error: least squares on (model − t)/t.
 
     The sizes span four orders of magnitude and so do the times: in absolute error the 64 MiB points
-    alone would set the fit and α, which only shows in small messages, would be noise (even negative).
-    Dividing each row by its measured time weighs every size alike, as the log-log plot shows them.
+    alone would set the fit and α, which only shows in small messages, would be noise (even
+    negative). Dividing each row by its measured time weighs every size alike, as the log-log plot
+    shows them.
     """
     a, b = coefficients(algorithm, ranks)
     n, t = np.asarray(sizes, dtype=float), np.asarray(seconds, dtype=float)
@@ -66,9 +69,9 @@ def fit(
 def predict_gradient_allreduce(
     model_parameters: int | Sequence[int], algorithm: str, ranks: int, alpha: float, beta: float
 ) -> float:
-    """Seconds to allreduce a model's gradients (4 bytes per parameter): an int is one packed buffer (as
-    ChainerMN's pure_nccl and flat communicators send it); a list of the parameter arrays' sizes is one
-    allreduce per array (as the naive communicator sends them), each paying the latency."""
+    """Seconds to allreduce a model's gradients (4 bytes per parameter): an int is one packed buffer
+    (as ChainerMN's pure_nccl and flat communicators send it); a list of the parameter arrays' sizes
+    is one allreduce per array (as the naive communicator sends them), each paying the latency."""
     arrays = (
         [model_parameters]
         if isinstance(model_parameters, (int, np.integer))

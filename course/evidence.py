@@ -2,8 +2,8 @@
 
 A run counts only when it is traced: its results file is sealed and unchanged, it finished,
 and the scheduler's joined log of its job (``<name>.o<number>``, beside the notebooks) shows
-the same job, the same images/sec and the file's SHA-256 (course.contracts.joblog reads those lines).
-The log must show each of those lines once for its job, the run header must name the results
+the same job, the same images/sec and the file's SHA-256 (course.contracts.joblog reads those
+lines). The log must show each of those lines once for its job, the run header must name the results
 file's devices and GPU model, and a stage-3 run's workers must be the ranks `course launch` started.
 Where the grader reaches the scheduler's accounting (course.cluster.accounting), the job must be
 there, be the student's, and have had the nodes, GPUs and time the run claims; where it cannot, the
@@ -38,7 +38,8 @@ class Run:
 
     @property
     def profiled(self) -> bool:
-        """A step-profile run (PROFILE=1): on GPUs its cuts wait for the GPU, so its speed is not the run's."""
+        """A step-profile run (PROFILE=1): on GPUs its cuts wait for the GPU, so its speed is not
+        the run's."""
         return bool(self.record.get("profile"))
 
     @property
@@ -74,13 +75,15 @@ class Run:
 
     @property
     def lr_rule(self) -> str:
-        """How the learning rate followed the total batch (stages.LR_RULES); older runs: the taught one."""
+        """How the learning rate followed the total batch (stages.LR_RULES); older runs: the taught
+        one."""
         return (self.record.get("lr_schedule") or {}).get("rule") or stages.TAUGHT_LR_RULE
 
     @property
     def accuracy_curve(self) -> list[dict]:
-        """Validation accuracy at each evaluation: {epoch, iteration, seconds, accuracy, lr} (lr: the mean
-        learning rate the optimizer used since the previous entry, where the run observed it)."""
+        """Validation accuracy at each evaluation: {epoch, iteration, seconds, accuracy, lr} (lr:
+        the mean learning rate the optimizer used since the previous entry, where the run observed
+        it)."""
         return [
             {
                 "epoch": entry.get("epoch"),
@@ -115,7 +118,8 @@ class Run:
         return self.record.get("segments") or []
 
     def snapshot_cost(self) -> dict | None:
-        """{snapshots, seconds (mean per snapshot), epoch_seconds (mean), share (of an epoch)}; None: no snapshots."""
+        """{snapshots, seconds (mean per snapshot), epoch_seconds (mean), share (of an epoch)};
+        None: no snapshots."""
         seconds = (self.record.get("snapshots") or {}).get("seconds") or []
         times = [point["seconds"] for point in self.accuracy_curve if point["seconds"] is not None]
         epochs = [
@@ -134,8 +138,8 @@ class Run:
 
 
 def trace(path: Path, folder: Path | None = None, accounting: Accounting | None = None) -> Run:
-    """Load a results file and check it against the job log in `folder` (default: beside runs/), and, with
-    `accounting`, a traced run's jobs against the scheduler's records."""
+    """Load a results file and check it against the job log in `folder` (default: beside runs/),
+    and, with `accounting`, a traced run's jobs against the scheduler's records."""
     path = Path(path)
     folder = Path(folder) if folder else path.parent.parent.parent
     record = results.load(path)
@@ -177,7 +181,8 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
         run.problems.append(f"the log {run.log.name} does not name this results file")
     elif len(digests) > 1:  # a job writes its results line once: a second one was added to the log
         run.problems.append(
-            f"the log {run.log.name} names {path.parent.name}/{results.FILENAME} {len(digests)} times; "
+            f"the log {run.log.name} names {path.parent.name}/{results.FILENAME} {len(digests)} "
+            "times; "
             "a job writes one results line: the log was edited"
         )
     elif sha256_file(path) not in digests:
@@ -204,7 +209,8 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
     script = folder / record["script"].get("name", "")
     if script.is_file() and sha256_file(script) != record["script"].get("sha256"):
         run.notes.append(
-            f"{script.name} has changed since this job ran it: run the job again after your last change"
+            f"{script.name} has changed since this job ran it: run the job again after your last "
+            "change"
         )
     if (
         accounting is not None and run.traced
@@ -216,26 +222,29 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
 
 
 def _header_problems(run: Run, text: str, log: Path) -> list[str]:
-    """Why the log's run header of this job does not show this run: one header, with the results file's stage,
-    workers, devices and GPU model; a stage-2 run on GPUs."""
+    """Why the log's run header of this job does not show this run: one header, with the results
+    file's stage, workers, devices and GPU model; a stage-2 run on GPUs."""
     record, job_id = run.record, run.record["job"]["id"]
     headers = [header for header in joblog.run_headers(text) if header["job"] == job_id]
     shown = {"stage": record["stage"], "workers": run.workers}
     if len(headers) > 1:
         return [
-            f"the log {log.name} shows {len(headers)} run headers of job {job_id}; a job starts one run: "
+            f"the log {log.name} shows {len(headers)} run headers of job {job_id}; a job starts "
+            "one run: "
             "the log was edited"
         ]
     if not headers or {k: headers[0][k] for k in shown} != shown:
         return [
-            f"the log does not show a {record['stage']} run of job {job_id} with {run.workers} worker(s)"
+            f"the log does not show a {record['stage']} run of job {job_id} with {run.workers} "
+            "worker(s)"
         ]
     problems = []
     devices, model = run.devices, record.get("gpu_model")
     if (headers[0]["devices"], headers[0]["gpu_model"]) != (devices, model):
         problems.append(
             f"the log's run header shows devices {', '.join(headers[0]['devices'])} "
-            f"(GPU model {headers[0]['gpu_model'] or 'none'}), the results file {', '.join(devices)} "
+            f"(GPU model {headers[0]['gpu_model'] or 'none'}), the results file "
+            f"{', '.join(devices)} "
             f"(GPU model {model or 'none'})"
         )
     gpus = (
@@ -245,15 +254,16 @@ def _header_problems(run: Run, text: str, log: Path) -> list[str]:
     )
     if record["stage"] == stages.MULTI_GPU.name and not gpus:
         problems.append(
-            f"a {record['stage']} run trains on GPUs, and this one shows devices {', '.join(devices)} "
+            f"a {record['stage']} run trains on GPUs, and this one shows devices "
+            f"{', '.join(devices)} "
             f"with GPU model {model or 'none'}"
         )
     return problems
 
 
 def _launch_problems(run: Run, text: str, log: Path) -> list[str]:
-    """Why a stage-3 run's workers are not the ranks its job's `course launch` started (other stages run
-    one process, without it)."""
+    """Why a stage-3 run's workers are not the ranks its job's `course launch` started (other stages
+    run one process, without it)."""
     job_id = run.record["job"]["id"]
     if run.record["stage"] != stages.MULTI_NODE.name:
         return []
@@ -284,15 +294,16 @@ def _launch_problems(run: Run, text: str, log: Path) -> list[str]:
 
 
 def _earlier_segments(run: Run, folder: Path) -> list[str]:
-    """Why the jobs this run resumed from do not count: each must have left its log, shown this run, and
-    written the snapshot the next job resumed from before it ended."""
+    """Why the jobs this run resumed from do not count: each must have left its log, shown this run,
+    and written the snapshot the next job resumed from before it ended."""
     problems = []
     for segment in run.segments[:-1]:
         job = segment.get("job") or {}
         log = joblog.find(folder, job.get("id") or "", job.get("name")) if job.get("id") else None
         if log is None:
             problems.append(
-                f"the run resumed from job {job.get('id') or '(none)'}, whose log is not beside the "
+                f"the run resumed from job {job.get('id') or '(none)'}, whose log is not beside "
+                "the "
                 "notebooks: hand in every job's log together with runs/"
             )
             continue
@@ -313,7 +324,8 @@ def _earlier_segments(run: Run, folder: Path) -> list[str]:
 
 
 def runs(stage: str, folder: Path = Path("."), accounting: Accounting | None = None) -> list[Run]:
-    """Every results file of `stage` under folder/runs, traced (against `accounting` too, when given), oldest first."""
+    """Every results file of `stage` under folder/runs, traced (against `accounting` too, when
+    given), oldest first."""
     found = []
     for path in results.find(folder, stage):
         try:

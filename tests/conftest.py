@@ -105,7 +105,8 @@ def student_run(quick_env, tmp_path_factory) -> Path:
 
 @pytest.fixture
 def grading_config(tmp_path, monkeypatch, request) -> Path:
-    """The test module's GRADING text as grading.toml, the one course.contracts.grading_rules reads."""
+    """The test module's GRADING text as grading.toml, the one course.contracts.grading_rules
+    reads."""
     path = tmp_path / "grading.toml"
     path.write_text(request.module.GRADING)
     monkeypatch.setenv("COURSE_GRADING_CONFIG", str(path))

@@ -257,8 +257,8 @@ def measured(
     job: str = "7.local",
     started: float = 1.0,
 ) -> list[allreduce_report.Series]:
-    """A benchmark's files as a job leaves them (course.contracts.benchmark.write), with noise, and their
-    table."""
+    """A benchmark's files as a job leaves them (course.contracts.benchmark.write), with noise, and
+    their table."""
     rng = np.random.default_rng(seed)
     run = benchmark.run_folder(folder, job)
     for _ in range(rounds):

@@ -1,12 +1,14 @@
-"""Accuracy at scale, fast: the learning-rate rules of stage 3 and what the kit makes of the accuracy they reach.
+"""Accuracy at scale, fast: the learning-rate rules of stage 3 and what the kit makes of the
+accuracy they reach.
 
 Covers harness.apply_lr_rule and the stage flags --lr-rule/--lr-warmup-epochs on a real trainer (the
 rate of every update read by an optimizer hook), the check of the student's learning_rate_schedule,
 a run's results file and job-log table as harness.run writes them, time to accuracy and the named
 baseline (course.evidence), the accuracy points (scoring.grade_accuracy_at_scale), the report's
-accuracy columns, notes and self-check, and the comparison plan's learning-rate runs. Traced runs are
-made as a job leaves them, with the kit's writers: a sealed results file (course.contracts.results.write) and
-a job log of course.contracts.joblog's lines, as in tests/test_scoring.py.
+accuracy columns, notes and self-check, and the comparison plan's learning-rate runs. Traced runs
+are made as a job leaves them, with the kit's writers: a sealed results file
+(course.contracts.results.write) and a job log of course.contracts.joblog's lines, as in
+tests/test_scoring.py.
 """
 
 from __future__ import annotations
@@ -66,7 +68,8 @@ def tiny_trainer(args, *more: training.Extension) -> training.Trainer:
 
 
 def stage_3_args(out, *flags: str):
-    """The stage-3 script's flags as its parser reads them: 2 epochs of 4 images per update at lr 0.1, into `out`."""
+    """The stage-3 script's flags as its parser reads them: 2 epochs of 4 images per update at lr
+    0.1, into `out`."""
     args = harness.parser("multi_node").parse_args(
         [
             "--lr",
@@ -111,7 +114,8 @@ def test_the_stage_scripts_take_an_lr_rule_with_the_taught_warm_up_by_default():
         flags.parse_args(["--lr-rule", "sqrt"])
 
 
-# 8 updates per epoch (32 images, 4 per update), 2 epochs; args.lr 0.1 on 4 workers; the last epoch at a tenth
+# 8 updates per epoch (32 images, 4 per update), 2 epochs; args.lr 0.1 on 4 workers; the last epoch
+# at a tenth
 @pytest.mark.parametrize(
     "rule,more,plan,rates",
     [
@@ -236,9 +240,11 @@ def test_the_solution_s_linear_ramp_passes_the_visible_and_hidden_checks(solutio
     )
     lines = capsys.readouterr().out.splitlines()
     assert lines == [
-        "OK: learning_rate_schedule: the rate ramps linearly from 0.1 to 0.4 over 8 updates, then stays "
+        "OK: learning_rate_schedule: the rate ramps linearly from 0.1 to 0.4 over 8 updates, then "
+        "stays "
         "(0.1, 0.138, 0.175, 0.213, 0.25, 0.288, 0.325, 0.363, 0.4, 0.4, 0.4, 0.4)",
-        "OK: learning_rate_schedule: the rate ramps linearly from 0.05 to 0.15 over 5 updates, then stays "
+        "OK: learning_rate_schedule: the rate ramps linearly from 0.05 to 0.15 over 5 updates, "
+        "then stays "
         "(0.05, 0.07, 0.09, 0.11, 0.13, 0.15, 0.15, 0.15, 0.15)",
     ]
 
@@ -303,9 +309,10 @@ def traced_run(
     log: bool = True,
     rates: list[float] | None = None,
 ):
-    """A finished run of `stage` as job <number>.local (later numbers are newer) with, at the end of each epoch
-    of 64 images / workers updates, the (seconds, validation accuracy) of `curve` and the mean learning rate of
-    `rates` (observed as harness.run's observe_lr logs it); traced by its job log."""
+    """A finished run of `stage` as job <number>.local (later numbers are newer) with, at the end of
+    each epoch of 64 images / workers updates, the (seconds, validation accuracy) of `curve` and the
+    mean learning rate of `rates` (observed as harness.run's observe_lr logs it); traced by its job
+    log."""
     job = stages.get(stage)
     job_id = f"{number}.local"
     path = folder / results.RUNS_DIR / f"{stage}-{job_id}" / results.FILENAME
@@ -465,9 +472,12 @@ def test_a_warm_up_run_reaching_the_target_earns_half_and_its_speedup_tier_the_r
         folder, "multi_node", 2, [(seconds / 2, 0.6), (seconds, 0.82)], workers=4, lr_rule="warmup"
     )
     assert scoring.grade_accuracy_at_scale(2, folder) == points
-    assert capsys.readouterr().out.endswith(  # after the notes on what the scheduler's records could not check
-        f"\nmulti_node-2.local (job 2.local) reached {TARGET} at epoch 2 (iteration 32, {seconds:.0f} s); stage 1 "
-        f"took 100 s: time-to-accuracy speedup {100 / seconds:.2f} on 4 ranks -> {share} of the speedup points\n"
+    # after the notes on what the scheduler's records could not check
+    assert capsys.readouterr().out.endswith(
+        f"\nmulti_node-2.local (job 2.local) reached {TARGET} at epoch 2 (iteration 32, "
+        f"{seconds:.0f} s); stage 1 "
+        f"took 100 s: time-to-accuracy speedup {100 / seconds:.2f} on 4 ranks -> {share} of the "
+        "speedup points\n"
     )
 
 
@@ -476,8 +486,8 @@ def test_when_stage_1_never_reached_the_target_only_the_reaching_half_is_earned(
     traced_run(folder, "multi_node", 2, [(25.0, 0.6), (50.0, 0.82)], workers=4, lr_rule="warmup")
     assert scoring.grade_accuracy_at_scale(2, folder) == 1
     assert (
-        "; stage 1 (single_gpu-1.local (job 1.local)) never reached it, so there is no speedup to compare"
-        in capsys.readouterr().out
+        "; stage 1 (single_gpu-1.local (job 1.local)) never reached it, so there is no speedup to "
+        "compare" in capsys.readouterr().out
     )
 
 
@@ -512,8 +522,8 @@ def test_constant_and_linear_runs_never_earn_the_accuracy_points(folder):
     )
     traced_run(folder, "multi_node", 4, NEVER, workers=4, lr_rule="warmup")
     assert (
-        "multi_node-4.local (job 4.local) on 4 ranks ended at validation accuracy 0.700, below the target 0.8"
-        in failure(scoring.grade_accuracy_at_scale, 2, folder)
+        "multi_node-4.local (job 4.local) on 4 ranks ended at validation accuracy 0.700, below the "
+        "target 0.8" in failure(scoring.grade_accuracy_at_scale, 2, folder)
     )
 
 
@@ -522,16 +532,19 @@ def test_constant_and_linear_runs_never_earn_the_accuracy_points(folder):
     [
         (
             [0.1, 0.2],
-            "most likely: 32 updates against 192 in stage 1: N ranks make N times fewer updates per epoch",
+            "most likely: 32 updates against 192 in stage 1: N ranks make N times fewer updates "
+            "per epoch",
         ),
         (
             [0.2, 0.2],
-            "most likely: the learning rate was already 0.2 (N x the single-worker rate) in the first epoch: "
+            "most likely: the learning rate was already 0.2 (N x the single-worker rate) in the "
+            "first epoch: "
             "no warm-up",
         ),
         (
             [0.05, 0.05],
-            "most likely: the learning rate stayed at 0.05, the single-worker rate, with an N times larger "
+            "most likely: the learning rate stayed at 0.05, the single-worker rate, with an N "
+            "times larger "
             "batch: no scaling",
         ),
     ],
@@ -542,7 +555,8 @@ def test_a_warm_up_run_below_the_target_fails_naming_the_likely_cause(folder, ra
     traced_run(folder, "multi_node", 2, NEVER, workers=4, lr_rule="warmup", rates=rates)
     message = failure(scoring.grade_accuracy_at_scale, 2, folder)
     assert (
-        f"multi_node-2.local (job 2.local) on 4 ranks ended at validation accuracy {NEVER[-1][1]:.3f}, below "
+        "multi_node-2.local (job 2.local) on 4 ranks ended at validation accuracy "
+        f"{NEVER[-1][1]:.3f}, below "
         f"the target {TARGET}" in message
     )
     assert hint in message
@@ -553,7 +567,8 @@ def test_a_warm_up_run_below_the_target_fails_naming_the_likely_cause(folder, ra
 
 @pytest.fixture
 def compared(folder):
-    """Two stage-1 runs (the older one reached the target at 100 s) and a warm-up and a linear run on 4 ranks."""
+    """Two stage-1 runs (the older one reached the target at 100 s) and a warm-up and a linear run
+    on 4 ranks."""
     traced_run(folder, "single_gpu", 1, REACHES_AT_100, images_per_sec=100.0)
     traced_run(folder, "single_gpu", 2, NEVER, images_per_sec=50.0)
     traced_run(
@@ -639,11 +654,14 @@ def test_check_accuracy_says_ok_when_a_warm_up_run_on_several_ranks_reached_the_
     found = report.check_accuracy(compared, "single_gpu-1.local")
     assert [run.path.parent.name for run in found] == ["multi_node-3.local", "multi_node-4.local"]
     assert capsys.readouterr().out.splitlines() == [
-        "single_gpu-1.local (job 1.local): 1 worker(s) (stage 1): final accuracy 0.850; reached 0.8 at epoch 2 "
+        "single_gpu-1.local (job 1.local): 1 worker(s) (stage 1): final accuracy 0.850; reached "
+        "0.8 at epoch 2 "
         "(100 s)",
-        "multi_node-3.local (job 3.local): 4 worker(s), lr rule warmup: final accuracy 0.800; reached 0.8 at epoch 2 "
+        "multi_node-3.local (job 3.local): 4 worker(s), lr rule warmup: final accuracy 0.800; "
+        "reached 0.8 at epoch 2 "
         "(50 s)",
-        "multi_node-4.local (job 4.local): 4 worker(s), lr rule linear: final accuracy 0.150; never reached 0.8",
+        "multi_node-4.local (job 4.local): 4 worker(s), lr rule linear: final accuracy 0.150; "
+        "never reached 0.8",
         "OK: a run on 4 ranks with the warmup rule reached the target.",
     ]
 

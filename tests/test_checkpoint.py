@@ -1,4 +1,5 @@
-"""Which run folder a job trains in, what a snapshot carries, and a full disk named before training."""
+"""Which run folder a job trains in, what a snapshot carries, and a full disk named before
+training."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ KEY = "k" * 64
 
 
 def unfinished(runs, name: str, key: str = KEY, complete: bool | None = False):
-    """A run folder as a job killed at its walltime leaves it: its key, a snapshot, partial results."""
+    """A run folder as a job killed at its walltime leaves it: its key, a snapshot, partial
+    results."""
     folder = runs / name
     folder.mkdir(parents=True)
     (folder / checkpoint.KEY_FILE).write_text(json.dumps({"key": key}))
@@ -154,8 +156,9 @@ def test_a_lock_is_released_when_its_job_dies(tmp_path):
 
 
 def traced_run(folder, segments: list[tuple[int, str | None, str]], finished_at: str):
-    """A stage-1 run trained by the jobs `segments` [(number, its snapshot time, its end time)], the last one
-    finishing it at `finished_at`: its results file and every job's log, as the harness and site_env.sh write them."""
+    """A stage-1 run trained by the jobs `segments` [(number, its snapshot time, its end time)], the
+    last one finishing it at `finished_at`: its results file and every job's log, as the harness and
+    site_env.sh write them."""
     from datetime import datetime
 
     from course import evidence

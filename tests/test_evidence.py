@@ -1,5 +1,6 @@
-"""Runs checked as evidence (course.evidence): one line of each kind per job, the ranks `course launch` started,
-GPUs for stage 2, and the scheduler's records where the grader reaches them (a real Slurm cluster below)."""
+"""Runs checked as evidence (course.evidence): one line of each kind per job, the ranks `course
+launch` started, GPUs for stage 2, and the scheduler's records where the grader reaches them (a real
+Slurm cluster below)."""
 
 from __future__ import annotations
 
@@ -68,8 +69,8 @@ def test_a_second_run_header_for_the_job_is_refused(folder):
         folder, "run_single_gpu_training.sh.o1", lambda text: text.splitlines()[0] + "\n" + text
     )
     assert (
-        "the log run_single_gpu_training.sh.o1 shows 2 run headers of job 1.local; a job starts one run"
-        in trace(path).problems[0]
+        "the log run_single_gpu_training.sh.o1 shows 2 run headers of job 1.local; a job starts "
+        "one run" in trace(path).problems[0]
     )
 
 
@@ -77,7 +78,8 @@ def test_a_second_run_header_for_the_job_is_refused(folder):
 
 
 def relabel_as_two_ranks(text: str) -> str:
-    """A stage-1 log edited to read as a 2-rank stage-3 job, as a forger would who does not know the launch lines."""
+    """A stage-1 log edited to read as a 2-rank stage-3 job, as a forger would who does not know the
+    launch lines."""
     return text.replace("1 worker(s)", "2 worker(s)").replace("@numpy |", "@numpy, @numpy |")
 
 
@@ -153,17 +155,21 @@ def test_a_stage_2_run_on_gpus_with_its_model_in_both_files_traces(folder):
 
 # --- the scheduler's records ---------------------------------------------------------------------
 
-# Real output of Debian's Slurm (slurm-wlm 22.05) on tests/slurm_cluster.py's cluster, which has no slurmdbd.
+# Real output of Debian's Slurm (slurm-wlm 22.05) on tests/slurm_cluster.py's cluster, which has no
+# slurmdbd.
 SCONTROL = (
     "JobId=1 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901759 Nice=0 "
-    "Account=(null) QOS=(null) JobState=COMPLETED Reason=None Dependency=(null) Requeue=1 Restarts=0 "
+    "Account=(null) QOS=(null) JobState=COMPLETED Reason=None Dependency=(null) Requeue=1 "
+    "Restarts=0 "
     "BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=00:00:03 TimeLimit=UNLIMITED TimeMin=N/A "
     "SubmitTime=2026-11-22T08:32:21 StartTime=2026-11-22T08:32:24 EndTime=2026-11-22T08:32:27 "
-    "Partition=course AllocNode:Sid=localhost:29481 NodeList=localhost BatchHost=localhost NumNodes=1 "
+    "Partition=course AllocNode:Sid=localhost:29481 NodeList=localhost BatchHost=localhost "
+    "NumNodes=1 "
     "NumCPUs=2 NumTasks=2 CPUs/Task=1 ReqB:S:C:T=0:0:*:* TRES=cpu=2,node=1,billing=2 Socks/Node=* "
     "WorkDir=/work/helpers/evidence StdOut=/work/helpers/evidence/slurm-1.out Power= \n"
 )
-# sacct -X -n -P -o User,NNodes,AllocTRES,ElapsedRaw, in the format of Slurm's sacct manual (-P: '|' between fields)
+# sacct -X -n -P -o User,NNodes,AllocTRES,ElapsedRaw, in the format of Slurm's sacct manual (-P: '|'
+# between fields)
 SACCT = "s1234|2|billing=8,cpu=8,gres/gpu:p100=4,gres/gpu=4,mem=64G,node=2|612\n"
 # qstat -x -f, in the format of PBS Professional's reference guide (long values go on after a tab)
 QSTAT = """Job Id: 4242.reedbush-pbsadmin0
@@ -226,7 +232,8 @@ def gpu_run(folder) -> evidence.Run:
         ),
         (
             None,
-            "job 7.local is not in the scheduler's records (sacct -j 7.local knows no such job): it did not run on "
+            "job 7.local is not in the scheduler's records (sacct -j 7.local knows no such job): "
+            "it did not run on "
             "this cluster",
         ),
     ],
@@ -247,7 +254,8 @@ def test_a_job_the_records_agree_with_says_what_was_checked(folder):
     assert accounting.Accounting("alice", "s1234", records=records(found)).check(run) == (
         [],
         [
-            "job 7.local checked against sacct -j 7.local: user s1234, 2 node(s), GPUs not recorded, so not checked, 61 s"
+            "job 7.local checked against sacct -j 7.local: user s1234, 2 node(s), GPUs not "
+            "recorded, so not checked, 61 s"
         ],
     )
     _, notes = accounting.Accounting("alice", records=records(found)).check(run)
@@ -266,7 +274,8 @@ def test_what_cannot_be_checked_is_said_and_costs_nothing(folder, capsys):
     ]
     run = trace(path, enabled=False)
     assert run.notes == [
-        "job 1.local was not checked against the scheduler's records: grading.toml [accounting] has "
+        "job 1.local was not checked against the scheduler's records: grading.toml [accounting] "
+        "has "
         "enabled = false"
     ]
 
@@ -289,8 +298,8 @@ def test_a_slurm_job_is_checked_against_the_clusters_own_records(
     tmp_path,
     quick_env,
 ):
-    """This cluster has no slurmdbd: sacct answers that accounting storage is disabled, and the check falls back
-    on scontrol, which holds a finished job for MinJobAge (300 s)."""
+    """This cluster has no slurmdbd: sacct answers that accounting storage is disabled, and the
+    check falls back on scontrol, which holds a finished job for MinJobAge (300 s)."""
     folder = tmp_path / paths.ASSIGNMENT
     shutil.copytree(student_run, folder, ignore=shutil.ignore_patterns("runs", "*.o*"))
     sites.apply(sites.load_profile(str(ROOT / "sites" / "slurm-cpu.toml")), folder / "jobs")
@@ -312,7 +321,8 @@ def test_a_slurm_job_is_checked_against_the_clusters_own_records(
         f"job {job.id} checked against scontrol show job: user root, 1 node(s), 0 GPU(s), "
     )
     assert trace(path, student="alice", user="s1234").problems == [
-        f"job {job.id} ran as user root (scontrol show job), not as s1234, the user of alice: it is someone else's job"
+        f"job {job.id} ran as user root (scontrol show job), not as s1234, the user of alice: it "
+        "is someone else's job"
     ]
     gone = accounting.lookup("slurm", "999999")
     assert (gone.account, gone.absent) == (None, False)
@@ -322,7 +332,8 @@ def test_a_slurm_job_is_checked_against_the_clusters_own_records(
     )
 
 
-# --- weak and strong scaling -----------------------------------------------------------------------
+# --- weak and strong scaling
+# -----------------------------------------------------------------------
 
 
 def sized(workers: int, per_worker: int, **record) -> evidence.Run:

@@ -1,5 +1,5 @@
-"""Every line the kit writes into a job log (course.contracts.joblog), written and read back by its own
-parser."""
+"""Every line the kit writes into a job log (course.contracts.joblog), written and read back by its
+own parser."""
 
 from __future__ import annotations
 

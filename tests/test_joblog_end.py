@@ -1,5 +1,6 @@
 """How a job ended, as its log tells: the job shell's end lines, the schedulers' notices, and the
-diagnosis of a failed job read from its log (course.contracts.joblog, course.cluster.diagnosis.explain)."""
+diagnosis of a failed job read from its log (course.contracts.joblog,
+course.cluster.diagnosis.explain)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The step profile (`qsub -v PROFILE=1`): a real 2-rank stage-3 job under the kit's local scheduler, its
-phases per rank in the log and the results file, and what notebook 03 shows of it."""
+"""The step profile (`qsub -v PROFILE=1`): a real 2-rank stage-3 job under the kit's local
+scheduler, its phases per rank in the log and the results file, and what notebook 03 shows of it."""
 
 from __future__ import annotations
 
@@ -59,15 +59,17 @@ def test_every_rank_reports_its_phases_and_they_make_up_its_step(profiled):
         assert r["steps"] == steps - 1 - 2, (
             r
         )  # less the first (it broadcasts the weights) and the warm-up
-        # compute and the exchange take time on every rank; the barrier wait may be ~0 on the slower one
+        # compute and the exchange take time on every rank; the barrier wait may be ~0 on the slower
+        # one
         assert all(
             ms[phase] > 0 for phase in ("data", "forward", "backward", "allreduce", "update")
         ), ms
         assert ms["wait"] >= 0 and ms["other"] >= 0
-        # where the cuts fall: the network's passes outweigh reading a batch and the optimizer's update
+        # where the cuts fall: the network's passes outweigh reading a batch and the optimizer's
+        # update
         assert min(ms["forward"], ms["backward"]) > max(ms["data"], ms["update"]), ms
-        # a median step is no longer than the mean interval images/sec implies (that one also holds the
-        # extensions and every slow step of a shared machine)
+        # a median step is no longer than the mean interval images/sec implies (that one also holds
+        # the extensions and every slow step of a shared machine)
         assert sum(ms.values()) < 1.2 * 1000 * 64 / run.images_per_sec, ms
 
 

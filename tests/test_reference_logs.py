@@ -1,4 +1,5 @@
-"""The committed reference logs (docs/reference-logs) still pass the grader's checks, and `course report`."""
+"""The committed reference logs (docs/reference-logs) still pass the grader's checks, and `course
+report`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What a person sees of the report: integer ticks on count axes, one legend entry per run, a visible ideal
-line, and run ids that stay on one line in the table."""
+"""What a person sees of the report: integer ticks on count axes, one legend entry per run, a
+visible ideal line, and run ids that stay on one line in the table."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def row(
 
 @pytest.fixture
 def figures():
-    """Draws the figures report.plot makes (so that ticks and limits are final), closes them after the test."""
+    """Draws the figures report.plot makes (so that ticks and limits are final), closes them after
+    the test."""
     import matplotlib.pyplot as plt
 
     def draw(table: list[dict]):

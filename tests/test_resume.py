@@ -1,7 +1,8 @@
-"""A run that outlives its walltime: killed, submitted again, resumed from its snapshot, graded as one run.
+"""A run that outlives its walltime: killed, submitted again, resumed from its snapshot, graded as
+one run.
 
-The jobs run under the real local scheduler (course.cluster.localsched), as `course submit` runs them;
-tests/test_slurm.py does the same under real Slurm.
+The jobs run under the real local scheduler (course.cluster.localsched), as `course submit` runs
+them; tests/test_slurm.py does the same under real Slurm.
 """
 
 from __future__ import annotations
@@ -81,8 +82,9 @@ def test_a_run_killed_at_its_walltime_resumes_and_ends_as_if_never_stopped(tmp_p
     assert uninterrupted.traced, uninterrupted.problems
     assert len(uninterrupted.segments) == 1 and uninterrupted.snapshot_cost()["snapshots"] == 4
 
-    # A walltime that ends each job part-way, after about one epoch: one more epoch's time for the next
-    # job when one ended before its first snapshot (this machine is shared, and starting up varies).
+    # A walltime that ends each job part-way, after about one epoch: one more epoch's time for the
+    # next job when one ended before its first snapshot (this machine is shared, and starting up
+    # varies).
     log = uninterrupted.record["log"]
     epoch = log[-1]["elapsed_time"] / len(log)
     walltime = math.ceil(job_seconds - len(log) * epoch + 1.5 * epoch)
@@ -112,7 +114,8 @@ def test_a_run_killed_at_its_walltime_resumes_and_ends_as_if_never_stopped(tmp_p
     for job in later:  # each later job says where it resumed
         [said] = joblog.resumptions(job.find_log().read_text())
         assert said["folder"].endswith(resumed.path.parent.name) and said["iteration"] > 0
-    # One run, one folder: the killed jobs' time after their last snapshot and each restart are left out.
+    # One run, one folder: the killed jobs' time after their last snapshot and each restart are left
+    # out.
     assert list((split / results.RUNS_DIR).iterdir()) == [resumed.path.parent]
     stats = resumed.record["throughput"]
     assert stats["warmup_iterations"] == 2 * len(segment_jobs)

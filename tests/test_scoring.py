@@ -1,7 +1,8 @@
 """Points from job outputs (course.instructor.scoring, course.evidence, the report's self-checks).
 
-Each run is made by hand with the kit's own writers: a results file (course.contracts.results.write) and
-the job log with the lines the harness prints (course.contracts.joblog), as a real job leaves them.
+Each run is made by hand with the kit's own writers: a results file (course.contracts.results.write)
+and the job log with the lines the harness prints (course.contracts.joblog), as a real job leaves
+them.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def test_a_traced_run_gets_its_points(folder, capsys):
     assert scoring.grade_run("single_gpu", 3, folder) == 3
     out = capsys.readouterr().out
     assert out == (
-        "note: job 1.local was not checked against the scheduler's records: the local scheduler keeps no "
+        "note: job 1.local was not checked against the scheduler's records: the local scheduler "
+        "keeps no "
         "accounting\nOK: single_gpu-1.local (job 1.local): 51.1 img/s on 1 worker(s), "
         "traced to run_single_gpu_training.sh.o1\n"
     )
@@ -199,13 +201,14 @@ def test_cpu_runs_below_their_last_tier_or_above_their_ceiling_get_nothing(
 
 
 def test_a_stage_2_run_on_cpus_earns_nothing(folder):
-    """Stage 2 is MultiprocessParallelUpdater on GPUs: a CPU run, e.g. one forged with the kit's writer, is refused."""
+    """Stage 2 is MultiprocessParallelUpdater on GPUs: a CPU run, e.g. one forged with the kit's
+    writer, is refused."""
     make_run(folder, "single_gpu", 1, 100.0, device_kind="cpu")
     make_run(folder, "multi_gpu", 2, 140.0, workers=2, device_kind="cpu")
     message = failure(scoring.grade_efficiency, "multi_gpu", 4, folder)
     assert (
-        "a multi_gpu run trains on GPUs, and this one shows devices @numpy, @numpy with GPU model none"
-        in message
+        "a multi_gpu run trains on GPUs, and this one shows devices @numpy, @numpy with GPU model "
+        "none" in message
     )
 
 
@@ -302,7 +305,8 @@ def test_two_rank_counts_and_two_settings_pass_the_comparison(folder, capsys):
     out = capsys.readouterr().out.splitlines()
     assert (
         out[-1]
-        == "OK: stage-3 runs compare rank counts [1, 2] and communication settings ['naive', 'naive/ring']"
+        == "OK: stage-3 runs compare rank counts [1, 2] and communication settings ['naive', "
+        "'naive/ring']"
     )
     assert out[:-1] == [
         f"note: job {n}.local was not checked against the scheduler's records: the local scheduler "

@@ -119,7 +119,8 @@ def test_the_same_seed_gives_the_same_run_and_another_seed_another(tmp_path, dat
 def test_two_mpi_ranks_with_the_naive_communicator(tmp_path, data_root, mpi_env):
     data_prepare.prepare_synthetic(1280, 256)
     mpiexec = find_program("mpiexec", environment_first=True)
-    # --no-gpu: on a GPU node `auto` would give each rank a GPU, and naive would hand GPU memory to this MPI.
+    # --no-gpu: on a GPU node `auto` would give each rank a GPU, and naive would hand GPU memory to
+    # this MPI.
     out = subprocess.run(
         [
             mpiexec,

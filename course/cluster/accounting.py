@@ -1,9 +1,9 @@
 """The scheduler's accounting: whether a run's jobs ran here, as the student, with what they claim.
 
 The results file and the log both live in the student's folder; the scheduler's records do not.
-Where the grader can ask them (sacct on Slurm, else scontrol for a job it still holds; qstat -x -f on
-PBS), a run's jobs must be there, be the student's, and the last one must have had the nodes, GPUs
-and time the run claims. Where it cannot, the run's notes say so: it was not checked.
+Where the grader can ask them (sacct on Slurm, else scontrol for a job it still holds; qstat -x -f
+on PBS), a run's jobs must be there, be the student's, and the last one must have had the nodes,
+GPUs and time the run claims. Where it cannot, the run's notes say so: it was not checked.
 course.evidence.trace calls Accounting.check on each traced run.
 """
 
@@ -58,14 +58,16 @@ def _seconds(clock: str) -> float:
 
 
 def _gres_gpus(tres: str) -> int | None:
-    """GPUs in a TRES list such as cpu=2,node=1,gres/gpu=2,gres/gpu:p100=2 (typed entries repeat the count)."""
+    """GPUs in a TRES list such as cpu=2,node=1,gres/gpu=2,gres/gpu:p100=2 (typed entries repeat the
+    count)."""
     found = re.search(r"(?:^|,)gres/gpu=(\d+)", tres)
     return int(found.group(1)) if found else None
 
 
 def parse_sacct(text: str, source: str = "sacct") -> JobAccount | None:
-    """`sacct -X -n -P -o User,NNodes,AllocTRES,ElapsedRaw` output; None for no line. sacct records GPUs only
-    where AccountingStorageTRES lists gres/gpu, so a TRES without it says nothing about GPUs."""
+    """`sacct -X -n -P -o User,NNodes,AllocTRES,ElapsedRaw` output; None for no line. sacct records
+    GPUs only where AccountingStorageTRES lists gres/gpu, so a TRES without it says nothing about
+    GPUs."""
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return None
@@ -74,7 +76,8 @@ def parse_sacct(text: str, source: str = "sacct") -> JobAccount | None:
 
 
 def parse_scontrol(text: str, source: str = "scontrol show job") -> JobAccount | None:
-    """`scontrol show job -o ID` output (Key=Value words); its TRES is the allocation, so no gres/gpu is 0 GPUs."""
+    """`scontrol show job -o ID` output (Key=Value words); its TRES is the allocation, so no
+    gres/gpu is 0 GPUs."""
     fields = dict(re.findall(r"(?:^|\s)([\w/:]+)=(\S*)", text))
     if "UserId" not in fields:
         return None
@@ -88,7 +91,8 @@ def parse_scontrol(text: str, source: str = "scontrol show job") -> JobAccount |
 
 
 def parse_qstat(text: str, source: str = "qstat -x -f") -> JobAccount | None:
-    """PBS Pro's `qstat -x -f ID` output: `    key = value` lines, long values continued on tab-indented lines."""
+    """PBS Pro's `qstat -x -f ID` output: `    key = value` lines, long values continued on
+    tab-indented lines."""
     fields: dict[str, str] = {}
     key = None
     for line in text.splitlines():
@@ -128,7 +132,8 @@ def _said(done: subprocess.CompletedProcess) -> str:
 
 @functools.cache
 def lookup(scheduler: str, job_id: str) -> Lookup:
-    """Job `job_id` in the records of the scheduler that ran it (cached: grading asks once per job)."""
+    """Job `job_id` in the records of the scheduler that ran it (cached: grading asks once per
+    job)."""
     if scheduler == "slurm":
         sacct = _ask(
             ["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "User,NNodes,AllocTRES,ElapsedRaw"]
@@ -155,7 +160,8 @@ def lookup(scheduler: str, job_id: str) -> Lookup:
         if isinstance(done, str):
             return Lookup(None, done)
         account = parse_qstat(done.stdout) if done.returncode == 0 else None
-        # PBS keeps finished jobs for job_history_duration (two weeks by default): not found may be purged
+        # PBS keeps finished jobs for job_history_duration (two weeks by default): not found may be
+        # purged
         return Lookup(account) if account else Lookup(None, f"qstat -x -f {job_id}: {_said(done)}")
     return Lookup(
         None,
@@ -167,8 +173,8 @@ def lookup(scheduler: str, job_id: str) -> Lookup:
 
 @dataclass(frozen=True)
 class Accounting:
-    """Checking runs against the scheduler's records, for one student (`user`: theirs on the cluster,
-    from the instructor's mapping; None: compared with nothing, only reported)."""
+    """Checking runs against the scheduler's records, for one student (`user`: theirs on the
+    cluster, from the instructor's mapping; None: compared with nothing, only reported)."""
 
     student: str | None = None
     user: str | None = None
@@ -178,8 +184,8 @@ class Accounting:
     records: Callable[[str, str], Lookup] = lookup  # (scheduler, job id) -> what its records say
 
     def check(self, run: TracedRun) -> tuple[list[str], list[str]]:
-        """(problems, notes) of a run's jobs against the records: each job the student's, the last one
-        with the nodes, GPUs and time the run claims."""
+        """(problems, notes) of a run's jobs against the records: each job the student's, the last
+        one with the nodes, GPUs and time the run claims."""
         problems, notes = [], []
         job = run.record["job"]
         jobs = {
@@ -208,13 +214,15 @@ class Accounting:
             account = found.account
             if self.user is None:
                 notes.append(
-                    f"job {job_id} ran as user {account.user} ({account.source}); whose job it was is not "
+                    f"job {job_id} ran as user {account.user} ({account.source}); whose job it was "
+                    "is not "
                     "compared: grading.toml [accounting] users maps no user to "
                     f"{self.student or 'this folder'}"
                 )
             elif account.user != self.user:
                 problems.append(
-                    f"job {job_id} ran as user {account.user} ({account.source}), not as {self.user}, "
+                    f"job {job_id} ran as user {account.user} ({account.source}), not as "
+                    f"{self.user}, "
                     f"the user of {self.student}: it is someone else's job"
                 )
             if job_id == job["id"]:
@@ -224,23 +232,27 @@ class Accounting:
 
     @staticmethod
     def _allocation(run: TracedRun, job_id: str, account: JobAccount) -> list[str]:
-        """Why the job's allocation cannot have run this run: fewer nodes, GPUs or seconds than it claims."""
+        """Why the job's allocation cannot have run this run: fewer nodes, GPUs or seconds than it
+        claims."""
         problems = []
         nodes = len(set(run.record["hosts"]))
         if nodes > account.nodes:
             problems.append(
-                f"the run names {nodes} node(s), but job {job_id} had {account.nodes} ({account.source})"
+                f"the run names {nodes} node(s), but job {job_id} had {account.nodes} "
+                f"({account.source})"
             )
         if run.record.get("device_kind") == "gpu" and account.gpus is not None:
             gpus = len(set(zip(run.record["hosts"], run.record["devices"])))
             if gpus > account.gpus:
                 problems.append(
-                    f"the run names {gpus} GPU(s), but job {job_id} had {account.gpus} ({account.source})"
+                    f"the run names {gpus} GPU(s), but job {job_id} had {account.gpus} "
+                    f"({account.source})"
                 )
         wall = run.record.get("wall_seconds")
         if wall and account.elapsed + ELAPSED_SLACK < wall:
             problems.append(
-                f"job {job_id} ran {account.elapsed:.0f} s ({account.source}), less than the run's own "
+                f"job {job_id} ran {account.elapsed:.0f} s ({account.source}), less than the run's "
+                "own "
                 f"{wall:.0f} s"
             )
         return problems
@@ -253,6 +265,7 @@ class Accounting:
             else f"{account.gpus} GPU(s)"
         )
         return (
-            f"job {job_id} checked against {account.source}: user {account.user}, {account.nodes} node(s), "
+            f"job {job_id} checked against {account.source}: user {account.user}, {account.nodes} "
+            "node(s), "
             f"{gpus}, {account.elapsed:.0f} s"
         )

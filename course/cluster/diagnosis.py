@@ -1,5 +1,6 @@
 """Why a job failed, read from its log: a scheduler's kill notice, bash's, Open MPI's and Python's
-own words, or the kit's error lines (course.contracts.joblog), each as what it means and what to do."""
+own words, or the kit's error lines (course.contracts.joblog), each as what it means and what to
+do."""
 
 from __future__ import annotations
 

@@ -43,9 +43,9 @@ class Job:
         return self.log
 
     def exit_status(self) -> int | None:
-        """How the job ended, as an exit status (never 0 for a killed job; see course.contracts.jobend.end):
-        the local scheduler's record, else the log's end line or its scheduler's kill notice; None
-        while it runs."""
+        """How the job ended, as an exit status (never 0 for a killed job; see
+        course.contracts.jobend.end): the local scheduler's record, else the log's end line or its
+        scheduler's kill notice; None while it runs."""
         if self._local is not None:
             return self._local.exit_status()
         log = self.find_log()

@@ -1,9 +1,11 @@
-"""The allreduce micro-benchmark's results file and its job-log line: the one writer and reader of each.
+"""The allreduce micro-benchmark's results file and its job-log line: the one writer and reader of
+each.
 
-One sealed JSON file per mpiexec burst, ``runs/allreduce-<job id>/<algorithm>-<ranks>r-<round>.json``:
-a job that alternates algorithms (jobs/run_allreduce_benchmark.sh) leaves one file per burst in one
-folder, so that the reader can pool the rounds of each (ranks, algorithm). The seal is the results
-file's (course.contracts.results.compute_seal); the job log records each file's digest on the line below.
+One sealed JSON file per mpiexec burst, ``runs/allreduce-<job
+id>/<algorithm>-<ranks>r-<round>.json``: a job that alternates algorithms
+(jobs/run_allreduce_benchmark.sh) leaves one file per burst in one folder, so that the reader can
+pool the rounds of each (ranks, algorithm). The seal is the results file's
+(course.contracts.results.compute_seal); the job log records each file's digest on the line below.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def next_path(folder: Path, algorithm: str, ranks: int) -> Path:
 
 
 def write(path: Path, data: dict) -> str:
-    """Seal and write `data` atomically (as a results file is, with this file's schema); return its SHA-256."""
+    """Seal and write `data` atomically (as a results file is, with this file's schema); return its
+    SHA-256."""
     return results.write(path, data, SCHEMA)
 
 
@@ -69,8 +72,8 @@ def find(folder: Path = Path(".")) -> list[Path]:
 
 
 def summarize(seconds: list[float]) -> tuple[float, float, float]:
-    """(median, first quartile, third quartile): the quartiles are the spread a reader compares against,
-    robust to the odd repeat a shared machine stalls."""
+    """(median, first quartile, third quartile): the quartiles are the spread a reader compares
+    against, robust to the odd repeat a shared machine stalls."""
     q1, median, q3 = np.percentile(np.asarray(seconds, dtype=float), [25, 50, 75])
     return float(median), float(q1), float(q3)
 

@@ -4,10 +4,13 @@ a run writes; this module, the lines that close a job).
 
 | line | written by | read by |
 |---|---|---|
-| `course: job ID ended with exit status N at TIME` | jobs/site_env.sh's EXIT trap | submit (how), evidence (when) |
+| `course: job ID ended with exit status N at TIME` | jobs/site_env.sh's EXIT trap | submit (how),
+evidence (when) |
 | `course: job ID was killed by SIGNAME at TIME` | jobs/site_env.sh's signal traps | the same |
-| a walltime kill notice | the local scheduler; PBS and Slurm their own | the submitter, the diagnosis |
-| `course local scheduler: job ID was cancelled / was lost ...` | the local scheduler | the submitter, the diagnosis |
+| a walltime kill notice | the local scheduler; PBS and Slurm their own | the submitter, the
+diagnosis |
+| `course local scheduler: job ID was cancelled / was lost ...` | the local scheduler | the
+submitter, the diagnosis |
 
 Each line's format and its parser stand side by side; tests/test_joblog_end.py round-trips them.
 """
@@ -49,9 +52,8 @@ if [[ $- != *i* ]]; then
 fi"""
 _AT = r"(?: at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ))?"
 _END = re.compile(
-    r"^course: job \S+ (?:ended with exit status (?P<status>\d+)|was killed by SIG(?P<signal>[A-Z]+))"
-    + _AT
-    + "$",
+    r"^course: job \S+ (?:ended with exit status (?P<status>\d+)|was killed by "
+    r"SIG(?P<signal>[A-Z]+))" + _AT + "$",
     re.MULTILINE,
 )
 
@@ -61,7 +63,8 @@ def _stamp(at: datetime | None) -> str:
 
 
 def end_line(job_id: str, status: int, at: datetime | None = None) -> str:
-    """What END_TRAP prints when the job shell exits; `at` None leaves the time out (hand-made logs)."""
+    """What END_TRAP prints when the job shell exits; `at` None leaves the time out (hand-made
+    logs)."""
     return f"course: job {job_id} ended with exit status {status}{_stamp(at)}"
 
 
@@ -76,28 +79,38 @@ def walltime_notice(limit: str) -> str:
 
 
 def cancel_notice(job_id: str, signal_name: str, at: datetime | None = None) -> str:
-    """What the local scheduler writes when it stops a job because it was sent a signal (course cancel)."""
-    return f"course local scheduler: job {job_id} was cancelled (SIG{signal_name} to its scheduler){_stamp(at)}"
+    """What the local scheduler writes when it stops a job because it was sent a signal (course
+    cancel)."""
+    return (
+        f"course local scheduler: job {job_id} was cancelled (SIG{signal_name} to its scheduler)"
+        f"{_stamp(at)}"
+    )
 
 
 def lost_notice(job_id: str, at: datetime | None = None) -> str:
-    """What the local scheduler's watchdog writes when the scheduler's process died before the job."""
+    """What the local scheduler's watchdog writes when the scheduler's process died before the
+    job."""
     return (
-        f"course local scheduler: job {job_id} was lost: its scheduler process died, so it was stopped"
+        f"course local scheduler: job {job_id} was lost: its scheduler process died, so it was "
+        "stopped"
         f"{_stamp(at)}"
     )
 
 
 def leftovers_notice(count: int) -> str:
     """What the local scheduler writes when a job's shell ended and left processes running."""
-    return f"course local scheduler: {count} process(es) of the job still ran after its end; they were stopped"
+    return (
+        f"course local scheduler: {count} process(es) of the job still ran after its end; "
+        "they were stopped"
+    )
 
 
 _WALLTIME = re.compile(r"job killed: walltime|DUE TO TIME LIMIT")
 _NOTICES = re.compile(
     r"^(?:=>> PBS: job killed: (?P<pbs>.*)"
     r"|slurmstepd: error: \*\*\* JOB \S+ ON \S+ (?P<slurm>CANCELLED)\b.*"
-    r"|course local scheduler: job \S+ (?:(?P<cancelled>was cancelled) \(SIG(?P<signal>[A-Z]+)[^)]*\)"
+    r"|course local scheduler: job \S+ (?:(?P<cancelled>was cancelled) "
+    r"\(SIG(?P<signal>[A-Z]+)[^)]*\)"
     r"|(?P<lost>was lost)\b.*?)" + _AT + ")$",
     re.MULTILINE,
 )
@@ -117,8 +130,10 @@ class End:
     """How a job ended, as its log tells."""
 
     status: int  # as a shell shows it: N, or 128 + the signal's number; WALLTIME_EXIT, LOST_EXIT
-    kind: str  # exit, signal (the job shell's line); walltime, cancelled, lost, killed (a scheduler's notice)
-    says: str  # e.g. "ended with exit status 3", "was killed by SIGTERM", "was killed at its walltime"
+    # exit, signal (the job shell's line); walltime, cancelled, lost, killed (a scheduler's notice)
+    kind: str
+    # e.g. "ended with exit status 3", "was killed by SIGTERM", "was killed at its walltime"
+    says: str
     at: datetime | None  # when (UTC), where the log gives the time
 
 

@@ -1,16 +1,23 @@
-"""The job log, `<job name>.o<number>`: every line the kit writes into it, and how each is read back.
+"""The job log, `<job name>.o<number>`: every line the kit writes into it, and how each is read
+back.
 
 `qsub -j oe` joins a job's stdout and stderr into that one file in the submit folder. The kit
 writes these lines into it, and reads them back to follow a job and to trace a run to its job:
 
 | line | written by | read by |
 |---|---|---|
-| `course launch: job ID (SCHED); N slot(s) on M node(s): ...`, command | `course launch` | evidence (stage 3's ranks) |
-| the run header `course: run ...` | the training harness (rank 0) | evidence (stage, job, workers, devices; once) |
-| `course: rank R of N on HOST: intra_rank ...` | the harness (rank 0, for each rank of stage 3) | students, tests |
-| `Throughput: ... [images/sec.]` | the training harness | evidence (equals the results file's; one per job) |
-| `course: results PATH sha256=...` | the training harness | evidence (the file the job wrote; one per run file) |
-| `course COMMAND: MESSAGE` then `  -> FIX` | the kit's commands (course/cli.py), e.g. `course launch` | the diagnosis |
+| `course launch: job ID (SCHED); N slot(s) on M node(s): ...`, command | `course launch` | evidence
+(stage 3's ranks) |
+| the run header `course: run ...` | the training harness (rank 0) | evidence (stage, job, workers,
+devices; once) |
+| `course: rank R of N on HOST: intra_rank ...` | the harness (rank 0, for each rank of stage 3) |
+students, tests |
+| `Throughput: ... [images/sec.]` | the training harness | evidence (equals the results file's; one
+per job) |
+| `course: results PATH sha256=...` | the training harness | evidence (the file the job wrote; one
+per run file) |
+| `course COMMAND: MESSAGE` then `  -> FIX` | the kit's commands (course/cli.py), e.g. `course
+launch` | the diagnosis |
 
 The lines that close a job (end line, kill notices) are course.contracts.jobend's. Each line's
 format and its parser stand side by side below; tests/test_joblog.py round-trips them.
@@ -58,7 +65,8 @@ def clean(line: str) -> str:
 # --- what `course launch` started ---------------------------------------------------------------
 #
 # Two lines: the job's slots (one MPI rank each), then the launcher's command as it ran. A site's
-# template may name the rank count (-n, -np, --np, srun's --ntasks); where it does, the reader takes it.
+# template may name the rank count (-n, -np, --np, srun's --ntasks); where it does, the reader takes
+# it.
 
 LAUNCH_PREFIX = "course launch: "
 
@@ -67,7 +75,8 @@ def launch_line(job_id: str | None, scheduler: str, hosts: list[tuple[str, int]]
     """The job's slots, from its (host, slots) list in order."""
     where = ", ".join(f"{host} x{slots}" for host, slots in hosts)
     job = f"job {job_id} ({scheduler})" if job_id else "no scheduler"
-    return f"{LAUNCH_PREFIX}{job}; {sum(slots for _, slots in hosts)} slot(s) on {len(hosts)} node(s): {where}"
+    slots = sum(slots for _, slots in hosts)
+    return f"{LAUNCH_PREFIX}{job}; {slots} slot(s) on {len(hosts)} node(s): {where}"
 
 
 def launch_command_line(argv: list[str]) -> str:
@@ -85,8 +94,8 @@ _RANK_FLAGS = ("-n", "-np", "--np", "--n", "--ntasks")  # not -c: srun's cpus pe
 
 
 def _command_ranks(command: str) -> int | None:
-    """The rank count a launcher's command names before the program it starts (python ...), None where it
-    names none."""
+    """The rank count a launcher's command names before the program it starts (python ...), None
+    where it names none."""
     try:
         words = shlex.split(command)
     except ValueError:
@@ -102,8 +111,8 @@ def _command_ranks(command: str) -> int | None:
 
 
 def launches(text: str) -> list[dict]:
-    """{job, scheduler, slots, nodes, command_ranks} of every launch a log shows (command_ranks: None
-    where the launcher's command does not name a count)."""
+    """{job, scheduler, slots, nodes, command_ranks} of every launch a log shows (command_ranks:
+    None where the launcher's command does not name a count)."""
     return [
         {
             "job": m["job"],
@@ -145,7 +154,8 @@ class RunHeader:
             lr += f" ({self.lr_rule})"
         model = f" ({self.gpu_model})" if self.gpu_model else ""
         return (
-            f"course: run {self.stage} | {job} | {self.workers} worker(s) on {', '.join(sorted(set(self.hosts)))}: "
+            f"course: run {self.stage} | {job} | {self.workers} worker(s) on "
+            f"{', '.join(sorted(set(self.hosts)))}: "
             f"{', '.join(self.devices)}{model} | batch {self.batch_per_worker} per worker, "
             f"{self.batch_per_worker * self.workers} total | lr {lr} | seed {self.seed}{comm}"
         )
@@ -153,14 +163,15 @@ class RunHeader:
 
 _HEADER = re.compile(
     r"^course: run (?P<stage>\w+) \| (?:job (?P<job>\S+) \((?P<scheduler>\w+)\)|no job) \| "
-    r"(?P<workers>\d+) worker\(s\) on [^:|]*: (?P<devices>[^|(]*?)(?: \((?P<gpu_model>[^)|]+)\))? \| ",
+    r"(?P<workers>\d+) worker\(s\) on [^:|]*: (?P<devices>[^|(]*?)(?: \((?P<gpu_model>[^)|]+)\))? "
+    r"\| ",
     re.MULTILINE,
 )
 
 
 def run_headers(text: str) -> list[dict]:
-    """{stage, job, scheduler, workers, devices, gpu_model} of every run header in a log (gpu_model: None
-    where the header names none: CPU runs, and logs of kits before it was added)."""
+    """{stage, job, scheduler, workers, devices, gpu_model} of every run header in a log (gpu_model:
+    None where the header names none: CPU runs, and logs of kits before it was added)."""
     return [
         {
             "stage": m["stage"],
@@ -174,11 +185,13 @@ def run_headers(text: str) -> list[dict]:
     ]
 
 
-# --- where each rank of a ChainerMN run is ---------------------------------------------------------
+# --- where each rank of a ChainerMN run is
+# ---------------------------------------------------------
 #
-# One line per rank, printed by rank 0 after the run header: the host the rank ran on, its place within
-# that host (intra_rank: the GPU it binds) and among the hosts (inter_rank), its device and the training
-# examples scatter_dataset gave it. On a cluster rank and intra_rank differ from the second node on.
+# One line per rank, printed by rank 0 after the run header: the host the rank ran on, its place
+# within that host (intra_rank: the GPU it binds) and among the hosts (inter_rank), its device and
+# the training examples scatter_dataset gave it. On a cluster rank and intra_rank differ from the
+# second node on.
 
 
 @dataclass(frozen=True)
@@ -193,8 +206,10 @@ class RankPlace:
 
     def format(self) -> str:
         return (
-            f"course: rank {self.rank} of {self.size} on {self.host}: intra_rank {self.intra_rank}, "
-            f"inter_rank {self.inter_rank}, device {self.device}, {self.train_examples} training examples"
+            f"course: rank {self.rank} of {self.size} on {self.host}: intra_rank "
+            f"{self.intra_rank}, "
+            f"inter_rank {self.inter_rank}, device {self.device}, {self.train_examples} training "
+            "examples"
         )
 
 
@@ -231,7 +246,8 @@ THROUGHPUT_DECIMALS = (
 
 def throughput_line(images_per_sec: float, counted: int, warmup: int, excluded: int) -> str:
     return (
-        f"Throughput: {images_per_sec:.{THROUGHPUT_DECIMALS}f} [images/sec.] over {counted} steady iterations "
+        f"Throughput: {images_per_sec:.{THROUGHPUT_DECIMALS}f} [images/sec.] over {counted} steady "
+        "iterations "
         f"(warm-up {warmup}, {excluded} left out after epoch ends)"
     )
 
@@ -283,7 +299,10 @@ _RESUMED = re.compile(
 
 
 def resumed_line(folder: Path | str, iteration: int, job_id: str | None) -> str:
-    return f"course: resuming {folder} at iteration {iteration} from the snapshot job {job_id or '-'} wrote"
+    return (
+        f"course: resuming {folder} at iteration {iteration} "
+        f"from the snapshot job {job_id or '-'} wrote"
+    )
 
 
 def resumptions(text: str) -> list[dict]:

@@ -158,7 +158,8 @@ _VALIDATOR = jsonschema.Draft202012Validator(RECORD_SCHEMA)
 
 
 def compute_seal(data: dict) -> str:
-    """SHA-256 of the record, leaving out the seal and what the loader adds (keys starting with _)."""
+    """SHA-256 of the record, leaving out the seal and what the loader adds (keys starting with
+    _)."""
     body = {k: v for k, v in data.items() if k != "seal" and not k.startswith("_")}
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -169,7 +170,8 @@ def seal_ok(data: dict) -> bool:
 
 
 def write(path: Path, data: dict, schema: str = SCHEMA) -> str:
-    """Seal and write `data` to `path` atomically as a file of `schema`; return the SHA-256 of the file written."""
+    """Seal and write `data` to `path` atomically as a file of `schema`; return the SHA-256 of the
+    file written."""
     sealed = {**data, "schema": schema}
     sealed["seal"] = compute_seal(sealed)
     with atomic_file(path, "w") as f:

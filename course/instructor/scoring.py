@@ -4,7 +4,8 @@ The hidden tests of the notebooks call these: a traced run of a stage, its weak-
 efficiency against the student's own stage-1 run (in credit tiers), and stage 3's comparison.
 Each either returns the points it gives or raises CheckFailed saying why it gives none;
 course.evidence decides which runs count (against the scheduler's records where it can reach them,
-grading.toml [accounting]). Each grade is the best the traced runs support: a run more never costs points.
+grading.toml [accounting]). Each grade is the best the traced runs support: a run more never costs
+points.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from course.notebook.checks import fail, passed
 
 
 def accounting(folder: Path) -> Accounting:
-    """What runs are checked against: the scheduler's records, for the student whose nbgrader folder this is
-    (<student>/<assignment>), with their cluster user from grading.toml [accounting] users."""
+    """What runs are checked against: the scheduler's records, for the student whose nbgrader folder
+    this is (<student>/<assignment>), with their cluster user from grading.toml [accounting]
+    users."""
     rules = grading_rules.load()
     where = Path(folder).resolve()
     student = where.parent.name if where.name == paths.ASSIGNMENT else None
@@ -46,7 +48,8 @@ def _latest_traced(stage: str, folder: Path) -> Run:
     if not traced:
         last = found[-1]
         fail(
-            f"no {stage} run can be traced to its job; the latest, {last.describe()}: {'; '.join(last.problems)}"
+            f"no {stage} run can be traced to its job; the latest, {last.describe()}: "
+            f"{'; '.join(last.problems)}"
         )
     return traced[-1]
 
@@ -58,7 +61,8 @@ def grade_run(stage: str, points: float, folder: Path = Path(".")) -> float:
     assert run.log is not None  # a traced run is traced to its log
     _notes(run)
     passed(
-        f"{run.describe()}: {run.images_per_sec:.1f} img/s on {run.workers} worker(s), traced to {run.log.name}"
+        f"{run.describe()}: {run.images_per_sec:.1f} img/s on {run.workers} worker(s), traced to "
+        f"{run.log.name}"
     )
     return points
 
@@ -76,8 +80,8 @@ def _baselines(folder: Path, checked: Accounting) -> list[Run]:
 
 
 def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> float:
-    """Points by weak-scaling efficiency: the most any traced `stage` run on 2 or more workers earns against
-    a traced stage-1 run it compares with, at or below the sanity ceiling."""
+    """Points by weak-scaling efficiency: the most any traced `stage` run on 2 or more workers earns
+    against a traced stage-1 run it compares with, at or below the sanity ceiling."""
     __tracebackhide__ = True
     checked = accounting(folder)
     bases = _baselines(folder, checked)
@@ -85,7 +89,8 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
     if not found:
         fail(
             f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}/",
-            "submit the stage's job where it can run (stage 2 needs a node with 2 or more GPUs) and hand in "
+            "submit the stage's job where it can run (stage 2 needs a node with 2 or more GPUs) "
+            "and hand in "
             "runs/ with the job log",
         )
     pairs = [
@@ -102,8 +107,10 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
             for run in untraced[-3:]
         )
         fail(
-            f"no traced {stage} run on 2 or more workers compares with stage 1 ({why or 'none found'})",
-            "run every stage with the same site settings (model, width, batch per worker, data set)",
+            f"no traced {stage} run on 2 or more workers compares with stage 1 "
+            f"({why or 'none found'})",
+            "run every stage with the same site settings (model, width, batch per worker, "
+            "data set)",
         )
     graded: list[tuple[float | None, float, float | None, float, float, Run, Run]] = []
     # (share, None above the ceiling; efficiency; tier reached; ceiling; lowest tier; run; base)
@@ -143,7 +150,8 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
     if not share:
         fail(
             f"{measured}, below {lowest}",
-            "look at the job log: too few steady iterations, other jobs on the node, or too small a batch per "
+            "look at the job log: too few steady iterations, other jobs on the node, or too small "
+            "a batch per "
             "worker for the communication to hide behind",
         )
     assert share is not None  # fail() raised above
@@ -165,7 +173,8 @@ def grade_comparisons(points: float, folder: Path = Path(".")) -> float:
         )
         fail(
             f"traced stage-3 runs cover {coverage.describe()}{left_out}",
-            f"the comparison needs at least {coverage.NEEDED} of each: run the notebook's comparison cell",
+            f"the comparison needs at least {coverage.NEEDED} of each: run the notebook's "
+            "comparison cell",
         )
     _notes(*(run for run in found if run.traced))
     passed(f"stage-3 runs compare {coverage.describe()}")
@@ -173,13 +182,14 @@ def grade_comparisons(points: float, folder: Path = Path(".")) -> float:
 
 
 def _near(a: float | None, b: float | None) -> bool:
-    """Whether two learning rates are the same up to the 5% that averaging over an epoch's updates blurs."""
+    """Whether two learning rates are the same up to the 5% that averaging over an epoch's updates
+    blurs."""
     return a is not None and b is not None and abs(a - b) <= 0.05 * abs(b)
 
 
 def collapse_hint(run: Run, base: Run) -> str:
-    """What most likely kept a run below the target, from the learning rates it really used (the log's
-    `lr`, observed at every update) and its updates against stage 1's."""
+    """What most likely kept a run below the target, from the learning rates it really used (the
+    log's `lr`, observed at every update) and its updates against stage 1's."""
     plan = run.record.get("lr_schedule") or {}
     drop = plan.get(
         "drop_from_iteration"
@@ -198,7 +208,8 @@ def collapse_hint(run: Run, base: Run) -> str:
         and not _near(start, target)
     ):
         return (
-            f"the learning rate was already {rates[0]:.3g} (N x the single-worker rate) in the first epoch: no "
+            f"the learning rate was already {rates[0]:.3g} (N x the single-worker rate) in the "
+            "first epoch: no "
             "warm-up; check learning_rate_schedule (the check above)"
         )
     if (
@@ -208,21 +219,23 @@ def collapse_hint(run: Run, base: Run) -> str:
         and not _near(rates[-1], target)
     ):
         return (
-            f"the learning rate stayed at {rates[-1]:.3g}, the single-worker rate, with an N times larger batch: "
+            f"the learning rate stayed at {rates[-1]:.3g}, the single-worker rate, with an N times "
+            "larger batch: "
             "no scaling; check learning_rate_schedule"
         )
     updates = (run.accuracy_curve[-1]["iteration"] if run.accuracy_curve else 0) or 0
     base_updates = (base.accuracy_curve[-1]["iteration"] if base.accuracy_curve else 0) or 0
     return (
-        f"{updates} updates against {base_updates} in stage 1: N ranks make N times fewer updates per epoch; "
+        f"{updates} updates against {base_updates} in stage 1: N ranks make N times fewer updates "
+        "per epoch; "
         "train more epochs, or check the warm-up's length"
     )
 
 
 def grade_accuracy_at_scale(points: float, folder: Path = Path(".")) -> float:
-    """Stage 3 with the taught warm-up rule, on 2 or more ranks: half the points for reaching the target
-    accuracy, half (in grading.toml's tiers) for the time-to-accuracy speedup over a traced stage-1 run; the
-    most any such run earns."""
+    """Stage 3 with the taught warm-up rule, on 2 or more ranks: half the points for reaching the
+    target accuracy, half (in grading.toml's tiers) for the time-to-accuracy speedup over a traced
+    stage-1 run; the most any such run earns."""
     __tracebackhide__ = True
     checked = accounting(folder)
     bases = _baselines(folder, checked)
@@ -246,7 +259,8 @@ def grade_accuracy_at_scale(points: float, folder: Path = Path(".")) -> float:
     ]
     if not pairs:
         fail(
-            f"no traced stage-3 run on 2 or more workers with the {stages.TAUGHT_LR_RULE} rule compares with "
+            f"no traced stage-3 run on 2 or more workers with the {stages.TAUGHT_LR_RULE} rule "
+            "compares with "
             "stage 1",
             "run the notebook's comparison cell and hand in runs/ with the job logs",
         )
@@ -282,7 +296,8 @@ def _accuracy_points(
 ) -> tuple[float, Run, Run, str]:
     """(points, run, base, what to print) for a run that reached `target` at `point`."""
     measured = (
-        f"{run.describe()} reached {target} at epoch {point['epoch']} (iteration {point['iteration']}, "
+        f"{run.describe()} reached {target} at epoch {point['epoch']} (iteration "
+        f"{point['iteration']}, "
         f"{point['seconds']:.0f} s)"
     )
     base_point = base.time_to_accuracy(target)
@@ -291,7 +306,8 @@ def _accuracy_points(
             round(points / 2, 3),
             run,
             base,
-            f"{measured}; stage 1 ({base.describe()}) never reached it, so there is no speedup to compare",
+            f"{measured}; stage 1 ({base.describe()}) never reached it, so there is no speedup to "
+            "compare",
         )
     speedup = base_point["seconds"] / point["seconds"]
     share = next((share for minimum, share in tiers if speedup >= minimum), 0.0)
@@ -299,7 +315,8 @@ def _accuracy_points(
         round(points / 2 + points / 2 * share, 3),
         run,
         base,
-        f"{measured}; stage 1 took {base_point['seconds']:.0f} s: time-to-accuracy speedup {speedup:.2f} on "
+        f"{measured}; stage 1 took {base_point['seconds']:.0f} s: time-to-accuracy speedup "
+        f"{speedup:.2f} on "
         f"{run.workers} ranks -> {share:.0%} of the speedup points",
     )
 
@@ -310,8 +327,9 @@ def grade_allreduce_prediction(
     measured_seconds: float,
     what: str = "the gradient allreduce",
 ) -> float:
-    """Full points when the cost model's prediction is within grading.toml [allreduce] prediction_factor of
-    the measured time, either way; CheckFailed (no points) otherwise. Both in seconds per step."""
+    """Full points when the cost model's prediction is within grading.toml [allreduce]
+    prediction_factor of the measured time, either way; CheckFailed (no points) otherwise. Both in
+    seconds per step."""
     __tracebackhide__ = True
     factor = grading_rules.load().prediction_factor
     for name, value in (("predicted", predicted_seconds), ("measured", measured_seconds)):
@@ -322,14 +340,17 @@ def grade_allreduce_prediction(
             )
     ratio = predicted_seconds / measured_seconds
     said = (
-        f"{what}: predicted {predicted_seconds * 1e3:.3g} ms, measured {measured_seconds * 1e3:.3g} ms "
+        f"{what}: predicted {predicted_seconds * 1e3:.3g} ms, measured "
+        f"{measured_seconds * 1e3:.3g} ms "
         f"(ratio {ratio:.2f})"
     )
     if not 1 / factor <= ratio <= factor:
         fail(
             f"{said}, more than {factor:g}x apart",
-            "check the model's inputs: the bytes are parameters x 4, the ranks and algorithm those of the measured "
-            "run, alpha and beta from your fit of that rank count; the naive communicator sends one allreduce per "
+            "check the model's inputs: the bytes are parameters x 4, the ranks and algorithm those "
+            "of the measured "
+            "run, alpha and beta from your fit of that rank count; the naive communicator sends "
+            "one allreduce per "
             "parameter array, each paying alpha",
         )
     passed(f"{said}: within {factor:g}x")

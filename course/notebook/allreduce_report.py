@@ -1,12 +1,12 @@
 """The allreduce micro-benchmark as the notebook shows it: the table, the fitted α and β, the plot.
 
     from course.notebook import allreduce_report
-    table = allreduce_report.show()          # every (ranks, algorithm) measured in runs/allreduce-*/
+    table = allreduce_report.show()      # every (ranks, algorithm) measured in runs/allreduce-*/
 
-Each (ranks, algorithm) comes from its newest job, all of that job's bursts pooled: a job that alternates
-algorithms (jobs/run_allreduce_benchmark.sh) gives each the same machine, minute by minute. The spread is
-the quartiles of the pooled repeats; two algorithms differ beyond noise at a size only where their
-quartile ranges do not overlap.
+Each (ranks, algorithm) comes from its newest job, all of that job's bursts pooled: a job that
+alternates algorithms (jobs/run_allreduce_benchmark.sh) gives each the same machine, minute by
+minute. The spread is the quartiles of the pooled repeats; two algorithms differ beyond noise at a
+size only where their quartile ranges do not overlap.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from course.errors import ResultsError
 
 @dataclass
 class Series:
-    """One (ranks, algorithm): per message size, the median and quartiles of every repeat of its bursts."""
+    """One (ranks, algorithm): per message size, the median and quartiles of every repeat of its
+    bursts."""
 
     ranks: int
     algorithm: str
@@ -47,8 +48,8 @@ class Series:
 
 
 def measured_table(folder: Path = Path(".")) -> list[Series]:
-    """Every (ranks, algorithm) the benchmark measured in folder/runs, ordered by ranks then algorithm;
-    files whose seal does not match are left out with a note."""
+    """Every (ranks, algorithm) the benchmark measured in folder/runs, ordered by ranks then
+    algorithm; files whose seal does not match are left out with a note."""
     by_job: dict[tuple[int, str], dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for path in benchmark.find(folder):
         try:
@@ -59,7 +60,8 @@ def measured_table(folder: Path = Path(".")) -> list[Series]:
         by_job[(record["ranks"], record["algorithm"])][path.parent.name].append(record)
     table = []
     for (ranks, algorithm), jobs in sorted(by_job.items()):
-        # The newest job by the time its bursts started (file times do not survive a copy of the folder).
+        # The newest job by the time its bursts started (file times do not survive a copy of the
+        # folder).
         job, records = max(jobs.items(), key=lambda item: max(r.get("started", 0) for r in item[1]))
         table.append(_series(ranks, algorithm, job, records))
     return table
@@ -126,7 +128,8 @@ def table_text(table: list[Series]) -> str:
 def compare(
     table: list[Series], first: str = "ring", second: str = "recursive_doubling"
 ) -> list[str]:
-    """Per rank count measured with both algorithms, where they differ beyond the spread and where not."""
+    """Per rank count measured with both algorithms, where they differ beyond the spread and where
+    not."""
     by = {(s.ranks, s.algorithm): s for s in table}
     said = []
     for ranks in sorted({s.ranks for s in table}):
@@ -145,13 +148,17 @@ def compare(
             )
         said.append(
             f"{ranks} ranks, {first} vs {second}: beyond the spread at "
-            f"{', '.join(beyond) or 'no size'}; within it (noise) at {', '.join(within) or 'no size'}"
+            f"{', '.join(beyond) or 'no size'}; within it (noise) at "
+            f"{', '.join(within) or 'no size'}"
         )
     if said:
         said.append(
-            "The alpha-beta model has no term for the sums themselves (the seed's table 1 counts them as "
-            "computation): recursive doubling adds the whole vector at each of its log2(p) steps, the ring "
-            "(p-1)/p of it in all. On one node, where a message is a memory copy, an addition costs about "
+            "The alpha-beta model has no term for the sums themselves (the seed's table 1 counts "
+            "them as "
+            "computation): recursive doubling adds the whole vector at each of its log2(p) steps, "
+            "the ring "
+            "(p-1)/p of it in all. On one node, where a message is a memory copy, an addition "
+            "costs about "
             "what a copy does, so on 2 ranks, where both send n bytes, the ring can still win."
         )
     return said
@@ -182,13 +189,16 @@ def notes(table: list[Series], fitted: dict[tuple[int, str], tuple[float, float]
             line += "; alpha <= 0: the latency is below what these sizes resolve"
         if s.nodes == 1 and errors[worst] < 0 and s.sizes[worst] >= 4 * 2**20:
             line += (
-                "; from a few MiB on the messages no longer fit in the caches and each copy runs at memory "
+                "; from a few MiB on the messages no longer fit in the caches and each copy runs "
+                "at memory "
                 "speed: one beta cannot hold both"
             )
         if s.oversubscribed:
             line += (
-                f". {s.ranks} ranks on {s.cores} cores: ranks take turns on a core, so a step waits for a "
-                "rank to be scheduled as well as for its message, and the times are not the network's"
+                f". {s.ranks} ranks on {s.cores} cores: ranks take turns on a core, so a step "
+                "waits for a "
+                "rank to be scheduled as well as for its message, and the times are not the "
+                "network's"
             )
         elif s.nodes == 1:
             line += (
@@ -220,7 +230,8 @@ def parameter_arrays(model: str = "vgg", width: int = 16) -> list[int]:
 
 
 def gradient_bytes(model: str = "vgg", widths: tuple[int, ...] = WIDTHS) -> dict[int, int]:
-    """The gradient of the course network at each width, in bytes (float32, all parameters in one buffer)."""
+    """The gradient of the course network at each width, in bytes (float32, all parameters in one
+    buffer)."""
     return {
         width: costmodel.BYTES_PER_PARAMETER * sum(parameter_arrays(model, width))
         for width in widths
@@ -228,8 +239,8 @@ def gradient_bytes(model: str = "vgg", widths: tuple[int, ...] = WIDTHS) -> dict
 
 
 def by_width(table: list[Series], sizes: dict[int, int]) -> list[str]:
-    """What each series measured at the gradient size of each width (log-log between the nearest sizes
-    measured): the CPU course's width against the GPU course's, in the same job."""
+    """What each series measured at the gradient size of each width (log-log between the nearest
+    sizes measured): the CPU course's width against the GPU course's, in the same job."""
     import numpy as np
 
     said = []
@@ -242,8 +253,10 @@ def by_width(table: list[Series], sizes: dict[int, int]) -> list[str]:
         if len(at) == len(sizes):
             (w1, t1), (w2, t2) = list(at.items())[:2]
             said.append(
-                f"{s.label}: the width-{w1} gradient ({_bytes(sizes[w1])}) {t1 * 1e3:.2f} ms, the width-{w2} "
-                f"one ({_bytes(sizes[w2])}, {sizes[w2] / sizes[w1]:.0f}x the bytes) {t2 * 1e3:.2f} ms: "
+                f"{s.label}: the width-{w1} gradient ({_bytes(sizes[w1])}) {t1 * 1e3:.2f} ms, the "
+                f"width-{w2} "
+                f"one ({_bytes(sizes[w2])}, {sizes[w2] / sizes[w1]:.0f}x the bytes) {t2 * 1e3:.2f} "
+                "ms: "
                 f"{t2 / t1:.1f}x the time"
             )
     return said
@@ -254,7 +267,8 @@ def plot(
     fitted: dict[tuple[int, str], tuple[float, float]],
     marks: dict[int, int] | None = None,
 ) -> Any:  # a matplotlib Figure (matplotlib is imported only to draw)
-    """Median time against message size (log-log), quartiles as error bars, the fitted model as lines."""
+    """Median time against message size (log-log), quartiles as error bars, the fitted model as
+    lines."""
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -312,7 +326,8 @@ def show(folder: Path = Path(".")) -> list[Series]:
     table = measured_table(folder)
     if not table:
         print(
-            "No allreduce measurements yet: submit jobs/run_allreduce_benchmark.sh, then run this cell again."
+            "No allreduce measurements yet: submit jobs/run_allreduce_benchmark.sh, then run this "
+            "cell again."
         )
         return table
     fitted = fits(table)
@@ -326,8 +341,8 @@ def show(folder: Path = Path(".")) -> list[Series]:
 
 
 def summary(folder: Path = Path(".")) -> list[str]:
-    """For a terminal (the demo): the step profiles, the fitted alpha and beta, and the kit's prediction of the
-    profiled run's gradient allreduce against what its profile measured."""
+    """For a terminal (the demo): the step profiles, the fitted alpha and beta, and the kit's
+    prediction of the profiled run's gradient allreduce against what its profile measured."""
     from course.notebook import profile_report
     from course.runtime.profile import PHASES
 
@@ -339,7 +354,8 @@ def summary(folder: Path = Path(".")) -> list[str]:
     ]
     fitted = fits(measured_table(folder))
     lines += [
-        f"allreduce fit, {algorithm} on {ranks} ranks: alpha {alpha * 1e6:.2f} us, beta {beta * 1e9:.3f} ns/byte"
+        f"allreduce fit, {algorithm} on {ranks} ranks: alpha {alpha * 1e6:.2f} us, beta "
+        f"{beta * 1e9:.3f} ns/byte"
         for (ranks, algorithm), (alpha, beta) in sorted(fitted.items())
     ]
     measured = profile_report.measured_allreduce_seconds(folder)
@@ -352,7 +368,8 @@ def summary(folder: Path = Path(".")) -> list[str]:
             *fitted[(measured["ranks"], measured["algorithm"])],
         )
         lines.append(
-            f"gradient allreduce of {measured['run']} ({sum(arrays):,} parameters, {measured['algorithm']} on "
+            f"gradient allreduce of {measured['run']} ({sum(arrays):,} parameters, "
+            f"{measured['algorithm']} on "
             f"{measured['ranks']} ranks): predicted {predicted * 1e3:.2f} ms, measured "
             f"{measured['seconds'] * 1e3:.2f} ms (ratio {predicted / measured['seconds']:.2f})"
         )

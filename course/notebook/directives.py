@@ -1,9 +1,10 @@
 """The stage-3 job's resource request, written by the student as the seed hands-on had them do.
 
-The student's resource_request(site, nodes, ranks_per_node, walltime) returns the `#PBS` lines; they are
-read with the kit's own directive parser (course.cluster.pbs), checked against what the site needs,
-and written into jobs/run_multi_node_training.sh in place of the instructor's defaults (the lines of
-the site's own scheduler, e.g. `#SBATCH --gres`, are kept). `course site apply` writes the defaults again.
+The student's resource_request(site, nodes, ranks_per_node, walltime) returns the `#PBS` lines; they
+are read with the kit's own directive parser (course.cluster.pbs), checked against what the site
+needs, and written into jobs/run_multi_node_training.sh in place of the instructor's defaults (the
+lines of the site's own scheduler, e.g. `#SBATCH --gres`, are kept). `course site apply` writes the
+defaults again.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def request_shape(folder: Path = Path(".")) -> tuple[int, int]:
 
 
 def check(lines, site: Site, nodes: int, ranks_per_node: int, walltime: str) -> pbs.Request:
-    """The request `lines` make, read as PBS reads a job script; CourseError saying what to change."""
+    """The request `lines` make, read as PBS reads a job script; CourseError saying what to
+    change."""
     if not isinstance(lines, (list, tuple)) or not all(isinstance(line, str) for line in lines):
         raise CourseError(
             f"resource_request returned {type(lines).__name__}, not a list of lines",
@@ -93,7 +95,8 @@ def check(lines, site: Site, nodes: int, ranks_per_node: int, walltime: str) -> 
 
 
 def write(lines: list[str], folder: Path = Path(".")) -> Path:
-    """Put `lines` in the stage-3 job script in place of the default #PBS lines; keep the site's other ones."""
+    """Put `lines` in the stage-3 job script in place of the default #PBS lines; keep the site's
+    other ones."""
     script = Path(folder) / stages.MULTI_NODE.job_path
     text = script.read_text()
     if sites.BEGIN not in text or sites.END not in text:
@@ -113,8 +116,8 @@ def write(lines: list[str], folder: Path = Path(".")) -> Path:
 
 
 def use(resource_request, walltime: str, folder: Path = Path(".")) -> list[str]:
-    """Call the student's resource_request for this site's largest stage-3 run, check it, write it into
-    the job script and show the result; returns the lines."""
+    """Call the student's resource_request for this site's largest stage-3 run, check it, write it
+    into the job script and show the result; returns the lines."""
     site = applied_site(folder)
     nodes, ranks_per_node = request_shape(folder)
     lines = resource_request(site, nodes, ranks_per_node, walltime)
@@ -122,7 +125,8 @@ def use(resource_request, walltime: str, folder: Path = Path(".")) -> list[str]:
     script = write(lines, folder)
     block = script.read_text().split(sites.BEGIN, 1)[1].split(sites.END, 1)[0].strip()
     print(
-        f"{Path(paths.JOBS_DIR) / script.name} now asks for {nodes} node(s) x {ranks_per_node} MPI rank(s) "
+        f"{Path(paths.JOBS_DIR) / script.name} now asks for {nodes} node(s) x {ranks_per_node} MPI "
+        "rank(s) "
         f"for {walltime}:\n{block}"
     )
     return lines

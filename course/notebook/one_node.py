@@ -1,5 +1,6 @@
-"""The seeds' optional experiment: on one node with N GPUs, stage 2 (MultiprocessParallelUpdater) beside
-stage 3 with N ranks on that node (ChainerMN), in one table. Only GPU runs compare: stage 2 needs GPUs."""
+"""The seeds' optional experiment: on one node with N GPUs, stage 2 (MultiprocessParallelUpdater)
+beside stage 3 with N ranks on that node (ChainerMN), in one table. Only GPU runs compare: stage 2
+needs GPUs."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ def _on_one_node(run: evidence.Run) -> bool:
 
 
 def rows(folder: Path = Path(".")) -> list[dict]:
-    """One row per traced GPU run on one node with 2 or more GPUs, of stage 2 and of stage 3, for every GPU
-    count both stages have."""
+    """One row per traced GPU run on one node with 2 or more GPUs, of stage 2 and of stage 3, for
+    every GPU count both stages have."""
     found = {
         name: [
             run
@@ -53,14 +54,17 @@ def why_empty(folder: Path = Path(".")) -> str:
         found = gpu.visible_gpus().count
         if found < 2:
             return (
-                f"This machine has {found or 'no'} GPU{'' if found == 1 else 's'}, and stage 2 has no run: "
-                "MultiprocessParallelUpdater needs 2 or more GPUs in one node, so there is nothing to put beside "
+                f"This machine has {found or 'no'} GPU{'' if found == 1 else 's'}, and stage 2 has "
+                "no run: "
+                "MultiprocessParallelUpdater needs 2 or more GPUs in one node, so there is nothing "
+                "to put beside "
                 "ChainerMN here. On a node with 2 or more GPUs, run stage 2's job and stage 3 with "
                 "-l select=1:mpiprocs=2 (one rank per GPU); this table then shows both."
             )
         return "Stage 2 has no run yet: submit notebook 02's job on this node."
     return (
-        "No traced stage-2 and stage-3 runs on one node with the same number of GPUs: run stage 3 with "
+        "No traced stage-2 and stage-3 runs on one node with the same number of GPUs: run stage 3 "
+        "with "
         "-l select=1:mpiprocs=N for the N GPUs of your stage-2 run."
     )
 

@@ -1,6 +1,6 @@
-"""The step profiles of a student's stage-3 runs (`PROFILE=1`), for notebook 03: a table and a stacked bar
-per rank, and the allreduce time the cost model's prediction is compared with. The profile's contract (the
-results file's `profile` field) is in course/runtime/profile.py."""
+"""The step profiles of a student's stage-3 runs (`PROFILE=1`), for notebook 03: a table and a
+stacked bar per rank, and the allreduce time the cost model's prediction is compared with. The
+profile's contract (the results file's `profile` field) is in course/runtime/profile.py."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ def profiled_runs(folder: Path = Path(".")) -> list[evidence.Run]:
 
 
 def rows(folder: Path = Path(".")) -> list[dict]:
-    """One row per rank of every profiled run: milliseconds per phase (medians over the steady steps)."""
+    """One row per rank of every profiled run: milliseconds per phase (medians over the steady
+    steps)."""
     table = []
     for run in profiled_runs(folder):
         nodes = len(set(run.hosts))
@@ -53,10 +54,10 @@ def rows(folder: Path = Path(".")) -> list[dict]:
 
 
 def measured_allreduce_seconds(folder: Path = Path("."), ranks: int | None = None) -> dict | None:
-    """The gradient exchange of the profiled run on the most ranks (or on `ranks`): its median over the
-    ranks, in seconds; the gradient's size in bytes (float32 parameters); the network (and its parameter
-    arrays' sizes), the communicator and the allreduce algorithm the run used ("ring" where MPI or NCCL
-    chose: NCCL's is a ring). None without such a run."""
+    """The gradient exchange of the profiled run on the most ranks (or on `ranks`): its median over
+    the ranks, in seconds; the gradient's size in bytes (float32 parameters); the network (and its
+    parameter arrays' sizes), the communicator and the allreduce algorithm the run used ("ring"
+    where MPI or NCCL chose: NCCL's is a ring). None without such a run."""
     runs = [
         run
         for run in profiled_runs(folder)

@@ -1,4 +1,5 @@
-"""Tables and plots of the runs, and the notebooks' visible checks of them (the demo's summary too)."""
+"""Tables and plots of the runs, and the notebooks' visible checks of them (the demo's summary
+too)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ COLUMNS = (
 
 
 def target_of(folder: Path = Path("."), baseline: str | None = None) -> float | None:
-    """The accuracy target of the data set a folder's baseline run trained on (None: no target known)."""
+    """The accuracy target of the data set a folder's baseline run trained on (None: no target
+    known)."""
     return _target(comparison.baseline(folder, baseline))
 
 
@@ -41,7 +43,8 @@ def _rules() -> grading_rules.GradingRules | None:
 
 
 def _target(base: evidence.Run | None) -> float | None:
-    """The course's accuracy target for the baseline's data set (grading.toml), where it can be found."""
+    """The course's accuracy target for the baseline's data set (grading.toml), where it can be
+    found."""
     rules = _rules()
     if base is None or rules is None:
         return None
@@ -49,8 +52,9 @@ def _target(base: evidence.Run | None) -> float | None:
 
 
 def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
-    """One row per run of any stage, with speedup, efficiency and time-to-accuracy speedup against the
-    stage-1 baseline: the run named `baseline` (a folder name under runs/), else the latest traced one."""
+    """One row per run of any stage, with speedup, efficiency and time-to-accuracy speedup against
+    the stage-1 baseline: the run named `baseline` (a folder name under runs/), else the latest
+    traced one."""
     base = comparison.baseline(folder, baseline)
     target = _target(base)
     base_tta = base.time_to_accuracy(target) if base is not None and target is not None else None
@@ -104,8 +108,9 @@ def _cell(value) -> str:
     return html.escape(str(value))
 
 
-# An inline style, which JupyterLab's output sanitizer lets through (white-space is among the properties it
-# allows). No cell wraps, so a run id stays on one line and the wide table scrolls sideways instead.
+# An inline style, which JupyterLab's output sanitizer lets through (white-space is among the
+# properties it allows). No cell wraps, so a run id stays on one line and the wide table scrolls
+# sideways instead.
 _NOWRAP = 'style="white-space: nowrap"'
 
 
@@ -125,7 +130,8 @@ def table_text(table: list[dict]) -> str:
 
 
 def notes(table: list[dict], target: float | None = None) -> list[str]:
-    """What a reader of the table must know: which run is the baseline, the target, ratios above 1."""
+    """What a reader of the table must know: which run is the baseline, the target, ratios above
+    1."""
     found = [row for row in table if row["baseline"]]
     if not found:
         return ["No traced stage-1 run: speedup and efficiency need one (the baseline)."]
@@ -141,8 +147,10 @@ def notes(table: list[dict], target: float | None = None) -> list[str]:
     noisy = [row["run"] for row in table if (row["efficiency"] or 0) > 1.0]
     if noisy:
         said.append(
-            f"Efficiency above 1 ({', '.join(noisy)}) is measurement noise: the baseline ran slower than "
-            "usual (shared cores, another job). Run stage 1 and these again, one after the other, or "
+            f"Efficiency above 1 ({', '.join(noisy)}) is measurement noise: the baseline ran "
+            "slower than "
+            "usual (shared cores, another job). Run stage 1 and these again, one after the other, "
+            "or "
             "compare interleaved as `make bench` does."
         )
     return said
@@ -159,7 +167,8 @@ def _label(row: dict) -> str:
 
 
 def plot(table: list[dict]):
-    """Images/sec against workers with the ideal line; validation accuracy against epochs, updates and time."""
+    """Images/sec against workers with the ideal line; validation accuracy against epochs, updates
+    and time."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
@@ -200,10 +209,11 @@ def plot(table: list[dict]):
             zorder=2,
         )
         top = max(top, ideal[1])
-    # From 0, so that the gap to the ideal line reads as the share of throughput lost; the whole line fits
-    # (and an axis of runs that measured nothing, 0 img/s, still has a height).
+    # From 0, so that the gap to the ideal line reads as the share of throughput lost; the whole
+    # line fits (and an axis of runs that measured nothing, 0 img/s, still has a height).
     speed.set(xlim=(0.5, most + 0.5), ylim=(0, max(1.05 * top, 1.0)))
-    # One colour per label on the three accuracy plots, so that a run keeps its colour from plot to plot.
+    # One colour per label on the three accuracy plots, so that a run keeps its colour from plot to
+    # plot.
     colours: dict[str, str] = {}
     for row in table:
         curve = row["_curve"]
@@ -231,8 +241,8 @@ def plot(table: list[dict]):
         title="Accuracy over time",
         ylim=(0, 1),
     )
-    # Workers, epochs and updates are counts. min_n_ticks=1: with the default (2) the locator falls back to
-    # fractional ticks when the axis holds one integer only (a one-epoch run).
+    # Workers, epochs and updates are counts. min_n_ticks=1: with the default (2) the locator falls
+    # back to fractional ticks when the axis holds one integer only (a one-epoch run).
     for axis in (speed.xaxis, by_epoch.xaxis, by_update.xaxis):
         axis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     for ax in axes.flat:
@@ -264,16 +274,19 @@ def show(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
 
 
 def snapshot_cost(folder: Path = Path(".")) -> dict | None:
-    """Print what snapshots cost in the latest traced stage-1 run; return evidence.Run.snapshot_cost()."""
+    """Print what snapshots cost in the latest traced stage-1 run; return
+    evidence.Run.snapshot_cost()."""
     traced = [run for run in evidence.runs(stages.BASELINE.name, folder) if run.traced]
     cost = traced[-1].snapshot_cost() if traced else None
     if cost is None:
         print(
-            "No traced stage-1 run with snapshots yet: write add_snapshots, write the script, submit the job."
+            "No traced stage-1 run with snapshots yet: write add_snapshots, write the script, "
+            "submit the job."
         )
         return None
     line = (
-        f"{traced[-1].describe()}: {cost['snapshots']} snapshot(s), {cost['seconds']:.3f} s each on average "
+        f"{traced[-1].describe()}: {cost['snapshots']} snapshot(s), {cost['seconds']:.3f} s each "
+        "on average "
         "(serialising the trainer and writing the file)"
     )
     if cost["epoch_seconds"]:
@@ -311,7 +324,8 @@ def check_comparison(folder: Path = Path(".")) -> comparison.Coverage:
         print(f"OK: traced stage-3 runs cover {coverage.describe()}.")
     else:
         print(
-            f"NOT YET: traced stage-3 runs cover {coverage.describe()}; the comparison needs at least "
+            f"NOT YET: traced stage-3 runs cover {coverage.describe()}; the comparison needs at "
+            "least "
             f"{coverage.NEEDED} of each: run the comparison cell above."
         )
     return coverage
@@ -346,7 +360,8 @@ def main(argv: list[str]) -> int:
 
 
 def check_accuracy(folder: Path = Path("."), baseline: str | None = None) -> list[evidence.Run]:
-    """Print the accuracy and time to accuracy of the stage-3 runs against stage 1 (a visible self-check)."""
+    """Print the accuracy and time to accuracy of the stage-3 runs against stage 1 (a visible
+    self-check)."""
     base = comparison.baseline(folder, baseline)
     target = _target(base)
     found = [run for run in evidence.runs(stages.MULTI_NODE.name, folder) if run.traced]
@@ -377,12 +392,14 @@ def check_accuracy(folder: Path = Path("."), baseline: str | None = None) -> lis
     on_target = [run for run in graded if target is not None and run.time_to_accuracy(target)]
     if on_target:
         print(
-            f"OK: a run on {on_target[0].workers} ranks with the {stages.TAUGHT_LR_RULE} rule reached the target."
+            f"OK: a run on {on_target[0].workers} ranks with the {stages.TAUGHT_LR_RULE} rule "
+            "reached the target."
         )
     elif target is not None:
         where = f"on {graded[0].workers} ranks" if graded else "on 2 or more ranks"
         print(
-            f"NOT YET: no run {where} with the {stages.TAUGHT_LR_RULE} rule reached {target}: check "
+            f"NOT YET: no run {where} with the {stages.TAUGHT_LR_RULE} rule reached {target}: "
+            "check "
             "learning_rate_schedule above, then run the comparison again."
         )
     return found

@@ -17,14 +17,16 @@ from course.runtime import data, data_prepare
 def setup(stage_name: str) -> None:
     """Say where this notebook runs, and make sure the data the jobs read is there."""
     stage = stages.get(stage_name)
-    # nbgrader gives no points to a test cell that writes to stderr: keep third-party warnings quiet.
+    # nbgrader gives no points to a test cell that writes to stderr: keep third-party warnings
+    # quiet.
     warnings.filterwarnings("ignore", module=r"(chainer|chainermn|numpy|mpi4py)(\.|$)")
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     try:
         settings = siteenv.of_folder(os.getcwd())
     except CourseError:
         print(
-            "Note: no jobs/site_env.sh here. Open the notebooks from the assignment folder (it has jobs/), "
+            "Note: no jobs/site_env.sh here. Open the notebooks from the assignment folder (it has "
+            "jobs/), "
             "so that the jobs find your scripts."
         )
         settings = SiteSettings()  # no site: its name shows as ?
@@ -35,7 +37,8 @@ def setup(stage_name: str) -> None:
     print(
         f"Stage {stage.number} ({stage.name}) | site profile: {settings.site or '?'} "
         f"(jobs go to {'this machine' if scheduler == 'local' else 'qsub'}) | "
-        f"GPUs here: {found.count}{' (' + ', '.join(sorted(set(found.names))) + ')' if found.count else ''}"
+        "GPUs here: "
+        f"{found.count}{' (' + ', '.join(sorted(set(found.names))) + ')' if found.count else ''}"
     )
     name = os.environ.get("COURSE_DATASET", "auto")
     try:

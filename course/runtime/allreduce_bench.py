@@ -1,10 +1,11 @@
-"""`python -m course.runtime.allreduce_bench`, one rank of the allreduce micro-benchmark (under mpiexec).
+"""`python -m course.runtime.allreduce_bench`, one rank of the allreduce micro-benchmark (under
+mpiexec).
 
 Times MPI_Allreduce (sum of float32) over message sizes from 4 KiB to 64 MiB: per size one warm-up
 call, then repeats, each after a barrier so that all ranks start together; a repeat's time is the
-slowest rank's (an allreduce is done when the last rank has the sum). Each size repeats for its share of
---budget seconds (at least MIN_REPEATS times), which bounds a burst's time. Open MPI picks the
-algorithm at MPI_Init from its MCA parameters, which `course launch --allreduce NAME` sets (and
+slowest rank's (an allreduce is done when the last rank has the sum). Each size repeats for its
+share of --budget seconds (at least MIN_REPEATS times), which bounds a burst's time. Open MPI picks
+the algorithm at MPI_Init from its MCA parameters, which `course launch --allreduce NAME` sets (and
 COURSE_ALLREDUCE names it), so one burst measures one algorithm; the job script alternates them.
 Rank 0 writes the sealed file (course.contracts.benchmark) and prints its log line and a summary.
 """
@@ -52,8 +53,8 @@ def _format_bytes(n: int) -> str:
 
 
 def measure(comm, sizes: list[int], budget: float) -> list[dict] | None:
-    """{bytes, repeats, seconds} per size (seconds: the slowest rank's time of each repeat) on rank 0;
-    None on the other ranks."""
+    """{bytes, repeats, seconds} per size (seconds: the slowest rank's time of each repeat) on rank
+    0; None on the other ranks."""
     from mpi4py import MPI
 
     largest = max(sizes) // 4
@@ -82,7 +83,8 @@ def measure(comm, sizes: list[int], budget: float) -> list[dict] | None:
             start = time.perf_counter()
             comm.Allreduce(send[:n], received[:n], op=MPI.SUM)
             times.append(time.perf_counter() - start)
-            # Rank 0's clock decides for all, outside the timed call, so that every rank repeats alike.
+            # Rank 0's clock decides for all, outside the timed call, so that every rank repeats
+            # alike.
             more = len(times) < MIN_REPEATS or (
                 len(times) < MAX_REPEATS and time.perf_counter() - began < share
             )
@@ -98,7 +100,8 @@ def measure(comm, sizes: list[int], budget: float) -> list[dict] | None:
 
 
 def _run_tag(job: hosts.JobEnvironment) -> str:
-    """The run folder's suffix: the job's id (every burst of a job shares it), else the time and process."""
+    """The run folder's suffix: the job's id (every burst of a job shares it), else the time and
+    process."""
     tag = (
         os.environ.get("COURSE_RUN_TAG")
         or job.job_id
@@ -121,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     algorithm = os.environ.get("COURSE_ALLREDUCE") or benchmark.DEFAULT_ALGORITHM
     folder = benchmark.run_folder(args.out, _run_tag(job))
     path = benchmark.next_path(folder, algorithm, comm.size)
-    # cores: the node's (rank 0 itself is bound to one); mca: the Open MPI settings that chose the algorithm.
+    # cores: the node's (rank 0 itself is bound to one); mca: the Open MPI settings that chose the
+    # algorithm.
     record = {
         "job": {"id": job.job_id, "scheduler": job.scheduler, "name": job.job_name},
         "ranks": comm.size,
@@ -138,8 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     for size in measured:
         median, q1, q3 = benchmark.summarize(size["seconds"])
         print(
-            f"allreduce {algorithm} on {comm.size} rank(s), {_format_bytes(size['bytes']):>7}: median "
-            f"{median * 1e6:10.1f} us (quartiles {q1 * 1e6:.1f}-{q3 * 1e6:.1f}) over {size['repeats']} repeats"
+            f"allreduce {algorithm} on {comm.size} rank(s), {_format_bytes(size['bytes']):>7}: "
+            "median "
+            f"{median * 1e6:10.1f} us (quartiles {q1 * 1e6:.1f}-{q3 * 1e6:.1f}) over "
+            f"{size['repeats']} repeats"
         )
     print(
         benchmark.log_line(os.path.relpath(path, args.out), sha256, algorithm, comm.size),

@@ -1,4 +1,5 @@
-"""Runs that outlive a walltime: snapshots, the next job of the same run finding them, and its segments.
+"""Runs that outlive a walltime: snapshots, the next job of the same run finding them, and its
+segments.
 
 Snapshots are Chainer's own: `extensions.snapshot` (stage 1 adds it as an exercise, stage 2 gets
 one from the harness) writes the whole trainer, atomically; on several ranks ChainerMN's
@@ -116,7 +117,8 @@ def claim_folder(out: str, stage: str, key: str, resume: bool) -> tuple[str, boo
 
 
 class _Timed:
-    """A snapshot extension that also times itself (serialising and writing), for the snapshot-cost lesson."""
+    """A snapshot extension that also times itself (serialising and writing), for the snapshot-cost
+    lesson."""
 
     def __init__(self, inner, state: ResumeState) -> None:
         self._inner, self._state = inner, state
@@ -134,7 +136,8 @@ class _Timed:
 
 class _MultiNodeSnapshots(chainer.training.Extension):
     """ChainerMN's checkpointer, except that it keeps its files when training fails (its finalize
-    deletes them on any exit, also at a walltime's SIGTERM turned exception): `finish` removes them."""
+    deletes them on any exit, also at a walltime's SIGTERM turned exception): `finish` removes
+    them."""
 
     trigger = 1, "epoch"
     priority = -100  # where Chainer's snapshot runs: after evaluation and reporting
@@ -159,8 +162,9 @@ def find_snapshot(trainer) -> tuple[str, object] | None:
 
 
 class ResumeState(chainer.training.Extension):
-    """What a snapshot must carry besides the trainer's own state: the random generators, the segments
-    (each job's share of the run) and the snapshot timings. Chainer serialises it with the trainer."""
+    """What a snapshot must carry besides the trainer's own state: the random generators, the
+    segments (each job's share of the run) and the snapshot timings. Chainer serialises it with the
+    trainer."""
 
     trigger = 1, "epoch"
     priority = -1000  # does nothing when called; its work is in serialize()
@@ -190,7 +194,8 @@ class ResumeState(chainer.training.Extension):
 
     def serialize(self, serializer) -> None:
         if isinstance(serializer, chainer.serializer.Serializer):
-            # Written while the trainer is snapshotted: this segment has reached the snapshot's iteration.
+            # Written while the trainer is snapshotted: this segment has reached the snapshot's
+            # iteration.
             self.current.update(snapshot_at=_now(), to_iteration=self.iteration())
             serializer("segments", json.dumps([*self.segments, self.current]))
             serializer("snapshot_seconds", json.dumps(self.snapshot_seconds))
@@ -245,8 +250,9 @@ def _inner(extension):
 
 
 def resume(trainer, comm=None) -> int | None:
-    """Load the newest complete snapshot in trainer.out into `trainer`; the iteration it resumes from
-    (None: no snapshot there). Every rank calls it; ChainerMN's checkpointer agrees on the iteration."""
+    """Load the newest complete snapshot in trainer.out into `trainer`; the iteration it resumes
+    from (None: no snapshot there). Every rank calls it; ChainerMN's checkpointer agrees on the
+    iteration."""
     found = find_snapshot(trainer)
     if found is None:
         return None
@@ -257,8 +263,9 @@ def resume(trainer, comm=None) -> int | None:
         snapshot.checkpointer.maybe_load(trainer, optimizer, path=trainer.out)
         if trainer.updater.iteration == before:
             return None
-        # ChainerMN's optimizer spends the first update of a process broadcasting rank 0's weights, when it
-        # sees parameters it has not seen; every rank loaded the same ones, so let it see them now.
+        # ChainerMN's optimizer spends the first update of a process broadcasting rank 0's weights,
+        # when it sees parameters it has not seen; every rank loaded the same ones, so let it see
+        # them now.
         if hasattr(optimizer, "is_changed"):
             optimizer.is_changed(optimizer.target)
         return trainer.updater.iteration
@@ -274,7 +281,8 @@ def resume(trainer, comm=None) -> int | None:
 
 
 def keep_last(trainer) -> list[Path]:
-    """After a finished run: remove all but the final snapshot (the trained model); return what was removed."""
+    """After a finished run: remove all but the final snapshot (the trained model); return what was
+    removed."""
     final = trainer.updater.iteration
     removed = [f for f in snapshot_files(trainer.out) if _snapshot_iteration(f) != final]
     for path in removed:

@@ -39,14 +39,16 @@ def use_gpu(flag: bool | None) -> bool:
 
 
 def communicator_name(name: str, on_gpu: bool) -> str:
-    """'auto' is pure_nccl on GPUs (NCCL does the allreduce) and naive on CPUs (the only one there)."""
+    """'auto' is pure_nccl on GPUs (NCCL does the allreduce) and naive on CPUs (the only one
+    there)."""
     if name != "auto":
         return name
     return "pure_nccl" if on_gpu else "naive"
 
 
 def gpus_for_multiprocess(requested: int | None) -> list[int]:
-    """GPU ids for MultiprocessParallelUpdater, checked without initialising CUDA in this process."""
+    """GPU ids for MultiprocessParallelUpdater, checked without initialising CUDA in this
+    process."""
     found = gpu.visible_gpus().count
     wanted = requested or found
     if found < 2 or wanted < 2 or wanted > found:

@@ -22,7 +22,8 @@ def run_tag() -> str:
     """The run folder's suffix: the job's id (all its ranks share it), else the time made unique.
 
     Outside a job the process id keeps runs started in the same second on one machine apart, and
-    a random part keeps apart those of other machines sharing the folder, or two calls in one process.
+    a random part keeps apart those of other machines sharing the folder, or two calls in one
+    process.
     """
     tag = os.environ.get("COURSE_RUN_TAG") or hosts.detect().job_id
     if not tag:
@@ -118,7 +119,8 @@ def parse_args(stage: str, argv: list[str] | None = None, more_flags=None) -> ar
         more_flags(flags)
     args = flags.parse_args(argv)
     if stage == stages.MULTI_NODE.name:
-        # Without this an exception on one rank leaves the others waiting in MPI until the walltime ends.
+        # Without this an exception on one rank leaves the others waiting in MPI until the walltime
+        # ends.
         from chainermn import global_except_hook
 
         if (

@@ -93,8 +93,8 @@ def _require_throughput(trainer) -> None:
 
 
 def _claim_run_folder(trainer, args: argparse.Namespace, comm, devices, state) -> int | None:
-    """Train in an unfinished run of the same training when there is one (--resume), else in args.out;
-    load its newest snapshot. Returns the iteration resumed from (None: a new run)."""
+    """Train in an unfinished run of the same training when there is one (--resume), else in
+    args.out; load its newest snapshot. Returns the iteration resumed from (None: a new run)."""
     reporting = comm is None or comm.rank == 0
     workers = comm.size if comm is not None else len(devices or [None])
     if reporting:
@@ -201,7 +201,9 @@ def run(
 
 
 def _failure(error: BaseException, out: str) -> str:
-    """The error for the results file; a full disk names the file system's folder and what is left there."""
+    """The error for the results file; a full disk names the file system's folder and what is left
+    there."""
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-        return f"no space left on the file system of {out} ({fileio.free_bytes(Path(out)) // 2**20} MiB free)"
+        free = fileio.free_bytes(Path(out)) // 2**20
+        return f"no space left on the file system of {out} ({free} MiB free)"
     return f"{type(error).__name__}: {error}"

@@ -9,7 +9,8 @@ import chainer
 
 
 class _FinalDrop(chainer.training.Extension):
-    """From iteration `start` on, a tenth of the rate the schedule sets (a step decay, as Goyal et al.).
+    """From iteration `start` on, a tenth of the rate the schedule sets (a step decay, as Goyal et
+    al.).
 
     It runs after the other schedule extensions of the same iteration, and scales the rate it found
     when the drop began, so that it works over a LinearShift that sets the rate at every update too.
@@ -29,8 +30,8 @@ class _FinalDrop(chainer.training.Extension):
             optimizer.lr = self._rate * 0.1
 
     def initialize(self, trainer) -> None:
-        """A run resumed inside the drop trains at the dropped rate from its first step (the optimizer's
-        rate is not in a snapshot)."""
+        """A run resumed inside the drop trains at the dropped rate from its first step (the
+        optimizer's rate is not in a snapshot)."""
         if self._rate is not None:
             trainer.updater.get_optimizer("main").lr = self._rate * 0.1
 
@@ -44,7 +45,8 @@ def _iterations_per_epoch(trainer, args: argparse.Namespace) -> int:
 
 
 def apply_lr_drop(trainer, args: argparse.Namespace) -> int | None:
-    """The last --lr-drop-epochs at a tenth of the rate; returns the first iteration of the drop (None: none)."""
+    """The last --lr-drop-epochs at a tenth of the rate; returns the first iteration of the drop
+    (None: none)."""
     if args.lr_drop_epochs <= 0:
         return None
     start = round((args.epoch - args.lr_drop_epochs) * _iterations_per_epoch(trainer, args))
@@ -53,7 +55,8 @@ def apply_lr_drop(trainer, args: argparse.Namespace) -> int | None:
 
 
 def apply_lr_rule(trainer, args: argparse.Namespace, workers: int, schedule) -> dict:
-    """Set the learning rate of `trainer`'s optimizer by args.lr_rule for `workers` workers, then the drop.
+    """Set the learning rate of `trainer`'s optimizer by args.lr_rule for `workers` workers, then
+    the drop.
 
     The optimizer starts at args.lr, the single-worker rate. schedule(base_lr, n_workers,
     warmup_iterations) is the warm-up extension (the student's, in stage 3). Returns what was
@@ -82,7 +85,8 @@ def apply_lr_rule(trainer, args: argparse.Namespace, workers: int, schedule) -> 
 
 
 def learning_rate(optimizer) -> float | None:
-    """The base learning rate: lr (SGD family) or alpha (Adam, whose .lr raises before the first step)."""
+    """The base learning rate: lr (SGD family) or alpha (Adam, whose .lr raises before the first
+    step)."""
     hyperparam = getattr(optimizer, "hyperparam", None)
     for name in ("lr", "alpha"):
         value = getattr(hyperparam, name, None)
@@ -95,7 +99,8 @@ def learning_rate(optimizer) -> float | None:
     trigger=(1, "iteration"), priority=chainer.training.PRIORITY_WRITER
 )
 def observe_rate(trainer) -> None:
-    """The rate the optimizer really uses, into the log (LogReport averages it per entry); any optimizer."""
+    """The rate the optimizer really uses, into the log (LogReport averages it per entry); any
+    optimizer."""
     rate = learning_rate(trainer.updater.get_optimizer("main"))
     if rate is not None:
         chainer.reporter.report({"lr": rate})

@@ -62,6 +62,7 @@ def multi_node():
     model.to_device(device)
     optimizer = make_optimizer(args, comm, model)  # at args.lr, the rate for one worker's batch
     trainer = build_trainer(args, comm, train, test, model, optimizer, device)
-    # --lr-rule: constant, linear (x comm.size at once) or warmup (your learning_rate_schedule); then the drop
+    # --lr-rule: constant, linear (x comm.size at once) or warmup (your learning_rate_schedule);
+    # then the drop
     harness.apply_lr_rule(trainer, args, comm.size, learning_rate_schedule)
     harness.run(trainer, args, comm=comm)

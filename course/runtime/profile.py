@@ -1,17 +1,17 @@
 """Where a training step's time goes, per rank: `--profile` on stage 3 (`qsub -v PROFILE=1`).
 
-Each step of the trainer is cut into data loading (the iterator and the converter), forward, backward,
-waiting for the slowest rank (a barrier the profile adds before the exchange), gradient exchange
-(ChainerMN's allreduce of the gradients) and update (the optimizer's rule), plus what is left (the
-updater's own work). The cuts come from Chainer's and ChainerMN's own
-objects, wrapped on the student's trainer: the updater's `update` (a step), a `chainer.FunctionHook` (the
-first function of the forward pass and the first of the backward pass), the communicator's
-`multi_node_mean_grad` and the wrapped optimizer's `update`. On a GPU every cut first waits for the GPU
-(the kernels run asynchronously), and each phase is an NVTX range, so that Nsight Systems shows the same
-phases in its timeline (`qsub -v PROFILE=nsys`).
+Each step of the trainer is cut into data loading (the iterator and the converter), forward,
+backward, waiting for the slowest rank (a barrier the profile adds before the exchange), gradient
+exchange (ChainerMN's allreduce of the gradients) and update (the optimizer's rule), plus what is
+left (the updater's own work). The cuts come from Chainer's and ChainerMN's own
+objects, wrapped on the student's trainer: the updater's `update` (a step), a `chainer.FunctionHook`
+(the first function of the forward pass and the first of the backward pass), the communicator's
+`multi_node_mean_grad` and the wrapped optimizer's `update`. On a GPU every cut first waits for the
+GPU (the kernels run asynchronously), and each phase is an NVTX range, so that Nsight Systems shows
+the same phases in its timeline (`qsub -v PROFILE=nsys`).
 
-The contract of the results file's `profile` field (written by the harness, read by the report) is here:
-`{"phases": [...], "ranks": [{"rank", "host", "steps", "median_ms": {phase: ms}}]}`.
+The contract of the results file's `profile` field (written by the harness, read by the report) is
+here: `{"phases": [...], "ranks": [{"rank", "host", "steps", "median_ms": {phase: ms}}]}`.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ _CUTS = (*PHASES[1:], "end")
 
 
 class _Cuts(chainer.FunctionHook):
-    """Notes the first forward and the first backward function of a step (Chainer calls these hooks for
-    every function; only the first of each kind matters)."""
+    """Notes the first forward and the first backward function of a step (Chainer calls these hooks
+    for every function; only the first of each kind matters)."""
 
     name = "CourseStepProfile"
 
@@ -65,8 +65,9 @@ class StepProfile:
         self._gpu = optimizer.target.xp is not numpy
         self.hook = _Cuts(self)
         self._wrap(trainer.updater, "update", start="data", end="end")
-        # Before the exchange every rank waits at a barrier for the slowest: the allreduce phase is then the
-        # exchange itself, and "wait" is what synchronous training costs when ranks run at different speeds.
+        # Before the exchange every rank waits at a barrier for the slowest: the allreduce phase is
+        # then the exchange itself, and "wait" is what synchronous training costs when ranks run at
+        # different speeds.
         self._wrap(communicator, "multi_node_mean_grad", start="allreduce", end="update")
         exchange = communicator.multi_node_mean_grad
 
@@ -119,7 +120,8 @@ class StepProfile:
         self._nvtx("data")
 
     def cut(self, name: str) -> None:
-        """The moment phase `name` begins ("end": the step ends); the first time only, within a step."""
+        """The moment phase `name` begins ("end": the step ends); the first time only, within a
+        step."""
         if self._times is None or name in self._times:
             return
         self._times[name] = self._now()
@@ -128,8 +130,8 @@ class StepProfile:
     def _finish(self) -> None:
         times, self._times = self._times, None
         self._nvtx(None)
-        # The first update of a multi-node optimizer broadcasts the weights and exchanges no gradients:
-        # that step (and any step missing a cut) is not one of the steady pattern.
+        # The first update of a multi-node optimizer broadcasts the weights and exchanges no
+        # gradients: that step (and any step missing a cut) is not one of the steady pattern.
         if times is None or any(cut not in times for cut in _CUTS):
             return
         self._complete += 1

@@ -56,8 +56,8 @@ def _versions(comm) -> dict:
 
 
 def device_of(model, devices: dict | list | None = None) -> tuple[list[str], str | None]:
-    """(device names, GPU model or None): the GPUs MultiprocessParallelUpdater was given (it moves the
-    model to them only at its first update, after the record is made), else the model's device.
+    """(device names, GPU model or None): the GPUs MultiprocessParallelUpdater was given (it moves
+    the model to them only at its first update, after the record is made), else the model's device.
     GPU models come from nvidia-smi where it is, so that every stage names a GPU the same way."""
     if devices is not None:
         return gpu.assigned_devices(
@@ -202,7 +202,8 @@ class RunRecorder:
         log = trainer.get_extension("LogReport").log
         finished = datetime.datetime.now().astimezone()
         # Counted here: layers with lazily sized inputs have no parameters before the first step.
-        # The sizes of the arrays too: ChainerMN's naive communicator allreduces each on its own (the cost model).
+        # The sizes of the arrays too: ChainerMN's naive communicator allreduces each on its own
+        # (the cost model).
         model = {
             **self.record["model"],
             "parameters": models.count_parameters(self.model),

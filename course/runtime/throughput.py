@@ -129,8 +129,8 @@ class Throughput(extension.Extension):
         return self._earlier_warmup + min(self._seen, self.warmup)
 
     def serialize(self, serializer) -> None:
-        """Carry the counted steps across a resume, in the trainer's snapshot. A resumed job warms up
-        again, and that warm-up (and the restart before it) is left out like the first job's."""
+        """Carry the counted steps across a resume, in the trainer's snapshot. A resumed job warms
+        up again, and that warm-up (and the restart before it) is left out like the first job's."""
         if isinstance(serializer, serializers.Serializer):
             serializer("durations", np.asarray(self._durations, dtype=np.float64))
             serializer(

@@ -21,7 +21,8 @@ from course.notebook import allreduce_report, profile_report
 from course.notebook.allreduce_report import parameter_arrays
 from course.notebook.checks.verdict import call, expect, fail, passed
 
-# (algorithm, ranks, bytes, alpha, beta): a laptop-like and a cluster-like link, and one rank (no exchange).
+# (algorithm, ranks, bytes, alpha, beta): a laptop-like and a cluster-like link, and one rank (no
+# exchange).
 VISIBLE_CASES = (
     ("ring", 4, 2**20, 5e-6, 1e-9),
     ("recursive_doubling", 4, 2**20, 5e-6, 1e-9),
@@ -31,7 +32,8 @@ VISIBLE_CASES = (
 )
 RELATIVE = 1e-6  # the same formula computed in another order agrees far closer than this
 
-# Mistakes the checks recognise: (the algorithm it applies to, what it is, a cost model that makes it).
+# Mistakes the checks recognise: (the algorithm it applies to, what it is, a cost model that makes
+# it).
 _MISTAKES: tuple[tuple[str | None, str, Callable[[str, int, float, float, float], float]], ...] = (
     (
         None,
@@ -50,7 +52,8 @@ _MISTAKES: tuple[tuple[str | None, str, Callable[[str, int, float, float, float]
     ),
     (
         "ring",
-        "the ring sends 2(p-1)/p x n bytes, not n: reduce-scatter and allgather each move (p-1)/p of them",
+        "the ring sends 2(p-1)/p x n bytes, not n: reduce-scatter and allgather each move (p-1)/p "
+        "of them",
         lambda a, p, n, al, be: 2 * (p - 1) * al + n * be,
     ),
     (
@@ -88,13 +91,14 @@ def _diagnosis(
         if _close(value, wrong) and not _close(wrong, right):
             return f"it looks like {what}"
     return (
-        "recursive doubling: log2(p) x (alpha + n x beta); ring: 2(p-1) x alpha + 2(p-1)/p x n x beta "
+        "recursive doubling: log2(p) x (alpha + n x beta); ring: 2(p-1) x alpha + 2(p-1)/p x n x "
+        "beta "
         "(n in bytes)"
     )
 
 
-# The kit's own model and fit (course.costmodel, and the report that calls them): a student's function that
-# calls them has written nothing.
+# The kit's own model and fit (course.costmodel, and the report that calls them): a student's
+# function that calls them has written nothing.
 _KIT_NAMES = {"costmodel", "allreduce_seconds", "coefficients", "allreduce_report", "fits"}
 
 
@@ -103,7 +107,8 @@ def _own_work(function, name: str) -> None:
     used = _KIT_NAMES & set(getattr(getattr(function, "__code__", None), "co_names", ()))
     expect(
         not used,
-        f"{name} calls the kit's own {', '.join(sorted(used))}: the exercise is to write it yourself",
+        f"{name} calls the kit's own {', '.join(sorted(used))}: the exercise is to write it "
+        "yourself",
         "write the formulas (or the least-squares fit) in your function",
     )
 
@@ -112,7 +117,8 @@ def cost_model(
     allreduce_time: Callable[..., Any],
     cases: Iterable[tuple[str, int, int, float, float]] = VISIBLE_CASES,
 ) -> None:
-    """allreduce_time(algorithm, n_ranks, message_bytes, alpha, beta) gives the reference model's seconds."""
+    """allreduce_time(algorithm, n_ranks, message_bytes, alpha, beta) gives the reference model's
+    seconds."""
     __tracebackhide__ = True
     _own_work(allreduce_time, "allreduce_time")
     cases = list(cases)
@@ -130,7 +136,8 @@ def cost_model(
             _diagnosis(float(value), algorithm, ranks, nbytes, alpha, beta),
         )
     passed(
-        f"allreduce_time: ring and recursive doubling match the alpha-beta model in {len(cases)} cases"
+        f"allreduce_time: ring and recursive doubling match the alpha-beta model in {len(cases)} "
+        "cases"
     )
 
 
@@ -159,13 +166,15 @@ def _compare(
     __tracebackhide__ = True
     if _close(got[0], expected[1], relative) and _close(got[1], expected[0], relative):
         fail(
-            f"fit_alpha_beta on {what} returned ({got[0]:.4g}, {got[1]:.4g}): alpha and beta the wrong way round "
+            f"fit_alpha_beta on {what} returned ({got[0]:.4g}, {got[1]:.4g}): alpha and beta the "
+            "wrong way round "
             f"(expected alpha {expected[0]:.4g} s, beta {expected[1]:.4g} s/byte)",
             "return (alpha, beta): the latency first",
         )
     expect(
         _close(got[0], expected[0], relative) and _close(got[1], expected[1], relative),
-        f"fit_alpha_beta on {what} returned alpha {got[0]:.4g} s, beta {got[1]:.4g} s/byte; expected "
+        f"fit_alpha_beta on {what} returned alpha {got[0]:.4g} s, beta {got[1]:.4g} s/byte; "
+        "expected "
         f"alpha {expected[0]:.4g} s, beta {expected[1]:.4g} s/byte (within {relative:.0%})",
         hint,
     )
@@ -178,8 +187,9 @@ def fit(
     beta: float = 2e-10,
     tolerance: float = 0.02,
 ) -> None:
-    """fit_alpha_beta recovers (alpha, beta) from exact model times, and on the measured `table` (the
-    Series of course.notebook.allreduce_report.measured_table) agrees with the kit's relative-error fit."""
+    """fit_alpha_beta recovers (alpha, beta) from exact model times, and on the measured `table`
+    (the Series of course.notebook.allreduce_report.measured_table) agrees with the kit's
+    relative-error fit."""
     __tracebackhide__ = True
     _own_work(fit_alpha_beta, "fit_alpha_beta")
     sizes = [1024 * 4**k for k in range(1, 9)]
@@ -198,7 +208,8 @@ def fit(
             (alpha, beta),
             1e-4,
             f"exact {algorithm} times on {ranks} ranks (alpha {alpha:g}, beta {beta:g})",
-            "solve T = a x alpha + b x n x beta for alpha and beta by least squares (np.linalg.lstsq), with "
+            "solve T = a x alpha + b x n x beta for alpha and beta by least squares "
+            "(np.linalg.lstsq), with "
             "a and b the algorithm's coefficients on n_ranks ranks",
         )
     measured = [
@@ -218,11 +229,13 @@ def fit(
             costmodel.fit(s.sizes, s.median, s.algorithm, s.ranks),
             tolerance,
             f"the measured {s.label}",
-            "weigh every size alike: divide each row and its time by the measured time (relative error); "
+            "weigh every size alike: divide each row and its time by the measured time (relative "
+            "error); "
             "unweighted, the 64 MiB points alone set the fit",
         )
     passed(
-        f"fit_alpha_beta: recovers alpha and beta from exact times, and fits {len(measured)} measured series "
+        f"fit_alpha_beta: recovers alpha and beta from exact times, and fits {len(measured)} "
+        "measured series "
         "as the kit does"
     )
 
@@ -235,15 +248,18 @@ def predict(
     algorithm: str,
     arrays: int | Sequence[int],
 ) -> float:
-    """The student's prediction of one step's gradient allreduce: their alpha and beta fitted on the measured
-    (ranks, algorithm) series of `table`, their model once per parameter array of 4-byte floats (`arrays`: the
-    arrays' sizes, as the naive communicator sends them; or one count, for one packed buffer)."""
+    """The student's prediction of one step's gradient allreduce: their alpha and beta fitted on the
+    measured (ranks, algorithm) series of `table`, their model once per parameter array of 4-byte
+    floats (`arrays`: the arrays' sizes, as the naive communicator sends them; or one count, for one
+    packed buffer)."""
     __tracebackhide__ = True
     series = next((s for s in table if (s.ranks, s.algorithm) == (ranks, algorithm)), None)
     if series is None:
         fail(
-            f"the benchmark has not measured {algorithm} on {ranks} ranks, the setting of the profiled step",
-            f"qsub -j oe -l select=1:mpiprocs={ranks} -v ALGORITHMS={algorithm} jobs/run_allreduce_benchmark.sh",
+            f"the benchmark has not measured {algorithm} on {ranks} ranks, the setting of the "
+            "profiled step",
+            f"qsub -j oe -l select=1:mpiprocs={ranks} -v ALGORITHMS={algorithm} "
+            "jobs/run_allreduce_benchmark.sh",
         )
     alpha, beta = _fit_of(
         fit_alpha_beta,
@@ -264,10 +280,10 @@ def predict(
 def predict_profiled_step(
     allreduce_time: Callable[..., Any], fit_alpha_beta: Callable[..., Any], folder: Path = Path(".")
 ) -> tuple[float, dict]:
-    """(the student's predicted seconds, the measured exchange) for the profiled stage-3 run on the most ranks:
-    their alpha and beta fitted on the benchmark's series of that run's ranks and algorithm, their model over
-    that run's gradient (per parameter array with `naive`, which allreduces each on its own; one buffer with
-    the communicators that pack them)."""
+    """(the student's predicted seconds, the measured exchange) for the profiled stage-3 run on the
+    most ranks: their alpha and beta fitted on the benchmark's series of that run's ranks and
+    algorithm, their model over that run's gradient (per parameter array with `naive`, which
+    allreduces each on its own; one buffer with the communicators that pack them)."""
     __tracebackhide__ = True
     # The student's functions first: a stub says so before anything about the runs.
     call(allreduce_time, "ring", 2, 1024, 1e-6, 1e-9)
@@ -291,8 +307,10 @@ def predict_profiled_step(
         sum(arrays) if packed else arrays,
     )
     print(
-        f"{measured['run']}: {sum(arrays):,} parameters in {1 if packed else len(arrays)} allreduce(s) of "
-        f"{measured['algorithm']} on {measured['ranks']} ranks: predicted {predicted * 1e3:.2f} ms, measured "
+        f"{measured['run']}: {sum(arrays):,} parameters in {1 if packed else len(arrays)} "
+        "allreduce(s) of "
+        f"{measured['algorithm']} on {measured['ranks']} ranks: predicted {predicted * 1e3:.2f} "
+        "ms, measured "
         f"{measured['seconds'] * 1e3:.2f} ms per step (ratio {predicted / measured['seconds']:.2f})"
     )
     return predicted, measured

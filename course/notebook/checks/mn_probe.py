@@ -1,6 +1,7 @@
 """Runs under `mpiexec -n N`: exercises a stage-3 module's functions on N real ranks.
 
-    COURSE_PROBE_HOSTS=node0,node0,node1,node1 mpiexec -n 4 python -m course.notebook.checks.mn_probe MODULE.py
+    COURSE_PROBE_HOSTS=node0,node0,node1,node1 \
+        mpiexec -n 4 python -m course.notebook.checks.mn_probe MODULE.py
 
 Each part runs on every rank and is recorded separately (an error in one part does not hide
 the others); later parts use the kit's own communicator, data and optimizer, so that each
@@ -39,11 +40,12 @@ from course.runtime.throughput import Throughput
 def _simulate_hosts() -> None:
     """Give this rank the node name HOSTS assigns it, before any communicator exists.
 
-    ChainerMN 7 groups ranks into nodes by MPI.Get_processor_name(): create_communicator gathers every
-    rank's name, and the ranks sharing a name get intra_rank 0, 1, ... in rank order, the names in order of
-    their first rank inter_rank 0, 1, ... (chainermn/communicators/_communication_utility.py, init_ranks).
-    On one machine all ranks share its host name; the kit's probe (trusted code, before the student's
-    module is loaded) answers with the simulated names instead. Nothing else of MPI changes.
+    ChainerMN 7 groups ranks into nodes by MPI.Get_processor_name(): create_communicator gathers
+    every rank's name, and the ranks sharing a name get intra_rank 0, 1, ... in rank order, the
+    names in order of their first rank inter_rank 0, 1, ...
+    (chainermn/communicators/_communication_utility.py, init_ranks). On one machine all ranks share
+    its host name; the kit's probe (trusted code, before the student's module is loaded) answers
+    with the simulated names instead. Nothing else of MPI changes.
     """
     names = os.environ.get(HOSTS)
     if names:
@@ -179,7 +181,8 @@ def main(path: str) -> None:
         facts = _run_parts(module, comm, path)
     except Exception as e:
         facts = {"errors": {"module": _error(e, path)}}
-    # The kit's communicator's view: the check verifies that the ranks sit on the nodes of its layout.
+    # The kit's communicator's view: the check verifies that the ranks sit on the nodes of its
+    # layout.
     facts["intra_rank"], facts["host"] = comm.intra_rank, MPI.Get_processor_name()
     gathered = comm.mpi_comm.gather(facts, root=0)
     if comm.rank == 0:

@@ -34,7 +34,8 @@ from course.notebook.checks.verdict import fail
 
 TIMEOUT = 120  # seconds for the run of all ranks; a rank stuck in a collective is the usual cause
 # A folder where the facts are kept for other processes too: the grader's verifier runs each test
-# cell in a process of its own, and one run of the ranks serves every check of the notebook there too.
+# cell in a process of its own, and one run of the ranks serves every check of the notebook there
+# too.
 CACHE = "COURSE_PROBE_CACHE"
 _facts: dict[
     str, dict

@@ -1,5 +1,6 @@
-"""Checks of stage 2 (MultiprocessParallelUpdater), on a CPU. The updater itself needs NCCL and GPUs:
-the trainer's check records what build_trainer gives it (a stand-in in its place), and the GPU job runs it."""
+"""Checks of stage 2 (MultiprocessParallelUpdater), on a CPU. The updater itself needs NCCL and
+GPUs: the trainer's check records what build_trainer gives it (a stand-in in its place), and the GPU
+job runs it."""
 
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def train_iterators(
     expect(
         len(lengths) == 1,
         f"the parts have different sizes {sorted(len(p) for p in parts)}",
-        "MultiprocessParallelUpdater needs equal parts: chainer.datasets.split_dataset_n_random(train, n)",
+        "MultiprocessParallelUpdater needs equal parts: "
+        "chainer.datasets.split_dataset_n_random(train, n)",
     )
     everything = [i for part in parts for i in part]
     expect(
@@ -58,10 +60,12 @@ def train_iterators(
     expect(
         len(everything) > n - n_devices,
         f"the parts hold {len(everything)} of the {n} training examples",
-        "together they must cover the training set (only the remainder of n / GPUs may be left out)",
+        "together they must cover the training set "
+        "(only the remainder of n / GPUs may be left out)",
     )
     passed(
-        f"make_train_iterators: {n_devices} disjoint parts of {lengths.pop()} examples covering the training set, "
+        f"make_train_iterators: {n_devices} disjoint parts of {lengths.pop()} examples covering "
+        "the training set, "
         f"each read {batchsize} per step"
     )
 
@@ -103,7 +107,8 @@ def learning_rate(
         got = call(scaled_learning_rate, base_lr, base_batch, total_batch)
         expect(
             isinstance(got, (int, float)) and abs(got - expected) < 1e-9 * max(1.0, expected),
-            f"scaled_learning_rate({base_lr}, {base_batch}, {total_batch}) = {got!r}, expected {expected}",
+            f"scaled_learning_rate({base_lr}, {base_batch}, {total_batch}) = {got!r}, expected "
+            f"{expected}",
             "the linear scaling rule: the learning rate grows in proportion to the total batch",
         )
     passed("scaled_learning_rate follows the linear scaling rule (lr x total batch / base batch)")
@@ -112,10 +117,10 @@ def learning_rate(
 class _RecordingUpdater(training.updaters.StandardUpdater):
     """Stands in for MultiprocessParallelUpdater while the check builds a trainer.
 
-    The real one refuses to start without NCCL and GPUs, which this machine (and a grader's) may not have, and
-    would fork workers from the notebook's kernel: this one takes the same arguments, keeps them for the check,
-    and trains on the CPU from the first iterator, as the real one's main process does on devices['main'].
-    The job runs the real one."""
+    The real one refuses to start without NCCL and GPUs, which this machine (and a grader's) may not
+    have, and would fork workers from the notebook's kernel: this one takes the same arguments,
+    keeps them for the check, and trains on the CPU from the first iterator, as the real one's main
+    process does on devices['main']. The job runs the real one."""
 
     def __init__(
         self,
@@ -132,8 +137,9 @@ class _RecordingUpdater(training.updaters.StandardUpdater):
 
 @contextlib.contextmanager
 def _recording_updater(namespace: dict):
-    """MultiprocessParallelUpdater is _RecordingUpdater wherever build_trainer can find it: Chainer's modules
-    and the names the notebook bound it to (from ... import MultiprocessParallelUpdater)."""
+    """MultiprocessParallelUpdater is _RecordingUpdater wherever build_trainer can find it:
+    Chainer's modules and the names the notebook bound it to (from ... import
+    MultiprocessParallelUpdater)."""
     updaters: Any = training.updaters  # chainer exports the class only where it imports
     real = updaters.MultiprocessParallelUpdater
     modules: tuple[Any, ...] = (updaters, sys.modules[real.__module__])
@@ -159,8 +165,9 @@ def _main_first(devices) -> list:
 def trainer(
     build_trainer: Callable[..., Any], n_devices: int = 2, epochs: int = 2, batchsize: int = 8
 ) -> None:
-    """build_trainer's MultiprocessParallelUpdater gets the iterators, optimizer and devices, and its
-    extensions are stage 1's with Throughput over every GPU; then the trainer runs on the CPU."""
+    """build_trainer's MultiprocessParallelUpdater gets the iterators, optimizer and devices, and
+    its extensions are stage 1's with Throughput over every GPU; then the trainer runs on the
+    CPU."""
     __tracebackhide__ = True
     args = small_args("multi_gpu", epoch=epochs, batchsize=batchsize, warmup=1)
     parts = chainer.datasets.split_dataset_n_random(
@@ -171,7 +178,8 @@ def trainer(
     model = L.Classifier(models.build("vgg", width=4))
     optimizer = chainer.optimizers.MomentumSGD(args.lr)
     optimizer.setup(model)
-    # CPU devices stand for the GPU ids (MultiprocessParallelUpdater takes either): the Evaluator can run here
+    # CPU devices stand for the GPU ids (MultiprocessParallelUpdater takes either): the Evaluator
+    # can run here
     devices = {
         "main" if i == 0 else f"gpu{i}": chainer.get_device("@numpy") for i in range(n_devices)
     }
@@ -192,7 +200,8 @@ def trainer(
         isinstance(given, (list, tuple))
         and len(given) == n_devices
         and all(a is b for a, b in zip(given, train_iters)),
-        f"MultiprocessParallelUpdater gets {len(given) if isinstance(given, (list, tuple)) else 'no list of'} "
+        "MultiprocessParallelUpdater gets "
+        f"{len(given) if isinstance(given, (list, tuple)) else 'no list of'} "
         f"iterator(s) for {n_devices} GPUs, not train_iters",
         "one iterator per GPU: pass train_iters as it is",
     )
@@ -211,7 +220,8 @@ def trainer(
         len(order) == n_devices
         and order[0] is devices["main"]
         and {id(d) for d in order} == {id(d) for d in devices.values()},
-        f"MultiprocessParallelUpdater is given other devices than the {n_devices} of `devices` with 'main' first",
+        f"MultiprocessParallelUpdater is given other devices than the {n_devices} of `devices` "
+        "with 'main' first",
         "pass them on as they are: devices=devices",
     )
     expect_epochs(built, epochs)
@@ -224,7 +234,8 @@ def trainer(
         and evaluators[0].get_iterator("main").dataset is test
         and not evaluators[0].get_iterator("main").repeat,
         "the trainer needs one Evaluator on one pass over test",
-        "extensions.Evaluator(SerialIterator(test, args.batchsize, repeat=False, shuffle=False), model, ...)",
+        "extensions.Evaluator(SerialIterator(test, args.batchsize, repeat=False, shuffle=False), "
+        "model, ...)",
     )
     expect(
         evaluators[0].device is devices["main"],
@@ -239,15 +250,19 @@ def trainer(
     )
     expect(
         meters[0].images_per_iteration == batchsize * n_devices,
-        f"Throughput counts {meters[0].images_per_iteration} images per step; {n_devices} GPUs x {batchsize} "
+        f"Throughput counts {meters[0].images_per_iteration} images per step; {n_devices} GPUs x "
+        f"{batchsize} "
         f"move {batchsize * n_devices}",
         "every GPU is a worker: workers=len(devices)",
     )
     expect_reports(built)
     log = trained_log(built, epochs)
     passed(
-        f"build_trainer: MultiprocessParallelUpdater of the {n_devices} iterators, the optimizer and the devices, "
-        f"{epochs} epochs, Evaluator on devices['main'], Throughput over {n_devices} GPUs, LogReport and "
-        f"PrintReport; it trained {len(log)} epochs on the CPU (a stand-in recorded the updater's arguments; the "
+        f"build_trainer: MultiprocessParallelUpdater of the {n_devices} iterators, the optimizer "
+        "and the devices, "
+        f"{epochs} epochs, Evaluator on devices['main'], Throughput over {n_devices} GPUs, "
+        "LogReport and "
+        f"PrintReport; it trained {len(log)} epochs on the CPU (a stand-in recorded the updater's "
+        "arguments; the "
         "job runs the real one on GPUs)"
     )

@@ -1,4 +1,5 @@
-"""Checks of stage 3 (ChainerMN), on real MPI ranks of this machine acting as ranks of several nodes.
+"""Checks of stage 3 (ChainerMN), on real MPI ranks of this machine acting as ranks of several
+nodes.
 
 Each rank check states its inputs (a layout of ranks on nodes), gets every rank's facts of its
 part from the probe (mn_ranks runs the notebook's stage-3 functions under mpiexec, once for all
@@ -46,7 +47,8 @@ def communicator(
     expect(
         all(r["size"] == layout.size for r in ranks)
         and sorted(r["rank"] for r in ranks) == list(range(layout.size)),
-        f"on {layout.size} ranks the communicator says size {ranks[0]['size']}, ranks {[r['rank'] for r in ranks]}",
+        f"on {layout.size} ranks the communicator says size {ranks[0]['size']}, ranks "
+        f"{[r['rank'] for r in ranks]}",
         "create it over all ranks: chainermn.create_communicator(name)",
     )
     expect(
@@ -55,7 +57,8 @@ def communicator(
         "pass the name on: chainermn.create_communicator(name)",
     )
     passed(
-        f"make_communicator: a ChainerMN communicator over all ranks (size {layout.size}, ranks 0 to "
+        f"make_communicator: a ChainerMN communicator over all ranks (size {layout.size}, ranks 0 "
+        "to "
         f"{layout.size - 1}; {layout})"
     )
 
@@ -73,9 +76,11 @@ def device_binding(
     expected = [f"@cupy:{intra}" for intra in layout.intra_ranks()]
     expect(
         gpu == expected,
-        f"with GPUs, ranks 0-{layout.size - 1} would use {gpu}; the GPU of each rank's number within its node "
+        f"with GPUs, ranks 0-{layout.size - 1} would use {gpu}; the GPU of each rank's number "
+        "within its node "
         f"is {expected} ({layout})",
-        "'@cupy:%d' % comm.intra_rank: comm.rank counts the ranks of all nodes (past the GPUs a node has), "
+        "'@cupy:%d' % comm.intra_rank: comm.rank counts the ranks of all nodes (past the GPUs a "
+        "node has), "
         "and comm.rank % k guesses both the ranks per node and how mpiexec placed them",
     )
     cpu = [r["cpu"] for r in ranks]
@@ -85,7 +90,8 @@ def device_binding(
         "on CPUs every rank uses '@numpy'",
     )
     passed(
-        f"device_for_rank: each rank the GPU of its number within its node ({', '.join(gpu)}; {layout}), "
+        f"device_for_rank: each rank the GPU of its number within its node ({', '.join(gpu)}; "
+        f"{layout}), "
         "'@numpy' on CPUs"
     )
 
@@ -107,7 +113,8 @@ def scatter(
         if None in parts:
             fail(
                 f"rank {parts.index(None)} has no {split} set (None): only rank 0 loads the data",
-                f"chainermn.scatter_dataset({split}, comm{', shuffle=True' if split == 'train' else ''}) "
+                f"chainermn.scatter_dataset({split}, "
+                f"comm{', shuffle=True' if split == 'train' else ''}) "
                 "sends every rank its own part",
             )
         together = [i for p in parts for i in p]
@@ -115,7 +122,8 @@ def scatter(
             len(together) == len(set(together)),
             f"the ranks got some of the same {split} examples "
             f"({len(together) - len(set(together))} held twice)",
-            "only rank 0 has the data: chainermn.scatter_dataset(data, comm) sends each rank its own part",
+            "only rank 0 has the data: chainermn.scatter_dataset(data, comm) sends each rank its "
+            "own part",
         )
         expect(
             sorted(together) == list(range(total)),
@@ -128,8 +136,9 @@ def scatter(
             f"the ranks' {split} parts have sizes {[len(p) for p in parts]}",
             "every rank should get an equal share: chainermn.scatter_dataset splits it so",
         )
-    # A shuffle before the split mixes the stored order into every part; one after it (or none) leaves each
-    # rank a block of consecutive examples, e.g. of the classes a data set stored by class holds there.
+    # A shuffle before the split mixes the stored order into every part; one after it (or none)
+    # leaves each rank a block of consecutive examples, e.g. of the classes a data set stored by
+    # class holds there.
     blocks = [
         (rank, min(p), max(p))
         for rank, p in enumerate(r["train"] for r in ranks)
@@ -138,14 +147,16 @@ def scatter(
     if blocks:
         rank, first, last = blocks[0]
         fail(
-            f"rank {rank}'s training part is examples {first} to {last}, one block of the stored order: it is not "
+            f"rank {rank}'s training part is examples {first} to {last}, one block of the stored "
+            "order: it is not "
             "shuffled before the split",
             "a data set stored by class would give each rank other classes: "
             "chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)",
         )
     expect(
         all(r["same_seed"] == r["train"] for r in ranks),
-        "two calls with the same seed split the training set differently, so runs cannot be repeated",
+        "two calls with the same seed split the training set differently, so runs cannot be "
+        "repeated",
         "pass the seed on: chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)",
     )
     expect(
@@ -155,7 +166,8 @@ def scatter(
     )
     passed(
         f"shard_datasets: each of the {layout.size} ranks gets its own shuffled part (train "
-        f"{len(ranks[0]['train'])}, test {len(ranks[0]['test'])} each), together all of it, the same for the "
+        f"{len(ranks[0]['train'])}, test {len(ranks[0]['test'])} each), together all of it, the "
+        "same for the "
         "same seed"
     )
 
@@ -171,7 +183,8 @@ def optimizer(
     layout, ranks = _on_ranks(make_optimizer, "optimizer", nodes, ranks_per_node, map_by)
     expect(
         all(r["class"] == "_MultiNodeOptimizer" for r in ranks),
-        f"make_optimizer returned a {ranks[0]['class']}, which does not exchange gradients between ranks",
+        f"make_optimizer returned a {ranks[0]['class']}, which does not exchange gradients between "
+        "ranks",
         "wrap it: chainermn.create_multi_node_optimizer(optimizer, comm)",
     )
     expect(
@@ -182,7 +195,8 @@ def optimizer(
     expect(
         all(r["lr"] is not None and abs(r["lr"] - 0.1) < 1e-9 for r in ranks),
         f"with args.lr = 0.1 on {layout.size} ranks the optimizer starts at {ranks[0]['lr']}",
-        "start at args.lr, the single-worker rate: learning_rate_schedule (and --lr-rule) scales it up",
+        "start at args.lr, the single-worker rate: learning_rate_schedule (and --lr-rule) scales "
+        "it up",
     )
     weights = [r["weights"] for r in ranks]
     expect(
@@ -191,7 +205,8 @@ def optimizer(
         "the allreduce must average the gradients",
     )
     passed(
-        f"make_optimizer: a multi-node optimizer at args.lr; after an update on different data all {layout.size} "
+        "make_optimizer: a multi-node optimizer at args.lr; after an update on different data all "
+        f"{layout.size} "
         "ranks hold the same weights"
     )
 
@@ -227,9 +242,11 @@ def trainer(
     moved = BATCH * layout.size
     expect(
         all(r["throughput_images"] == moved for r in ranks),
-        f"Throughput counts {ranks[0]['throughput_images']} images per step; {layout.size} ranks x {BATCH} move "
+        f"Throughput counts {ranks[0]['throughput_images']} images per step; {layout.size} ranks x "
+        f"{BATCH} move "
         f"{moved}",
-        "course.Throughput(args.batchsize, comm=comm): the communicator knows how many ranks the job has",
+        "course.Throughput(args.batchsize, comm=comm): the communicator knows how many ranks the "
+        "job has",
     )
     reports = [{"LogReport", "PrintReport"} & set(r["extensions"]) for r in ranks]
     expect(
@@ -240,7 +257,8 @@ def trainer(
     others = [rank for rank, found in enumerate(reports) if rank and found]
     if others:
         fail(
-            f"rank {others[0]} also reports ({', '.join(sorted(reports[others[0]]))}), so every line would be "
+            f"rank {others[0]} also reports ({', '.join(sorted(reports[others[0]]))}), so every "
+            "line would be "
             "printed once per rank",
             "add LogReport and PrintReport only when comm.rank == 0",
         )
@@ -250,7 +268,8 @@ def trainer(
         "out=args.out",
     )
     passed(
-        f"build_trainer: StandardUpdater, a multi-node Evaluator (the same result on all {layout.size} ranks), "
+        "build_trainer: StandardUpdater, a multi-node Evaluator (the same result on all "
+        f"{layout.size} ranks), "
         "Throughput over all ranks, LogReport and PrintReport on rank 0 only"
     )
 
@@ -285,7 +304,8 @@ def learning_rate_schedule(
     n_workers: int = 4,
     warmup_iterations: int = 8,
 ) -> None:
-    """The rates the optimizer really uses: base_lr at the first update, n_workers x base_lr after the warm-up."""
+    """The rates the optimizer really uses: base_lr at the first update, n_workers x base_lr after
+    the warm-up."""
     __tracebackhide__ = True
     import chainer
 
@@ -310,7 +330,8 @@ def learning_rate_schedule(
     expect(len(used) == updates, f"{len(used)} updates ran instead of {updates}")
     expect(
         close(used[-1], target) or not close(used[-1], base_lr),
-        f"with {n_workers} workers the rate stays at the single-worker rate {base_lr} (rates used: {shown}): "
+        f"with {n_workers} workers the rate stays at the single-worker rate {base_lr} (rates used: "
+        f"{shown}): "
         "no scaling",
         f"the linear scaling rule: end at base_lr x n_workers = {target:g}",
     )
@@ -323,7 +344,8 @@ def learning_rate_schedule(
     expect(
         close(used[0], base_lr),
         f"the first update used the rate {used[0]:.3g}, not the single-worker rate "
-        f"{base_lr} (rates used: {shown}): no warm-up, so the first updates of a large batch take too large "
+        f"{base_lr} (rates used: {shown}): no warm-up, so the first updates of a large batch take "
+        "too large "
         "steps",
         "start the ramp at base_lr: LinearShift('lr', (base_lr, base_lr * n_workers), "
         "(0, warmup_iterations))",
@@ -335,7 +357,8 @@ def learning_rate_schedule(
         "grow the rate linearly over warmup_iterations updates",
     )
     passed(
-        f"learning_rate_schedule: the rate ramps linearly from {base_lr} to {target:g} over {warmup_iterations} "
+        f"learning_rate_schedule: the rate ramps linearly from {base_lr} to {target:g} over "
+        f"{warmup_iterations} "
         f"updates, then stays ({shown})"
     )
 
@@ -360,8 +383,8 @@ def resource_request(
     cases: tuple[tuple[str, str | None, str | None, int, int, str], ...] = _OTHER_SITES,
     folder: Path = Path("."),
 ) -> None:
-    """The #PBS lines of resource_request(site, nodes, ranks_per_node, walltime), read with the kit's
-    directive parser, for this folder's site (when a profile is applied) and for `cases`."""
+    """The #PBS lines of resource_request(site, nodes, ranks_per_node, walltime), read with the
+    kit's directive parser, for this folder's site (when a profile is applied) and for `cases`."""
     __tracebackhide__ = True
     from course.cluster import siteenv
     from course.errors import CourseError

@@ -45,7 +45,8 @@ def iterators(
         )
     expect(
         train_iter.batch_size == batchsize,
-        f"the training iterator draws {train_iter.batch_size} examples per step, not batchsize={batchsize}",
+        f"the training iterator draws {train_iter.batch_size} examples per step, not "
+        f"batchsize={batchsize}",
     )
     seen = []
     for _ in range(n_train // batchsize + 2):
@@ -82,7 +83,8 @@ def iterators(
         "one pass of the test iterator should see every test example once",
     )
     passed(
-        f"make_iterators: training batches of {batchsize}, shuffled and repeating; the test iterator makes "
+        f"make_iterators: training batches of {batchsize}, shuffled and repeating; the test "
+        "iterator makes "
         "one pass over the test set"
     )
 
@@ -99,7 +101,8 @@ def model_and_optimizer(
     result = call(make_model_and_optimizer, args, device)
     expect(
         isinstance(result, tuple) and len(result) == 2,
-        f"make_model_and_optimizer returned {type(result).__name__}, not the pair (model, optimizer)",
+        f"make_model_and_optimizer returned {type(result).__name__}, not the pair (model, "
+        "optimizer)",
     )
     model, optimizer = result
     expect(
@@ -123,7 +126,8 @@ def model_and_optimizer(
     predictor: Any = getattr(model, "predictor", None)
     expect(
         isinstance(model, L.Classifier) and isinstance(predictor, models.MODELS[model_name]),
-        "the model should be L.Classifier around the network course.models.build(args.model, width=args.width)",
+        "the model should be L.Classifier around the network course.models.build(args.model, "
+        "width=args.width)",
         "L.Classifier adds the softmax cross-entropy loss and the accuracy the trainer reports",
     )
     expect(
@@ -152,12 +156,14 @@ def model_and_optimizer(
         reference(x[:1])  # sizes its lazily initialised layers
     expect(
         models.count_parameters(predictor) == models.count_parameters(reference),
-        f"the network has {models.count_parameters(predictor)} parameters; course.models.build({model_name!r}, "
+        f"the network has {models.count_parameters(predictor)} parameters; "
+        f"course.models.build({model_name!r}, "
         f"width={width}) has {models.count_parameters(reference)}",
         "use args.model and args.width",
     )
     passed(
-        f"make_model_and_optimizer: {type(predictor).__name__} (width {width}) in L.Classifier on {device}, "
+        f"make_model_and_optimizer: {type(predictor).__name__} (width {width}) in L.Classifier on "
+        f"{device}, "
         f"{type(optimizer).__name__} at lr {lr}; an update moves every weight (loss {loss:.2f})"
     )
 
@@ -205,19 +211,22 @@ def trainer(build_trainer: Callable[..., Any], epochs: int = 2, batchsize: int =
     )
     expect(
         meters[0].images_per_iteration == batchsize,
-        f"Throughput counts {meters[0].images_per_iteration} images per step; one device draws {batchsize}",
+        f"Throughput counts {meters[0].images_per_iteration} images per step; one device draws "
+        f"{batchsize}",
         "one device is one worker: course.Throughput(args.batchsize, ...)",
     )
     expect_reports(built)
     log = trained_log(built, epochs)
     passed(
-        f"build_trainer: StandardUpdater, {epochs} epochs, Evaluator, Throughput, LogReport and PrintReport; "
+        f"build_trainer: StandardUpdater, {epochs} epochs, Evaluator, Throughput, LogReport and "
+        "PrintReport; "
         f"it trained {len(log)} epochs on a small set (loss {log[-1]['main/loss']:.2f})"
     )
 
 
 def _tiny_trainer(out: str, epochs: int, batchsize: int, seed: int = 0) -> training.Trainer:
-    """A small trainer of the kit's own, so that what the check finds is add_snapshots' doing alone."""
+    """A small trainer of the kit's own, so that what the check finds is add_snapshots' doing
+    alone."""
     np.random.seed(seed)
     train, test = labelled_dataset(4 * batchsize), labelled_dataset(batchsize, seed=1)
     model = L.Classifier(models.build("vgg", width=4))
@@ -246,8 +255,9 @@ def _train(built: training.Trainer) -> dict:
 
 
 def snapshots(add_snapshots: Callable[..., Any], epochs: int = 3, batchsize: int = 4) -> None:
-    """add_snapshots(trainer) snapshots the whole trainer every epoch, keeping a few, and a run stopped
-    early then resumed from its snapshot ends with the weights of a run that was never stopped."""
+    """add_snapshots(trainer) snapshots the whole trainer every epoch, keeping a few, and a run
+    stopped early then resumed from its snapshot ends with the weights of a run that was never
+    stopped."""
     __tracebackhide__ = True
     import tempfile
 
@@ -271,13 +281,15 @@ def snapshots(add_snapshots: Callable[..., Any], epochs: int = 3, batchsize: int
         snapshot, trigger = found[0]
         expect(
             snapshot._target is None,
-            "the snapshot saves one object, not the trainer: a resumed run would lose the optimizer's momentum, "
+            "the snapshot saves one object, not the trainer: a resumed run would lose the "
+            "optimizer's momentum, "
             "the iterator's place in the epoch and the log",
             "extensions.snapshot(...) saves the whole trainer",
         )
         expect(
             snapshot.filename == "snapshot_iter_{.updater.iteration}",
-            f"the snapshots are named {snapshot.filename!r}; the next job looks for snapshot_iter_<iteration>",
+            f"the snapshots are named {snapshot.filename!r}; the next job looks for "
+            "snapshot_iter_<iteration>",
             "keep the default filename of extensions.snapshot",
         )
         expect(
@@ -287,7 +299,8 @@ def snapshots(add_snapshots: Callable[..., Any], epochs: int = 3, batchsize: int
         )
         expect(
             (getattr(trigger, "period", None), getattr(trigger, "unit", None)) == (1, "epoch"),
-            f"the snapshot runs every {getattr(trigger, 'period', '?')} {getattr(trigger, 'unit', '?')}(s); "
+            f"the snapshot runs every {getattr(trigger, 'period', '?')} "
+            f"{getattr(trigger, 'unit', '?')}(s); "
             "take one at every epoch end",
             "trigger=(1, 'epoch')",
         )
@@ -298,7 +311,8 @@ def snapshots(add_snapshots: Callable[..., Any], epochs: int = 3, batchsize: int
         written = checkpoint.snapshot_files(Path(tmp, "whole"))
         expect(
             0 < len(written) <= snapshot.n_retains,
-            f"after {epochs} epochs the run folder holds {len(written)} snapshots (n_retains={snapshot.n_retains})",
+            f"after {epochs} epochs the run folder holds {len(written)} snapshots "
+            f"(n_retains={snapshot.n_retains})",
         )
 
         stopped = _tiny_trainer(f"{tmp}/resumed", epochs - 1, batchsize)
@@ -313,7 +327,8 @@ def snapshots(add_snapshots: Callable[..., Any], epochs: int = 3, batchsize: int
         at = checkpoint.resume(resumed)
         expect(
             at == stopped.updater.iteration,
-            f"the resumed trainer starts at iteration {at}, not at {stopped.updater.iteration} where the "
+            f"the resumed trainer starts at iteration {at}, not at {stopped.updater.iteration} "
+            "where the "
             "snapshot was taken",
         )
         got = _train(resumed)
@@ -324,7 +339,9 @@ def snapshots(add_snapshots: Callable[..., Any], epochs: int = 3, batchsize: int
             "run that was never stopped",
         )
     passed(
-        f"add_snapshots: the whole trainer at every epoch end, the newest {snapshot.n_retains} kept; a run "
-        f"stopped after {epochs - 1} epochs and resumed from its snapshot ended with the same weights as a "
+        f"add_snapshots: the whole trainer at every epoch end, the newest {snapshot.n_retains} "
+        "kept; a run "
+        f"stopped after {epochs - 1} epochs and resumed from its snapshot ended with the same "
+        "weights as a "
         f"{epochs}-epoch run that was never stopped"
     )

@@ -56,7 +56,9 @@ def trained_log(built: training.Trainer, epochs: int) -> list[dict]:
     log = of_type(built, extensions.LogReport)[0].log
     expect(
         len(log) == epochs and all(k in log[-1] for k in ("main/loss", "validation/main/accuracy")),
-        f"after {epochs} epochs the log has {len(log)} entries with {sorted(log[-1]) if log else []}",
-        "LogReport() with its default (1, 'epoch') trigger; the Evaluator reports validation/main/*",
+        f"after {epochs} epochs the log has {len(log)} entries with "
+        f"{sorted(log[-1]) if log else []}",
+        "LogReport() with its default (1, 'epoch') trigger; "
+        "the Evaluator reports validation/main/*",
     )
     return log

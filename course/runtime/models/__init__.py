@@ -11,7 +11,8 @@ MODELS = {"vgg": VGG, "resnet": ResNet}
 
 
 def build(name: str, *, n_class: int = 10, width: int | None = None) -> chainer.Chain:
-    """A new, randomly initialised network; `width` scales its channels (None: the model's default)."""
+    """A new, randomly initialised network; `width` scales its channels (None: the model's
+    default)."""
     if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; the course has {', '.join(sorted(MODELS))}")
     kwargs = {} if width is None else {"width": width}
