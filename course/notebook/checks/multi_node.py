@@ -10,14 +10,13 @@ process.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from course.notebook.checks.inputs import labelled_dataset
 from course.notebook.checks.mn_ranks import Layout, part_facts
 from course.notebook.checks.mn_settings import BATCH, TEST_PER_RANK, TRAIN_PER_RANK
+from course.notebook.checks.trainers import rates_used
 from course.notebook.checks.verdict import call, expect, fail, passed
 
 
@@ -274,30 +273,6 @@ def trainer(
     )
 
 
-def _rates_used(extension: Any, base_lr: float, updates: int) -> list[float]:
-    """The learning rate of each of `updates` updates of a small trainer that has `extension`."""
-    import chainer
-    import chainer.links as L
-    from chainer import training
-
-    model = L.Classifier(L.Linear(None, 10))
-    optimizer = chainer.optimizers.MomentumSGD(base_lr)
-    optimizer.setup(model)
-    used: list[float] = []
-    optimizer.add_hook(
-        lambda opt: used.append(float(opt.lr)), name="record_lr"
-    )  # runs inside each update
-    iterator = chainer.iterators.SerialIterator(labelled_dataset(8, size=4), 4)
-    trainer = training.Trainer(
-        training.updaters.StandardUpdater(iterator, optimizer),
-        (updates, "iteration"),
-        out=tempfile.mkdtemp(prefix="course-check-"),
-    )
-    trainer.extend(extension, name="learning_rate_schedule")
-    trainer.run(show_loop_exception_msg=False)
-    return used
-
-
 def learning_rate_schedule(
     schedule: Callable[..., Any],
     base_lr: float = 0.1,
@@ -316,7 +291,7 @@ def learning_rate_schedule(
         "return extensions.LinearShift('lr', (first, last), (0, warmup_iterations))",
     )
     updates = warmup_iterations + 4
-    used = _rates_used(extension, base_lr, updates)
+    used = rates_used(extension, base_lr, updates)
     ramp = [
         base_lr * (1 + (n_workers - 1) * min(t, warmup_iterations) / warmup_iterations)
         for t in range(updates)

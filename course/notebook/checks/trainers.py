@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import io
+import tempfile
 from typing import Any
 
 from chainer import training
 from chainer.training import extensions
 
+from course.notebook.checks.inputs import labelled_dataset
 from course.notebook.checks.verdict import call, expect
 
 
@@ -62,3 +64,27 @@ def trained_log(built: training.Trainer, epochs: int) -> list[dict]:
         "the Evaluator reports validation/main/*",
     )
     return log
+
+
+def rates_used(extension: Any, base_lr: float, updates: int) -> list[float]:
+    """The learning rate of each of `updates` updates of a small trainer that has `extension`."""
+    import chainer
+    import chainer.links as L
+    from chainer import training
+
+    model = L.Classifier(L.Linear(None, 10))
+    optimizer = chainer.optimizers.MomentumSGD(base_lr)
+    optimizer.setup(model)
+    used: list[float] = []
+    optimizer.add_hook(
+        lambda opt: used.append(float(opt.lr)), name="record_lr"
+    )  # runs inside each update
+    iterator = chainer.iterators.SerialIterator(labelled_dataset(8, size=4), 4)
+    trainer = training.Trainer(
+        training.updaters.StandardUpdater(iterator, optimizer),
+        (updates, "iteration"),
+        out=tempfile.mkdtemp(prefix="course-check-"),
+    )
+    trainer.extend(extension, name="learning_rate_schedule")
+    trainer.run(show_loop_exception_msg=False)
+    return used
