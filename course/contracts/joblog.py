@@ -171,7 +171,7 @@ _HEADER = re.compile(
 
 def run_headers(text: str) -> list[dict]:
     """{stage, job, scheduler, workers, devices, gpu_model} of every run header in a log (gpu_model:
-    None where the header names none: CPU runs, and logs of kits before it was added)."""
+    None where the header names none: CPU runs)."""
     return [
         {
             "stage": m["stage"],
