@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 
@@ -239,7 +240,7 @@ def make_run(
             "epoch  main/loss",
             joblog.throughput_line(rate, 40, 5, 3),
             joblog.results_line(path.relative_to(folder), digest),
-            jobend.end_line(job_id, 0),
+            jobend.end_line(job_id, 0, datetime.now(UTC)),
         ]
         (folder / joblog.log_name(job.job_script, number)).write_text("\n".join(lines) + "\n")
     return path, digest

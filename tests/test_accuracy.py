@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+from datetime import UTC, datetime
 
 import chainer
 import chainer.links as L
@@ -390,7 +391,7 @@ def traced_run(
             header.format(),
             joblog.throughput_line(images_per_sec, 40, 5, 3),
             joblog.results_line(path.relative_to(folder), digest),
-            jobend.end_line(job_id, 0),
+            jobend.end_line(job_id, 0, datetime.now(UTC)),
         ]
         (folder / joblog.log_name(job.job_script, number)).write_text("\n".join(lines) + "\n")
     return path

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+from datetime import UTC, datetime
 
 import pytest
 
 from course.contracts import jobend, joblog
 
 SHA = "0123456789abcdef" * 4
+
+AT = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
 
 
 def header(**changes) -> joblog.RunHeader:
@@ -235,7 +238,7 @@ def test_the_end_trap_prints_the_line_exit_status_reads(variable):
 
 
 def test_exit_status_is_the_last_end_line_and_none_without_one():
-    log = f"{jobend.end_line('1.x', 0)}\nrerun\n{jobend.end_line('1.x', 137)}\n"
+    log = f"{jobend.end_line('1.x', 0, AT)}\nrerun\n{jobend.end_line('1.x', 137, AT)}\n"
     assert jobend.exit_status(log) == 137
     assert jobend.exit_status("Throughput: 1.00 [images/sec.]\n") is None
 
@@ -258,7 +261,7 @@ SLURM_TIME_LIMIT = (
     ],
 )
 def test_scheduler_kill_notices(notice, walltime):
-    log = f"epoch 1\n{notice}\n{jobend.end_line('7', 143)}\n"
+    log = f"epoch 1\n{notice}\n{jobend.end_line('7', 143, AT)}\n"
     assert jobend.killed_by_scheduler(log)
     assert jobend.walltime_exceeded(log) is walltime
 

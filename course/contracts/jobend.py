@@ -50,10 +50,11 @@ trap '_course_end "ended with exit status $?"' EXIT
 if [[ $- != *i* ]]; then
     trap '_course_stopped TERM' TERM; trap '_course_stopped INT' INT; trap '_course_stopped HUP' HUP
 fi"""
-_AT = r"(?: at (?P<at>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ))?"
+_TIMESTAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+_AT = rf"(?: at (?P<at>{_TIMESTAMP}))?"  # the kit's own notices carry it; the schedulers' do not
 _END = re.compile(
     r"^course: job \S+ (?:ended with exit status (?P<status>\d+)|was killed by "
-    r"SIG(?P<signal>[A-Z]+))" + _AT + "$",
+    rf"SIG(?P<signal>[A-Z]+)) at (?P<at>{_TIMESTAMP})$",
     re.MULTILINE,
 )
 
@@ -62,13 +63,12 @@ def _stamp(at: datetime | None) -> str:
     return f" at {at.astimezone(UTC).strftime(_TIME)}" if at else ""
 
 
-def end_line(job_id: str, status: int, at: datetime | None = None) -> str:
-    """What END_TRAP prints when the job shell exits; `at` None leaves the time out (hand-made
-    logs)."""
+def end_line(job_id: str, status: int, at: datetime) -> str:
+    """What END_TRAP prints when the job shell exits."""
     return f"course: job {job_id} ended with exit status {status}{_stamp(at)}"
 
 
-def killed_line(job_id: str, signal_name: str, at: datetime | None = None) -> str:
+def killed_line(job_id: str, signal_name: str, at: datetime) -> str:
     """What END_TRAP prints when a signal stops the job shell; `signal_name` as TERM."""
     return f"course: job {job_id} was killed by SIG{signal_name}{_stamp(at)}"
 
