@@ -13,6 +13,7 @@ and layout: one case per mistake.
 from __future__ import annotations
 
 import inspect
+import os
 import textwrap
 
 import chainer
@@ -613,3 +614,21 @@ def test_a_stage_3_mistake_fails_exactly_its_check(tmp_path, case):
     failed = run_stage_3_checks(notebook_module(tmp_path, "multi_node", **{name: source}))
     assert list(failed) == [check], failed
     assert words in failed[check], failed[check]
+
+
+def test_a_checks_scratch_folders_are_gone_when_its_process_ends(tmp_path):
+    import subprocess
+
+    from tests.helpers import PYTHON
+
+    script = (
+        "from course.notebook.checks import inputs\n"
+        "print(inputs.small_args().out)\n"
+        "print(inputs.scratch_folder())\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    run = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, env=env)
+    assert run.returncode == 0, run.stderr
+    folders = run.stdout.split()
+    assert len(folders) == 2 and all(folder.startswith(str(tmp_path)) for folder in folders)
+    assert list(tmp_path.iterdir()) == []

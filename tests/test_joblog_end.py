@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -76,12 +77,25 @@ def _bash(script: str, env: dict | None = None, **kwargs) -> subprocess.Popen:
     )
 
 
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def _members(shell: subprocess.Popen, count: int) -> list[int]:
-    deadline = time.monotonic() + 10
-    while len(procs.session_members(shell.pid)) < count:
+    """The shell's session once `count` processes are in it and its children run their programs:
+    a child signalled between fork and exec still has the shell's traps, and would write an end
+    line of its own."""
+    deadline = time.monotonic() + 30
+    while True:
+        members = procs.session_members(shell.pid)
+        children = [pid for pid in members if pid != shell.pid]
+        if len(members) >= count and all(_command(pid) == "sleep" for pid in children):
+            return members
         assert time.monotonic() < deadline, "the shell's children did not start"
         time.sleep(0.02)
-    return procs.session_members(shell.pid)
 
 
 @pytest.mark.parametrize("name", ["TERM", "INT", "HUP"])
@@ -89,7 +103,7 @@ def test_a_job_shell_stopped_by_a_signal_says_so_and_dies_of_it(name):
     shell = _bash("echo started\nsleep 30\necho never")
     members = _members(shell, 2)
     os.killpg(shell.pid, getattr(signal, f"SIG{name}"))  # as schedulers signal a job: all of it
-    out, _ = shell.communicate(timeout=10)
+    out, _ = shell.communicate(timeout=30)
     assert shell.returncode == -getattr(signal, f"SIG{name}")  # the scheduler sees the signal too
     assert out.splitlines()[0] == "started" and "never" not in out
     assert jobend.end(out).says == f"was killed by SIG{name}" and len(out.splitlines()) == 2
@@ -100,9 +114,9 @@ def test_a_signal_to_the_shell_alone_reaches_its_background_children():
     shell = _bash("sleep 30 &\nwait")
     _, child = sorted(_members(shell, 2))
     shell.send_signal(signal.SIGTERM)
-    out, _ = shell.communicate(timeout=10)
+    out, _ = shell.communicate(timeout=30)
     assert jobend.end(out).says == "was killed by SIGTERM"
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while procs.alive(child):
         assert time.monotonic() < deadline, "the background child outlived the shell"
         time.sleep(0.02)

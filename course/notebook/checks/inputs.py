@@ -4,6 +4,8 @@ script's flags scaled down to run in seconds on a CPU."""
 from __future__ import annotations
 
 import argparse
+import atexit
+import shutil
 import tempfile
 from typing import Any
 
@@ -43,12 +45,20 @@ SMALL = dict(
 )
 
 
+def scratch_folder() -> str:
+    """A new folder for a check's trainer to write in, removed when the kernel (or grader) exits:
+    a notebook run twice a day must not leave hundreds of them in /tmp."""
+    folder = tempfile.mkdtemp(prefix="course-check-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def small_args(stage: str = "single_gpu", **overrides: Any) -> argparse.Namespace:
     """The flags a stage script has (its parser's defaults), scaled down for a check."""
     from course.runtime import harness
 
     args = harness.parser(stage).parse_args([])
     values = {key: value for key, value in SMALL.items() if hasattr(args, key)}
-    values.update(stage=stage, out=tempfile.mkdtemp(prefix="course-check-"))
+    values.update(stage=stage, out=scratch_folder())
     values.update(overrides)
     return argparse.Namespace(**{**vars(args), **values})

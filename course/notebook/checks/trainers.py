@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import io
-import tempfile
 from typing import Any
 
 from chainer import training
 from chainer.training import extensions
 
-from course.notebook.checks.inputs import labelled_dataset
+from course.notebook.checks.inputs import labelled_dataset, scratch_folder
 from course.notebook.checks.verdict import call, expect
 
 
@@ -83,7 +82,7 @@ def rates_used(extension: Any, base_lr: float, updates: int) -> list[float]:
     trainer = training.Trainer(
         training.updaters.StandardUpdater(iterator, optimizer),
         (updates, "iteration"),
-        out=tempfile.mkdtemp(prefix="course-check-"),
+        out=scratch_folder(),
     )
     trainer.extend(extension, name="learning_rate_schedule")
     trainer.run(show_loop_exception_msg=False)
