@@ -37,9 +37,10 @@ c.CourseDirectory.ignore = [
     "core.*",
 ]
 # nbgrader submit refuses a folder over max_dir_size (kB) and counts the ignored files too: a
-# finished run keeps its last snapshot (one file per rank at stage 3, ~7 MB each here), so 100 MB
-# (nbgrader's default) is too tight. Files over max_file_size (kB, 100 MB) are left out with a
-# warning only.
+# finished run removes its snapshots, but one a walltime stopped keeps them (one file per rank at
+# stage 3), so 100 MB (nbgrader's default) is too tight; notebook 03's last cell
+# (course.notebook.handin.check) names what to remove. Files over max_file_size (kB, 100 MB) are
+# left out with a warning only.
 c.CourseDirectory.max_dir_size = 2_000_000
 c.CourseDirectory.max_file_size = 100_000
 

@@ -5,12 +5,14 @@ and nbgrader's size limit is said. tests/test_demo.py plays the whole term, feed
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
 from course import paths
 from course.errors import CourseError
 from course.instructor import demo, exchange
+from course.notebook import handin
 from tests.helpers import ROOT
 
 A = paths.ASSIGNMENT
@@ -79,4 +81,49 @@ def test_a_submission_over_nbgraders_size_limit_is_refused_with_its_reason(cycle
             root,
             cache=home / "cache",
         )
-    assert exchange.size(exchange.assignment_folder(home, settings)) > 1000
+    assert handin.folder_size(exchange.assignment_folder(home, settings)) > 1000
+
+
+def stand_in(path: Path, size: int) -> None:
+    """A file of `size` bytes that takes no disk (sparse): nbgrader counts its size all the same."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        f.truncate(size)
+
+
+@pytest.mark.integration
+def test_a_course_at_production_settings_hands_in_once_the_named_snapshots_go(
+    cycle, tmp_path, capsys
+):
+    """Reedbush-H's plan at width 64: a stage-3 run's 27 rank snapshots of about 120 MB each
+    (measured), left by a run that did not finish, and a core file; nbgrader counts both against its
+    2 GB. The check names them before nbgrader refuses; removing the snapshots makes it fit."""
+    _, root, _, settings = cycle
+    home = tmp_path / "kenji"
+    home.mkdir()
+    (home / "nbgrader_config.py").write_text(exchange.student_config(settings, root))
+    exchange.run("fetch_assignment", [A], home, root, cache=home / "cache")
+    folder = exchange.assignment_folder(home, settings)
+    run = folder / "runs" / "multi_node-12.rbh"
+    for rank in range(27):
+        stand_in(run / f"snapshot.{rank}.1560", 120_000_000)
+    (run / "results.json").write_text("{}")  # unreadable as a record: not known to be finished
+    stand_in(folder / "core.4242", 900_000_000)
+
+    assert handin.limits(folder).max_dir_size == settings.max_dir_size * 1000
+    assert not handin.check(folder)
+    said = capsys.readouterr().out
+    assert "nbgrader's submit refuses this folder" in said
+    assert "runs/multi_node-12.rbh: 27 file(s), 3,240.0 MB (unfinished" in said
+    assert "core.4242" in said.split("Its largest files:")[1]
+    with pytest.raises(CourseError, match="Directory size is too big"):
+        exchange.run("submit", [A, "--student=kenji"], home, root, cache=home / "cache")
+
+    with pytest.raises(CourseError, match="there is no run folder"):
+        handin.remove_snapshots("multi_node-13.rbh", folder)
+    assert handin.remove_snapshots("multi_node-12.rbh", folder) == 27 * 120_000_000
+    (folder / "core.4242").unlink()
+    assert handin.check(folder)
+    assert "ready to hand in" in capsys.readouterr().out
+    exchange.run("submit", [A, "--student=kenji"], home, root, cache=home / "cache")
+    assert list((root / settings.course_id / "inbound").glob(f"kenji+{A}+*"))

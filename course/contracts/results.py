@@ -16,13 +16,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import fastjsonschema
 
 from course.errors import ResultsError
-from course.fileio import atomic_file, sha256_file
+from course.fileio import atomic_file
 
 # Bumped whenever a field is added, renamed or retyped: a reader meets only records of its own kit.
 SCHEMA = "course-results/2"
@@ -107,6 +108,7 @@ RECORD_SCHEMA: dict[str, Any] = {
                 "width": _OPT_INT,
                 "parameters": _INT,
                 "arrays": {"type": "array", "items": _INT},  # each parameter array's size
+                "weights_sha256": _OPT_STR,  # the trained weights' digest (complete runs)
             },
             "additionalProperties": False,
         },
@@ -176,15 +178,25 @@ def seal_ok(data: dict) -> bool:
     return data.get("seal") == compute_seal(data)
 
 
-def write(path: Path, data: dict, schema: str = SCHEMA) -> str:
+def write(
+    path: Path,
+    data: dict,
+    schema: str = SCHEMA,
+    announce: Callable[[str], None] | None = None,
+) -> str:
     """Seal and write `data` to `path` atomically as a file of `schema`; return the SHA-256 of the
-    file written."""
+    file written. `announce` is given that digest before the file takes its place: a job that a
+    walltime kills in between leaves the record it replaces (an unfinished run resumes), never a
+    record that its log does not vouch for."""
     sealed = {**data, "schema": schema}
     sealed["seal"] = compute_seal(sealed)
-    with atomic_file(path, "w") as f:
-        json.dump(sealed, f, indent=1, sort_keys=True)
-        f.write("\n")
-    return sha256_file(path)
+    content = (json.dumps(sealed, indent=1, sort_keys=True) + "\n").encode()
+    digest = hashlib.sha256(content).hexdigest()
+    if announce is not None:
+        announce(digest)
+    with atomic_file(path, "wb") as f:
+        f.write(content)
+    return digest
 
 
 def problems(data: dict) -> list[str]:

@@ -46,7 +46,7 @@ from course.instructor import (
     sandbox,
     verify,
 )
-from course.notebook import allreduce_report, report
+from course.notebook import allreduce_report, handin, report
 from course.runtime import data, data_prepare
 
 NOTEBOOKS = tuple(stage.notebook for stage in stages.STAGES.values())
@@ -228,9 +228,8 @@ def play_term(
             (ex / settings.course_id / "inbound").glob(f"{student.name}+{paths.ASSIGNMENT}+*")
         )
         print(
-            f"  submitted: {exchange.size(sent) / 1e3:.0f} kB reached the exchange, of "
-            f"{exchange.size(folder) / 1e6:.1f} MB in the folder (snapshots stay; nbgrader refuses "
-            "a folder "
+            f"  submitted: {handin.folder_size(sent) / 1e3:.0f} kB reached the exchange, of "
+            f"{handin.folder_size(folder) / 1e6:.1f} MB in the folder (nbgrader refuses a folder "
             f"over {settings.max_dir_size / 1e3:g} MB, ignored files counted)"
         )
 

@@ -9,7 +9,6 @@ it.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -119,13 +118,3 @@ def run(app: str, args: list[str], cwd: Path, root: Path, cache: Path | None = N
             "nbgrader_config.py sets it)",
         )
     return log
-
-
-def size(folder: Path) -> int:
-    """Bytes in `folder` as nbgrader's submit counts them against max_dir_size: every file, ignored
-    ones included, symbolic links not followed."""
-    return sum(
-        os.path.getsize(path)
-        for path in Path(folder).rglob("*")
-        if path.is_file() and not path.is_symlink()
-    )

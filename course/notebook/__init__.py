@@ -5,8 +5,8 @@ course.notebook.write_script("single_gpu", [make_iterators, make_model_and_optim
                                             add_snapshots])
 """
 
-from course.notebook import directives
+from course.notebook import directives, handin
 from course.notebook.scripts import write_script
 from course.notebook.setup import setup
 
-__all__ = ["directives", "setup", "write_script"]
+__all__ = ["directives", "handin", "setup", "write_script"]

@@ -32,6 +32,8 @@ from chainer.training.extensions import _snapshot
 
 from course.cluster import hosts
 from course.contracts import results
+from course.errors import CourseError
+from course.runtime import snapshot_integrity
 
 KEY_FILE = "resume.json"
 LOCK_FILE = ".resume.lock"
@@ -44,11 +46,15 @@ def _now() -> str:
 
 
 def run_key(args: argparse.Namespace, workers: int, script_sha256: str | None) -> str:
-    """What makes two jobs the same training: the script, every flag but --out, the workers and the
-    MPI allreduce algorithm. Only a job with the same key may continue a run."""
+    """What makes two jobs the same training: the script, every flag but --out, the workers, the
+    MPI allreduce algorithm and the data set's file (one remade under the same name is another
+    training). Only a job with the same key may continue a run."""
+    from course.runtime import data
+
     flags = {k: v for k, v in vars(args).items() if k not in ("out", "lr_plan", "no_resume")}
     facts = {
         "flags": flags,
+        "data": data.fingerprint(getattr(args, "dataset", None)),
         "workers": workers,
         "script": script_sha256,
         "allreduce": os.environ.get("COURSE_ALLREDUCE") or None,
@@ -75,6 +81,16 @@ _SNAPSHOT_NAME = re.compile(rf"^(?:snapshot_iter_|{MULTI_NODE_NAME}\.\d+\.)(\d+)
 def snapshot_files(folder: Path) -> list[Path]:
     """The complete snapshot files in a run folder (writers rename a finished file into place)."""
     return sorted(p for p in Path(folder).glob("*") if _SNAPSHOT_NAME.match(p.name) and p.is_file())
+
+
+def own_snapshots(folder: Path, rank: int | None) -> list[Path]:
+    """The snapshot files one process writes: ChainerMN's of `rank`, or Chainer's (rank None)."""
+    mine = (
+        re.compile(rf"^{MULTI_NODE_NAME}\.{rank}\.\d+$")
+        if rank is not None
+        else re.compile(r"^snapshot_iter_\d+$")
+    )
+    return [path for path in snapshot_files(folder) if mine.match(path.name)]
 
 
 def _snapshot_iteration(path: Path) -> int | None:
@@ -127,6 +143,16 @@ class _Timed:
         start = time.perf_counter()
         self._inner(trainer)
         self._state.snapshot_taken(trainer, time.perf_counter() - start)
+        rank = (
+            self._inner.checkpointer.comm.rank
+            if isinstance(self._inner, _MultiNodeSnapshots)
+            else None
+        )
+        mine = own_snapshots(trainer.out, rank)
+        for path in mine:
+            if _snapshot_iteration(path) == trainer.updater.iteration:
+                snapshot_integrity.seal(path)  # after the timing: the lesson's cost is Chainer's
+        snapshot_integrity.tidy(trainer.out, snapshot_files(trainer.out))
 
     def __getattr__(
         self, name
@@ -249,18 +275,54 @@ def _inner(extension):
     return extension._inner if isinstance(extension, _Timed) else extension
 
 
+def _load(path: Path, trainer) -> None:
+    try:
+        chainer.serializers.load_npz(str(path), trainer)
+    except Exception as e:  # an intact file that does not fit this trainer
+        raise CourseError(
+            f"the snapshot {path} does not fit this training ({type(e).__name__}: {e})",
+            "start the run over: submit the job with COURSE_TRAIN_ARGS=--no-resume, or remove "
+            "the run's snapshots (course.notebook.handin.remove_snapshots)",
+        ) from e
+
+
+def _agree_on_intact(folder: Path, comm) -> None:
+    """Remove every rank's damaged snapshots down to the newest iteration whose files are intact
+    on every rank, which ChainerMN's checkpointer then loads (it takes the newest one all ranks
+    have)."""
+    mine = {_snapshot_iteration(path): path for path in own_snapshots(folder, comm.rank)}
+    common = set(mine)
+    for theirs in comm.mpi_comm.allgather(sorted(i for i in mine if i is not None)):
+        common &= set(theirs)
+    for iteration in sorted((i for i in common if i is not None), reverse=True):
+        why = snapshot_integrity.problem(mine[iteration])
+        if why is not None:
+            snapshot_integrity.remove(mine[iteration])
+            print(snapshot_integrity.damaged_line(mine[iteration], why, comm.rank), flush=True)
+        if all(comm.mpi_comm.allgather(why is None)):
+            return
+
+
 def resume(trainer, comm=None) -> int | None:
-    """Load the newest complete snapshot in trainer.out into `trainer`; the iteration it resumes
-    from (None: no snapshot there). Every rank calls it; ChainerMN's checkpointer agrees on the
-    iteration."""
+    """Load the newest intact snapshot in trainer.out into `trainer` (damaged ones are removed and
+    said); the iteration it resumes from (None: no snapshot there). Every rank calls it;
+    ChainerMN's checkpointer agrees on the iteration."""
     found = find_snapshot(trainer)
     if found is None:
         return None
     snapshot = _inner(found[1])
     if isinstance(snapshot, _MultiNodeSnapshots):
+        _agree_on_intact(Path(trainer.out), comm)
         before = trainer.updater.iteration
         optimizer = trainer.updater.get_optimizer("main")
-        snapshot.checkpointer.maybe_load(trainer, optimizer, path=trainer.out)
+        try:
+            snapshot.checkpointer.maybe_load(trainer, optimizer, path=trainer.out)
+        except Exception as e:
+            raise CourseError(
+                f"rank {comm.rank}'s snapshot in {trainer.out} does not fit this training "
+                f"({type(e).__name__}: {e})",
+                "start the run over: submit the job with COURSE_TRAIN_ARGS=--no-resume",
+            ) from e
         if trainer.updater.iteration == before:
             return None
         # ChainerMN's optimizer spends the first update of a process broadcasting rank 0's weights,
@@ -269,22 +331,23 @@ def resume(trainer, comm=None) -> int | None:
         if hasattr(optimizer, "is_changed"):
             optimizer.is_changed(optimizer.target)
         return trainer.updater.iteration
-    latest = (
-        _snapshot._find_latest_snapshot(snapshot.filename, trainer.out)
-        if os.path.isdir(trainer.out)
-        else None
+    newest = snapshot_integrity.newest_intact(
+        own_snapshots(Path(trainer.out), None),
+        _snapshot_iteration,
+        lambda line: print(line, flush=True),
     )
-    if latest is None:
+    if newest is None:
         return None
-    chainer.serializers.load_npz(os.path.join(trainer.out, latest), trainer)
+    _load(newest, trainer)
     return trainer.updater.iteration
 
 
-def keep_last(trainer) -> list[Path]:
-    """After a finished run: remove all but the final snapshot (the trained model); return what was
-    removed."""
-    final = trainer.updater.iteration
-    removed = [f for f in snapshot_files(trainer.out) if _snapshot_iteration(f) != final]
+def remove_snapshots(trainer, comm=None) -> list[Path]:
+    """After a complete run: remove this process's snapshots (each rank its own file at stage 3), so
+    that a finished course fits in a submission (nbgrader counts ignored files against its size
+    limit). A complete run never resumes; return what was removed."""
+    mine = re.compile(rf"^{MULTI_NODE_NAME}\.{comm.rank}\.\d+$") if comm is not None else None
+    removed = [f for f in snapshot_files(trainer.out) if mine is None or mine.match(f.name)]
     for path in removed:
-        path.unlink(missing_ok=True)
+        snapshot_integrity.remove(path)
     return removed

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from course.errors import DatasetError
+from course.errors import CourseError, DatasetError
+from course.fileio import sha256_file
 
 REAL = "cifar10"
 SYNTHETIC = "synthetic"
@@ -201,6 +202,16 @@ def resolve(name: str) -> str:
         "no data set is prepared (neither real CIFAR-10 nor the synthetic set)",
         "run:  python -m course data synthetic   (or see datasets/README.md for real data)",
     )
+
+
+def fingerprint(name: str | None) -> str | None:
+    """The digest of the file a data set name stands for now (None: no such file): a set remade
+    under the same name is another set."""
+    try:
+        path = path_for(resolve(name)) if name else None
+    except CourseError:
+        return None
+    return sha256_file(path) if path is not None and path.is_file() else None
 
 
 FLOAT_IN_MEMORY_BYTES = 1 << 30  # a larger set stays uint8 in memory

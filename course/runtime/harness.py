@@ -21,7 +21,7 @@ import chainer
 from chainer.training import extensions
 
 from course import fileio
-from course.contracts import joblog, stages
+from course.contracts import joblog, results, stages
 from course.errors import CourseError
 from course.fileio import sha256_file
 from course.runtime import checkpoint, data, profile
@@ -112,7 +112,12 @@ def _claim_run_folder(trainer, args: argparse.Namespace, comm, devices, state) -
     args.out = trainer.out
     if reporting:
         fileio.require_free_space(Path(trainer.out), MIN_FREE_BYTES, "its results and snapshots")
-    return checkpoint.resume(trainer, comm) if resuming else None
+    if not resuming:
+        return None
+    resumed = checkpoint.resume(trainer, comm)
+    if resumed is None and reporting:
+        print(f"course: no intact snapshot left in {trainer.out}: this run starts over", flush=True)
+    return resumed
 
 
 def run(
@@ -168,7 +173,14 @@ def run(
             trainer.run()
     except BaseException as e:
         if reporting:
-            record.write(trainer, complete=False, error=_failure(e, trainer.out))
+            try:
+                record.write(trainer, complete=False, error=_failure(e, trainer.out))
+            except OSError as unwritten:  # a full disk takes no record either: say why, go on
+                print(
+                    f"course: {results.FILENAME} could not be written in {trainer.out} either "
+                    f"({unwritten.strerror})",
+                    flush=True,
+                )
         if isinstance(e, OSError) and e.errno == errno.ENOSPC:
             raise CourseError(
                 _failure(e, trainer.out),
@@ -182,7 +194,6 @@ def run(
     if reporting:
         for summary in (record.record.get("profile") or {}).get("ranks", []):
             print(profile.line(summary), flush=True)
-        digest = record.write(trainer, complete=True)
         if stats is None:
             print(joblog.throughput_not_measured(args.warmup), flush=True)
         else:
@@ -195,8 +206,18 @@ def run(
                 ),
                 flush=True,
             )
-        print(joblog.results_line(record.path, digest), flush=True)
-        checkpoint.keep_last(trainer)
+        # The log names the finished record before it replaces the unfinished one, so a kill at
+        # any moment leaves either a run the next job resumes or one its log vouches for.
+        record.write(
+            trainer,
+            complete=True,
+            announce=lambda digest: print(joblog.results_line(record.path, digest), flush=True),
+        )
+    # Only once the log vouches for the record (every rank waits for rank 0's): before, the next
+    # job resumes from them.
+    if comm is not None:
+        comm.mpi_comm.barrier()
+    checkpoint.remove_snapshots(trainer, comm)
     return stats
 
 

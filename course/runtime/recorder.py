@@ -8,6 +8,7 @@ import os
 import platform
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import chainer
@@ -197,7 +198,15 @@ class RunRecorder:
             gpu_model=self.record["gpu_model"],
         ).format()
 
-    def write(self, trainer, complete: bool, error: str | None = None) -> str:
+    def write(
+        self,
+        trainer,
+        complete: bool,
+        error: str | None = None,
+        announce: Callable[[str], None] | None = None,
+    ) -> str:
+        """Write the results file; `announce` gets its digest before it takes its place
+        (results.write)."""
         throughput = trainer.get_extension("Throughput").stats()
         log = trainer.get_extension("LogReport").log
         finished = datetime.datetime.now().astimezone()
@@ -208,6 +217,8 @@ class RunRecorder:
             **self.record["model"],
             "parameters": models.count_parameters(self.model),
             "arrays": [p.size for p in self.model.params() if p.array is not None],
+            # The trained weights, once: a finished run's snapshots are removed.
+            "weights_sha256": models.weights_sha256(self.model) if complete else None,
         }
         record = {
             **self.record,
@@ -220,4 +231,4 @@ class RunRecorder:
             "finished_at": finished.isoformat(timespec="seconds"),
             "wall_seconds": round((finished - self.started).total_seconds(), 3),
         }
-        return results.write(self.path, record)
+        return results.write(self.path, record, announce=announce)
