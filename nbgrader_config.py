@@ -35,6 +35,7 @@ c.CourseDirectory.ignore = [
     "snapshot.[0-9]*.[0-9]*",
     "core",
     "core.*",
+    ".snapshot*.sha256",  # a snapshot's digest (course/runtime/snapshot_integrity.py)
 ]
 # nbgrader submit refuses a folder over max_dir_size (kB) and counts the ignored files too: a
 # finished run removes its snapshots, but one a walltime stopped keeps them (one file per rank at
@@ -43,6 +44,8 @@ c.CourseDirectory.ignore = [
 # left out with a warning only.
 c.CourseDirectory.max_dir_size = 2_000_000
 c.CourseDirectory.max_file_size = 100_000
+# nbgrader's submit, whose refusal of a folder over max_dir_size names its largest files.
+c.ExchangeFactory.submit = "course.notebook.handin_submit.NamingSubmit"
 
 # What a student finds in a cell to fill in.
 c.ClearSolutions.code_stub = {"python": "# PUT YOUR CODE HERE\nraise NotImplementedError()"}

@@ -58,6 +58,11 @@ def settings(course_dir: Path) -> Settings:
     )
 
 
+# nbgrader's submit, naming what makes a folder too big (course/notebook/handin_submit.py); a name,
+# not an import: importing nbgrader's exchange takes over a second.
+SUBMIT = "course.notebook.handin_submit.NamingSubmit"
+
+
 def student_config(course: Settings, root: Path | None = None) -> str:
     """The text of the students' nbgrader_config.py: the course's exchange (or `root`),
     COURSE_EXCHANGE first."""
@@ -80,6 +85,8 @@ c.CourseDirectory.ignore = {list(course.ignore)!r}
 # left out.
 c.CourseDirectory.max_dir_size = {course.max_dir_size!r}
 c.CourseDirectory.max_file_size = {course.max_file_size!r}
+# nbgrader's submit, whose refusal of a folder over that size names its largest files.
+c.ExchangeFactory.submit = {SUBMIT!r}
 '''
 
 

@@ -26,6 +26,15 @@ class Limits:
     max_dir_size: int
     max_file_size: int
     config: Path | None  # the nbgrader_config.py they came from (None: nbgrader's defaults)
+    ignore: tuple[str, ...] = ()  # what submit leaves out (CourseDirectory.ignore)
+    include: tuple[str, ...] = ("*",)  # and what it takes (CourseDirectory.include)
+
+    def submitted(self, path: Path) -> bool:
+        """Whether submit would copy `path` if it were small enough, by nbgrader's own rule."""
+        from nbgrader.utils import ignore_patterns
+
+        rule = ignore_patterns(exclude=list(self.ignore), include=list(self.include))
+        return not rule(str(path.parent), [path.name])
 
 
 def limits(folder: Path = Path(".")) -> Limits:
@@ -45,7 +54,13 @@ def limits(folder: Path = Path(".")) -> Limits:
     )
     config = PyFileConfigLoader(CONFIG, str(found.parent)).load_config() if found else None
     course = CourseDirectory(config=config) if config is not None else CourseDirectory()
-    return Limits(course.max_dir_size * 1000, course.max_file_size * 1000, found)
+    return Limits(
+        course.max_dir_size * 1000,
+        course.max_file_size * 1000,
+        found,
+        tuple(course.ignore),
+        tuple(course.include),
+    )
 
 
 def folder_size(folder: Path) -> int:
@@ -145,12 +160,27 @@ def check(folder: Path = Path("."), largest: int = 5) -> bool:
         f"{folder.resolve()}: {_mb(total)} as nbgrader counts it (ignored files too), "
         f"limit {_mb(allowed.max_dir_size)} ({where})"
     )
-    too_big = [(path, size) for path, size in files if size > allowed.max_file_size]
+    too_big = [
+        (path, size)
+        for path, size in files
+        if size > allowed.max_file_size and allowed.submitted(path)
+    ]
     for path, size in too_big:
         print(
             f"  left out of the submission: {path.relative_to(folder)} ({_mb(size)}, over the "
             f"{_mb(allowed.max_file_size)} a file may have)"
         )
+    if fits:
+        print(*_snapshot_lines(folder), sep="\n")
+        print("ready to hand in: nbgrader's submit takes this folder")
+        return True
+    print(refusal(folder, total, allowed.max_dir_size, files, largest))
+    return False
+
+
+def _snapshot_lines(folder: Path) -> list[str]:
+    """A line for each run that holds snapshots: how many, how large, whether they are needed."""
+    lines = []
     for entry in snapshots(folder):
         state = (
             "a job is training it now"
@@ -159,23 +189,36 @@ def check(folder: Path = Path("."), largest: int = 5) -> bool:
             if entry.finished
             else "unfinished: the next job of this training resumes from them"
         )
-        print(
+        lines.append(
             f"  snapshots: {entry.run.relative_to(folder)}: {len(entry.files)} file(s), "
             f"{_mb(entry.bytes)} ({state})"
         )
-    if fits:
-        print("ready to hand in: nbgrader's submit takes this folder")
-        return True
-    print(f"nbgrader's submit refuses this folder: {_mb(total - allowed.max_dir_size)} too much.")
-    print("Its largest files:")
-    for path, size in sorted(files, key=lambda pair: -pair[1])[:largest]:
-        print(f"  {_mb(size):>12}  {path.relative_to(folder)}")
-    print(
-        "Remove what you do not need: a run's snapshots with "
-        "course.notebook.handin.remove_snapshots('<run folder>') (an unfinished run then starts "
-        "over), core files and data sets by hand (keep runs/ and the job logs: they are graded)."
+    return lines
+
+
+def refusal(
+    folder: Path,
+    total: int,
+    limit: int,
+    files: list[tuple[Path, int]] | None = None,
+    largest: int = 5,
+) -> str:
+    """What to tell a student whose folder nbgrader's submit refuses: by how much, its largest files
+    and how to make room."""
+    files = _files(folder) if files is None else files
+    biggest = sorted(files, key=lambda pair: -pair[1])[:largest]
+    return "\n".join(
+        [
+            f"nbgrader's submit refuses this folder: {_mb(total - limit)} too much.",
+            "Its largest files:",
+            *(f"  {_mb(size):>12}  {path.relative_to(folder)}" for path, size in biggest),
+            *_snapshot_lines(folder),
+            "Remove what you do not need: a run's snapshots with "
+            "course.notebook.handin.remove_snapshots('<run folder>') (an unfinished run then "
+            "starts over), core files and data sets by hand (keep runs/ and the job logs: they "
+            "are graded).",
+        ]
     )
-    return False
 
 
 __all__ = [
@@ -184,6 +227,7 @@ __all__ = [
     "check",
     "folder_size",
     "limits",
+    "refusal",
     "remove_snapshots",
     "snapshots",
 ]

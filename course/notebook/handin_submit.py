@@ -1,0 +1,33 @@
+"""nbgrader's submit, which names what makes a folder too big.
+
+nbgrader 0.9.6 refuses a folder over `max_dir_size` with its byte count only ("Directory size is too
+big. Size is 3756972829, ..."), counting the files it leaves out too. The students' configuration
+(`c.ExchangeFactory.submit`) puts this class in its place, in JupyterLab's Assignment List and in
+`nbgrader submit` alike: the same refusal, with the largest files and what to do
+(course.notebook.handin).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nbgrader.exchange.default.submit import ExchangeSubmit
+
+
+class NamingSubmit(ExchangeSubmit):
+    """nbgrader's default submit; over the size limit, its error names the largest files."""
+
+    def do_copy(self, src, dest, log=None) -> None:
+        limit = 1000 * self.coursedir.max_dir_size
+        size = self.get_size(src)
+        if size > limit:
+            from course.notebook import handin  # the snapshot rules: only for a refused folder
+
+            said = handin.refusal(Path(src), size, limit)
+            self.log.error("Directory size is too big")
+            for line in said.splitlines():  # the command line shows logged errors only
+                self.log.error(line)
+            raise RuntimeError(
+                f"Directory size is too big. Size is {size}, maximum size is {limit}.\n{said}"
+            )
+        super().do_copy(src, dest, log)
