@@ -317,3 +317,35 @@ def check_benchmark_job(folder: Path, ranks: int, log: Path) -> list[allreduce_r
     assert set(fitted) == {(ranks, "ring"), (ranks, "recursive_doubling")}
     assert all(beta > 0 for _, beta in fitted.values())
     return table
+
+
+# --- another MPI's launcher, as the kit's ranks meet it -----------------------------------------
+
+OTHER_MPI = """#!/bin/bash
+# Another MPI's mpiexec, as the kit's ranks meet it: it names another MPI, and starts each of its -n
+# copies of the program alone (no MPI of its own reaches them: each is an MPI world of one). It
+# exits with a failed copy's status, as launchers do.
+if [ "$1" = --version ]; then printf 'HYDRA build details:\\n    Version: 3.1.4\\n'; exit 0; fi
+n=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -n|-np) n=$2; shift 2 ;;
+        --hostfile|--bind-to) shift 2 ;;
+        *) break ;;
+    esac
+done
+pids=()
+for _ in $(seq "$n"); do "$@" & pids+=($!); done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+exit $status
+"""
+
+
+def other_mpi_launcher(folder: Path) -> Path:
+    """<folder>/other-mpi/bin/mpiexec: a stand-in for another MPI's launcher (OTHER_MPI)."""
+    path = folder / "other-mpi" / "bin" / "mpiexec"
+    path.parent.mkdir(parents=True)
+    path.write_text(OTHER_MPI)
+    path.chmod(0o755)
+    return path

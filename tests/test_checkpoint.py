@@ -91,6 +91,35 @@ def test_a_run_another_live_job_trains_is_left_to_it(tmp_path):
         holder.wait()
 
 
+def test_a_run_folder_another_process_trains_in_is_refused_not_shared(tmp_path):
+    # Two copies of one job that were not started as one MPI job claim the same folder.
+    folder = tmp_path / "single_gpu-new"
+    folder.mkdir()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(folder / checkpoint.LOCK_FILE)!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        with pytest.raises(CourseError) as caught:
+            claim(tmp_path, resume=False)
+        assert caught.value.message == (
+            f"another job or process holds the run {folder}: it trains there now"
+        )
+        assert "python -m course doctor checks the MPI launcher" in caught.value.hint
+        assert not (folder / checkpoint.KEY_FILE).exists()  # the holder's run is left as it is
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_the_throughput_counted_so_far_travels_in_the_snapshot_and_warm_up_is_left_out_again():
     ticks = iter(range(1000))
     meter = Throughput(4, warmup=2, clock=lambda: float(next(ticks)))

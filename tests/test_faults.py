@@ -8,6 +8,7 @@ the tests read /proc to check that no process of a job outlives it.
 from __future__ import annotations
 
 import os
+import re
 import select
 import shutil
 import signal
@@ -17,11 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from course.cluster import localsched, procs, submit
+from course import evidence
+from course.cluster import localsched, mpi, procs, submit
 from course.cluster.job import Job
-from course.contracts import jobend, joblog
+from course.contracts import jobend, joblog, results, stages
 from course.errors import JobError
-from tests.helpers import PYTHON, ROOT
+from course.instructor import scoring
+from course.notebook.checks import CheckFailed
+from tests.helpers import PYTHON, ROOT, other_mpi_launcher, student_folder
 
 HEAD = (
     "#!/bin/bash\n#PBS -l walltime={walltime}\nset -eo pipefail\n"
@@ -250,3 +254,76 @@ def test_cancel_names_the_right_command_for_a_clusters_job(folder):
     with pytest.raises(JobError) as caught:
         localsched.cancel("4242.pbs01")
     assert "qdel 4242.pbs01" in caught.value.hint and "scancel 4242" in caught.value.hint
+
+
+@pytest.mark.integration
+def test_ranks_another_mpis_launcher_starts_alone_stop_at_once_and_nobody_is_accused(
+    quick_env, tmp_path, monkeypatch
+):
+    # The site's launcher template names another MPI's mpiexec: it starts the 2 copies of stage 3
+    # each alone, "rank 0 of 1", which would both train into the job's one run folder.
+    folder = student_folder(tmp_path, "student", stages.MULTI_NODE.name)
+    launcher = other_mpi_launcher(tmp_path)
+    site_env = folder / "jobs" / "site_env.sh"
+    site_env.write_text(
+        re.sub(
+            r"^export COURSE_MPIEXEC=.*$",
+            f"export COURSE_MPIEXEC='{launcher} -n {{nprocs}} --hostfile {{hostfile}}'",
+            site_env.read_text(),
+            flags=re.M,
+        )
+    )
+    for key in ("CHAINER_DATASET_ROOT", "COURSE_DATASET"):
+        monkeypatch.setenv(key, quick_env[key])
+    job = submit.submit(
+        stages.MULTI_NODE.job_path,
+        nodes=1,
+        per_node=2,
+        env={"COURSE_TRAIN_ARGS": quick_env["COURSE_TRAIN_ARGS"]},
+        scheduler="local",
+        workdir=folder,
+        echo=None,
+    )
+    status = job.wait(timeout=600, echo=None)
+    log = job.find_log().read_text()
+    assert status != 0, log
+    # Every copy stopped, naming the launcher that ran and the one the kit needs.
+    needed = mpi.mpiexec()
+    stopped = [m.groupdict() for m in joblog.WRONG_LAUNCHER.finditer(log)]
+    assert stopped == [{"ran": str(launcher), "needed": needed, "launched": "2", "size": "1"}] * 2
+    assert job.diagnosis().startswith(
+        f"{launcher} is another MPI's launcher: it started each rank alone (an MPI world of 1, "
+        "not one of the 2 ranks course launch started), so they stopped before training; "
+        f"the kit needs {needed}"
+    )
+    # Nothing trained, nothing counts, and grading says there is no run: no "the log was edited".
+    assert joblog.throughputs(log) == [] and not list(folder.glob(f"runs/*/{results.FILENAME}"))
+    assert evidence.runs(stages.MULTI_NODE.name, folder) == []
+    with pytest.raises(CheckFailed) as caught:
+        scoring.grade_run(stages.MULTI_NODE.name, 1.0, folder)
+    assert f"there is no {stages.MULTI_NODE.name} run" in str(caught.value)
+    assert "edited" not in str(caught.value)
+
+
+@pytest.mark.integration
+def test_slurms_mpiexec_as_the_sites_launcher_is_named_as_the_cause(folder):
+    slurm = Path("/usr/bin/mpiexec.slurm")  # Debian's slurm-wlm-torque: an srun wrapper
+    if not slurm.is_file():
+        pytest.skip("Slurm's mpiexec wrapper is not installed (apt-get install slurm-wlm-torque)")
+    site_env = folder / "jobs" / "site_env.sh"
+    site_env.write_text(
+        re.sub(
+            r"^export COURSE_MPIEXEC=.*$",
+            f"export COURSE_MPIEXEC='{slurm} -n {{nprocs}} --hostfile {{hostfile}}'",
+            site_env.read_text(),
+            flags=re.M,
+        )
+    )
+    job = submit_job(folder, "python -m course launch -- python -c pass\n", name="launch.sh")
+    assert job.wait(timeout=60, echo=None) == 2
+    assert "Unknown option: hostfile" in job.find_log().read_text()
+    assert job.diagnosis().startswith(
+        f"{slurm} does not know the option hostfile of the site's launcher template: it is "
+        "another MPI's launcher (Slurm's mpiexec wrapper is one); the kit needs the mpiexec of "
+        "the MPI mpi4py uses: python -m course doctor says which"
+    )

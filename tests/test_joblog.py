@@ -135,7 +135,14 @@ def test_launch_lines_round_trip_with_the_launcher_s_rank_count(template, ranks)
         "ranks past the last GPU cannot"
     )
     assert joblog.launches(f"{slots}\n{warning}\n{command}\ncourse: run ...\n") == [
-        {"job": "15.pbs-admin", "scheduler": "pbs", "slots": 4, "nodes": 2, "command_ranks": ranks}
+        {
+            "job": "15.pbs-admin",
+            "scheduler": "pbs",
+            "slots": 4,
+            "nodes": 2,
+            "launcher": template.split()[0],
+            "command_ranks": ranks,
+        }
     ]
 
 
@@ -147,7 +154,14 @@ def test_a_log_of_an_older_kit_reads_as_the_same_launch():
         "train_cifar_multi_node.py --model vgg\n"
     )
     assert joblog.launches(log) == [
-        {"job": "2.local", "scheduler": "local", "slots": 1, "nodes": 1, "command_ranks": 1}
+        {
+            "job": "2.local",
+            "scheduler": "local",
+            "slots": 1,
+            "nodes": 1,
+            "launcher": "/v/bin/mpiexec",
+            "command_ranks": 1,
+        }
     ]
     assert (
         joblog.launches(
@@ -155,6 +169,19 @@ def test_a_log_of_an_older_kit_reads_as_the_same_launch():
         )
         == []
     )
+
+
+def test_a_rank_of_another_mpis_launcher_names_both_launchers_in_its_error():
+    said = joblog.wrong_launcher("/usr/bin/mpiexec", "/opt/my env/bin/mpiexec", 4, 1)
+    assert said.startswith("wrong MPI launcher: /usr/bin/mpiexec; the kit needs /opt/my env/bin/")
+    log = f"Traceback ...\ncourse.errors.JobError: {said}\n  -> the site profile's ...\n"
+    [m] = joblog.WRONG_LAUNCHER.finditer(log)
+    assert m.groupdict() == {
+        "ran": "/usr/bin/mpiexec",
+        "needed": "/opt/my env/bin/mpiexec",
+        "launched": "4",
+        "size": "1",
+    }
 
 
 def test_rank_lines_round_trip_in_a_log_with_other_lines():

@@ -151,6 +151,26 @@ not launch the job.
         ),
         (PRTERUN_NO_PROGRAM, "prterun could not find the program train_cifar_multi_nod.py"),
         (
+            "Traceback ...\ncourse.errors.JobError: "
+            + joblog.wrong_launcher("/usr/bin/mpiexec", "/v/bin/mpiexec", 2, 1)
+            + "\n  -> the site profile's mpiexec must start /v/bin/mpiexec\n" * 2,
+            "/usr/bin/mpiexec is another MPI's launcher: it started each rank alone (an MPI world "
+            "of 1, not one of the 2 ranks course launch started), so they stopped before "
+            "training; the kit needs /v/bin/mpiexec: set it as the site profile's mpiexec",
+        ),
+        (
+            "course launch: /usr/bin/mpiexec -n 2 --hostfile /tmp/h python train.py\n"
+            "Unknown option: hostfile\nUsage:\n    mpiexec.slurm args executable pgmargs\n",
+            "/usr/bin/mpiexec does not know the option hostfile of the site's launcher template: "
+            "it is another MPI's launcher (Slurm's mpiexec wrapper is one)",
+        ),
+        ("Unknown option: verbose\n", "a command of the job does not know the option verbose"),
+        (
+            "course launch: /v/bin/srun -n 2 --hostfile /tmp/h python train.py\n"
+            "srun: unrecognized option '--hostfile'\n",
+            "/v/bin/srun does not know the option --hostfile of the site's launcher template",
+        ),
+        (
             "Traceback ...\nValueError: bad batch size\n",
             "ValueError: bad batch size (the traceback above it",
         ),

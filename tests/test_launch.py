@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from course.cluster import hosts, launch
+from course.cluster import hosts, launch, mpi
 from course.errors import JobError
 from tests.helpers import PYTHON
 
@@ -47,6 +47,9 @@ def test_two_nodes_of_two_gpus_become_four_ranks(tmp_path, monkeypatch):
         "-x COURSE_DATASET" in text and "-x PATH" in text
     )  # what the ranks on the other node need
     assert extra["COURSE_RUN_TAG"] == "4242.reedbush-pbsadmin0"
+    # What each rank checks its MPI world against (mpi.check_world), on the other node too.
+    assert extra[mpi.LAUNCHED_RANKS] == "4" and extra[mpi.LAUNCHER] == argv[0]
+    assert f"-x {mpi.LAUNCHED_RANKS}" in text and f"-x {mpi.LAUNCHER}" in text
 
 
 def test_allreduce_algorithms_go_to_open_mpi(tmp_path):
@@ -72,6 +75,31 @@ def test_a_missing_launcher_or_bad_template_is_explained(tmp_path):
     assert "module" in caught.value.hint
     with pytest.raises(JobError, match="unknown field"):
         launch.build(job, ["true"], "mpiexec -n {ranks}", tmp_path / "h")
+
+
+@pytest.mark.parametrize(
+    "launched,launcher,size,error",
+    [
+        ("2", "kit", 2, None),  # one of the ranks course launch started
+        (None, None, 1, None),  # not under course launch: nothing to check
+        ("2", "/other/bin/mpiexec", 1, "JobError: wrong MPI launcher: /other/bin/mpiexec; "),
+        ("2", "kit", 4, "course launch started 2 rank(s), but its launcher's command made an MPI "),
+    ],
+)
+def test_a_rank_checks_its_world_against_the_ranks_course_launch_started(
+    launched, launcher, size, error
+):
+    env = {k: v for k, v in os.environ.items() if k not in (mpi.LAUNCHED_RANKS, mpi.LAUNCHER)}
+    if launched:
+        env[mpi.LAUNCHED_RANKS] = launched
+        env[mpi.LAUNCHER] = mpi.mpiexec() if launcher == "kit" else launcher
+    # In a process of its own: mpi4py's library is read there without starting MPI.
+    code = f"from course.cluster import mpi; mpi.check_world({size})"
+    run = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True)
+    if error is None:
+        assert run.returncode == 0, run.stderr
+    else:
+        assert run.returncode == 1 and error in run.stderr, run.stderr
 
 
 @pytest.mark.integration

@@ -23,6 +23,27 @@ def _rank_killed(m: re.Match) -> str:
     )
 
 
+def _wrong_launcher(m: re.Match) -> str:
+    return (
+        f"{m['ran']} is another MPI's launcher: it started each rank alone (an MPI world of "
+        f"{m['size']}, not one of the {m['launched']} ranks course launch started), so they "
+        f"stopped before training; the kit needs {m['needed']}: set it as the site profile's "
+        "mpiexec, or put its folder first on PATH (python -m course doctor checks it)"
+    )
+
+
+def _unknown_option(m: re.Match) -> str:
+    launched = joblog.launches(m.string[: m.start()])
+    if not launched:
+        return f"a command of the job does not know the option {m['option']}: check its spelling"
+    return (
+        f"{launched[-1]['launcher']} does not know the option {m['option']} of the site's "
+        "launcher template: it is another MPI's launcher (Slurm's mpiexec wrapper is one); the kit "
+        "needs the mpiexec of the MPI mpi4py uses: python -m course doctor says which, and how to "
+        "set it"
+    )
+
+
 def _scheduler_kill(end: jobend.End, local: bool) -> str | None:
     """What a scheduler's kill notice means for the student; None when no scheduler killed the
     job."""
@@ -59,7 +80,15 @@ _CAUSES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
             "running it)"
         ),
     ),
+    (joblog.WRONG_LAUNCHER, _wrong_launcher),
     (joblog.KIT_ERROR, lambda m: f"course {m['command']}: {m['message']}: {m['fix']}"),
+    # Perl's Getopt (Slurm's mpiexec wrapper) and GNU getopt (srun, ...) on a template's option
+    (
+        re.compile(
+            r"^(?:\S+: )?(?:Unknown option: |unrecognized option ')(?P<option>[^\s']+)'?$", re.M
+        ),
+        _unknown_option,
+    ),
     (
         re.compile(
             r"^(?P<file>\S+): line (?P<line>\d+): (?P<command>.+): command not found$", re.M

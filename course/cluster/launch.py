@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course import gpu, paths
+from course import gpu
 from course.cluster import hosts, mpi, procs
 from course.contracts import joblog
 from course.errors import JobError
@@ -81,6 +81,17 @@ def build(
         oversubscribed
     ):  # ranks that busy-wait on a shared core wait for its time slice: let them yield it
         extra["OMPI_MCA_mpi_yield_when_idle"] = "1"
+    program = (shlex.split(template) or [""])[0]
+    launcher = mpi.find_launcher(program)
+    if launcher is None:
+        raise JobError(
+            f"{program} is not found",
+            "load the site's MPI module in the site profile's setup, "
+            'or install the kit\'s mpi extra (pip install -e ".[mpi]")',
+        )
+    # Each rank checks that it is one of these (mpi.check_world), so another MPI's launcher, which
+    # starts each copy alone, stops at once.
+    extra.update(mpi.launch_environment(job.nprocs, launcher))
     names = sorted({*FORWARDED, *extra, *(k for k in os.environ if k.startswith("COURSE_"))})
     export = " ".join(f"-x {name}" for name in names if name in os.environ or name in extra)
     try:
@@ -102,17 +113,6 @@ def build(
             f"{word}:overload-allowed" if before == "--bind-to" and ":" not in word else word
             for before, word in zip(["", *argv], argv)
         ]
-    launcher = (
-        mpi.mpiexec()
-        if argv[0] == "mpiexec"
-        else paths.find_program(argv[0], environment_first=True)
-    )
-    if launcher is None:
-        raise JobError(
-            f"{argv[0]} is not found",
-            "load the site's MPI module in the site profile's setup, "
-            'or install the kit\'s mpi extra (pip install -e ".[mpi]")',
-        )
     return [launcher, *argv[1:], *command], extra
 
 

@@ -18,6 +18,8 @@ per job) |
 per run file) |
 | `course COMMAND: MESSAGE` then `  -> FIX` | the kit's commands (course/cli.py), e.g. `course
 launch` | the diagnosis |
+| `... wrong MPI launcher: PATH; the kit needs PATH (...)` | every rank that another MPI's launcher
+started (course.cluster.mpi), in its exception | the diagnosis |
 
 The lines that close a job (end line, kill notices) are course.contracts.jobend's. Each line's
 format and its parser stand side by side below; tests/test_joblog.py round-trips them.
@@ -93,13 +95,16 @@ _LAUNCH = re.compile(
 _RANK_FLAGS = ("-n", "-np", "--np", "--n", "--ntasks")  # not -c: srun's cpus per task
 
 
-def _command_ranks(command: str) -> int | None:
+def _words(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError:  # not a line the kit wrote (shlex.join): its words as they stand
+        return command.split()
+
+
+def _command_ranks(words: list[str]) -> int | None:
     """The rank count a launcher's command names before the program it starts (python ...), None
     where it names none."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
     for word, following in zip(words, [*words[1:], ""]):
         if Path(word).name.startswith("python") or word.endswith(".py"):
             return None
@@ -111,18 +116,23 @@ def _command_ranks(command: str) -> int | None:
 
 
 def launches(text: str) -> list[dict]:
-    """{job, scheduler, slots, nodes, command_ranks} of every launch a log shows (command_ranks:
-    None where the launcher's command does not name a count)."""
-    return [
-        {
-            "job": m["job"],
-            "scheduler": m["scheduler"],
-            "slots": int(m["slots"]),
-            "nodes": int(m["nodes"]),
-            "command_ranks": _command_ranks(m["command"]),
-        }
-        for m in _LAUNCH.finditer(text)
-    ]
+    """{job, scheduler, slots, nodes, launcher, command_ranks} of every launch a log shows
+    (launcher: the program that started the ranks; command_ranks: None where the launcher's command
+    does not name a count)."""
+    found = []
+    for m in _LAUNCH.finditer(text):
+        words = _words(m["command"]) or [""]
+        found.append(
+            {
+                "job": m["job"],
+                "scheduler": m["scheduler"],
+                "slots": int(m["slots"]),
+                "nodes": int(m["nodes"]),
+                "launcher": words[0],
+                "command_ranks": _command_ranks(words),
+            }
+        )
+    return found
 
 
 # --- the run header -----------------------------------------------------------------------------
@@ -308,6 +318,28 @@ def resumed_line(folder: Path | str, iteration: int, job_id: str | None) -> str:
 def resumptions(text: str) -> list[dict]:
     """{folder, iteration, job} of every resume a log shows."""
     return [{**m.groupdict(), "iteration": int(m["iteration"])} for m in _RESUMED.finditer(text)]
+
+
+# --- a rank that another MPI's launcher started -------------------------------------------------
+#
+# `course launch` tells its ranks how many it started; a rank in an MPI world of another size was
+# started by a launcher of another MPI (each copy alone, "rank 0 of 1"), and stops with this error.
+
+WRONG_LAUNCHER = re.compile(
+    r"wrong MPI launcher: (?P<ran>.+?); the kit needs (?P<needed>.+?) "
+    r"\(course launch started (?P<launched>\d+) rank\(s\); this one is in an MPI world of "
+    r"(?P<size>\d+)\)$",
+    re.MULTILINE,
+)
+
+
+def wrong_launcher(ran: str, needed: str, launched: int, size: int) -> str:
+    """The error of a rank whose MPI world is not the `launched` ranks: `ran` started it, the kit
+    needs `needed` (the mpiexec of mpi4py's MPI)."""
+    return (
+        f"wrong MPI launcher: {ran}; the kit needs {needed} (course launch started {launched} "
+        f"rank(s); this one is in an MPI world of {size})"
+    )
 
 
 # --- the kit's own error messages ---------------------------------------------------------------

@@ -4,12 +4,14 @@ rest."""
 from __future__ import annotations
 
 import platform
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from course import gpu, paths
-from course.cluster import siteenv
+from course.cluster import mpi, siteenv
 from course.runtime import data
 
 OK, NOT_HERE, PROBLEM = "ok", "--", "!!"
@@ -149,21 +151,40 @@ def _kernels() -> Check:
 
 
 def _mpi() -> Check:
-    launcher = paths.find_program("mpiexec", environment_first=True)
+    """The launcher `course launch` would run (the site template's program) must be the mpiexec of
+    the MPI library mpi4py loads: another MPI's starts each rank alone, or fails on its options."""
     import mpi4py
 
-    mpi4py.rc.initialize = False  # only the library's name is needed here
-    from mpi4py import MPI
-
-    library = MPI.Get_library_version().splitlines()[0].split(",")[0].strip()
+    library = mpi.library()
+    uses = f"mpi4py {mpi4py.__version__} uses {library.name}"
+    env_file = siteenv.locate()
+    template = siteenv.SiteSettings.read(env_file).mpiexec if env_file else ""
+    program = (shlex.split(template) or ["mpiexec"])[0]
+    launcher = mpi.find_launcher(program)
     if not launcher:
         return Check(
             PROBLEM,
             "MPI",
-            f"mpi4py {mpi4py.__version__} ({library}) but no mpiexec on PATH",
+            f"{uses} but no {program} on PATH",
             'load the site\'s MPI module, or:  pip install -e ".[mpi]"',
         )
-    return Check(OK, "MPI", f"mpiexec {launcher}; mpi4py {mpi4py.__version__} uses {library}")
+    if not Path(program).name.startswith(("mpiexec", "mpirun")):  # srun: the scheduler's
+        return Check(OK, "MPI", f"{program} {launcher} starts the ranks; {uses}")
+    said = mpi.foreign(launcher, library)
+    if said is None:
+        return Check(OK, "MPI", f"{program} {launcher}; {uses}")
+    right = mpi.matching_launcher(library)
+    return Check(
+        PROBLEM,
+        "MPI",
+        f"{program} {launcher} is not the launcher of {library.name}, which mpi4py "
+        f"{mpi4py.__version__} uses (it says: {said[:100]}): jobs would fail, or train each rank "
+        "alone",
+        f"put {Path(right).parent} first on PATH, or set the site profile's mpiexec to {right}"
+        if right
+        else f"load the module of {library.name} (the MPI mpi4py was built with), so that its "
+        "mpiexec comes first on PATH",
+    )
 
 
 def _scheduler() -> Check:

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from course.cluster import hosts
+from course.cluster import hosts, mpi
 from course.contracts import benchmark
 
 SIZES = tuple(1024 * 4**k for k in range(1, 9))  # 4 KiB, 16 KiB, ..., 64 MiB
@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(argv)
     comm = MPI.COMM_WORLD
+    # Each copy alone (another MPI's launcher started it) would measure nothing: stop it.
+    mpi.check_world(comm.Get_size())
     started = time.time()
     measured = measure(comm, sorted(set(args.sizes)), args.budget)
     names = comm.gather(MPI.Get_processor_name(), root=0)

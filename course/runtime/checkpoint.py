@@ -125,7 +125,12 @@ def claim_folder(out: str, stage: str, key: str, resume: bool) -> tuple[str, boo
         ):
             if _lock(folder):
                 return str(folder), True
-    _lock(Path(out))
+    if not _lock(Path(out)):  # two copies of one job (not one MPI job), or two jobs
+        raise CourseError(
+            f"another job or process holds the run {out}: it trains there now",
+            "let it end, or train with --out in another folder; if this job's ranks each train "
+            "alone, python -m course doctor checks the MPI launcher",
+        )
     (Path(out) / KEY_FILE).write_text(
         json.dumps({"key": key, "stage": stage, "created_at": _now()}) + "\n"
     )

@@ -8,6 +8,7 @@ import chainer
 import numpy as np
 
 from course import gpu
+from course.cluster import mpi
 from course.contracts import stages
 from course.errors import CourseError
 
@@ -44,6 +45,12 @@ def communicator_name(name: str, on_gpu: bool) -> str:
     if name != "auto":
         return name
     return "pure_nccl" if on_gpu else "naive"
+
+
+def check_communicator(comm) -> None:
+    """Stop every rank at once where the communicator is not the ranks `course launch` started:
+    another MPI's launcher starts each copy alone (course.cluster.mpi.check_world)."""
+    mpi.check_world(comm.size)
 
 
 def gpus_for_multiprocess(requested: int | None) -> list[int]:

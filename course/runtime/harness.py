@@ -26,6 +26,7 @@ from course.errors import CourseError
 from course.fileio import sha256_file
 from course.runtime import checkpoint, data, profile
 from course.runtime.devices import (
+    check_communicator,
     communicator_name,
     gpus_for_multiprocess,
     resolve_device,
@@ -137,6 +138,8 @@ def run(
     Returns the ThroughputStats (None when too few iterations were counted).
     """
     _require_throughput(trainer)
+    if comm is not None:
+        check_communicator(comm)
     reporting = comm is None or comm.rank == 0
     state = checkpoint.attach(trainer, comm, add=args.stage != stages.SINGLE_GPU.name)
     resumed_from = _claim_run_folder(trainer, args, comm, devices, state)
