@@ -87,6 +87,7 @@ def ended(job: Job) -> tuple[int, str]:
 
 def ended_early(job: Job, status: int, text: str) -> None:
     assert not jobend.walltime_exceeded(text) and status == watchdog.EXIT_STATUS, text
+    assert job.ending().says == f"ended with exit status {status}"  # the end line reads after MPI's
     assert job._local.record()["seconds"] < WALLTIME_SECONDS
     assert "train fewer epochs" not in job.diagnosis()
 
@@ -124,11 +125,10 @@ def test_a_stopped_rank_is_named_and_its_job_ends_long_before_the_walltime(tmp_p
     assert not [pid for pid in pids.values() if procs.alive(pid)]
 
 
-# A student's make_iterators whose training set's reads never return from the 1500th on (an
-# epoch is 1024): each then opens a pipe that nobody writes to, as a read from a hung file server.
+# A training set whose reads never return from the 1500th on (an epoch is 1024 examples on one
+# process, 512 on each of two ranks): each then opens a pipe that nobody writes to, as a read from a
+# hung file server would. Made in the student's function, so that the script holds it.
 STUCK = """
-
-def make_iterators(train, test, batchsize):
     reads = []
 
     class Stuck(chainer.dataset.DatasetMixin):
@@ -140,22 +140,45 @@ def make_iterators(train, test, batchsize):
             if len(reads) > 1500:
                 open({fifo!r}).read()
             return train[i]
-
+"""
+STUCK_ITERATORS = (
+    "\n\ndef make_iterators(train, test, batchsize):"
+    + STUCK
+    + """
     return (
         chainer.iterators.SerialIterator(Stuck(), batchsize),
         chainer.iterators.SerialIterator(test, batchsize, repeat=False, shuffle=False),
     )
 """
+)
+STUCK_RANK_1 = (
+    """
+
+def shard_datasets(train, test, comm, seed):
+    train = chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)
+    test = chainermn.scatter_dataset(test, comm)
+    if comm.rank != 1:
+        return train, test"""
+    + STUCK
+    + """
+    return Stuck(), test
+"""
+)
+
+
+def stuck_student(tmp_path: Path, stage: str, function: str) -> Path:
+    """A student's folder whose script reads its training set through `function` (STUCK_...)."""
+    fifo = tmp_path / "never-written"
+    os.mkfifo(fifo)
+    module = notebook(tmp_path, solution_source(stage) + function.format(fifo=str(fifo)))
+    folder = tmp_path / "student"
+    shutil.copytree(ROOT / "jobs", folder / "jobs")
+    scripts.write_script(stage, functions(module, stages.get(stage)), folder)
+    return folder
 
 
 def test_a_training_stuck_in_a_read_is_named_with_its_line_and_its_job_ends(tmp_path, env):
-    fifo = tmp_path / "never-written"
-    os.mkfifo(fifo)
-    module = notebook(tmp_path, solution_source("single_gpu") + STUCK.format(fifo=str(fifo)))
-    folder = tmp_path / "student"
-    shutil.copytree(ROOT / "jobs", folder / "jobs")
-    scripts.write_script("single_gpu", functions(module, stages.get("single_gpu")), folder)
-    job = run(folder, "single_gpu")
+    job = run(stuck_student(tmp_path, "single_gpu", STUCK_ITERATORS), "single_gpu")
     try:
         status, text = ended(job)
     finally:
@@ -167,3 +190,17 @@ def test_a_training_stuck_in_a_read_is_named_with_its_line_and_its_job_ends(tmp_
     assert "course: watchdog: the training's stack" in text and "open(" in text
     ended_early(job, status, text)
     assert job.diagnosis().startswith("the training made no step for 0.5 minutes")
+
+
+def test_a_rank_stuck_in_a_read_is_named_with_its_line_while_the_others_wait(tmp_path, env):
+    job = run(stuck_student(tmp_path, "multi_node", STUCK_RANK_1), "multi_node")
+    try:
+        status, text = ended(job)
+    finally:
+        if job.exit_status() is None:
+            localsched.cancel(job.id)
+    [hang] = jobend.hangs(text)
+    assert (hang.rank, hang.ranks, hang.how) == (1, 2, "stuck"), text
+    assert hang.where.startswith("get_example (train_cifar_multi_node.py, line "), hang.where
+    ended_early(job, status, text)
+    assert job.diagnosis().startswith("rank 1 of 2 made no training step for 0.5 minutes")

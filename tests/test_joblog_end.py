@@ -29,6 +29,9 @@ def test_end_lines_round_trip_with_their_time():
     log = f"training\n{jobend.killed_line('7.x', 'TERM', AT)}\n"
     assert jobend.end(log) == jobend.End(143, "signal", "was killed by SIGTERM", AT)
     assert jobend.ended_at(log) == AT and jobend.exit_status(log) == 143
+    # Open MPI's launcher ends its MPI_ABORT notice with a NUL byte, before the end line
+    aborted = f"  Errorcode: 124\n---\n\x00{jobend.end_line('7.x', 124, AT)}\n"
+    assert jobend.end(aborted) == jobend.End(124, "exit", "ended with exit status 124", AT)
     # the job shell always writes the time: a line without one is no end line
     assert jobend.end("course: job 7.x ended with exit status 0\n") is None
 

@@ -54,8 +54,10 @@ if [[ $- != *i* ]]; then
 fi"""
 _TIMESTAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 _AT = rf"(?: at (?P<at>{_TIMESTAMP}))?"  # the kit's own notices carry it; the schedulers' do not
+# Open MPI 5's launcher ends its MPI_ABORT notice with a NUL byte, which lands at the start of the
+# next line, the end line: after a rank's exception (ChainerMN's abort hook) or the watchdog.
 _END = re.compile(
-    r"^course: job \S+ (?:ended with exit status (?P<status>\d+)|was killed by "
+    r"^\x00*course: job \S+ (?:ended with exit status (?P<status>\d+)|was killed by "
     rf"SIG(?P<signal>[A-Z]+)) at (?P<at>{_TIMESTAMP})$",
     re.MULTILINE,
 )
