@@ -53,9 +53,16 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
 # Autograde runs no kernel: the verifier runs each test cell on the student's functions in a sandbox
 # (course/instructor/verify.py), and nbgrader scores the outputs it produced.
-from course.instructor.nbgrader_hook import autograde_preprocessors  # noqa: E402
+from course.instructor.nbgrader_hook import (  # noqa: E402
+    autograde_preprocessors,
+    sanitize_preprocessors,
+)
 
 c.Autograde.autograde_preprocessors = autograde_preprocessors()
+# A test cell a student deleted is put back from the gradebook and graded there: the test is the
+# instructor's, and the verifier runs the instructor's copy anyway. grades-details.csv flags it.
+c.OverwriteCells.add_missing_cells = True
+c.Autograde.sanitize_preprocessors = sanitize_preprocessors()
 # VerifiedExecute.timeout: seconds a test cell may run (its default, nbgrader_hook.CELL_TIMEOUT).
 
 # Autograde copies the submission's files, then overwrites the ones whose names the source folder

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from course import comparison, evidence, paths
-from course.instructor import demo, grade_report
+from course.instructor import demo, grade_report, nbgrader_cells
 from tests.helpers import PYTHON, ROOT, bubblewrap
 from tests.solutions import solution_functions
 
@@ -587,3 +587,45 @@ def test_copied_job_outputs_are_in_the_plagiarism_table(graded):
     assert not any("bob" in students for _, students in shared), (
         "the untouched release shares no job output"
     )
+
+
+def test_a_deleted_test_cell_is_graded_on_the_instructors_copy_and_flagged(tmp_path):
+    """A student hands in a correct notebook 01 without two of its read-only test cells:
+    check_trainer (after their solution cell) and check_results (after the read-only report cell,
+    where nbgrader 0.9.6's own putting back fails on the whole notebook)."""
+    course = demo.course_folder(ROOT, tmp_path / "course")
+    solved = demo.student_copy(ROOT / "notebooks" / A, ROOT / "solutions" / A, tmp_path / "dora")
+    handed_in = course / "submitted" / "dora" / A
+    handed_in.mkdir(parents=True)
+    deleted = ("check_trainer", "check_results")
+    notebook = nbformat.read(solved / "01_single_gpu.ipynb", as_version=4)
+    notebook.cells = [c for c in notebook.cells if nbgrader_cells.grade_id(c) not in deleted]
+    nbformat.write(notebook, handed_in / "01_single_gpu.ipynb")
+    env = paths.tool_environment()
+    if not bubblewrap():
+        env["COURSE_SANDBOX"] = "off"
+    run = subprocess.run(
+        [PYTHON, "-m", "course", "grade", "--course-dir", str(course)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    with open(course / "grades-details.csv") as f:
+        rows = {row["test"]: row for row in csv.DictReader(f) if row["notebook"] == "01_single_gpu"}
+    trainer, results = rows["check_trainer"], rows["check_results"]
+    assert float(trainer["score"]) == float(trainer["max_score"]) == 3, trainer
+    assert "there is no single_gpu run" in results["message"]  # the instructor's copy ran
+    for test in deleted:
+        assert rows[test]["flags"] == (
+            f"the test cell {test} is missing from the submission (deleted, or its nbgrader "
+            "marks changed): graded on the instructor's copy, which nbgrader put back"
+        )
+    assert not [row for test, row in rows.items() if row["flags"] and test not in deleted]
+    assert float(rows["check_iterators"]["score"]) == 2
+    graded = nbformat.read(course / "autograded" / "dora" / A / "01_single_gpu.ipynb", 4)
+    order = [nbgrader_cells.grade_id(cell) for cell in graded.cells]
+    assert order[order.index("build_trainer") + 1] == "check_trainer"
+    assert order[order.index("report") + 1] == "check_results"
+    feedback = (course / "feedback" / "dora" / A / "01_single_gpu.html").read_text()
+    assert "(id:check_trainer) was missing from the submission" in feedback

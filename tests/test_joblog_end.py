@@ -29,6 +29,9 @@ def test_end_lines_round_trip_with_their_time():
     log = f"training\n{jobend.killed_line('7.x', 'TERM', AT)}\n"
     assert jobend.end(log) == jobend.End(143, "signal", "was killed by SIGTERM", AT)
     assert jobend.ended_at(log) == AT and jobend.exit_status(log) == 143
+    # Open MPI's launcher ends its MPI_ABORT notice with a NUL byte, before the end line
+    aborted = f"  Errorcode: 124\n---\n\x00{jobend.end_line('7.x', 124, AT)}\n"
+    assert jobend.end(aborted) == jobend.End(124, "exit", "ended with exit status 124", AT)
     # the job shell always writes the time: a line without one is no end line
     assert jobend.end("course: job 7.x ended with exit status 0\n") is None
 
@@ -180,6 +183,20 @@ not launch the job.
         ),
         (jobend.lost_notice("9.local", AT), "the local scheduler's process was killed"),
         (f"{jobend.end_line('9.local', 1, AT)}\n", "the log names no cause: read it from the top"),
+        (  # the watchdog's line wins over what the abort and the end print after it
+            f"{jobend.Hang(2, 1, 5, 37, 'stopped').format()}\nMPI_ABORT was invoked on rank 0\n"
+            f"{jobend.end_line('9.local', 124, AT)}\n",
+            "rank 1 of 2 made no training step for 5 minutes (last step at iteration 37): its "
+            "process stopped running (stopped by a signal, or its node hangs); the watchdog ended "
+            "the job rather than wait for its walltime: submit the job again",
+        ),
+        (
+            f"{jobend.Hang(1, None, 10, 96, 'alone', 'read (data.py, line 3)').format()}\n"
+            f"{jobend.walltime_notice('00:30:00')}\n",
+            "the training made no step for 10 minutes (last step at iteration 96): it hung in read "
+            "(data.py, line 3); the watchdog ended the job rather than wait for its walltime: look "
+            "at what that line waits for",
+        ),
     ],
 )
 def test_the_diagnosis_names_the_cause_the_log_shows(log, cause):
@@ -197,4 +214,30 @@ def test_only_a_clusters_job_without_a_cause_is_pointed_at_its_scheduler():
     assert "qstat -x -f 9.pbs01" in said and "sacct -j 9" in said
     assert "qdel or scancel" in explain(
         jobend.killed_line("9.pbs01", "TERM", AT), "9.pbs01", local=False
+    )
+
+
+@pytest.mark.parametrize(
+    "hang",
+    [
+        jobend.Hang(2, 1, 0.5, 37, "stopped"),
+        jobend.Hang(4, 3, 10, 0, "stuck", "get_example (train.py, line 4), from main (train.py, l"),
+        jobend.Hang(1, None, 1, 96, "alone", "read (data.py, line 3)"),
+        jobend.Hang(3, None, 10, 12, "waiting"),
+    ],
+)
+def test_the_watchdogs_line_round_trips(hang):
+    assert jobend.hangs(f"epoch 1\n{hang.format()}\n{jobend.end_line('9.x', 124, AT)}\n") == [hang]
+
+
+def test_the_watchdogs_line_reads_as_a_sentence():
+    assert jobend.Hang(2, 1, 5, 37, "stopped").format() == (
+        "course: watchdog: rank 1 of 2 made no training step for 5 minutes (last step at "
+        "iteration 37): its process stopped running (stopped by a signal, or its node hangs); the "
+        "job was ended"
+    )
+    assert (
+        jobend.Hang(3, None, 1, 12, "waiting")
+        .format()
+        .startswith("course: watchdog: no rank of 3 made a training step for 1 minute ")
     )

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from course.contracts import jobend, joblog
+from course.runtime import watchdog
 
 
 def _rank_killed(m: re.Match) -> str:
@@ -67,6 +68,22 @@ def _scheduler_kill(end: jobend.End, local: bool) -> str | None:
     if end.kind == "killed":
         return f"the job {end.says}: ask for more of it in the job's #PBS -l lines"
     return None
+
+
+def _hang(hang: jobend.Hang) -> str:
+    """What the watchdog's line means for the student: its finding, and what to do."""
+    said = hang.format().removeprefix("course: watchdog: ").removesuffix("; the job was ended")
+    again = "submit the job again (it resumes from its last snapshot)"
+    fix = {
+        "stopped": again,
+        "waiting": "every rank must make the same ChainerMN calls in the same order (one rank "
+        f"skipped a call the others make): fix that, then {again}",
+    }.get(
+        hang.how,
+        f"look at what that line waits for (a file, a device, another process), then {again}; "
+        f"if it is only slow, give it more minutes (qsub -v {watchdog.LIMIT_VARIABLE}=30)",
+    )
+    return f"{said}; the watchdog ended the job rather than wait for its walltime: {fix}"
 
 
 # What else a failed job's log can show, most telling first: (pattern, what it means). Bash's, Open
@@ -128,6 +145,9 @@ _MISSING = re.compile(r"^.*No such file or directory.*$", re.M)
 
 def explain(text: str, job_id: str, local: bool, log: str = "the log") -> str:
     """What a failed job's log shows went wrong (Job.diagnosis)."""
+    hangs = jobend.hangs(jobend.until_end(text))
+    if hangs:  # before any walltime: the watchdog named why the job made no progress
+        return _hang(hangs[-1])
     end = jobend.end(text)
     killed = _scheduler_kill(end, local) if end else None
     if killed:

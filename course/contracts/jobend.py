@@ -11,6 +11,8 @@ evidence (when) |
 diagnosis |
 | `course local scheduler: job ID was cancelled / was lost ...` | the local scheduler | the
 submitter, the diagnosis |
+| `course: watchdog: rank R of N made no training step for M minutes ...` | the training's watchdog
+(course.runtime.watchdog), before it ends the job | the diagnosis |
 
 Each line's format and its parser stand side by side; tests/test_joblog_end.py round-trips them.
 """
@@ -52,8 +54,10 @@ if [[ $- != *i* ]]; then
 fi"""
 _TIMESTAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 _AT = rf"(?: at (?P<at>{_TIMESTAMP}))?"  # the kit's own notices carry it; the schedulers' do not
+# Open MPI 5's launcher ends its MPI_ABORT notice with a NUL byte, which lands at the start of the
+# next line, the end line: after a rank's exception (ChainerMN's abort hook) or the watchdog.
 _END = re.compile(
-    r"^course: job \S+ (?:ended with exit status (?P<status>\d+)|was killed by "
+    r"^\x00*course: job \S+ (?:ended with exit status (?P<status>\d+)|was killed by "
     rf"SIG(?P<signal>[A-Z]+)) at (?P<at>{_TIMESTAMP})$",
     re.MULTILINE,
 )
@@ -190,3 +194,74 @@ def until_end(text: str) -> str:
     What follows was written by processes that outlived the job, and proves nothing."""
     ends = [m.end() for pattern in (_END, _NOTICES) for m in pattern.finditer(text)]
     return text[: max(ends) + 1] if ends else text
+
+
+# --- a training that hung, ended by the watchdog (course.runtime.watchdog) ----------------------
+#
+# One line, written by the process that noticed (rank 0, or rank 1 when rank 0 is the one that
+# stopped) just before it ends the job: the cause, where the end line only says how.
+
+HANG_HOW = {
+    "stopped": "its process stopped running (stopped by a signal, or its node hangs)",
+    "stuck": "it hung in {where}; the other ranks wait for it",
+    "alone": "it hung in {where}",
+    "waiting": "every rank waits for the others in ChainerMN (a deadlock)",
+}
+
+
+@dataclass(frozen=True)
+class Hang:
+    """No training step for `minutes`: which rank hung and how."""
+
+    ranks: int  # how many processes train: 1 for stages 1 and 2
+    rank: int | None  # the rank that hung; None with one process, or when every rank waits
+    minutes: float
+    iteration: int  # the training's iteration at its last step
+    how: str  # HANG_HOW's: stopped, stuck (one rank of several), alone (one process), waiting
+    where: str = ""  # where its main thread is, for stuck and alone
+
+    def format(self) -> str:
+        who = (
+            "the training"
+            if self.ranks == 1
+            else f"rank {self.rank} of {self.ranks}"
+            if self.rank is not None
+            else f"no rank of {self.ranks}"
+        )
+        step = "step" if self.ranks == 1 else "training step"
+        unit = "minute" if self.minutes == 1 else "minutes"
+        return (
+            f"course: watchdog: {who} made {'a' if self.rank is None and self.ranks > 1 else 'no'} "
+            f"{step} for {self.minutes:g} {unit} (last step at iteration {self.iteration}): "
+            f"{HANG_HOW[self.how].format(where=self.where)}; the job was ended"
+        )
+
+
+_HOW = "|".join(
+    f"(?P<{how}>{re.escape(text).replace(re.escape('{where}'), f'(?P<where_{how}>.+?)')})"
+    for how, text in HANG_HOW.items()
+)
+_HANG = re.compile(
+    r"^course: watchdog: (?:the training|rank (?P<rank>\d+) of (?P<ranks>\d+)|no rank of "
+    r"(?P<all>\d+)) made (?:no|a) (?:training )?step for (?P<minutes>[\d.]+) minutes? "
+    rf"\(last step at iteration (?P<iteration>\d+)\): (?:{_HOW}); the job was ended$",
+    re.MULTILINE,
+)
+
+
+def hangs(text: str) -> list[Hang]:
+    """Every watchdog line of a log, in order."""
+    found = []
+    for m in _HANG.finditer(text):
+        how = next(how for how in HANG_HOW if m[how])
+        found.append(
+            Hang(
+                ranks=int(m["ranks"] or m["all"] or 1),
+                rank=int(m["rank"]) if m["rank"] else None,
+                minutes=float(m["minutes"]),
+                iteration=int(m["iteration"]),
+                how=how,
+                where=m.groupdict().get(f"where_{how}") or "",
+            )
+        )
+    return found

@@ -178,6 +178,11 @@ def verify_all(
         if verify.shadowing(folder):
             flags[("", "")] = verify.shadowing(folder)
         for v in found:
+            plan = next(p for p in plans if p.notebook == v.notebook)
+            for test in verify.deleted_tests(folder / v.notebook, plan):  # none when not handed in
+                flags.setdefault((Path(v.notebook).stem, test), []).append(
+                    verify.DELETED.format(test=test)
+                )
             for test in verify.disagreements(folder / v.notebook, v):
                 flags.setdefault((Path(v.notebook).stem, test), []).append(
                     "the notebook as handed in shows this test passing, the grader's run fails it "

@@ -1,10 +1,16 @@
-"""nbgrader's autograde with the verifier in place of its Execute step (set in nbgrader_config.py).
+"""nbgrader's autograde with the verifier in place of its Execute step, and deleted test cells put
+back (both set in nbgrader_config.py).
 
 `python -m course grade` verifies every submission first, each in its own sandboxed process and
 several at a time, and leaves the verdicts in COURSE_VERIFIED_DIR; nbgrader then puts their outputs
 into the test cells, scores them as it always does, and keeps the gradebook, the feedback and the
 export. Run by nbgrader alone (`nbgrader autograde`, the Formgrader), the step verifies the notebook
 itself. Either way no student code runs in nbgrader's process or in a kernel.
+
+A test cell the student deleted (or whose nbgrader marks they changed) is put back from the
+gradebook by nbgrader's own OverwriteCells (`add_missing_cells`), so the verifier's run of the
+instructor's copy is scored as for any other test; RestoreDeletedCells only places it where
+nbgrader 0.9.6 cannot.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from typing import Any
 import nbformat
 from nbgrader.converters import Autograde
 from nbgrader.coursedir import CourseDirectory
-from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor, OverwriteCells
 from traitlets import Float
 
 from course.instructor import nbgrader_cells, verify, verify_functions, verify_plan
@@ -108,3 +114,45 @@ def autograde_preprocessors() -> list[type]:
     """nbgrader's own list of autograde steps, with VerifiedExecute in place of Execute."""
     default = Autograde.class_traits()["autograde_preprocessors"].default()
     return [VerifiedExecute if step is Execute else step for step in default]
+
+
+class RestoreDeletedCells(OverwriteCells):
+    """nbgrader's OverwriteCells, whose `add_missing_cells` puts a deleted grade cell back after the
+    nearest cell of the source notebook that the submission still has.
+
+    nbgrader 0.9.6 puts it after the source cell just before it, and fails on the whole notebook
+    (KeyError) when that cell is a read-only one, as the report cell before each results check is.
+    """
+
+    def add_missing_grade_cells(self, nb: Any, resources: dict[str, Any]) -> tuple[Any, Any]:
+        source = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+        order = [cell.name for cell in source.source_cells]  # the source notebook's order
+        by_name = {cell.name: cell for cell in source.source_cells}
+        solutions = {cell.name for cell in source.solution_cells}
+        for grade_cell in source.grade_cells:
+            present = {
+                name: index
+                for index, cell in enumerate(nb.cells)
+                if (name := nbgrader_cells.grade_id(cell)) is not None
+            }
+            if grade_cell.name in present:
+                continue
+            self.log.warning("Missing grade cell %s, adding it to the notebook", grade_cell.name)
+            earlier = order[: order.index(grade_cell.name)]
+            after = next((present[name] for name in reversed(earlier) if name in present), -1)
+            nb.cells.insert(
+                after + 1,
+                self.missing_cell_transform(
+                    by_name[grade_cell.name],
+                    grade_cell.max_score,
+                    is_solution=grade_cell.name in solutions,
+                ),
+            )
+        return nb, resources
+
+
+def sanitize_preprocessors() -> list[type]:
+    """nbgrader's own list of autograde's sanitizing steps, with RestoreDeletedCells in place of
+    OverwriteCells."""
+    default = Autograde.class_traits()["sanitize_preprocessors"].default()
+    return [RestoreDeletedCells if step is OverwriteCells else step for step in default]

@@ -141,6 +141,23 @@ def disagreements(notebook: Path, verdict: Verdict) -> list[str]:
     return found
 
 
+def deleted_tests(notebook: Path, plan: Plan) -> list[str]:
+    """The test cells of `plan` that the handed-in notebook does not have (deleted, or their
+    nbgrader marks changed); nbgrader puts them back and grades the instructor's copy."""
+    try:
+        cells = json.loads(Path(notebook).read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        return []
+    present = {nbgrader_cells.grade_id(cell) for cell in cells}
+    return [test.id for test in plan.tests if test.id not in present]
+
+
+DELETED = (
+    "the test cell {test} is missing from the submission (deleted, or its nbgrader marks "
+    "changed): graded on the instructor's copy, which nbgrader put back"
+)
+
+
 # Packages the notebooks import: a folder or module of one of these names in a submission would
 # shadow it in a kernel started there (the verifier runs with Python's -P, which leaves the current
 # folder out).

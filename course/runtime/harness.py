@@ -24,7 +24,7 @@ from course import fileio
 from course.contracts import joblog, results, stages
 from course.errors import CourseError
 from course.fileio import sha256_file
-from course.runtime import checkpoint, data, profile
+from course.runtime import checkpoint, data, profile, watchdog
 from course.runtime.devices import (
     check_communicator,
     communicator_name,
@@ -173,7 +173,8 @@ def run(
     )
     try:
         with profiler.hook if profiler else contextlib.nullcontext():
-            trainer.run()
+            with watchdog.watching(trainer, comm):  # a hung training ends its job, named
+                trainer.run()
     except BaseException as e:
         if reporting:
             try:
