@@ -4,6 +4,7 @@ get."""
 from __future__ import annotations
 
 import os
+import sys
 
 from course import paths
 from course.errors import JobError
@@ -36,3 +37,15 @@ def local_run_environment(**more: str) -> dict[str, str]:
     """os.environ for ranks started on this machine alone (checks, benchmarks, tests): one BLAS
     thread each."""
     return {**os.environ, **ONE_THREAD, **rank_environment(), **more}
+
+
+def on_cores(ranks: int, *command: str) -> list[str]:
+    """`command` as `ranks` ranks of this machine, each bound to one core (a CPU device is one
+    core); JobError where there is no mpiexec."""
+    return [mpiexec(), "-n", str(ranks), "--bind-to", "core", *command]
+
+
+def naive_training(*flags: str) -> list[str]:
+    """The kit's reference training (python -m course train) with ChainerMN's naive communicator:
+    what the kit's measurements on CPU cores run (tools/bench.py, tools/accuracy_study.py)."""
+    return [sys.executable, "-m", "course", "train", "--communicator", "naive", *flags]
