@@ -14,6 +14,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import nbformat
 import numpy as np
@@ -51,6 +52,26 @@ def bubblewrap() -> bool:
     except GradingError:
         return False
     return True
+
+
+def python(
+    *arguments: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`python ARGUMENTS` with this interpreter, run to its end, its output captured as text."""
+    return subprocess.run(
+        [PYTHON, *arguments], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def python_ok(*arguments: str, **options: Any) -> str:
+    """What `python ARGUMENTS` (`options`: python's) prints; the test fails with all its output
+    where it does not exit 0."""
+    run = python(*arguments, **options)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
 
 
 # --- a notebook's namespace, from its cells ---------------------------------------------------
@@ -122,6 +143,18 @@ def replaced_once(source: str, old: str, new: str) -> str:
     """`source` with `old`, which it must hold exactly once, replaced by `new`."""
     assert source.count(old) == 1, f"{old!r} is not once in\n{source}"
     return source.replace(old, new)
+
+
+# The graded cells of notebook 03 that check the stage's functions on their own, in order.
+STAGE_3_CELLS = (
+    "check_communicator",
+    "check_device_binding",
+    "check_scatter",
+    "check_optimizer",
+    "check_learning_rate_schedule",
+    "check_trainer",
+    "check_resource_request",
+)
 
 
 def check_cells(stage_name: str) -> dict[str, str]:

@@ -29,6 +29,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from course.cluster.submit import Job
 
 PACKAGES = ("slurm-wlm", "slurm-wlm-torque", "munge")
 PARTITION = "course"  # the queue of sites/slurm-cpu.toml
@@ -99,6 +103,24 @@ class Cluster:
             "PATH": f"{bin_dir}{os.pathsep}{base.get('PATH', '')}",
             "VIRTUAL_ENV": str(bin_dir.parent),
         }
+
+    def qsub(self, folder: Path, base: dict[str, str], *arguments: str) -> Job:
+        """`qsub -j oe ARGUMENTS` as a student types it in `folder`, from a shell whose environment
+        is `base`; the job, waited for (the test fails with its log unless it exits 0)."""
+        from course.cluster import submit
+
+        run = subprocess.run(
+            ["qsub", "-j", "oe", *arguments],
+            cwd=folder,
+            env=self.env(base),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        job = submit.Job(run.stdout.strip(), folder, "qsub")
+        code = job.wait(timeout=600, echo=None, poll=2)
+        assert code == 0, job.find_log().read_text()[-3000:]
+        return job
 
     def stop(self) -> None:
         if self.nodes != ["localhost"]:

@@ -5,13 +5,12 @@ them. tests/test_slurm.py submits the same job to real Slurm."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 
 from course import costmodel
 from course.notebook import allreduce_report
-from tests.helpers import PYTHON, ROOT, check_benchmark_job
+from tests.helpers import ROOT, check_benchmark_job, python_ok
 
 pytestmark = pytest.mark.slow
 JOB = "jobs/run_allreduce_benchmark.sh"
@@ -25,15 +24,9 @@ def test_the_benchmark_job_under_the_embedded_scheduler(tmp_path, quick_env):
         "XDG_STATE_HOME": str(tmp_path / "state"),
         "ROUNDS": "2",
     }  # the algorithms take turns
-    run = subprocess.run(
-        [PYTHON, "-m", "course", "submit", JOB, "-l", "select=1:mpiprocs=2"],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    python_ok(
+        "-m", "course", "submit", JOB, "-l", "select=1:mpiprocs=2", cwd=folder, env=env, timeout=300
     )
-    assert run.returncode == 0, run.stdout + run.stderr
     [log] = folder.glob("run_allreduce_benchmark.sh.o*")
     table = check_benchmark_job(folder, 2, log)
     # The fitted model is within a factor of 3 of the median where the messages fit in the caches.

@@ -26,7 +26,7 @@ import pytest
 
 from course import paths
 from course.instructor import demo, exchange
-from tests.helpers import PYTHON, ROOT, bubblewrap
+from tests.helpers import PYTHON, ROOT, bubblewrap, python_ok
 
 pytestmark = pytest.mark.slow
 
@@ -137,15 +137,16 @@ def course(tmp_path_factory, quick_env) -> Course:
     env = {**quick_env, exchange.ENV: str(tmp / "exchange")}
     folder = demo.course_folder(ROOT, tmp / "course")
     shutil.copytree(ROOT / "notebooks" / paths.ASSIGNMENT, folder / "notebooks" / paths.ASSIGNMENT)
-    run = subprocess.run(
-        [PYTHON, "-m", "nbgrader", "release_assignment", paths.ASSIGNMENT, "--force"],
+    python_ok(
+        "-m",
+        "nbgrader",
+        "release_assignment",
+        paths.ASSIGNMENT,
+        "--force",
         cwd=folder,
         env=env,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
-    assert run.returncode == 0, run.stdout + run.stderr
     return Course(tmp, folder, env)
 
 
@@ -156,23 +157,17 @@ def student_lab(course: Course) -> Iterator[Lab]:
     instructor extensions)."""
     tmp = course.tmp
     bundle = tmp / "bundle"
-    run = subprocess.run(
-        [
-            PYTHON,
-            "-m",
-            "course",
-            "bundle",
-            "--out",
-            str(bundle),
-            "--exchange",
-            course.env[exchange.ENV],
-        ],
+    python_ok(
+        "-m",
+        "course",
+        "bundle",
+        "--out",
+        str(bundle),
+        "--exchange",
+        course.env[exchange.ENV],
         env=course.env,
-        capture_output=True,
-        text=True,
         timeout=300,
     )
-    assert run.returncode == 0, run.stdout + run.stderr
     # The bundle holds the release where fetch would put it: this student fetches it from the
     # exchange instead.
     shutil.rmtree(exchange.assignment_folder(bundle, exchange.settings(bundle)))
@@ -409,24 +404,18 @@ def test_a_submission_from_the_assignment_list_is_graded_and_shown_in_the_formgr
     # The instructor collects and autogrades (in the sandbox where bubblewrap runs), then opens the
     # Formgrader.
     env = {**course.env, **({} if bubblewrap() else {"COURSE_SANDBOX": "off"})}
-    run = subprocess.run(
-        [
-            PYTHON,
-            "-m",
-            "course",
-            "grade",
-            "--course-dir",
-            str(course.folder),
-            "--exchange",
-            env[exchange.ENV],
-            "--no-feedback",
-        ],
+    python_ok(
+        "-m",
+        "course",
+        "grade",
+        "--course-dir",
+        str(course.folder),
+        "--exchange",
+        env[exchange.ENV],
+        "--no-feedback",
         env=env,
-        capture_output=True,
-        text=True,
         timeout=600,
     )
-    assert run.returncode == 0, run.stdout + run.stderr
     open_lab(browser, instructor_lab)
     choose(browser, "Formgrader")
     frame = wait_for(browser, by_css("iframe"), "the Formgrader's frame")[0]

@@ -21,7 +21,13 @@ import pytest
 from chainer import training
 
 from course.notebook.checks import CheckFailed, multi_gpu, single
-from tests.helpers import check_cells, notebook_module, replaced_once, run_stage_3_checks
+from tests.helpers import (
+    STAGE_3_CELLS,
+    check_cells,
+    notebook_module,
+    replaced_once,
+    run_stage_3_checks,
+)
 from tests.solutions import solution_functions
 
 
@@ -446,17 +452,6 @@ def test_multi_gpu_trainer_of_a_stub(stage_2):
 
 # --- stage 3 on MPI ranks of simulated nodes: the solutions of 03_multi_node.ipynb, one mistake per
 # case ---
-
-STAGE_3_CELLS = (
-    "check_communicator",
-    "check_device_binding",
-    "check_scatter",
-    "check_optimizer",
-    "check_learning_rate_schedule",
-    "check_trainer",
-    "check_resource_request",
-)
-
 
 # case -> (the function planted, old, new in its source), the one check it must fail, with words of
 # its message

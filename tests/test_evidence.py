@@ -4,15 +4,15 @@ Slurm cluster below)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
+from pathlib import Path
 
 import pytest
 
 from course import comparison, evidence, paths
-from course.cluster import accounting, sites, submit
+from course.cluster import accounting
 from course.contracts import joblog
 from course.instructor import scoring
+from tests import slurm_cluster
 from tests.helpers import ROOT, make_run
 
 GRADING = """
@@ -83,13 +83,18 @@ def relabel_as_two_ranks(text: str) -> str:
     return text.replace("1 worker(s)", "2 worker(s)").replace("@numpy |", "@numpy, @numpy |")
 
 
-def test_workers_that_course_launch_did_not_start_are_refused(folder):
+def two_rank_run(folder, change) -> Path:
+    """A stage-3 run of job 3.local on 2 CPU ranks whose log `change` edits; its results file."""
     path, _ = make_run(
         folder, "multi_node", 3, 180.0, workers=2, device_kind="cpu", communicator="naive"
     )
-    edit_log(
+    edit_log(folder, "run_multi_node_training.sh.o3", change)
+    return path
+
+
+def test_workers_that_course_launch_did_not_start_are_refused(folder):
+    path = two_rank_run(
         folder,
-        "run_multi_node_training.sh.o3",
         lambda text: text.replace(
             "2 slot(s) on 1 node(s): n1 x2", "1 slot(s) on 1 node(s): n1 x1"
         ).replace("-n 2", "-n 1"),
@@ -100,10 +105,7 @@ def test_workers_that_course_launch_did_not_start_are_refused(folder):
 
 
 def test_a_launcher_command_starting_other_ranks_than_the_slots_is_refused(folder):
-    path, _ = make_run(
-        folder, "multi_node", 3, 180.0, workers=2, device_kind="cpu", communicator="naive"
-    )
-    edit_log(folder, "run_multi_node_training.sh.o3", lambda text: text.replace("-n 2", "-n 1"))
+    path = two_rank_run(folder, lambda text: text.replace("-n 2", "-n 1"))
     assert trace(path).problems == [
         "the launcher's command in run_multi_node_training.sh.o3 starts 1 rank(s), "
         "not the 2 slot(s) course launch names"
@@ -111,12 +113,8 @@ def test_a_launcher_command_starting_other_ranks_than_the_slots_is_refused(folde
 
 
 def test_a_stage_3_run_without_its_launch_is_refused(folder):
-    path, _ = make_run(
-        folder, "multi_node", 3, 180.0, workers=2, device_kind="cpu", communicator="naive"
-    )
-    edit_log(
+    path = two_rank_run(
         folder,
-        "run_multi_node_training.sh.o3",
         lambda text: "".join(
             line for line in text.splitlines(True) if not line.startswith("course launch")
         ),
@@ -300,19 +298,8 @@ def test_a_slurm_job_is_checked_against_the_clusters_own_records(
 ):
     """This cluster has no slurmdbd: sacct answers that accounting storage is disabled, and the
     check falls back on scontrol, which holds a finished job for MinJobAge (300 s)."""
-    folder = tmp_path / paths.ASSIGNMENT
-    shutil.copytree(student_run, folder, ignore=shutil.ignore_patterns("runs", "*.o*"))
-    sites.apply(sites.load_profile(str(ROOT / "sites" / "slurm-cpu.toml")), folder / "jobs")
-    submitted = subprocess.run(
-        ["qsub", "-j", "oe", "jobs/run_single_gpu_training.sh"],
-        cwd=folder,
-        env=cluster.env(quick_env),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    job = submit.Job(submitted.stdout.strip(), folder, "qsub")
-    assert job.wait(timeout=600, echo=None, poll=2) == 0, job.find_log().read_text()
+    folder = slurm_cluster.assignment(student_run, tmp_path / paths.ASSIGNMENT)
+    job = cluster.qsub(folder, quick_env, "jobs/run_single_gpu_training.sh")
     [path] = folder.glob("runs/single_gpu-*/results.json")
     run = trace(path, student="alice", user="root")
     assert run.traced, run.problems

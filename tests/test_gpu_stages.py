@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 
 from course import comparison, evidence, gpu, paths
-from tests.helpers import PYTHON
+from tests.helpers import python_ok
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -21,16 +20,7 @@ def assignment(student_run, tmp_path):
 
 
 def submit(folder, env, *arguments):
-    run = subprocess.run(
-        [PYTHON, "-m", "course", "submit", *arguments],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    return run.stdout
+    return python_ok("-m", "course", "submit", *arguments, cwd=folder, env=env, timeout=1800)
 
 
 def test_stage1_trains_on_the_first_gpu(assignment, quick_env):

@@ -12,7 +12,7 @@ import pytest
 from course import evidence, paths
 from course.contracts import results
 from course.instructor import demo
-from tests.helpers import PYTHON, ROOT
+from tests.helpers import PYTHON, ROOT, STAGE_3_CELLS, python, python_ok
 
 pytestmark = pytest.mark.slow
 
@@ -119,24 +119,15 @@ def test_job_scripts_run_from_the_command_line_without_a_scheduler(
 ):
     folder = tmp_path / paths.ASSIGNMENT
     shutil.copytree(student_run, folder, ignore=shutil.ignore_patterns("runs", "*.o*"))
-    run = subprocess.run(
-        [PYTHON, "-m", "course", "submit", "jobs/run_single_gpu_training.sh"],
-        cwd=folder,
-        env=quick_env,
-        capture_output=True,
-        text=True,
+    python_ok(
+        "-m", "course", "submit", "jobs/run_single_gpu_training.sh", cwd=folder, env=quick_env
     )
-    assert run.returncode == 0, run.stdout + run.stderr
     [log] = folder.glob("run_single_gpu_training.sh.o*")
     assert "ended with exit status 0" in log.read_text()
     [path] = results.find(folder, "single_gpu")
     assert evidence.trace(path, folder).traced
-    run = subprocess.run(
-        [PYTHON, "-m", "course", "submit", "jobs/run_multi_gpu_training.sh"],
-        cwd=folder,
-        env=quick_env,
-        capture_output=True,
-        text=True,
+    run = python(
+        "-m", "course", "submit", "jobs/run_multi_gpu_training.sh", cwd=folder, env=quick_env
     )
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "asks for 2 GPU(s) per node" in run.stderr
@@ -161,13 +152,7 @@ def test_released_notebooks_fail_only_at_their_stubs(quick_env, tmp_path):
             "submit",
         },
         "03_multi_node.ipynb": {
-            "check_communicator",
-            "check_device_binding",
-            "check_scatter",
-            "check_optimizer",
-            "check_learning_rate_schedule",
-            "check_trainer",
-            "check_resource_request",
+            *STAGE_3_CELLS,
             "use_request",
             "submit",
             "profile_submit",

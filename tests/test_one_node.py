@@ -8,21 +8,26 @@ from course.notebook import one_node
 from tests.helpers import make_run
 
 
+def cpu_run(folder, number: int) -> None:
+    """A stage-3 run of job <number> on 2 CPU ranks: not one the table compares."""
+    make_run(
+        folder,
+        stages.MULTI_NODE.name,
+        number,
+        60.0,
+        workers=2,
+        device_kind="cpu",
+        communicator="naive",
+    )
+
+
 def test_stage_2_and_stage_3_runs_on_the_same_gpus_of_one_node_share_the_table(tmp_path):
     make_run(tmp_path, stages.MULTI_GPU.name, 1, 90.0, workers=2)
     make_run(tmp_path, stages.MULTI_NODE.name, 2, 95.0, workers=2, communicator="pure_nccl")
     make_run(
         tmp_path, stages.MULTI_NODE.name, 3, 170.0, workers=4, communicator="pure_nccl"
     )  # no stage-2 pair
-    make_run(
-        tmp_path,
-        stages.MULTI_NODE.name,
-        4,
-        60.0,
-        workers=2,
-        device_kind="cpu",
-        communicator="naive",
-    )
+    cpu_run(tmp_path, 4)
     table = one_node.rows(tmp_path)
     assert [(row["stage"], row["GPUs"], row["img/s"]) for row in table] == [
         (stages.MULTI_GPU.name, 2, 90.0),
@@ -35,15 +40,7 @@ def test_stage_2_and_stage_3_runs_on_the_same_gpus_of_one_node_share_the_table(t
 
 def test_without_gpus_it_says_so_and_what_to_run_on_a_gpu_node(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # this machine as the kit sees it without GPUs
-    make_run(
-        tmp_path,
-        stages.MULTI_NODE.name,
-        2,
-        60.0,
-        workers=2,
-        device_kind="cpu",
-        communicator="naive",
-    )
+    cpu_run(tmp_path, 2)
     assert one_node.rows(tmp_path) == []
     said = one_node.why_empty(tmp_path)
     assert (

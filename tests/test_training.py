@@ -32,28 +32,20 @@ def summary(stdout: str) -> tuple[float, str, str]:
     return rate, path, digest
 
 
-def test_one_cpu_device_learns_the_synthetic_set(tmp_path, data_root):
-    data_prepare.prepare_synthetic(3000, 500)
-    out = subprocess.run(
-        [
-            PYTHON,
-            "-m",
-            "course",
-            "train",
-            "--device",
-            "@numpy",
-            "--width",
-            "16",
-            "--epoch",
-            "2",
-            "--batchsize",
-            "64",
-        ],
-        cwd=tmp_path,
+def train_on_cpu(folder, *flags) -> str:
+    """What `python -m course train --device @numpy FLAGS` prints, run in `folder`."""
+    return subprocess.run(
+        [PYTHON, "-m", "course", "train", "--device", "@numpy", *flags],
+        cwd=folder,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
+
+
+def test_one_cpu_device_learns_the_synthetic_set(tmp_path, data_root):
+    data_prepare.prepare_synthetic(3000, 500)
+    out = train_on_cpu(tmp_path, "--width", "16", "--epoch", "2", "--batchsize", "64")
     rate, path, digest = summary(out)
     record = results.load(tmp_path / path)  # valid against results.RECORD_SCHEMA
     # The harness writes every field the schema declares, optional or not (profile: --profile only).
@@ -78,29 +70,9 @@ def test_one_cpu_device_learns_the_synthetic_set(tmp_path, data_root):
 def _train_log(folder, *flags) -> tuple[int, list[tuple[float, float]]]:
     """(seed, [(training loss, validation accuracy) per epoch]) of a short reference run."""
     folder.mkdir()
-    out = subprocess.run(
-        [
-            PYTHON,
-            "-m",
-            "course",
-            "train",
-            "--device",
-            "@numpy",
-            "--width",
-            "4",
-            "--epoch",
-            "2",
-            "--batchsize",
-            "32",
-            "--warmup",
-            "1",
-            *flags,
-        ],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = train_on_cpu(
+        folder, "--width", "4", "--epoch", "2", "--batchsize", "32", "--warmup", "1", *flags
+    )
     _, path, _ = summary(out)
     record = results.load(folder / path)
     return record["seed"], [(e["main/loss"], e["validation/main/accuracy"]) for e in record["log"]]

@@ -11,7 +11,6 @@ import time
 import pytest
 
 from course import evidence, paths
-from course.cluster import submit
 from course.contracts import joblog
 from course.notebook import report
 from tests import slurm_cluster
@@ -56,22 +55,6 @@ def assignment(student_run, tmp_path_factory):
     )
 
 
-def qsub(cluster, assignment, quick_env, *options: str) -> submit.Job:
-    """`qsub -j oe OPTIONS SCRIPT` as a student types it; waits for the job and returns it."""
-    run = subprocess.run(
-        ["qsub", "-j", "oe", *options],
-        cwd=assignment,
-        env=cluster.env(quick_env),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    job = submit.Job(run.stdout.strip(), assignment, "qsub")
-    code = job.wait(timeout=600, echo=None, poll=2)
-    assert code == 0, job.find_log().read_text()[-3000:]
-    return job
-
-
 def test_the_cluster_has_two_hosts_that_reach_each_other_only_on_its_own_network(cluster):
     for node in NODES:
         namespace = f"/run/netns/course-{node}"
@@ -95,11 +78,9 @@ def test_stage3_with_select_2_runs_four_ranks_on_two_hosts_and_joins_the_scaling
     cluster, assignment, quick_env
 ):
     started = time.monotonic()
-    qsub(
-        cluster, assignment, quick_env, "jobs/run_single_gpu_training.sh"
-    )  # the baseline: 1 worker
+    cluster.qsub(assignment, quick_env, "jobs/run_single_gpu_training.sh")  # the baseline: 1 worker
     for select in ("select=1:mpiprocs=2", "select=2:mpiprocs=2"):
-        job = qsub(cluster, assignment, quick_env, "-l", select, "jobs/run_multi_node_training.sh")
+        job = cluster.qsub(assignment, quick_env, "-l", select, "jobs/run_multi_node_training.sh")
     log = job.find_log().read_text()
     [launch] = joblog.launches(log)
     assert (launch["slots"], launch["nodes"]) == (4, 2), log

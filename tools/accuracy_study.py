@@ -35,28 +35,20 @@ TRAIN_ARGS = "--model vgg --width 16 --batchsize 64 --epoch 3"  # the local site
 
 def run(ranks: int, rule: str, seed: int, train_args: str, dataset: str, workdir: Path) -> dict:
     out = workdir / f"r{ranks}-{rule}-s{seed}"
-    command = [
-        mpi.mpiexec(),
-        "-n",
-        str(ranks),
-        "--bind-to",
-        "core",
-        sys.executable,
-        "-m",
-        "course",
-        "train",
-        "--communicator",
-        "naive",
-        "--dataset",
-        dataset,
-        *shlex.split(train_args),
-        "--lr-rule",
-        rule,
-        "--seed",
-        str(seed),
-        "--out",
-        str(out),
-    ]
+    command = mpi.on_cores(
+        ranks,
+        *mpi.naive_training(
+            "--dataset",
+            dataset,
+            *shlex.split(train_args),
+            "--lr-rule",
+            rule,
+            "--seed",
+            str(seed),
+            "--out",
+            str(out),
+        ),
+    )
     done = subprocess.run(
         command, cwd=workdir, env=mpi.local_run_environment(), capture_output=True, text=True
     )

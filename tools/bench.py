@@ -155,11 +155,11 @@ def _mpirun(n: int, command: list[str], cwd: Path | None = None) -> str:
     """stdout of `command` on n ranks bound to cores, one BLAS thread each; CourseError if it
     fails."""
     try:
-        mpiexec = mpi.mpiexec()
+        launch = mpi.on_cores(n, *command)
     except JobError as e:
         raise CourseError(e.message, e.hint) from None
     run = subprocess.run(
-        [mpiexec, "-n", str(n), "--bind-to", "core", *command],
+        launch,
         cwd=cwd,
         env=mpi.local_run_environment(),
         capture_output=True,
@@ -176,13 +176,7 @@ def _mpirun(n: int, command: list[str], cwd: Path | None = None) -> str:
 def _ranks_run(n: int, width: int, batch: int, steps: int, warmup: int, workdir: Path) -> dict:
     _mpirun(
         n,
-        [
-            sys.executable,
-            "-m",
-            "course",
-            "train",
-            "--communicator",
-            "naive",
+        mpi.naive_training(
             "--dataset",
             "bench",
             "--width",
@@ -196,7 +190,7 @@ def _ranks_run(n: int, width: int, batch: int, steps: int, warmup: int, workdir:
             "--no-eval",
             "--out",
             f"runs/ranks{n}",
-        ],
+        ),
         cwd=workdir,
     )
     return results.load(workdir / "runs" / f"ranks{n}" / results.FILENAME)["throughput"]

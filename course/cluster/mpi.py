@@ -167,3 +167,15 @@ def check_world(size: int) -> None:
         f"the site profile's mpiexec must start {needed} (or put its folder first on PATH); "
         "python -m course doctor checks it",
     )
+
+
+def on_cores(ranks: int, *command: str) -> list[str]:
+    """`command` as `ranks` ranks of this machine, each bound to one core (a CPU device is one
+    core); JobError where there is no mpiexec."""
+    return [mpiexec(), "-n", str(ranks), "--bind-to", "core", *command]
+
+
+def naive_training(*flags: str) -> list[str]:
+    """The kit's reference training (python -m course train) with ChainerMN's naive communicator:
+    what the kit's measurements on CPU cores run (tools/bench.py, tools/accuracy_study.py)."""
+    return [sys.executable, "-m", "course", "train", "--communicator", "naive", *flags]

@@ -10,7 +10,6 @@ pool the rounds of each (ranks, algorithm). The seal is the results file's
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -45,18 +44,14 @@ def write(path: Path, data: dict) -> str:
 def load(path: Path) -> dict:
     """One benchmark file; ResultsError when it is unreadable, not one, or edited after the run."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultsError(
-            f"{path} is not a readable allreduce file ({e})",
-            "run jobs/run_allreduce_benchmark.sh again",
-        ) from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise ResultsError(
-            f"{path} is not an allreduce benchmark file (schema {SCHEMA} expected)",
-            "pass a file that jobs/run_allreduce_benchmark.sh wrote",
-        )
+    data = results.read_json(
+        path,
+        SCHEMA,
+        name="allreduce file",
+        kind="an allreduce benchmark file",
+        rerun="run jobs/run_allreduce_benchmark.sh again",
+        source="pass a file that jobs/run_allreduce_benchmark.sh wrote",
+    )
     if not results.seal_ok(data):
         raise ResultsError(
             f"{path} was changed after the benchmark wrote it (its seal does not match)",

@@ -216,23 +216,42 @@ def problems(data: dict) -> list[str]:
     ]
 
 
+def read_json(
+    path: Path,
+    schema: str,
+    *,
+    name: str,
+    kind: str,
+    rerun: str,
+    source: str,
+    missing: str | None = None,
+) -> dict:
+    """The JSON object of `schema` at `path` (a results or benchmark file); ResultsError when it is
+    not one. The messages name the file "a readable `name`" and "`kind`"; the fixes: `rerun` for
+    an unreadable file, `source` for another file, `missing` (if given) where there is none."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        if missing is not None and isinstance(e, FileNotFoundError):
+            raise ResultsError(f"{path} does not exist", missing) from None
+        raise ResultsError(f"{path} is not a readable {name} ({e})", rerun) from None
+    if not isinstance(data, dict) or data.get("schema") != schema:
+        raise ResultsError(f"{path} is not {kind} (schema {schema} expected)", source)
+    return data
+
+
 def load(path: Path) -> dict:
     """Read a results file; ResultsError when it is missing, not JSON, or not a results file."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ResultsError(f"{path} does not exist", "run the stage's job first") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultsError(
-            f"{path} is not a readable results file ({e})",
-            "run the job again; do not edit results files by hand",
-        ) from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise ResultsError(
-            f"{path} is not a course results file (schema {SCHEMA} expected)",
-            "pass the results.json that a training job wrote",
-        )
+    data = read_json(
+        path,
+        SCHEMA,
+        name="results file",
+        kind="a course results file",
+        rerun="run the job again; do not edit results files by hand",
+        source="pass the results.json that a training job wrote",
+        missing="run the stage's job first",
+    )
     wrong = problems(data)
     if wrong:
         raise ResultsError(

@@ -186,6 +186,12 @@ def play_student(root: Path, workdir: Path, echo=print, env: dict[str, str] | No
     return student
 
 
+def as_student(app: str, home: Path, ex: Path, *flags: str) -> None:
+    """`nbgrader APP` on the assignment, from a student's home with their own nbgrader cache (as
+    their own account would have one), through the exchange `ex`."""
+    exchange.run(app, [paths.ASSIGNMENT, *flags], home, ex, cache=home / ".nbgrader-cache")
+
+
 def play_term(
     root: Path,
     out: Path,
@@ -207,9 +213,7 @@ def play_term(
         home = homes[student.name] = out / "students" / student.name
         home.mkdir(parents=True)
         (home / "nbgrader_config.py").write_text(exchange.student_config(settings, ex))
-        exchange.run(
-            "fetch_assignment", [paths.ASSIGNMENT], home, ex, cache=home / ".nbgrader-cache"
-        )
+        as_student("fetch_assignment", home, ex)
         folder = folders[student.name] = exchange.assignment_folder(home, settings)
         print(
             f"{student.name}: fetched into {folder}; works on {', '.join(student.notebooks)}"
@@ -217,13 +221,7 @@ def play_term(
         )
         solve(folder, root / "solutions" / paths.ASSIGNMENT, student.notebooks, student.left)
         run_all(folder, student.notebooks, env=env)
-        exchange.run(
-            "submit",
-            [paths.ASSIGNMENT, f"--student={student.name}"],
-            home,
-            ex,
-            cache=home / ".nbgrader-cache",
-        )
+        as_student("submit", home, ex, f"--student={student.name}")
         sent = max(
             (ex / settings.course_id / "inbound").glob(f"{student.name}+{paths.ASSIGNMENT}+*")
         )
@@ -240,13 +238,7 @@ def play_term(
     print("\n== 6. Each student fetches their feedback")
     for student in students:
         home = homes[student.name]
-        exchange.run(
-            "fetch_feedback",
-            [paths.ASSIGNMENT, f"--student={student.name}"],
-            home,
-            ex,
-            cache=home / ".nbgrader-cache",
-        )
+        as_student("fetch_feedback", home, ex, f"--student={student.name}")
         fetched = sorted(
             p.relative_to(home) for p in (folders[student.name] / "feedback").rglob("*.html")
         )

@@ -4,10 +4,12 @@ needs GPUs."""
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 from course import evidence, gpu
 from course.contracts import stages
+from course.notebook.report import html_table
 
 
 def _on_one_node(run: evidence.Run) -> bool:
@@ -77,13 +79,5 @@ def show(folder: Path = Path(".")) -> list[dict]:
     if not table:
         print(why_empty(folder))
         return table
-    columns = list(table[0])
-    head = "".join(f"<th>{column}</th>" for column in columns)
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td style='white-space:nowrap'>{row[column]}</td>" for column in columns)
-        + "</tr>"
-        for row in table
-    )
-    display(HTML(f"<table><tr>{head}</tr>{body}</table>"))
+    display(HTML(html_table(table, list(table[0]), lambda value: html.escape(str(value)))))
     return table

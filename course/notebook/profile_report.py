@@ -4,10 +4,12 @@ profile's contract (the results file's `profile` field) is in course/runtime/pro
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 from course import evidence
 from course.contracts import stages
+from course.notebook.report import html_table
 from course.runtime.profile import PHASES
 
 COLOURS = {
@@ -127,14 +129,7 @@ def show(folder: Path = Path(".")) -> list[dict]:
 
     table = rows(folder)
     columns = ["run", "ranks", "nodes", "rank", "host", *PHASES, "step", "steps"]
-    head = "".join(f"<th>{column}</th>" for column in columns)
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td style='white-space:nowrap'>{_cell(row[column])}</td>" for column in columns)
-        + "</tr>"
-        for row in table
-    )
-    display(HTML(f"<table><tr>{head}</tr>{body}</table>"))
+    display(HTML(html_table(table, columns, _cell)))
     figure = plot(folder)
     display(figure)
     plt.close(figure)
@@ -142,4 +137,4 @@ def show(folder: Path = Path(".")) -> list[dict]:
 
 
 def _cell(value) -> str:
-    return f"{value:.2f}" if isinstance(value, float) else str(value)
+    return f"{value:.2f}" if isinstance(value, float) else html.escape(str(value))

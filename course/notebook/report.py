@@ -4,7 +4,9 @@ too)."""
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from course import comparison, evidence
 from course.contracts import grading_rules, results, stages
@@ -115,13 +117,19 @@ def _cell(value) -> str:
 _NOWRAP = 'style="white-space: nowrap"'
 
 
-def table_html(table: list[dict]) -> str:
-    head = "".join(f"<th {_NOWRAP}>{c}</th>" for c in COLUMNS)
+def html_table(table: list[dict], columns: list[str], cell: Callable[[Any], str]) -> str:
+    """`columns` of the rows of `table` as an HTML table whose cells never wrap; `cell` writes a
+    value (HTML-escaped). Every table the notebooks display is one."""
+    head = "".join(f"<th {_NOWRAP}>{c}</th>" for c in columns)
     body = "".join(
-        "<tr>" + "".join(f"<td {_NOWRAP}>{_cell(row[c])}</td>" for c in COLUMNS) + "</tr>"
+        "<tr>" + "".join(f"<td {_NOWRAP}>{cell(row[c])}</td>" for c in columns) + "</tr>"
         for row in table
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def table_html(table: list[dict]) -> str:
+    return html_table(table, list(COLUMNS), _cell)
 
 
 def table_text(table: list[dict]) -> str:

@@ -15,10 +15,15 @@ from chainer import training
 from chainer.training import extensions
 
 from course.notebook.checks.inputs import example_ids, labelled_dataset, small_args
-from course.notebook.checks.trainers import expect_epochs, expect_reports, of_type, trained_log
+from course.notebook.checks.trainers import (
+    expect_epochs,
+    expect_reports,
+    expect_throughput,
+    of_type,
+    trained_log,
+)
 from course.notebook.checks.verdict import call, expect, passed
 from course.runtime import models
-from course.runtime.throughput import Throughput
 
 
 def train_iterators(
@@ -242,18 +247,15 @@ def trainer(
         "the Evaluator does not run on devices['main'], the GPU where the updater keeps the model",
         "extensions.Evaluator(test_iter, model, device=devices['main'])",
     )
-    meters = of_type(built, Throughput)
-    expect(
-        len(meters) == 1,
-        "build_trainer adds no course.Throughput",
-        "course.Throughput(args.batchsize, workers=len(devices), warmup=args.warmup)",
-    )
-    expect(
-        meters[0].images_per_iteration == batchsize * n_devices,
-        f"Throughput counts {meters[0].images_per_iteration} images per step; {n_devices} GPUs x "
-        f"{batchsize} "
-        f"move {batchsize * n_devices}",
-        "every GPU is a worker: workers=len(devices)",
+    expect_throughput(
+        built,
+        batchsize * n_devices,
+        none=(
+            "build_trainer adds no course.Throughput",
+            "course.Throughput(args.batchsize, workers=len(devices), warmup=args.warmup)",
+        ),
+        moved=f"{n_devices} GPUs x {batchsize} move {batchsize * n_devices}",
+        fix="every GPU is a worker: workers=len(devices)",
     )
     expect_reports(built)
     log = trained_log(built, epochs)

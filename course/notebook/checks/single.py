@@ -16,10 +16,15 @@ from chainer import training
 from chainer.training import extensions
 
 from course.notebook.checks.inputs import labelled_dataset, small_args
-from course.notebook.checks.trainers import expect_epochs, expect_reports, of_type, trained_log
+from course.notebook.checks.trainers import (
+    expect_epochs,
+    expect_reports,
+    expect_throughput,
+    of_type,
+    trained_log,
+)
 from course.notebook.checks.verdict import call, expect, passed
 from course.runtime import models
-from course.runtime.throughput import Throughput
 
 
 def _ids(batch) -> list[int]:
@@ -203,17 +208,15 @@ def trainer(build_trainer: Callable[..., Any], epochs: int = 2, batchsize: int =
         "the trainer needs one Evaluator on test_iter",
         "trainer.extend(extensions.Evaluator(test_iter, model, device=device))",
     )
-    meters = of_type(built, Throughput)
-    expect(
-        len(meters) == 1,
-        "the trainer has no course.Throughput",
-        "trainer.extend(course.Throughput(args.batchsize, warmup=args.warmup))",
-    )
-    expect(
-        meters[0].images_per_iteration == batchsize,
-        f"Throughput counts {meters[0].images_per_iteration} images per step; one device draws "
-        f"{batchsize}",
-        "one device is one worker: course.Throughput(args.batchsize, ...)",
+    expect_throughput(
+        built,
+        batchsize,
+        none=(
+            "the trainer has no course.Throughput",
+            "trainer.extend(course.Throughput(args.batchsize, warmup=args.warmup))",
+        ),
+        moved=f"one device draws {batchsize}",
+        fix="one device is one worker: course.Throughput(args.batchsize, ...)",
     )
     expect_reports(built)
     log = trained_log(built, epochs)

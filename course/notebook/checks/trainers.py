@@ -1,5 +1,5 @@
 """What the trainer checks of stages 1 and 2 both verify of a built Trainer: its length in epochs,
-its reports, and the log of a short run."""
+its Throughput, its reports, and the log of a short run."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from chainer.training import extensions
 
 from course.notebook.checks.inputs import labelled_dataset, scratch_folder
 from course.notebook.checks.verdict import call, expect
+from course.runtime.throughput import Throughput
 
 
 def extensions_of(trainer: training.Trainer) -> dict[str, Any]:
@@ -34,6 +35,18 @@ def expect_epochs(built: training.Trainer, epochs: int) -> None:
         f"not args.epoch ({epochs}) epochs",
         "training.Trainer(updater, (args.epoch, 'epoch'), out=args.out)",
     )
+
+
+def expect_throughput(
+    built: training.Trainer, images: int, none: tuple[str, str], moved: str, fix: str
+) -> None:
+    """The trainer has one course.Throughput (else CheckFailed with `none`: message and hint), and
+    it counts the `images` a step moves (else "Throughput counts N images per step; `moved`")."""
+    __tracebackhide__ = True
+    meters = of_type(built, Throughput)
+    expect(len(meters) == 1, *none)
+    counted = meters[0].images_per_iteration
+    expect(counted == images, f"Throughput counts {counted} images per step; {moved}", fix)
 
 
 def expect_reports(built: training.Trainer) -> None:
