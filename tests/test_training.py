@@ -16,7 +16,7 @@ from chainer import training
 from course.contracts import results
 from course.errors import CourseError
 from course.paths import find_program
-from course.runtime import data_prepare, harness
+from course.runtime import checkpoint, data_prepare, harness
 from course.runtime.throughput import Throughput
 from tests.helpers import PYTHON
 
@@ -55,7 +55,10 @@ def test_one_cpu_device_learns_the_synthetic_set(tmp_path, data_root):
     assert record["dataset"] == {"name": "synthetic", "train_per_worker": 3000}
     model = dict(record["model"])
     arrays = model.pop("arrays")  # the parameter arrays' sizes, for the allreduce cost model
+    weights = model.pop("weights_sha256")  # the trained weights, once the snapshots are gone
     assert model == {"name": "vgg", "width": 16, "parameters": 939_770} and sum(arrays) == 939_770
+    assert isinstance(weights, str) and len(weights) == 64
+    assert not checkpoint.snapshot_files((tmp_path / path).parent)  # a finished run keeps none
     assert round(record["throughput"]["images_per_sec"], 2) == rate > 0
     assert results.seal_ok(record)
     from course.fileio import sha256_file
