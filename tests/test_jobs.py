@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from course.cluster import localsched, pbs, submit
+from course.cluster import accounting, localsched, pbs, pending, submit
 from course.cluster.job import Job
 from course.cluster.plan import comparison_plan, profile_plan
 from course.cluster.siteenv import SiteSettings
@@ -319,3 +320,142 @@ def test_waiting_on_qsub_ends_at_the_schedulers_kill_notice(tmp_path, monkeypatc
     assert job.wait(timeout=30, echo=lines.append, poll=0.1) == localsched.WALLTIME_EXIT
     assert lines[-2].startswith("[job 42.pbs01 was killed at its walltime (exit status 271)")
     assert "the walltime ran out" in lines[-1] and "qstat" not in lines[-1]
+
+
+def folder_with(state: Path, script: str, **settings) -> Path:
+    """`state` as an assignment folder: jobs/site_env.sh of the kit (with `settings` changed), and
+    jobs/job.sh holding `script`."""
+    (state / "jobs").mkdir()
+    applied = SiteSettings.read(ROOT / "jobs" / "site_env.sh")
+    (state / "jobs" / "site_env.sh").write_text(dataclasses.replace(applied, **settings).to_shell())
+    (state / "jobs" / "job.sh").write_text(script)
+    return state
+
+
+@pytest.mark.parametrize(
+    "options,message,hint",
+    [
+        (
+            [],
+            "walltime=1:00 is 1 minute (PBS reads [[hours:]minutes:]seconds): too short for a "
+            "training job, so it was not submitted",
+            "for 1 hour write 01:00:00, for 1 minute 00:01:00",
+        ),
+        (  # minutes, as Slurm reads --time=90; PBS: seconds
+            ["-l", "walltime=90"],
+            "walltime=90 is 1 minute 30 seconds (PBS reads [[hours:]minutes:]seconds): too short",
+            "for 1 hour 30 minutes write 01:30:00, for 1 minute 30 seconds 00:01:30",
+        ),
+    ],
+)
+def test_a_short_walltime_without_hours_is_refused_with_what_it_means(
+    state, options, message, hint
+):
+    """Issue 28: `#PBS -l walltime=1:00` was taken as 60 s without a word."""
+    folder = folder_with(state, "#!/bin/bash\n#PBS -l walltime=1:00\necho ran\n")
+    with pytest.raises(JobError) as caught:
+        submit.submit("jobs/job.sh", options=options, scheduler="local", workdir=folder, echo=None)
+    assert caught.value.message.startswith(message) and caught.value.hint == hint
+    assert not list(folder.glob("job.sh.o*")), "nothing ran"
+
+
+def test_a_walltime_beyond_the_sites_maximum_is_refused_before_it_is_queued(state):
+    folder = folder_with(
+        state,
+        "#!/bin/bash\n#PBS -l walltime=00:30:00\necho ran\n",
+        max_walltime=(("", "00:20:00"),),
+    )
+    with pytest.raises(JobError) as caught:
+        submit.submit("jobs/job.sh", scheduler="local", workdir=folder, echo=None)
+    assert caught.value.message == (
+        "the job asks for walltime 00:30:00, more than this site allows (00:20:00)"
+    )
+    assert caught.value.hint.startswith("ask for at most -l walltime=00:20:00;")
+    assert not list(folder.glob("job.sh.o*")), "nothing ran"
+
+
+@pytest.mark.integration
+def test_a_longer_walltime_without_hours_runs_and_says_what_pbs_makes_of_it(state):
+    folder = folder_with(state, "#!/bin/bash\n#PBS -l walltime=30:00\necho ran\n")
+    said: list[str] = []
+    job = submit.submit("jobs/job.sh", scheduler="local", workdir=folder, echo=said.append)
+    assert said[0] == (
+        "warning: walltime=30:00 is 30 minutes (PBS reads [[hours:]minutes:]seconds); "
+        "for 30 hours write 30:00:00, for 30 minutes 00:30:00"
+    )
+    assert job.wait(timeout=120, echo=None) == 0
+    said.clear()  # the same with its hours: nothing to say
+    job = submit.submit(
+        "jobs/job.sh",
+        options=["-l", "walltime=00:30:00"],
+        scheduler="local",
+        workdir=folder,
+        echo=said.append,
+    )
+    assert said == [f"submitted jobs/job.sh as job {job.id} (local)"]
+    assert job.wait(timeout=120, echo=None) == 0
+
+
+# `qstat -f` of queued jobs, written in PBS Professional's format (`key = value`, long values go on
+# after a tab) with comments from OpenPBS's scheduler (src/scheduler/job_info.cpp): no PBS server
+# runs here, so this is the one test of PBS's side.
+QSTAT_OFFLINE = """Job Id: 4243.reedbush-pbsadmin0
+    Job_Name = run_multi_node_training.sh
+    Job_Owner = s1234@reedbush-h-login1
+    job_state = Q
+    queue = h-regular
+    server = reedbush-pbsadmin0
+    ctime = Tue Nov 24 10:02:11 2026
+    Resource_List.select = 2:mpiprocs=2
+    Resource_List.walltime = 00:20:00
+    comment = Not Running: Node is in an ineligible state: offline
+    etime = Tue Nov 24 10:02:11 2026
+"""
+QSTAT_NEVER = """Job Id: 4244.reedbush-pbsadmin0
+    Job_Name = run_multi_node_training.sh
+    Job_Owner = s1234@reedbush-h-login1
+    job_state = Q
+    queue = h-regular
+    Resource_List.select = 64:mpiprocs=2
+    comment = Can Never Run: Not enough total nodes available (R: 64 A: 2 T
+\t: 2)
+"""
+
+
+def test_why_a_pbs_job_waits_is_read_from_its_comment():
+    fields = accounting.qstat_fields(QSTAT_OFFLINE)
+    assert pending.pbs_comment(fields["comment"]).says("4243.reedbush-pbsadmin0") == (
+        "job 4243.reedbush-pbsadmin0 is still pending: a node it needs is offline (PBS comment "
+        "Not Running: Node is in an ineligible state: offline); it starts when the nodes are "
+        "back; if it waits long, tell your instructor"
+    )
+    never = pending.pbs_comment(accounting.qstat_fields(QSTAT_NEVER)["comment"])
+    assert never.never and never.says("4244.reedbush-pbsadmin0").endswith(
+        "(PBS comment Can Never Run: Not enough total nodes available (R: 64 A: 2 T: 2)); it will "
+        "never start: cancel it (qdel 4244.reedbush-pbsadmin0) and ask for what the site has "
+        "(python -m course site show)"
+    )
+
+
+@pytest.mark.parametrize(
+    "reason,says",
+    [
+        (
+            "Priority",
+            "jobs of higher priority come first (Slurm reason Priority); it starts when "
+            "its turn comes",
+        ),
+        (
+            "Resources",
+            "the nodes it asks for are busy (Slurm reason Resources); it starts when they are free",
+        ),
+        ("QOSMaxJobsPerUserLimit", "you have as many jobs or resources in use as allowed"),
+        (
+            "PartitionNodeLimit",
+            "it will never start: cancel it (scancel 7) and ask for fewer nodes",
+        ),
+    ],
+)
+def test_slurms_normal_waits_are_said_plainly_and_hopeless_ones_with_the_fix(reason, says):
+    assert says in pending.slurm_reason(reason, "7").says("7")
+    assert pending.slurm_reason("None", "7") is None  # not looked at yet: nothing to say

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from course import cli
-from course.cluster import pbs, siteenv, sites
+from course.cluster import hosts, launch, pbs, siteenv, sites
 from course.contracts import jobend
 from course.errors import SiteError
 from tests.helpers import ROOT
@@ -125,7 +126,7 @@ def test_drift_is_reported(jobs_dir):
             "may not contain",
         ),
         ("not toml at all [", "not valid TOML"),
-        ("#PBS -l walltime={wallime}", "names wallime"),
+        ("#PBS -l walltime={wallime}", r"has an unknown field \{wallime\}"),
         ("communication = []", "needs at least one entry"),
     ],
 )
@@ -254,3 +255,142 @@ def test_a_sites_own_resources_reach_the_job_scripts_checks(jobs_dir, tmp_path):
     extra = siteenv.SiteSettings.read(jobs_dir / "site_env.sh").resources
     assert extra == ("lscratch",)
     assert pbs.read_request("#PBS -l select=1:lscratch=10gb\n", extra=extra).nodes == 1
+
+
+def site_apply(tmp_path, monkeypatch, capsys, old: str, new: str) -> tuple[int, str, Path]:
+    """`python -m course site apply` of sites/local.toml with `old` replaced by `new`, into a copy
+    of jobs/ in `tmp_path` (the kit's root there): (exit status, stderr, the profile's path)."""
+    text = (ROOT / "sites" / "local.toml").read_text()
+    assert old in text
+    path = tmp_path / "mysite.toml"
+    path.write_text(text.replace(old, new, 1))
+    shutil.copytree(ROOT / "jobs", tmp_path / "jobs")
+    monkeypatch.setattr(sites.paths, "kit_root", lambda: tmp_path)
+    status = cli.main(["site", "apply", str(path)])
+    return status, capsys.readouterr().err, path
+
+
+def test_a_launcher_template_with_an_unknown_field_is_refused_by_site_apply(
+    tmp_path, monkeypatch, capsys
+):
+    """Issue 28: `{ranks_per_nodes}` was accepted, and every stage-3 job then failed in `course
+    launch`. Now `site apply` names the field, the template, the valid fields and the nearest."""
+    template = "mpiexec -n {nprocs} --hostfile {hostfile} -npernode {ranks_per_nodes}"
+    before = (ROOT / "jobs" / "site_env.sh").read_text()
+    status, err, path = site_apply(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        'mpiexec = "mpiexec -n {nprocs} --hostfile {hostfile} --bind-to core"',
+        f'mpiexec = "{template}"',
+    )
+    line = path.read_text()[: path.read_text().index(template)].count("\n") + 1
+    assert status == 2 and "Traceback" not in err, err
+    assert f"mysite.toml:{line}: `environment.mpiexec` {template!r}" in err
+    assert "has an unknown field {ranks_per_nodes}" in err
+    assert "did you mean {ranks_per_node}?" in err
+    assert "{nprocs}, {ranks_per_node}, {nodes}, {hostfile}, {export}" in err
+    assert (tmp_path / "jobs" / "site_env.sh").read_text() == before  # nothing was written
+
+
+@pytest.mark.parametrize(
+    "template,message",
+    [
+        ("mpiexec -n {nprocs} {}", "has an unknown field {}"),
+        ("mpiexec -n {nprocs} --map-by {ppr", "expected '}' before end of string"),
+        ("mpiexec -n {nprocs.real}", "has an unknown field {nprocs.real}"),
+    ],
+)
+def test_other_broken_launcher_templates_are_refused(tmp_path, template, message):
+    text = (ROOT / "sites" / "local.toml").read_text()
+    old = 'mpiexec = "mpiexec -n {nprocs} --hostfile {hostfile} --bind-to core"'
+    (tmp_path / "site.toml").write_text(text.replace(old, f'mpiexec = "{template}"'))
+    with pytest.raises(SiteError) as caught:
+        sites.load_profile(str(tmp_path / "site.toml"))
+    assert message in caught.value.message and "{nprocs}" in caught.value.hint
+
+
+def test_every_field_site_apply_allows_is_one_the_launcher_fills_in(tmp_path):
+    template = " ".join(["mpiexec", *(f"{{{field}}}" for field in launch.TEMPLATE_FIELDS)])
+    job = hosts.JobEnvironment("local", "1.local", "job.sh", tmp_path, [("localhost", 2)])
+    argv, _ = launch.build(job, ["true"], template, tmp_path / "hostfile")
+    assert argv[1:4] == ["2", "2", "1"]  # nprocs, ranks_per_node, nodes
+
+
+@pytest.mark.parametrize(
+    "old,new,message,hint",
+    [
+        (
+            'walltime = "00:30:00"',
+            'walltime = "30:00"',
+            "`jobs.run_single_gpu_training.walltime` = '30:00' is not HH:MM:SS",
+            "",
+        ),
+        (
+            "gpus_per_node = 0",
+            'gpus_per_node = 0\nmax_walltime = "00:20:00"',
+            "[jobs.run_single_gpu_training] asks for walltime 00:30:00, more than max_walltime "
+            "allows (00:20:00)",
+            "lower the job's walltime",
+        ),
+        (
+            "gpus_per_node = 0",
+            'gpus_per_node = 0\nmax_walltime = "2:00"',
+            "`max_walltime` = '2:00' is not HH:MM:SS",
+            "",
+        ),
+        (
+            "gpus_per_node = 0",
+            "gpus_per_node = 0\nmax_walltime = 3600",
+            "`max_walltime` should be text in quotes or a table, not 3600",
+            "",
+        ),
+        (
+            "gpus_per_node = 0",
+            'gpus_per_node = 0\nqueue = "short"\nmax_walltime = { shrt = "01:00:00" }',
+            "max_walltime names queue 'shrt', which the profile does not have",
+            "did you mean `short`? its queues: short",
+        ),
+    ],
+)
+def test_walltimes_in_profiles_are_hhmmss_and_within_their_maximum(
+    tmp_path, old, new, message, hint
+):
+    text = (ROOT / "sites" / "local.toml").read_text()
+    (tmp_path / "site.toml").write_text(text.replace(old, new, 1))
+    with pytest.raises(SiteError) as caught:
+        sites.load_profile(str(tmp_path / "site.toml"))
+    assert message in caught.value.message and hint in caught.value.hint
+
+
+@pytest.mark.parametrize(
+    "setting,limits",
+    [
+        ('max_walltime = "24:00:00"', {None: "24:00:00", "long": "24:00:00"}),
+        (
+            'max_walltime = { short = "00:30:00", long = "48:00:00" }',
+            {None: "00:30:00", "short": "00:30:00", "long": "48:00:00", "other": None},
+        ),
+    ],
+)
+def test_max_walltime_reaches_site_env_for_every_queue_or_per_queue(
+    jobs_dir, tmp_path, setting, limits
+):
+    text = (
+        (ROOT / "sites" / "local.toml")
+        .read_text()
+        .replace(
+            "gpus_per_node = 0",
+            f'gpus_per_node = 0\nqueue = "short"\nother_queues = ["long"]\n{setting}',
+            1,
+        )
+    )
+    (tmp_path / "limits.toml").write_text(text)
+    sites.apply(sites.load_profile(str(tmp_path / "limits.toml")), jobs_dir)
+    settings = siteenv.SiteSettings.read(jobs_dir / "site_env.sh")
+    assert settings == siteenv.SiteSettings.from_profile(
+        sites.load_profile(str(tmp_path / "limits.toml"))
+    )
+    for queue, limit in limits.items():
+        found = settings.walltime_limit(queue)
+        assert (found[1] if found else None) == limit, queue

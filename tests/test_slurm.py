@@ -3,8 +3,12 @@ do."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -148,3 +152,145 @@ def test_the_allreduce_benchmark_job_submitted_with_qsub(cluster, tmp_path, quic
     assert {path.parent.name for path in folder.glob("runs/allreduce-*/*.json")} == {
         f"allreduce-{job.id}"
     }
+
+
+class Following:
+    """`python -m course submit ARGS` as a student runs it, its output read as it comes."""
+
+    def __init__(self, folder: Path, env: dict[str, str], *args: str) -> None:
+        self.lines: list[str] = []
+        self._new_line = threading.Condition()
+        self.process = subprocess.Popen(
+            [PYTHON, "-m", "course", "submit", *args],
+            cwd=folder,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            with self._new_line:
+                self.lines.append(line.rstrip("\n"))
+                self._new_line.notify_all()
+
+    def wait_for(self, words: str, timeout: float) -> str:
+        """The first line with `words`, once it is printed (AssertionError after `timeout` s)."""
+
+        def found() -> str | None:
+            return next((line for line in self.lines if words in line), None)
+
+        with self._new_line:
+            line = self._new_line.wait_for(found, timeout)
+        assert line, f"no line with {words!r} within {timeout} s: {self.lines}"
+        return line
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+def slurm(env: dict[str, str], *command: str) -> str:
+    return subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture
+def short_job(tmp_path) -> Path:
+    """A student's folder with the kit's jobs for this cluster and jobs/short.sh, a quick job."""
+    folder = tmp_path / "student"
+    shutil.copytree(ROOT / "jobs", folder / "jobs")
+    sites.apply(sites.load_profile("slurm-cpu"), folder / "jobs")
+    (folder / "jobs" / "short.sh").write_text("#!/bin/bash\n#PBS -l walltime=00:05:00\necho ran\n")
+    return folder
+
+
+def test_a_job_beyond_the_partitions_time_limit_is_said_never_to_start(
+    cluster, short_job, quick_env
+):
+    """Issue 28: such a job stays PENDING (PartitionTimeLimit) for ever while the kit waited
+    without a word. Now the follower says why, and ends once the student cancels the job."""
+    env = cluster.env(quick_env)
+    partition = f"PartitionName={slurm_cluster.PARTITION}"
+    slurm(env, "scontrol", "update", partition, "MaxTime=1")  # one minute
+    follow = Following(short_job, env, "jobs/short.sh")
+    try:
+        said = follow.wait_for("PartitionTimeLimit", timeout=300)
+        number = re.search(r"submitted jobs/short.sh as job (\d+)", "\n".join(follow.lines))[1]
+        assert said == (
+            f"[job {number} is still pending: the partition's time limit (00:01:00) is below the "
+            "walltime asked for (00:05:00) (Slurm reason PartitionTimeLimit); it will never "
+            f"start: cancel it (scancel {number}) and ask for less time (-l walltime=HH:MM:SS)]"
+        )
+        slurm(env, "scancel", number)
+        follow.wait_for("left the queue without a log", timeout=300)
+        assert follow.process.wait(timeout=60) != 0
+        waits = [line for line in follow.lines if "is still pending" in line]
+        assert said in waits and len(set(waits)) == len(waits), waits  # each reason once
+    finally:
+        follow.stop()
+        slurm(env, "scontrol", "update", partition, "MaxTime=INFINITE")
+
+
+def test_a_job_waiting_for_a_drained_node_is_told_once_with_the_admins_reason(
+    cluster, short_job, monkeypatch
+):
+    monkeypatch.chdir(short_job)
+    env = cluster.env(dict(__import__("os").environ))
+    slurm(env, "scontrol", "update", "NodeName=localhost", "State=DRAIN", "Reason=course-test")
+    job = None
+    try:
+        said: list[str] = []
+        job = submit.submit("jobs/short.sh", echo=said.append)
+        # Ten polls of the scheduler, the node drained all along: each of its reasons said once
+        # (Slurm 22 says ReqNodeNotAvail first, then "Nodes required for job are DOWN, ...").
+        assert job.wait(timeout=10, echo=said.append, poll=1) is None
+        waits = [line for line in said if "is still pending" in line]
+        assert waits and len(set(waits)) == len(waits), said
+        for line in waits:
+            assert line.startswith(
+                f"[job {job.id} is still pending: nodes it needs are not available: localhost "
+                "drained (course-test) (Slurm reason "
+            ) and line.endswith(
+                "it starts when the nodes are back; if it waits long, tell your instructor]"
+            ), line
+    finally:
+        if job is not None:
+            slurm(env, "scancel", job.number)
+        slurm(env, "scontrol", "update", "NodeName=localhost", "State=RESUME")
+        deadline = time.monotonic() + 120
+        while slurm(env, "sinfo", "-h", "-N", "-o", "%T").split() != ["idle"]:
+            assert time.monotonic() < deadline, "the node did not come back"
+            time.sleep(0.5)
+
+
+def test_a_walltime_beyond_the_queues_maximum_is_refused_before_qsub(cluster, short_job, quick_env):
+    text = (ROOT / "sites" / "slurm-cpu.toml").read_text()
+    profile = short_job / "limits.toml"
+    profile.write_text(
+        text.replace(
+            "gpus_per_node = 0", 'gpus_per_node = 0\nmax_walltime = { course = "00:40:00" }', 1
+        )
+    )
+    (short_job / "jobs" / "short.sh").unlink()
+    sites.apply(sites.load_profile(str(profile)), short_job / "jobs")
+    (short_job / "jobs" / "short.sh").write_text(
+        "#!/bin/bash\n#PBS -l walltime=00:05:00\necho ran\n"
+    )
+    env = cluster.env(quick_env)
+    run = subprocess.run(
+        [PYTHON, "-m", "course", "submit", "-l", "walltime=01:00:00", "jobs/short.sh"],
+        cwd=short_job,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stdout + run.stderr
+    assert (
+        "the job asks for walltime 01:00:00, more than queue course allows (00:40:00)" in run.stderr
+    )
+    assert "ask for at most -l walltime=00:40:00" in run.stderr
+    assert slurm(env, "squeue", "-h", "-n", "short.sh") == ""  # nothing was queued

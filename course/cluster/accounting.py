@@ -48,7 +48,7 @@ class Lookup:
     absent: bool = False  # the records were read and hold no such job (else they could not be read)
 
 
-def _seconds(clock: str) -> float:
+def clock_seconds(clock: str) -> float:
     """[DD-]HH:MM:SS (or MM:SS) as seconds."""
     days, _, rest = clock.rpartition("-")
     total = 0
@@ -85,22 +85,28 @@ def parse_scontrol(text: str, source: str = "scontrol show job") -> JobAccount |
         fields["UserId"].split("(")[0],
         int(fields.get("NumNodes", "0").split("-")[0]),
         _gres_gpus(fields.get("TRES", "")) or 0,
-        _seconds(fields.get("RunTime", "0:0")),
+        clock_seconds(fields.get("RunTime", "0:0")),
         source,
     )
 
 
-def parse_qstat(text: str, source: str = "qstat -x -f") -> JobAccount | None:
-    """PBS Pro's `qstat -x -f ID` output: `    key = value` lines, long values continued on
+def qstat_fields(text: str) -> dict[str, str]:
+    """PBS Pro's `qstat -f ID` output: `    key = value` lines, long values continued on
     tab-indented lines."""
     fields: dict[str, str] = {}
     key = None
     for line in text.splitlines():
-        if line.startswith("\t") and key:
-            fields[key] += line.strip()
+        if line.startswith("\t") and key:  # cut anywhere, even next to a space: keep them
+            fields[key] += line[1:]
         elif " = " in line:
-            key, _, value = line.strip().partition(" = ")
+            key, _, value = line.lstrip().partition(" = ")
             fields[key] = value
+    return fields
+
+
+def parse_qstat(text: str, source: str = "qstat -x -f") -> JobAccount | None:
+    """PBS Pro's `qstat -x -f ID` output (see qstat_fields)."""
+    fields = qstat_fields(text)
     if "Job_Owner" not in fields:
         return None
     hosts = {chunk.split("/")[0] for chunk in fields.get("exec_host", "").split("+") if chunk}
@@ -109,7 +115,7 @@ def parse_qstat(text: str, source: str = "qstat -x -f") -> JobAccount | None:
         fields["Job_Owner"].split("@")[0],
         nodes,
         int(fields.get("Resource_List.ngpus") or 0),
-        _seconds(fields.get("resources_used.walltime") or "0:0"),
+        clock_seconds(fields.get("resources_used.walltime") or "0:0"),
         source,
     )
 

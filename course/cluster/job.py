@@ -16,9 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course import paths
-from course.cluster import localsched
+from course.cluster import localsched, pending
 from course.cluster.diagnosis import explain
 from course.contracts import jobend, joblog
+
+# PBS copies a job's log into the submit folder after the job ends: a job the scheduler no longer
+# knows and that has no log this long after was cancelled (or refused) before it started.
+NO_LOG_GRACE = 30.0  # seconds
 
 
 @dataclass
@@ -83,7 +87,12 @@ class Job:
         except KeyboardInterrupt:
             self._interrupted(echo or print)
             raise
-        if echo and status is not None:
+        if echo and status is not None and self.find_log() is None:
+            echo(
+                f"[job {self.id} left the queue without a log: it was cancelled before it "
+                f"started, or its log is not in {self.workdir}]"
+            )
+        elif echo and status is not None:
             end = self.ending()
             says = (
                 f"{end.says} (exit status {status})"
@@ -132,16 +141,25 @@ class Job:
     ) -> int | None:
         deadline = None if timeout is None else time.monotonic() + timeout
         shown = 0
+        told: set[str] = set()  # each reason for the wait said once: PBS's comments alternate
+        gone: float | None = None  # since when the scheduler has not known the job, without a log
         while True:
             state = qstat_state(self.id)
             log = self.find_log()
             text = log.read_text(errors="replace") if log is not None else ""
+            if echo and log is None and state == "queued":
+                waits = pending.ask(self.id)
+                if waits and waits.reason not in told:
+                    echo(f"[{waits.says(self.id)}]")
+                    told.add(waits.reason)
+            gone = (gone or time.monotonic()) if state == "finished" and log is None else None
             # A killed job writes no end line; without qstat its scheduler's kill notice is the only
             # sign.
             ended = (
                 self.exit_status() is not None
                 or (state == "finished" and log is not None)
                 or jobend.killed_by_scheduler(text)
+                or (gone is not None and time.monotonic() - gone > NO_LOG_GRACE)
             )
             if echo and text:
                 lines = text.splitlines()

@@ -25,6 +25,8 @@ from course.contracts import joblog
 from course.errors import JobError
 
 DEFAULT_TEMPLATE = "mpiexec -n {nprocs} --hostfile {hostfile}"
+# What `build` fills in; `course site apply` refuses a profile's template with any other field.
+TEMPLATE_FIELDS = ("nprocs", "ranks_per_node", "nodes", "hostfile", "export")
 # Open MPI's names for the allreduce algorithms of its `tuned` component. The stage-3 notebook maps
 # them onto the seed paper's: nonoverlapping ~ BRB, recursive doubling ~ BRD, Rabenseifner ~ VHD.
 ALLREDUCE = {
@@ -105,7 +107,7 @@ def build(
     except (KeyError, IndexError) as e:
         raise JobError(
             f"the site's launcher template has an unknown field {e}: {template!r}",
-            "fields: {nprocs} {ranks_per_node} {nodes} {hostfile} {export}",
+            "fields: " + " ".join("{" + field + "}" for field in TEMPLATE_FIELDS),
         ) from None
     argv = shlex.split(filled)
     if oversubscribed:  # else Open MPI refuses to bind more ranks than cores

@@ -80,6 +80,7 @@ class Request:
     ngpus: int = 0  # GPUs per node (PBS Pro's ngpus; 0: not asked)
     ncpus: int = 0
     walltime: int | None = None  # seconds
+    walltime_text: str | None = None  # as written, e.g. "1:00" (which PBS reads as one minute)
     queue: str | None = None
     name: str | None = None
     group: str | None = None
@@ -116,6 +117,31 @@ def parse_walltime(text: str) -> int:
 
 def format_walltime(seconds: int) -> str:
     return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def _duration(seconds: int) -> str:
+    """'1 hour', '30 minutes', '1 minute 30 seconds'."""
+    parts = zip((seconds // 3600, seconds % 3600 // 60, seconds % 60), ("hour", "minute", "second"))
+    said = [f"{n} {unit}{'s' if n != 1 else ''}" for n, unit in parts if n]
+    return " ".join(said) or "0 seconds"
+
+
+def without_hours(text: str) -> tuple[str, str] | None:
+    """For a walltime written without hours ('1:00', '90'): (what it means, how to write what was
+    likely meant); None for HH:MM:SS. Such a walltime is valid PBS but most often a mistake: 1:00
+    meant as an hour is a minute, 90 meant as minutes (as Slurm reads it) is 90 seconds."""
+    parts = text.split(":")
+    if len(parts) == 3:
+        return None
+    seconds = parse_walltime(text)
+    numbers = [int(part) for part in parts]
+    # What the writer likely meant: HH:MM, or, for one number, minutes (as Slurm reads --time=90).
+    meant = numbers[0] * 3600 + numbers[1] * 60 if len(numbers) == 2 else numbers[0] * 60
+    return (
+        f"walltime={text} is {_duration(seconds)} (PBS reads [[hours:]minutes:]seconds)",
+        f"for {_duration(meant)} write {format_walltime(meant)}, "
+        f"for {_duration(seconds)} {format_walltime(seconds)}",
+    )
 
 
 def unknown_resource(name: str, known: Collection[str], where: str) -> JobError:
@@ -194,7 +220,7 @@ def _apply_resource(item: str, request: Request, extra: Collection[str]) -> Requ
     if key == "nodes":
         return parse_nodes(setting, request)
     if key == "walltime":
-        return replace(request, walltime=parse_walltime(setting))
+        return replace(request, walltime=parse_walltime(setting), walltime_text=setting)
     if key in ("ngpus", "mpiprocs", "ncpus"):
         counts: dict[str, Any] = {key: _count(key, setting, item)}
         return replace(request, **counts)

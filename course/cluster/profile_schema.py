@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import difflib
 import re
+import string
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from course.errors import SiteError
@@ -15,6 +17,12 @@ if TYPE_CHECKING:
 SCHEDULERS = ("local", "pbs", "slurm")
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 _COUNT = {"type": "integer", "minimum": 1}
+# Hours always: PBS reads [[hours:]minutes:]seconds, so "1:00" would be one minute.
+_WALLTIME = {
+    "type": "string",
+    "pattern": r"^\d+:\d\d:\d\d$",
+    "description": 'HH:MM:SS, e.g. "00:30:00" (PBS reads "1:00" as one minute)',
+}
 # What a profile may hold. Every table refuses keys it does not name, so that a misspelt key is an
 # error and not a setting silently left at its default.
 PROFILE_SCHEMA = {
@@ -29,6 +37,13 @@ PROFILE_SCHEMA = {
         "other_queues": _STRINGS,
         "group": {"type": "string"},
         "gpus_per_node": {"type": "integer", "minimum": 0},
+        # One limit for every queue, or a table of limits per queue (a queue left out: none).
+        "max_walltime": {
+            "type": ["string", "object"],
+            "pattern": _WALLTIME["pattern"],
+            "additionalProperties": _WALLTIME,
+            "description": _WALLTIME["description"],
+        },
         "resources": {
             "type": "array",
             "items": {
@@ -61,11 +76,7 @@ PROFILE_SCHEMA = {
                     "nodes": _COUNT,
                     "ranks_per_node": _COUNT,
                     "gpus": {"type": "integer", "minimum": 0},
-                    "walltime": {
-                        "type": "string",
-                        "pattern": r"^\d+(:\d+){0,2}$",
-                        "description": 'HH:MM:SS, e.g. "00:30:00"',
-                    },
+                    "walltime": _WALLTIME,
                 },
             },
         },
@@ -102,6 +113,12 @@ _KINDS = {
 }
 
 
+def did_you_mean(word: str, choices: Sequence[str], form: str = "`{}`") -> str:
+    """'did you mean `queue`? ' for the choice nearest `word`; '' when none is near."""
+    nearest = difflib.get_close_matches(word, choices, n=1)
+    return f"did you mean {form.format(nearest[0])}? " if nearest else ""
+
+
 def _dotted(path: list[str | int]) -> str:
     """A key's place in the profile, as TOML writes it: environment.threads_per_rank,
     scaling.runs[0]."""
@@ -125,12 +142,10 @@ def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> S
     if kind == "additionalProperties":
         allowed = list(error.schema["properties"])
         key = sorted(set(value) - set(allowed))[0]
-        nearest = difflib.get_close_matches(key, allowed, n=1)
         table = f"[{_dotted(path)}]" if path else "the top level"
-        guess = f"did you mean `{nearest[0]}`? " if nearest else ""
         return SiteError(
             f"{where}{_line_of(text, key)}: unknown key `{_dotted([*path, key])}`",
-            f"{guess}{table} takes {', '.join(allowed)}",
+            f"{did_you_mean(key, allowed)}{table} takes {', '.join(allowed)}",
         )
     name = _dotted(path)
     if kind == "required":
@@ -145,9 +160,10 @@ def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> S
             "fix the profile",
         )
     if kind == "type":
+        expected = error.validator_value
+        kinds = expected if isinstance(expected, list) else [expected]
         return SiteError(
-            f"{where}: `{name}` should be "
-            f"{_KINDS.get(error.validator_value, error.validator_value)}, "
+            f"{where}: `{name}` should be {' or '.join(_KINDS.get(k) or k for k in kinds)}, "
             f"not {value!r}",
             "fix the profile",
         )
@@ -177,3 +193,23 @@ def validate(data: dict, where: str, text: str) -> None:
     )
     if first is not None:
         raise _schema_error(first, where, text)
+
+
+def check_template(template: str, fields: Sequence[str], key: str, where: str, text: str) -> None:
+    """SiteError unless every {field} of `template` (the profile's `key`) is one of `fields`: a
+    template is filled in later, in every job, where an unknown field would fail each of them."""
+    where = f"{where}{_line_of(text, key.rpartition('.')[2])}"
+    valid = ", ".join("{" + field + "}" for field in fields)
+    try:
+        used = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
+    except ValueError as e:  # an unmatched brace
+        raise SiteError(
+            f"{where}: `{key}` {template!r}: {e}",
+            f"braces hold a field, one of {valid}; write {{{{ and }}}} for a brace itself",
+        ) from None
+    for field in used:
+        if field not in fields:
+            raise SiteError(
+                f"{where}: `{key}` {template!r} has an unknown field {{{field}}}",
+                f"{did_you_mean(field, fields, '{{{}}}')}its fields are {valid}",
+            )

@@ -60,6 +60,8 @@ class RenderedProfile(Protocol):
     def communication(self) -> list[str]: ...
     @property
     def resources(self) -> list[str]: ...
+    @property
+    def max_walltime(self) -> dict[str, str]: ...
 
     def select(self, nodes: int | str, ranks_per_node: int | str, gpus: int) -> str: ...
 
@@ -91,6 +93,17 @@ class SiteSettings:
     gpus_per_node: int = 0  # 0: whatever the machine has
     scaling_runs: tuple[tuple[int, int], ...] = ((1, 2),)  # stage 3's (nodes, ranks per node)
     communication: tuple[tuple[str, str], ...] = (("naive", ""),)  # (communicator, allreduce)
+    max_walltime: tuple[tuple[str, str], ...] = ()  # (queue, HH:MM:SS); queue "": every queue
+
+    def walltime_limit(self, queue: str | None) -> tuple[str, str] | None:
+        """(the queue it is for, the longest walltime a job in `queue` may ask for), None if no
+        limit; `queue` None: the queue the site's jobs go to."""
+        limits = dict(self.max_walltime)
+        queue = queue or self.queue or (self.queues[0] if self.queues else "")
+        for where in (queue, ""):
+            if where in limits:
+                return where, limits[where]
+        return None
 
     @property
     def largest_run(self) -> tuple[int, int]:
@@ -126,6 +139,7 @@ class SiteSettings:
             gpus_per_node=profile.gpus_per_node,
             scaling_runs=tuple((n, r) for n, r in profile.scaling_runs),
             communication=tuple(_communication(c) for c in profile.communication),
+            max_walltime=tuple(profile.max_walltime.items()),
         )
 
     def to_shell(self) -> str:
@@ -138,6 +152,12 @@ class SiteSettings:
         )
         threads = self.threads_per_rank
         runs = " ".join(f"{n}x{r}" for n, r in self.scaling_runs)
+        limits = " ".join(f"{q}={t}" if q else t for q, t in self.max_walltime)
+        max_walltime = (
+            f"export COURSE_MAX_WALLTIME='{limits}'  # checked before qsub; QUEUE=HH:MM:SS or all\n"
+            if limits
+            else ""
+        )
         communication = " ".join("/".join(filter(None, c)) for c in self.communication)
         return f"""\
 # Site settings shared by the job scripts: the `{self.site}` profile (sites/{self.site}.toml).
@@ -167,7 +187,7 @@ export COURSE_GROUP='{self.group or ""}'  # their -W group_list
 export COURSE_GPUS_PER_NODE={self.gpus_per_node}
 export COURSE_SCALING_RUNS='{runs}'
 export COURSE_COMMUNICATION='{communication}'
-
+{max_walltime}
 # The CUDA libraries of the kit's gpu extra (prints nothing without them).
 eval "$(python -m course env)"
 
@@ -204,6 +224,12 @@ eval "$(python -m course env)"
                 map(_communication, exports.get("COURSE_COMMUNICATION", "").split())
             )
             or default.communication,
+            max_walltime=tuple(  # "h-short=00:30:00" or, for every queue, "24:00:00"
+                (queue, limit)
+                for queue, _, limit in (
+                    word.rpartition("=") for word in exports.get("COURSE_MAX_WALLTIME", "").split()
+                )
+            ),
         )
 
     @classmethod

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course import paths
-from course.cluster import siteenv
-from course.cluster.profile_schema import validate
+from course.cluster import pbs, siteenv
+from course.cluster.launch import TEMPLATE_FIELDS
+from course.cluster.profile_schema import check_template, did_you_mean, validate
 from course.cluster.siteenv import SiteSettings
 from course.errors import SiteError
 
@@ -64,6 +65,7 @@ class Profile:
     scaling_runs: list[tuple[int, int]]  # (nodes, ranks per node) for the stage-3 comparison
     communication: list[str]  # communicator[/MPI allreduce algorithm] settings to compare
     resources: list[str]  # the site's own `-l` resource names, allowed besides PBS's
+    max_walltime: dict[str, str]  # queue: the longest walltime it allows ("" : every queue)
 
     def directive_block(self, job: str) -> list[str]:
         """The directive lines of one job script, lines whose values are empty or 0 left out."""
@@ -132,27 +134,26 @@ def load_profile(name_or_path: str) -> Profile:
         for job, table in data["jobs"].items()
     }
     for template in data["directives"]:
-        try:
-            unknown = {f for _, f, _, _ in string.Formatter().parse(template) if f} - set(
-                DIRECTIVE_FIELDS
-            )
-        except ValueError as e:
-            raise SiteError(
-                f"{where}: directive {template!r}: {e}", "braces hold a field: {nodes}"
-            ) from None
-        if unknown:
-            raise SiteError(
-                f"{where}: directive {template!r} names {', '.join(sorted(unknown))}",
-                f"a directive may use {', '.join('{' + f + '}' for f in DIRECTIVE_FIELDS)}",
-            )
+        check_template(template, DIRECTIVE_FIELDS, "directives", where, text)
     env, scaling = data["environment"], data["scaling"]
+    check_template(env["mpiexec"], TEMPLATE_FIELDS, "environment.mpiexec", where, text)
+    queues = [q for q in [data.get("queue", ""), *data.get("other_queues", [])] if q]
+    max_walltime = _max_walltime(data.get("max_walltime", {}), queues, where)
+    for job, resources in jobs.items():
+        limit = max_walltime.get(data.get("queue", ""), max_walltime.get(""))
+        if limit and pbs.parse_walltime(resources.walltime) > pbs.parse_walltime(limit):
+            raise SiteError(
+                f"{where}: [jobs.{job}] asks for walltime {resources.walltime}, more than "
+                f"max_walltime allows ({limit})",
+                "lower the job's walltime, or raise max_walltime to what the queue allows",
+            )
     return Profile(
         name=path.stem,
         description=data.get("description", ""),
         scheduler=data["scheduler"],
         directives=data["directives"],
         queue=data.get("queue", ""),
-        queues=[q for q in [data.get("queue", ""), *data.get("other_queues", [])] if q],
+        queues=queues,
         group=data.get("group", ""),
         gpus_per_node=data.get("gpus_per_node", 0),
         setup=env["setup"],
@@ -165,7 +166,22 @@ def load_profile(name_or_path: str) -> Profile:
         scaling_runs=[siteenv.parse_run(run) for run in scaling["runs"]],
         communication=[_safe(c, "communication", where) for c in scaling["communication"]],
         resources=data.get("resources", []),
+        max_walltime=max_walltime,
     )
+
+
+def _max_walltime(setting: str | dict[str, str], queues: list[str], where: str) -> dict[str, str]:
+    """{queue: limit} from the profile's max_walltime: one limit ("" for every queue) or a table."""
+    if isinstance(setting, str):
+        return {"": setting}
+    for queue in setting:
+        if queue not in queues:
+            known = ", ".join(queues) or "none: a table needs queue and other_queues"
+            raise SiteError(
+                f"{where}: max_walltime names queue {queue!r}, which the profile does not have",
+                f"{did_you_mean(queue, queues)}its queues: {known}",
+            )
+    return dict(setting)
 
 
 def rewrite_directives(script: str, lines: list[str], where: str) -> str:

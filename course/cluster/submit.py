@@ -24,6 +24,11 @@ from course.cluster.siteenv import SiteSettings
 from course.contracts.stubs import stubbed_functions
 from course.errors import CourseError, JobError
 
+# Below this, a walltime written without hours is refused: too short for a stage's training on a
+# cluster (starting the job, Python, Chainer and the data take part of it), so `1:00`, a minute for
+# PBS, surely meant an hour. Written HH:MM:SS, any walltime is taken as it is.
+SHORTEST_UNCLEAR_WALLTIME = 300  # seconds
+
 
 def nbgrader_running() -> bool:
     """True while nbgrader executes the notebook (it sets NBGRADER_EXECUTION): then nothing is
@@ -141,6 +146,9 @@ def _submit(
         given, variables = _split_variables(given)
         env = {**(env or {}), **pbs.apply_options(variables).variables}
     options = qsub_options(settings, nodes, per_node, None if by_environment else env) + given
+    note = check_walltime(folder / script, options, settings)
+    if note and echo:
+        echo(note)
     if scheduler == "local":
         lacking = missing_gpus(script, folder, options, settings) if skip_without_gpus else None
         if lacking:
@@ -195,6 +203,31 @@ def check_site_request(script: Path, options: list[str], settings: SiteSettings)
             "GPUs",
             f"one rank per GPU: at most -l select=N:mpiprocs={gpus}",
         )
+
+
+def check_walltime(script: Path, options: list[str], settings: SiteSettings) -> str | None:
+    """Refuse, before queueing, a walltime beyond the site's max_walltime (which a scheduler would
+    queue for ever) and a short one written without hours; for a longer one without hours, a
+    warning that says what PBS makes of it. None when the walltime is clear."""
+    request = pbs.read_request(script.read_text(), options, settings.resources)
+    if request.walltime is None or request.walltime_text is None:
+        return None
+    limit = settings.walltime_limit(request.queue)
+    if limit and request.walltime > pbs.parse_walltime(limit[1]):
+        queue, longest = limit
+        raise JobError(
+            f"the job asks for walltime {request.walltime_text}, more than "
+            f"{f'queue {queue}' if queue else 'this site'} allows ({longest})",
+            f"ask for at most -l walltime={longest}; a run killed at its walltime resumes from its "
+            "snapshot when you submit the job again",
+        )
+    unclear = pbs.without_hours(request.walltime_text)
+    if unclear is None:
+        return None
+    meaning, fix = unclear
+    if request.walltime < SHORTEST_UNCLEAR_WALLTIME:
+        raise JobError(f"{meaning}: too short for a training job, so it was not submitted", fix)
+    return f"warning: {meaning}; {fix}"
 
 
 def _split_variables(options: list[str]) -> tuple[list[str], list[str]]:

@@ -55,4 +55,4 @@ def main(argv: list[str]) -> int:
         print(f"follow it with: tail -f {job.find_log() or f'<script>.o{job.number}'}")
         return 0
     status = job.wait()
-    return 1 if status is None else min(status, 255)
+    return 1 if status is None or status < 0 else min(status, 255)  # < 0: how it ended is unknown
