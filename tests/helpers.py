@@ -317,3 +317,17 @@ def check_benchmark_job(folder: Path, ranks: int, log: Path) -> list[allreduce_r
     assert set(fitted) == {(ranks, "ring"), (ranks, "recursive_doubling")}
     assert all(beta > 0 for _, beta in fitted.values())
     return table
+
+
+# A stage-3 rank that raises: ChainerMN's hook (stage 3's scripts add it) calls MPI_Abort.
+RANK_ABORTS = """\
+import chainermn
+from chainermn import global_except_hook
+
+global_except_hook.add_hook()
+comm = chainermn.create_communicator("naive")
+comm.mpi_comm.barrier()
+if comm.rank == 1:
+    raise RuntimeError("rank 1 fails on purpose")
+comm.mpi_comm.barrier()
+"""

@@ -21,7 +21,7 @@ from course.cluster import localsched, procs, submit
 from course.cluster.job import Job
 from course.contracts import jobend, joblog
 from course.errors import JobError
-from tests.helpers import PYTHON, ROOT
+from tests.helpers import PYTHON, RANK_ABORTS, ROOT
 
 HEAD = (
     "#!/bin/bash\n#PBS -l walltime={walltime}\nset -eo pipefail\n"
@@ -250,3 +250,19 @@ def test_cancel_names_the_right_command_for_a_clusters_job(folder):
     with pytest.raises(JobError) as caught:
         localsched.cancel("4242.pbs01")
     assert "qdel 4242.pbs01" in caught.value.hint and "scancel 4242" in caught.value.hint
+
+
+@pytest.mark.integration
+def test_a_rank_abort_leaves_an_end_line_the_kit_reads(folder):
+    """prterun ends its MPI_Abort report with a NUL byte and no newline, before the end line."""
+    (folder / "abort.py").write_text(RANK_ABORTS)
+    (folder / "jobs" / "abort.sh").write_text(
+        HEAD.format(walltime="00:05:00") + f"{PYTHON} -m course launch -- {PYTHON} abort.py\n"
+    )
+    job = submit.submit("jobs/abort.sh", per_node=2, scheduler="local", workdir=folder, echo=None)
+    assert job.wait(timeout=300, echo=None) == 1
+    text = job.find_log().read_text()
+    assert "\x00\n" in text  # the case itself: prterun's NUL, now on a line of its own
+    assert last_line(job) == jobend.end_line(job.id, 1, jobend.ended_at(text)), text[-300:]
+    assert job.ending().says == "ended with exit status 1"
+    assert job.diagnosis().startswith("RuntimeError: rank 1 fails on purpose")
