@@ -61,18 +61,15 @@ class Job:
         return jobend.end(self.log_text())
 
     def rerun_attempt(self, text: str) -> int | None:
-        """The attempt the scheduler runs now or next, when it reruns the job after the attempt the
-        log shows ended; None when it does not. Slurm's own count where scontrol still holds the
-        job, else the log's requeue notice while qstat lists the job."""
-        shown = jobend.attempts(text)[-1][0]
+        """The attempt Slurm runs now or next, when it reruns the job after the attempt the log
+        shows ended (scontrol's Restarts=); None when it does not, or cannot say (then the
+        diagnosis of the requeue notice says that Slurm reruns the job)."""
         held = accounting.restarts(self.number) if self.scheduler != "local" else None
-        if held is not None:
-            state, restarts = held
-            return restarts + 1 if restarts + 1 > shown and state in accounting.RERUNNING else None
-        end = jobend.end(text)
-        if end and end.kind == "requeued" and qstat_state(self.id) != "finished":
-            return shown + 1
-        return None
+        if held is None:
+            return None
+        state, restarts = held
+        shown = jobend.attempts(text)[-1][0]
+        return restarts + 1 if restarts + 1 > shown and state in accounting.RERUNNING else None
 
     def wait(
         self,
