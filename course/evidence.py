@@ -3,11 +3,13 @@
 A run counts only when it is traced: its results file is sealed and unchanged, it finished,
 and the scheduler's joined log of its job (``<name>.o<number>``, beside the notebooks) shows
 the same job, the same images/sec and the file's SHA-256 (course.contracts.joblog reads those
-lines). The log must show each of those lines once for its job, the run header must name the results
-file's devices and GPU model, and a stage-3 run's workers must be the ranks `course launch` started.
-Where the grader reaches the scheduler's accounting (course.cluster.accounting), the job must be
-there, be the student's, and have had the nodes, GPUs and time the run claims; where it cannot, the
-run's notes say that it was not checked. Which traced runs are compared, and how: course.comparison.
+lines). The log must show each of those lines once in the part of the job's attempt that wrote
+the file (a job Slurm reran holds several; course.contracts.jobend), the run header must name the
+results file's devices and GPU model, and a stage-3 run's workers must be the ranks `course
+launch` started. Where the grader reaches the scheduler's accounting (course.cluster.accounting),
+the job must be there, be the student's, and have had the nodes, GPUs and time the run claims;
+where it cannot, the run's notes say that it was not checked. Which traced runs are compared, and
+how: course.comparison.
 """
 
 from __future__ import annotations
@@ -165,7 +167,14 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
             "the scheduler wrote (qsub -j oe) together with runs/"
         )
         return run
-    text = run.log.read_text(errors="replace")
+    attempt = record["job"].get("attempt", 1)
+    text = jobend.attempt(joblog.read(run.log), attempt)  # the attempt that wrote the run
+    if text is None:
+        run.problems.append(
+            f"the log {run.log.name} does not show attempt {attempt} of job {job_id}, which wrote "
+            "this results file: hand in the log the scheduler wrote"
+        )
+        return run
     ended = jobend.ended_at(text)  # None while the job runs, or when SIGKILL left no end line
     text = jobend.until_end(
         text
@@ -307,13 +316,16 @@ def _earlier_segments(run: Run, folder: Path) -> list[str]:
                 "notebooks: hand in every job's log together with runs/"
             )
             continue
-        text = log.read_text(errors="replace")
+        text = jobend.attempt(joblog.read(log), job.get("attempt", 1)) or ""
         ended, shown = jobend.ended_at(text), jobend.until_end(text)
         if not any(
             header["job"] == job["id"] and header["stage"] == run.record["stage"]
             for header in joblog.run_headers(shown)
         ):
-            problems.append(f"the log {log.name} does not show job {job['id']} training this run")
+            which = f" (attempt {job['attempt']})" if job.get("attempt") else ""
+            problems.append(
+                f"the log {log.name} does not show job {job['id']}{which} training this run"
+            )
         taken = segment.get("snapshot_at")
         if not taken or (ended and datetime.fromisoformat(taken) > ended):
             problems.append(

@@ -3,6 +3,12 @@
 export COURSE_SITE=local
 export COURSE_SCHEDULER=local
 
+# A job the scheduler reruns says first which attempt it is (course/contracts/jobend.py).
+if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ] 2>/dev/null; then
+    echo "course: job $SLURM_JOB_ID attempt $((SLURM_RESTART_COUNT + 1)) started at" \
+        "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+fi
+
 # Software: modules and the kit's Python environment.
 : # nothing to load: jobs inherit the submitting environment
 
@@ -32,6 +38,8 @@ eval "$(python -m course env)"
 
 # The last line of the joined log says how the job ended, and when (course/contracts/jobend.py).
 _course_end() {
+    local log="/proc/$$/fd/1"
+    if [ -f "$log" ] && [ -s "$log" ] && [ "$(tail -c 1 "$log" | wc -l)" -eq 0 ]; then echo; fi
     echo "course: job ${PBS_JOBID:-${SLURM_JOB_ID:-?}} $1 at $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 }
 _course_stopped() {

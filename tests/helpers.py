@@ -382,3 +382,17 @@ def other_mpi_launcher(folder: Path) -> Path:
     path.write_text(OTHER_MPI)
     path.chmod(0o755)
     return path
+
+
+# A stage-3 rank that raises: ChainerMN's hook (stage 3's scripts add it) calls MPI_Abort.
+RANK_ABORTS = """\
+import chainermn
+from chainermn import global_except_hook
+
+global_except_hook.add_hook()
+comm = chainermn.create_communicator("naive")
+comm.mpi_comm.barrier()
+if comm.rank == 1:
+    raise RuntimeError("rank 1 fails on purpose")
+comm.mpi_comm.barrier()
+"""

@@ -4,13 +4,14 @@ Slurm cluster below)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from course import comparison, evidence, paths
 from course.cluster import accounting
-from course.contracts import joblog
+from course.contracts import jobend, joblog, results
 from course.instructor import scoring
 from tests import slurm_cluster
 from tests.helpers import ROOT, make_run
@@ -81,6 +82,51 @@ def relabel_as_two_ranks(text: str) -> str:
     """A stage-1 log edited to read as a 2-rank stage-3 job, as a forger would who does not know the
     launch lines."""
     return text.replace("1 worker(s)", "2 worker(s)").replace("@numpy |", "@numpy, @numpy |")
+
+
+def rerun(folder, first: Path, images_per_sec: float) -> Path:
+    """Job 1 requeued after it wrote `first`, and its second attempt writing another run: the
+    results file and a log appended with both attempts, as a Slurm job's log holds them."""
+    record = results.load(first)
+    record["job"] = {**record["job"], "attempt": 2}
+    record["throughput"] = {**record["throughput"], "images_per_sec": images_per_sec}
+    second = folder / results.RUNS_DIR / f"{first.parent.name}-attempt2" / results.FILENAME
+    kept = {k: v for k, v in record.items() if k not in ("seal", "schema") and k[0] != "_"}
+    digest = results.write(second, kept)
+    log = folder / "run_single_gpu_training.sh.o1"
+    lines = log.read_text().splitlines()
+    at = datetime.now(UTC)
+    rerun = [
+        "slurmstepd-n1: error: *** JOB 1 ON n1 CANCELLED AT 2026-11-25T01:07:20 DUE TO JOB "
+        "REQUEUE ***",
+        jobend.killed_line("1.local", "TERM", at),
+        jobend.attempt_line("1.local", 2, at),
+        lines[0],  # the run header
+        joblog.throughput_line(images_per_sec, 40, 5, 3),
+        joblog.results_line(second.relative_to(folder), digest),
+        jobend.end_line("1.local", 0, at),
+    ]
+    log.write_text("\n".join(lines[:-1] + rerun) + "\n")
+    return second
+
+
+def test_each_run_of_a_job_slurm_reran_traces_to_the_attempt_that_wrote_it(folder):
+    first, _ = make_run(folder, "single_gpu", 1, 50.0)
+    second = rerun(folder, first, 60.0)
+    assert [(trace(path).traced, trace(path).images_per_sec) for path in (first, second)] == [
+        (True, 50.0),
+        (True, 60.0),
+    ], [trace(path).problems for path in (first, second)]
+
+
+def test_a_run_naming_an_attempt_its_log_does_not_show_is_refused(folder):
+    first, _ = make_run(folder, "single_gpu", 1, 50.0)
+    second = rerun(folder, first, 60.0)
+    edit_log(folder, "run_single_gpu_training.sh.o1", lambda text: text.split("slurmstepd")[0])
+    assert trace(second).problems == [
+        "the log run_single_gpu_training.sh.o1 does not show attempt 2 of job 1.local, which "
+        "wrote this results file: hand in the log the scheduler wrote"
+    ]
 
 
 def two_rank_run(folder, change) -> Path:

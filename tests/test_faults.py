@@ -25,7 +25,7 @@ from course.contracts import jobend, joblog, results, stages
 from course.errors import JobError
 from course.instructor import scoring
 from course.notebook.checks import CheckFailed
-from tests.helpers import PYTHON, ROOT, other_mpi_launcher, student_folder
+from tests.helpers import PYTHON, RANK_ABORTS, ROOT, other_mpi_launcher, student_folder
 
 HEAD = (
     "#!/bin/bash\n#PBS -l walltime={walltime}\nset -eo pipefail\n"
@@ -328,3 +328,19 @@ def test_slurms_mpiexec_as_the_sites_launcher_is_named_as_the_cause(folder):
         "another MPI's launcher (Slurm's mpiexec wrapper is one); the kit needs the mpiexec of "
         "the MPI mpi4py uses: python -m course doctor says which"
     )
+
+
+@pytest.mark.integration
+def test_a_rank_abort_leaves_an_end_line_the_kit_reads(folder):
+    """prterun ends its MPI_Abort report with a NUL byte and no newline, before the end line."""
+    (folder / "abort.py").write_text(RANK_ABORTS)
+    (folder / "jobs" / "abort.sh").write_text(
+        HEAD.format(walltime="00:05:00") + f"{PYTHON} -m course launch -- {PYTHON} abort.py\n"
+    )
+    job = submit.submit("jobs/abort.sh", per_node=2, scheduler="local", workdir=folder, echo=None)
+    assert job.wait(timeout=300, echo=None) == 1
+    text = job.find_log().read_text()
+    assert "\x00\n" in text  # the case itself: prterun's NUL, now on a line of its own
+    assert last_line(job) == jobend.end_line(job.id, 1, jobend.ended_at(text)), text[-300:]
+    assert job.ending().says == "ended with exit status 1"
+    assert job.diagnosis().startswith("RuntimeError: rank 1 fails on purpose")

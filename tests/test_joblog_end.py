@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from course.cluster import procs
+from course.cluster import accounting, procs
 from course.cluster.diagnosis import explain
+from course.cluster.job import Job
 from course.contracts import jobend, joblog
 
 AT = datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC)
@@ -241,3 +242,112 @@ def test_the_watchdogs_line_reads_as_a_sentence():
         .format()
         .startswith("course: watchdog: no rank of 3 made a training step for 1 minute ")
     )
+
+
+# --- a stray byte before the end line, and a job Slurm reran -------------------------------------
+
+# Recorded on tests/slurm_cluster.py's cluster (Slurm 22.05, the pinned Open MPI 5): the tail of a
+# job whose `course launch` ran two ranks, rank 1 raising. prterun ends its report with a NUL byte
+# and no newline, so the job shell's end line used to follow it on the same line.
+PRTERUN_ABORT = (
+    "RuntimeError: rank 1 fails on purpose\n"
+    "--------------------------------------------------------------------------\n"
+    "prterun has exited due to process rank 1 with PID 0 on node vm calling\n"
+    '"abort". This may have caused other processes in the application to be\n'
+    "terminated by signals sent by prterun (as reported here).\n"
+    "--------------------------------------------------------------------------\n"
+    "\x00course: job 4 ended with exit status 1 at 2026-11-25T00:54:15Z\n"
+)
+# Recorded there too: a stage-1 job requeued with `scontrol requeue` (its output appended, as the
+# kit's Slurm jobs ask), then run again to its end; the epochs' table is left out.
+HEADER = (
+    "course: run single_gpu | job 1 (slurm) | 1 worker(s) on vm: @numpy | batch 32 per worker, "
+    "32 total | lr 0.05 (warmup) | seed 0\n"
+)
+REQUEUE_NOTICE = (
+    "slurmstepd-localhost: error: *** JOB 1 ON localhost CANCELLED AT 2026-11-25T01:07:20 DUE TO "
+    "JOB REQUEUE ***\n"
+)
+NODE_FAILURE_NOTICE = (
+    "slurmstepd-localhost: error: *** JOB 1 ON localhost CANCELLED AT 2026-11-25T00:52:42 DUE TO "
+    "NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***\n"
+)
+FIRST_ATTEMPT = (
+    f"{HEADER}{REQUEUE_NOTICE}Terminated\n"
+    "course: job 1 was killed by SIGTERM at 2026-11-25T01:07:20Z\n"
+)
+RERUN_END = datetime(2026, 11, 25, 1, 8, 36, tzinfo=UTC)
+RERUN = (
+    "course: job 1 attempt 2 started at 2026-11-25T01:07:21Z\n"
+    f"{HEADER}"
+    "Throughput: 122.44 [images/sec.] over 247 steady iterations (warm-up 2, 7 left out after "
+    "epoch ends)\n"
+    "course: results runs/single_gpu-1-attempt2/results.json sha256=" + "d" * 64 + "\n"
+    "course: job 1 ended with exit status 0 at 2026-11-25T01:08:36Z\n"
+)
+
+
+def test_a_nul_byte_before_the_end_line_hides_it_from_no_reader(tmp_path):
+    (tmp_path / "run_multi_node_training.sh.o4").write_text(PRTERUN_ABORT)
+    job = Job("4", tmp_path, "qsub")
+    assert job.exit_status() == 1 and job.ending().says == "ended with exit status 1"
+    assert job.diagnosis().startswith("RuntimeError: rank 1 fails on purpose")
+
+
+@pytest.mark.parametrize(
+    "printed,before",  # printf's format, what it writes
+    [(r"abort report\0", "abort report\x00\n"), (r"done\n", "done\n"), ("", "")],
+)
+def test_the_end_line_starts_a_line_of_its_own(tmp_path, printed, before):
+    log = tmp_path / "job.o9"
+    with log.open("w") as out:
+        run = subprocess.run(
+            ["bash", "-c", f'PBS_JOBID=9.x\n{jobend.END_TRAP}\nprintf "$0"; exit 3', printed],
+            stdout=out,
+            env={k: v for k, v in os.environ.items() if k not in ("PBS_JOBID", "SLURM_JOB_ID")},
+        )
+    assert run.returncode == 3
+    text = log.read_text()
+    assert text == f"{before}{jobend.end_line('9.x', 3, jobend.ended_at(text))}\n"
+
+
+def test_a_log_slurm_reran_into_holds_each_attempt_and_the_last_one_counts():
+    log = FIRST_ATTEMPT + RERUN
+    assert jobend.attempts(log) == [(1, FIRST_ATTEMPT), (2, RERUN)]
+    assert jobend.attempt(log, 2) == RERUN and jobend.attempt(log, 3) is None
+    assert jobend.end(log) == jobend.End(0, "exit", "ended with exit status 0", RERUN_END)
+    assert jobend.ended_at(log) == RERUN_END and not jobend.killed_by_scheduler(log)
+    assert jobend.end(FIRST_ATTEMPT).kind == "requeued"
+    assert jobend.attempt_line("1", 2, datetime(2026, 11, 25, 1, 7, 21, tzinfo=UTC)) in RERUN
+
+
+@pytest.mark.parametrize(
+    "notice,cause",
+    [
+        (
+            REQUEUE_NOTICE,
+            "the job was requeued (scontrol requeue, by an administrator): Slurm runs",
+        ),
+        (NODE_FAILURE_NOTICE, "a node of the job failed: Slurm runs it again by itself"),
+    ],
+)
+def test_a_job_slurm_requeued_is_not_to_be_submitted_again(notice, cause):
+    """Before the rerun starts the log ends with the requeue; the rerun then shows its own end."""
+    stopped = f"{HEADER}{notice}Terminated\ncourse: job 1 was killed by SIGTERM at {AT:%FT%TZ}\n"
+    said = explain(stopped, "1", local=False)
+    assert said.startswith(cause) and "squeue -j 1" in said, said
+    assert explain(stopped + RERUN.replace("status 0", "status 1"), "1", local=False).startswith(
+        "the log names no cause"
+    )  # the last attempt's own end counts, not the requeue before it
+
+
+def test_slurms_count_of_reruns_is_read_from_scontrol():
+    # Real output of `scontrol show job -o 1` on tests/slurm_cluster.py's cluster, just requeued.
+    held = (
+        "JobId=1 JobName=job2.sh UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=1 Nice=0 "
+        "Account=(null) QOS=(null) JobState=PENDING Reason=BeginTime Dependency=(null) Requeue=1 "
+        "Restarts=1 BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=00:00:00 TimeLimit=00:05:00\n"
+    )
+    assert accounting.parse_restarts(held) == ("PENDING", 1)
+    assert "PENDING" in accounting.RERUNNING and "COMPLETED" not in accounting.RERUNNING
+    assert accounting.parse_restarts("slurm_load_jobs error: Invalid job id specified\n") is None

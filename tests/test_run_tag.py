@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from course.cluster import hosts
 from course.runtime import flags, harness
 
 SECOND = "%Y%m%d-%H%M%S"
@@ -15,7 +16,13 @@ SECOND = "%Y%m%d-%H%M%S"
 @pytest.fixture
 def no_job(monkeypatch):
     """Outside any job, as a student's `course train` on a laptop."""
-    for var in ("COURSE_RUN_TAG", "PBS_JOBID", "SLURM_JOB_ID"):
+    for var in (
+        "COURSE_RUN_TAG",
+        "PBS_JOBID",
+        "SLURM_JOB_ID",
+        "SLURM_RESTART_COUNT",
+        "SLURM_JOB_NAME",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 
@@ -41,3 +48,12 @@ def test_a_job_names_its_run_the_same_on_every_rank(no_job, monkeypatch):
         "COURSE_RUN_TAG", "4243.reedbush/pbsadmin0"
     )  # what course launch passes the ranks
     assert flags.run_tag() == "4243.reedbush_pbsadmin0"
+
+
+def test_a_job_slurm_reran_names_its_attempt_in_its_run_and_record(no_job, monkeypatch):
+    """A rerun does not overwrite what the attempt before it finished."""
+    monkeypatch.setenv("SLURM_JOB_ID", "17")
+    assert flags.run_tag() == "17" and "attempt" not in hosts.detect().record()
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    assert flags.run_tag() == "17-attempt2"
+    assert hosts.detect().record() == {"id": "17", "scheduler": "slurm", "name": None, "attempt": 2}

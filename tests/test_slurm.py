@@ -8,15 +8,16 @@ import shutil
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from course import evidence, paths
 from course.cluster import sites, submit
-from course.contracts import joblog, results
+from course.contracts import jobend, joblog, results
 from tests import slurm_cluster
-from tests.helpers import PYTHON, ROOT, check_benchmark_job
+from tests.helpers import PYTHON, RANK_ABORTS, ROOT, check_benchmark_job, student_folder
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -294,3 +295,85 @@ def test_a_walltime_beyond_the_queues_maximum_is_refused_before_qsub(cluster, sh
     )
     assert "ask for at most -l walltime=00:40:00" in run.stderr
     assert slurm(env, "squeue", "-h", "-n", "short.sh") == ""  # nothing was queued
+
+
+def test_a_rank_abort_under_slurm_ends_with_the_jobs_own_exit_status(cluster, tmp_path, quick_env):
+    """prterun's MPI_Abort report ends with a NUL byte; the end line after it is still read."""
+    folder = tmp_path / "student"
+    shutil.copytree(ROOT / "jobs", folder / "jobs")
+    sites.apply(sites.load_profile("slurm-cpu"), folder / "jobs")
+    (folder / "abort.py").write_text(RANK_ABORTS)
+    (folder / "jobs" / "abort.sh").write_text(
+        "#!/bin/bash\n#PBS -l select=1:mpiprocs=2\nset -eo pipefail\n"
+        'cd "$SLURM_SUBMIT_DIR"\nsource jobs/site_env.sh\n'
+        "python -m course launch -- python abort.py\n"
+    )
+    run = subprocess.run(
+        ["qsub", "-j", "oe", "jobs/abort.sh"],
+        cwd=folder,
+        env=cluster.env(quick_env),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    job = submit.Job(run.stdout.strip(), folder, "qsub")
+    assert job.wait(timeout=300, echo=None, poll=1) == 1, job.find_log().read_text()[-400:]
+    assert job.diagnosis().startswith("RuntimeError: rank 1 fails on purpose")
+
+
+@pytest.mark.parametrize("how", ["scontrol requeue", "node down"])
+def test_a_job_slurm_reruns_keeps_each_attempts_output_and_the_kit_says_so(
+    cluster, tmp_path, quick_env, how
+):
+    """An administrator requeues a running job, or its node goes DOWN: Slurm reruns it as the same
+    job into the same log. The kit keeps following it and says so, and the log keeps both
+    attempts."""
+    folder = student_folder(tmp_path, "student")
+    sites.apply(sites.load_profile("slurm-cpu"), folder / "jobs")
+    args = "--model vgg --width 8 --batchsize 32 --epoch 3 --warmup 2"
+    env = cluster.env({**quick_env, "COURSE_TRAIN_ARGS": args})
+    run = subprocess.run(
+        ["qsub", "-j", "oe", "jobs/run_single_gpu_training.sh"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    job = submit.Job(run.stdout.strip(), folder, "qsub")
+    said: list[str] = []
+    node = ["scontrol", "update", "nodename=localhost"]
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(job.wait, 900, said.append, 1)
+
+        def until(condition, what: str) -> None:
+            deadline = time.monotonic() + 600
+            while not condition():
+                assert time.monotonic() < deadline and not waiting.done(), (what, said)
+                time.sleep(0.5)
+
+        until(lambda: any(line.startswith("course: run ") for line in said), "the run started")
+        if how == "node down":
+            subprocess.run([*node, "state=down", "reason=test"], env=env, check=True)
+        else:
+            subprocess.run(["scontrol", "requeue", job.number], env=env, check=True)
+        rerun = f"[the scheduler is rerunning job {job.id} (attempt 2);"
+        until(lambda: any(line.startswith(rerun) for line in said), "the kit says Slurm reruns it")
+        if how == "node down":  # ReturnToService=2 may have put it back already: then no error
+            subprocess.run([*node, "state=resume"], env=env, capture_output=True)
+        # Slurm holds a requeued job for about two minutes (BeginTime) before it runs it again.
+        subprocess.run(
+            ["scontrol", "update", f"jobid={job.number}", "starttime=now"], env=env, check=True
+        )
+        assert waiting.result(timeout=900) == 0, said
+    text = job.log_text()
+    assert [number for number, _ in jobend.attempts(text)] == [1, 2], text
+    for number in (1, 2):
+        [header] = joblog.run_headers(jobend.attempt(text, number) or "")
+        assert header["job"] == job.id
+    assert jobend.end(jobend.attempt(text, 1) or "").kind in ("requeued", "node_failed")
+    assert said[-1].startswith(f"[job {job.id} ended with exit status 0 in attempt 2;"), said
+    assert not any("submit it again" in line for line in said)
+    runs = evidence.runs("single_gpu", folder)
+    traced = [run_ for run_ in runs if run_.traced]
+    assert [run_.record["job"].get("attempt") for run_ in traced] == [2], [r.problems for r in runs]

@@ -4,7 +4,8 @@ The results file and the log both live in the student's folder; the scheduler's 
 Where the grader can ask them (sacct on Slurm, else scontrol for a job it still holds; qstat -x -f
 on PBS), a run's jobs must be there, be the student's, and the last one must have had the nodes,
 GPUs and time the run claims. Where it cannot, the run's notes say so: it was not checked.
-course.evidence.trace calls Accounting.check on each traced run.
+course.evidence.trace calls Accounting.check on each traced run. While a student follows a job,
+`restarts` tells whether Slurm reruns it (course.cluster.job).
 """
 
 from __future__ import annotations
@@ -134,6 +135,28 @@ def _said(done: subprocess.CompletedProcess) -> str:
     """A failed command's last word on why."""
     said = (done.stderr or done.stdout).strip()
     return said.splitlines()[-1] if said else f"exit status {done.returncode}"
+
+
+# The states of a job Slurm still runs or will run: a requeued job is PENDING again (first
+# REQUEUED, or REQUEUE_HOLD after `scontrol requeuehold`); COMPLETING while its last attempt ends.
+RERUNNING = frozenset(
+    {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING", "RUNNING", "COMPLETING"}
+)
+
+
+def parse_restarts(text: str) -> tuple[str, int] | None:
+    """(JobState, Restarts) of `scontrol show job -o ID` output; None without them."""
+    fields = dict(re.findall(r"(?:^|\s)(JobState|Restarts)=(\S*)", text))
+    if "JobState" not in fields or not fields.get("Restarts", "").isdigit():
+        return None
+    return fields["JobState"], int(fields["Restarts"])
+
+
+def restarts(job_id: str) -> tuple[str, int] | None:
+    """(state, how often Slurm requeued it) of a job slurmctld still holds; None elsewhere (no
+    scontrol, another scheduler, a job it no longer holds)."""
+    held = _ask(["scontrol", "show", "job", "-o", job_id])
+    return None if isinstance(held, str) or held.returncode else parse_restarts(held.stdout)
 
 
 @functools.cache

@@ -45,7 +45,7 @@ def _unknown_option(m: re.Match) -> str:
     )
 
 
-def _scheduler_kill(end: jobend.End, local: bool) -> str | None:
+def _scheduler_kill(end: jobend.End, local: bool, job_id: str) -> str | None:
     """What a scheduler's kill notice means for the student; None when no scheduler killed the
     job."""
     if end.kind == "walltime":
@@ -59,6 +59,19 @@ def _scheduler_kill(end: jobend.End, local: bool) -> str | None:
             else "qdel or scancel, or an admin"
         )
         return f"the job was cancelled ({who}): submit it again"
+    if end.kind in ("requeued", "node_failed"):
+        number = joblog.job_number(job_id)
+        if end.kind == "requeued":
+            return (
+                "the job was requeued (scontrol requeue, by an administrator): Slurm runs it again "
+                "by itself, as the same job and into the same log, which keeps every attempt; "
+                f"`squeue -j {number}` lists it until it ends"
+            )
+        return (
+            "a node of the job failed: Slurm runs it again by itself, as the same job and into "
+            "the same log, unless the cluster does not requeue jobs; if `squeue -j "
+            f"{number}` no longer lists it and the log shows no later attempt, submit it again"
+        )
     if end.kind == "lost":
         return (
             "the local scheduler's process was killed (or the machine ran out of memory), which "
@@ -144,12 +157,14 @@ _MISSING = re.compile(r"^.*No such file or directory.*$", re.M)
 
 
 def explain(text: str, job_id: str, local: bool, log: str = "the log") -> str:
-    """What a failed job's log shows went wrong (Job.diagnosis)."""
+    """What a failed job's log shows went wrong (Job.diagnosis): its last attempt's part, where
+    Slurm reran the job."""
+    text = jobend.last_attempt(text)
     hangs = jobend.hangs(jobend.until_end(text))
     if hangs:  # before any walltime: the watchdog named why the job made no progress
         return _hang(hangs[-1])
     end = jobend.end(text)
-    killed = _scheduler_kill(end, local) if end else None
+    killed = _scheduler_kill(end, local, job_id) if end else None
     if killed:
         return killed
     for pattern, meaning in _CAUSES:

@@ -23,6 +23,21 @@ class JobEnvironment:
     job_name: str | None
     submit_dir: Path
     hosts: list[tuple[str, int]] = field(default_factory=list)  # (host, slots), in order
+    attempt: int = 1  # 2 and on: the scheduler reran the job (Slurm's SLURM_RESTART_COUNT + 1)
+
+    def record(self) -> dict:
+        """The job as a results file names it (course.contracts.results); the attempt only when
+        the scheduler reran it."""
+        job = {"id": self.job_id, "scheduler": self.scheduler, "name": self.job_name}
+        return {**job, "attempt": self.attempt} if self.attempt > 1 else job
+
+    @property
+    def run_tag(self) -> str | None:
+        """What names the job's run folder: its id, and its attempt when rerun (a rerun must not
+        overwrite what an earlier attempt finished)."""
+        if self.job_id is None or self.attempt == 1:
+            return self.job_id
+        return f"{self.job_id}-attempt{self.attempt}"
 
     @property
     def nprocs(self) -> int:
@@ -123,5 +138,6 @@ def detect(environ: Mapping[str, str] | None = None) -> JobEnvironment:
             env.get("SLURM_JOB_NAME"),
             Path(env.get("SLURM_SUBMIT_DIR") or os.getcwd()),
             list(zip(nodes, tasks)),
+            int(env.get("SLURM_RESTART_COUNT") or 0) + 1,
         )
     return JobEnvironment("none", None, None, Path(os.getcwd()), [(socket.gethostname(), 1)])

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course import paths
-from course.cluster import localsched, pending
+from course.cluster import accounting, localsched, pending
 from course.cluster.diagnosis import explain
 from course.contracts import jobend, joblog
 
@@ -46,22 +46,34 @@ class Job:
         self.log = joblog.find(self.workdir, self.id)
         return self.log
 
+    def log_text(self) -> str:
+        """The log's text as the kit reads it (joblog.read); "" before it exists."""
+        log = self.find_log()
+        return joblog.read(log) if log is not None else ""
+
     def exit_status(self) -> int | None:
         """How the job ended, as an exit status (never 0 for a killed job; see
         course.contracts.jobend.end): the local scheduler's record, else the log's end line or its
         scheduler's kill notice; None while it runs."""
         if self._local is not None:
             return self._local.exit_status()
-        log = self.find_log()
-        if log is None:
-            return None
-        return jobend.exit_status(log.read_text(errors="replace"))
+        return jobend.exit_status(self.log_text())
 
     def ending(self) -> jobend.End | None:
-        """How the log says the job ended, e.g. it 'was killed at its walltime'; None while it
-        runs."""
-        log = self.find_log()
-        return jobend.end(log.read_text(errors="replace")) if log else None
+        """How the log says the job's last attempt ended, e.g. it 'was killed at its walltime';
+        None while it runs."""
+        return jobend.end(self.log_text())
+
+    def rerun_attempt(self, text: str) -> int | None:
+        """The attempt Slurm runs now or next, when it reruns the job after the attempt the log
+        shows ended (scontrol's Restarts=); None when it does not, or cannot say (then the
+        diagnosis of the requeue notice says that Slurm reruns the job)."""
+        held = accounting.restarts(self.number) if self.scheduler != "local" else None
+        if held is None:
+            return None
+        state, restarts = held
+        shown = jobend.attempts(text)[-1][0]
+        return restarts + 1 if restarts + 1 > shown and state in accounting.RERUNNING else None
 
     def wait(
         self,
@@ -99,6 +111,8 @@ class Job:
                 if end and end.kind != "exit"
                 else f"ended with exit status {status}"
             )
+            attempt = jobend.attempts(self.log_text())[-1][0]
+            says += f" in attempt {attempt}" if attempt > 1 else ""
             echo(f"[job {self.id} {says}; log: {self.find_log()}]")
             if status != 0:
                 echo(f"[what went wrong: {self.diagnosis()}]")
@@ -132,21 +146,19 @@ class Job:
             return f"the job left no log *.o{self.number} in {self.workdir}" + (
                 "" if self.scheduler == "local" else f": ask the scheduler (qstat -x -f {self.id})"
             )
-        return explain(
-            log.read_text(errors="replace"), self.id, self.scheduler == "local", log.name
-        )
+        return explain(self.log_text(), self.id, self.scheduler == "local", log.name)
 
     def _wait_qsub(
         self, timeout: float | None, echo: Callable[[str], None] | None, poll: float
     ) -> int | None:
         deadline = None if timeout is None else time.monotonic() + timeout
-        shown = 0
+        shown, announced = 0, 1
         told: set[str] = set()  # each reason for the wait said once: PBS's comments alternate
         gone: float | None = None  # since when the scheduler has not known the job, without a log
         while True:
             state = qstat_state(self.id)
             log = self.find_log()
-            text = log.read_text(errors="replace") if log is not None else ""
+            text = self.log_text()
             if echo and log is None and state == "queued":
                 waits = pending.ask(self.id)
                 if waits and waits.reason not in told:
@@ -156,19 +168,28 @@ class Job:
             # A killed job writes no end line; without qstat its scheduler's kill notice is the only
             # sign.
             ended = (
-                self.exit_status() is not None
+                jobend.exit_status(text) is not None
                 or (state == "finished" and log is not None)
                 or jobend.killed_by_scheduler(text)
                 or (gone is not None and time.monotonic() - gone > NO_LOG_GRACE)
             )
+            # Slurm reruns a requeued job (scontrol requeue, a node failing) into the same log.
+            shown_attempt = jobend.attempts(text)[-1][0]
+            attempt = (self.rerun_attempt(text) if ended else None) or shown_attempt
+            ended = ended and attempt == shown_attempt
             if echo and text:
                 lines = text.splitlines()
-                upto = (
-                    len(lines) if ended else max(shown, len(lines) - 1)
-                )  # the last line may be incomplete
+                complete = ended or text.endswith("\n")  # else the last line may be unfinished
+                upto = max(shown, len(lines) if complete else len(lines) - 1)
                 for line in lines[shown:upto]:
                     echo(line)
                 shown = upto
+            if echo and attempt > announced:
+                echo(
+                    f"[the scheduler is rerunning job {self.id} (attempt {attempt}); its log "
+                    "keeps the output of every attempt]"
+                )
+                announced = attempt
             if ended:
                 status = self.exit_status()
                 return status if status is not None else -1

@@ -48,6 +48,7 @@ FORWARDED = (
     "OPENBLAS_NUM_THREADS",
     "MKL_NUM_THREADS",
     "CHAINERMN_FORCE_ABORT_ON_EXCEPTION",
+    "SLURM_RESTART_COUNT",  # which attempt a rerun job is, for the run's record
 )
 
 
@@ -61,7 +62,7 @@ def build(
     """The launcher's argv and the extra environment of the ranks."""
     if not command:
         raise JobError("nothing to launch", "python -m course launch -- python train.py ...")
-    extra = {"COURSE_RUN_TAG": job.job_id or "", **mpi.rank_environment()}
+    extra = {"COURSE_RUN_TAG": job.run_tag or "", **mpi.rank_environment()}
     if allreduce:
         if allreduce not in ALLREDUCE:
             raise JobError(

@@ -165,6 +165,9 @@ class SiteSettings:
 export COURSE_SITE={self.site}
 export COURSE_SCHEDULER={self.scheduler}
 
+# A job the scheduler reruns says first which attempt it is (course/contracts/jobend.py).
+{jobend.ATTEMPT_SHELL}
+
 {_SETUP_BEGIN}{setup}
 
 # Data and training defaults, the same at every stage so that the stages compare.

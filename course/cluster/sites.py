@@ -35,6 +35,9 @@ DIRECTIVE_FIELDS = (
     "walltime",
 )  # what a directive may name
 _UNSAFE = re.compile(r"[\"'`$\\{}]")  # values pasted into quoted shell strings
+# Slurm reruns a requeued job into the same log, which it truncates by default: a Slurm job appends
+# to it, so that each attempt's output survives (course.contracts.jobend reads the attempts).
+SLURM_APPEND = "#SBATCH --open-mode=append"
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,8 @@ class Profile:
             used = [field for _, field, _, _ in string.Formatter().parse(template) if field]
             if all(values.get(field) not in ("", 0, None) for field in used):
                 lines.append(template.format(**values))
+        if self.scheduler == "slurm" and not any("--open-mode" in line for line in lines):
+            lines.append(SLURM_APPEND)
         return lines
 
     def select(self, nodes: int | str, ranks_per_node: int | str, gpus: int) -> str:

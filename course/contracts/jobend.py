@@ -7,8 +7,11 @@ a run writes; this module, the lines that close a job).
 | `course: job ID ended with exit status N at TIME` | jobs/site_env.sh's EXIT trap | submit (how),
 evidence (when) |
 | `course: job ID was killed by SIGNAME at TIME` | jobs/site_env.sh's signal traps | the same |
+| `course: job ID attempt N started at TIME` | jobs/site_env.sh, when Slurm reruns the job | the
+follower (rerunning), evidence (which attempt wrote a run) |
 | a walltime kill notice | the local scheduler; PBS and Slurm their own | the submitter, the
 diagnosis |
+| Slurm's requeue and node-failure notices | slurmstepd | the follower, the diagnosis |
 | `course local scheduler: job ID was cancelled / was lost ...` | the local scheduler | the
 submitter, the diagnosis |
 | `course: watchdog: rank R of N made no training step for M minutes ...` | the training's watchdog
@@ -38,7 +41,11 @@ _TIME = "%Y-%m-%dT%H:%M:%SZ"
 # 0) for a shell stopped by a signal, so each trapped signal writes its own line, is passed on to
 # the shell's background children, and is raised again so that the scheduler sees it too.
 # A terminal that sources the file keeps its own signal handling.
+# The end line starts a line of its own: a launcher may leave the log's last line unfinished
+# (prterun ends an MPI_Abort report with a NUL byte and no newline).
 END_TRAP = r"""_course_end() {
+    local log="/proc/$$/fd/1"
+    if [ -f "$log" ] && [ -s "$log" ] && [ "$(tail -c 1 "$log" | wc -l)" -eq 0 ]; then echo; fi
     echo "course: job ${PBS_JOBID:-${SLURM_JOB_ID:-?}} $1 at $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 }
 _course_stopped() {
@@ -112,7 +119,9 @@ def leftovers_notice(count: int) -> str:
 _WALLTIME = re.compile(r"job killed: walltime|DUE TO TIME LIMIT")
 _NOTICES = re.compile(
     r"^(?:=>> PBS: job killed: (?P<pbs>.*)"
-    r"|slurmstepd: error: \*\*\* JOB \S+ ON \S+ (?P<slurm>CANCELLED)\b.*"
+    # slurmstepd names its node (slurmstepd-n1:) in Slurm 22.05; a requeue or a node failure says so
+    r"|slurmstepd(?:-\S+)?: error: \*\*\* JOB \S+ ON \S+ (?P<slurm>CANCELLED)\b"
+    r"(?:.*? DUE TO (?P<rerun>JOB REQUEUE|NODE FAILURE))?.*"
     r"|course local scheduler: job \S+ (?:(?P<cancelled>was cancelled) "
     r"\(SIG(?P<signal>[A-Z]+)[^)]*\)"
     r"|(?P<lost>was lost)\b.*?)" + _AT + ")$",
@@ -121,12 +130,12 @@ _NOTICES = re.compile(
 
 
 def killed_by_scheduler(text: str) -> bool:
-    """Whether a scheduler (PBS, Slurm or the local one) says it killed the job."""
-    return _NOTICES.search(text) is not None
+    """Whether a scheduler (PBS, Slurm or the local one) says it killed the job's last attempt."""
+    return _NOTICES.search(last_attempt(text)) is not None
 
 
 def walltime_exceeded(text: str) -> bool:
-    return _WALLTIME.search(text) is not None
+    return _WALLTIME.search(last_attempt(text)) is not None
 
 
 @dataclass(frozen=True)
@@ -134,7 +143,8 @@ class End:
     """How a job ended, as its log tells."""
 
     status: int  # as a shell shows it: N, or 128 + the signal's number; WALLTIME_EXIT, LOST_EXIT
-    # exit, signal (the job shell's line); walltime, cancelled, lost, killed (a scheduler's notice)
+    # exit, signal (the job shell's line); walltime, cancelled, lost, killed, requeued, node_failed
+    # (a scheduler's notice)
     kind: str
     # e.g. "ended with exit status 3", "was killed by SIGTERM", "was killed at its walltime"
     says: str
@@ -159,8 +169,9 @@ def _shell_end(text: str, at: datetime | None) -> End | None:
 
 
 def end(text: str) -> End | None:
-    """How the job ended: a scheduler's kill notice wins over the job shell's last end line; None
-    when the log shows no end yet (the job runs, or it was killed without a word)."""
+    """How the job's last attempt ended: a scheduler's kill notice wins over the job shell's last
+    end line; None when the log shows no end yet (the job runs, or it was killed without a word)."""
+    text = last_attempt(text)
     at = ended_at(text)
     shell = _shell_end(text, at)
     notice = _NOTICES.search(text)
@@ -168,6 +179,10 @@ def end(text: str) -> End | None:
         return End(WALLTIME_EXIT, "walltime", "was killed at its walltime", at)
     if notice is None:
         return shell
+    if notice["rerun"] == "JOB REQUEUE":
+        return End(_signal_status("TERM"), "requeued", "was requeued by the scheduler", at)
+    if notice["rerun"] == "NODE FAILURE":
+        return End(_signal_status("TERM"), "node_failed", "was stopped: a node of it failed", at)
     if notice["lost"]:
         return End(LOST_EXIT, "lost", "was lost: its scheduler process died", at)
     if notice["cancelled"] or notice["slurm"]:
@@ -183,15 +198,17 @@ def exit_status(text: str) -> int | None:
 
 
 def ended_at(text: str) -> datetime | None:
-    """When the job ended (UTC): the time on its last end line or local-scheduler notice; None in
-    logs without one (a job still running, a shell killed with SIGKILL)."""
+    """When the job's last attempt ended (UTC): the time on its last end line or local-scheduler
+    notice; None in logs without one (a job still running, a shell killed with SIGKILL)."""
+    text = last_attempt(text)
     times = [m["at"] for pattern in (_END, _NOTICES) for m in pattern.finditer(text) if m["at"]]
     return datetime.strptime(max(times), _TIME).replace(tzinfo=UTC) if times else None
 
 
 def until_end(text: str) -> str:
-    """The log as it was when the job ended: through its last end line or scheduler notice.
-    What follows was written by processes that outlived the job, and proves nothing."""
+    """An attempt's part of the log (`attempt`) as it was when it ended: through its last end line
+    or scheduler notice. What follows was written by processes that outlived it, and proves
+    nothing."""
     ends = [m.end() for pattern in (_END, _NOTICES) for m in pattern.finditer(text)]
     return text[: max(ends) + 1] if ends else text
 
@@ -249,6 +266,25 @@ _HANG = re.compile(
 )
 
 
+# --- attempts: a job the scheduler reran ---------------------------------------------------------
+#
+# Slurm reruns a job that `scontrol requeue` or a failing node stopped (JobRequeue=1, its default),
+# under the same job id and into the same log: the kit's Slurm jobs append to it (#SBATCH
+# --open-mode=append, course.cluster.sites) instead of truncating it, and each rerun's job shell
+# first writes which attempt it is. The job ended as its last attempt did; a run is traced to the
+# attempt that wrote it (its results file's job.attempt, 1 when absent).
+
+# Bash, at the top of jobs/site_env.sh: Slurm counts the reruns in SLURM_RESTART_COUNT.
+ATTEMPT_SHELL = r"""if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ] 2>/dev/null; then
+    echo "course: job $SLURM_JOB_ID attempt $((SLURM_RESTART_COUNT + 1)) started at" \
+        "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+fi"""
+_ATTEMPT = re.compile(
+    rf"^course: job (?P<job>\S+) attempt (?P<attempt>\d+) started at (?P<at>{_TIMESTAMP})$",
+    re.MULTILINE,
+)
+
+
 def hangs(text: str) -> list[Hang]:
     """Every watchdog line of a log, in order."""
     found = []
@@ -265,3 +301,31 @@ def hangs(text: str) -> list[Hang]:
             )
         )
     return found
+
+
+def attempt_line(job_id: str, attempt: int, at: datetime) -> str:
+    """What ATTEMPT_SHELL prints when the scheduler reruns the job."""
+    return f"course: job {job_id} attempt {attempt} started{_stamp(at)}"
+
+
+def attempts(text: str) -> list[tuple[int, str]]:
+    """(number, part of the log) of each attempt of the job, in order: [(1, text)] unless the
+    scheduler reran it; a rerun's part begins at its attempt line."""
+    found = list(_ATTEMPT.finditer(text))
+    starts = [0, *(m.start() for m in found)]
+    numbers = [1, *(int(m["attempt"]) for m in found)]
+    parts = [
+        (number, text[start:stop])
+        for number, start, stop in zip(numbers, starts, [*starts[1:], len(text)])
+    ]
+    return parts[1:] if found and not parts[0][1].strip() else parts
+
+
+def attempt(text: str, number: int) -> str | None:
+    """Attempt `number`'s part of the log; None when the log does not show it."""
+    return next((part for n, part in reversed(attempts(text)) if n == number), None)
+
+
+def last_attempt(text: str) -> str:
+    """The part of the log of the attempt that counts: the last one."""
+    return attempts(text)[-1][1]

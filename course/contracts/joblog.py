@@ -21,8 +21,10 @@ launch` | the diagnosis |
 | `... wrong MPI launcher: PATH; the kit needs PATH (...)` | every rank that another MPI's launcher
 started (course.cluster.mpi), in its exception | the diagnosis |
 
-The lines that close a job (end line, kill notices) are course.contracts.jobend's. Each line's
-format and its parser stand side by side below; tests/test_joblog.py round-trips them.
+The lines that close a job (end line, kill notices, a rerun's attempt line) are
+course.contracts.jobend's. Each line's format and its parser stand side by side below;
+tests/test_joblog.py round-trips them. Every reader takes the log's text from `read`, which drops
+the control bytes other programs leave in it.
 """
 
 from __future__ import annotations
@@ -57,11 +59,19 @@ def find(folder: Path, job_id: str, job_name: str | None = None) -> Path | None:
 
 
 _ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Chainer's PrintReport writes ESC[J for terminals
+# Control bytes but tab, newline and carriage return: prterun ends an MPI_Abort report with a NUL.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def clean(line: str) -> str:
-    """A log line without terminal control sequences."""
-    return _ESCAPES.sub("", line)
+    """A log line without terminal control sequences and control bytes."""
+    return _CONTROLS.sub("", _ESCAPES.sub("", line))
+
+
+def read(path: Path) -> str:
+    """A job log's text as its readers take it: every line clean (bytes that are not UTF-8
+    replaced), so that a stray byte before a line the kit wrote cannot hide that line."""
+    return clean(Path(path).read_text(errors="replace"))
 
 
 # --- what `course launch` started ---------------------------------------------------------------

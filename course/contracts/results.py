@@ -38,7 +38,12 @@ _OPT_INT = {"type": ["integer", "null"]}
 _OPT_NUMBER = {"type": ["number", "null"]}
 _JOB = {  # a scheduler job; every part is None outside a job
     "type": "object",
-    "properties": {"id": _OPT_STR, "scheduler": _OPT_STR, "name": _OPT_STR},
+    "properties": {
+        "id": _OPT_STR,
+        "scheduler": _OPT_STR,
+        "name": _OPT_STR,
+        "attempt": {"type": "integer", "minimum": 2},  # only where the scheduler reran the job
+    },
     "additionalProperties": False,
 }
 

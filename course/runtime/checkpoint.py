@@ -205,7 +205,7 @@ class ResumeState(chainer.training.Extension):
         job = hosts.detect()
         self.segments: list[dict] = []
         self.current = {
-            "job": {"id": job.job_id, "scheduler": job.scheduler, "name": job.job_name},
+            "job": job.record(),
             "started_at": _now(),
             "from_iteration": 0,
             "to_iteration": 0,

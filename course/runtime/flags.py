@@ -19,13 +19,14 @@ DEFAULT_SEED = 0
 
 
 def run_tag() -> str:
-    """The run folder's suffix: the job's id (all its ranks share it), else the time made unique.
+    """The run folder's suffix: the job's id and rerun attempt (all its ranks share it), else the
+    time made unique.
 
     Outside a job the process id keeps runs started in the same second on one machine apart, and
     a random part keeps apart those of other machines sharing the folder, or two calls in one
     process.
     """
-    tag = os.environ.get("COURSE_RUN_TAG") or hosts.detect().job_id
+    tag = os.environ.get("COURSE_RUN_TAG") or hosts.detect().run_tag
     if not tag:
         tag = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{os.urandom(2).hex()}"
     return re.sub(r"[^A-Za-z0-9._-]", "_", tag)

@@ -140,11 +140,7 @@ class RunRecorder:
                 "name": script.name,
                 "sha256": sha256_file(script) if script.is_file() else None,
             },
-            "job": {
-                "id": self.job.job_id,
-                "scheduler": self.job.scheduler,
-                "name": self.job.job_name,
-            },
+            "job": self.job.record(),
             "hosts": self.hosts,
             "workers": self.workers,
             "devices": self.devices,
