@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
@@ -25,6 +26,19 @@ from course.fileio import sha256_file
 from course.notebook import allreduce_report, checks, scripts
 from course.notebook.checks import CheckFailed
 from tests.solutions import SOLUTIONS, solution_functions, solution_source
+
+
+def until(condition, timeout: float = 20.0, what: str = "the condition", every: float = 0.05):
+    """Poll `condition` until it returns something true, and return that; fail after `timeout`
+    seconds (a wide margin: a busy machine is no reason to fail)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(every)
+    raise AssertionError(f"{what} did not happen within {timeout} s")
+
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable

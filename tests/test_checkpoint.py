@@ -3,10 +3,13 @@ training."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import chainer
 import numpy as np
@@ -70,54 +73,45 @@ def test_a_job_starts_a_new_run_when_there_is_nothing_of_its_own_to_continue(tmp
     assert json.loads((tmp_path / "single_gpu-new" / checkpoint.KEY_FILE).read_text())["key"] == KEY
 
 
-def test_a_run_another_live_job_trains_is_left_to_it(tmp_path):
-    folder = unfinished(tmp_path, "single_gpu-7", complete=None)
+@contextlib.contextmanager
+def lock_held_by_another_process(folder: Path) -> Iterator[None]:
+    """A live process holding `folder`'s run lock, as a running job does, for the block's life."""
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
             "import fcntl, os, sys, time\n"
             f"fd = os.open({str(folder / checkpoint.LOCK_FILE)!r}, os.O_RDWR | os.O_CREAT)\n"
-            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(60)\n",
+            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(600)\n",
         ],
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         assert holder.stdout.readline() == "locked\n"
-        assert claim(tmp_path) == (str(tmp_path / "single_gpu-new"), False)
+        yield
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_run_another_live_job_trains_is_left_to_it(tmp_path):
+    folder = unfinished(tmp_path, "single_gpu-7", complete=None)
+    with lock_held_by_another_process(folder):
+        assert claim(tmp_path) == (str(tmp_path / "single_gpu-new"), False)
 
 
 def test_a_run_folder_another_process_trains_in_is_refused_not_shared(tmp_path):
     # Two copies of one job that were not started as one MPI job claim the same folder.
     folder = tmp_path / "single_gpu-new"
     folder.mkdir()
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import fcntl, os, sys, time\n"
-            f"fd = os.open({str(folder / checkpoint.LOCK_FILE)!r}, os.O_RDWR | os.O_CREAT)\n"
-            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(60)\n",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
+    with lock_held_by_another_process(folder), pytest.raises(CourseError) as caught:
+        claim(tmp_path, resume=False)
+    assert caught.value.message == (
+        f"another job or process holds the run {folder}: it trains there now"
     )
-    try:
-        assert holder.stdout.readline() == "locked\n"
-        with pytest.raises(CourseError) as caught:
-            claim(tmp_path, resume=False)
-        assert caught.value.message == (
-            f"another job or process holds the run {folder}: it trains there now"
-        )
-        assert "python -m course doctor checks the MPI launcher" in caught.value.hint
-        assert not (folder / checkpoint.KEY_FILE).exists()  # the holder's run is left as it is
-    finally:
-        holder.kill()
-        holder.wait()
+    assert "python -m course doctor checks the MPI launcher" in caught.value.hint
+    assert not (folder / checkpoint.KEY_FILE).exists()  # the holder's run is left as it is
 
 
 def test_the_throughput_counted_so_far_travels_in_the_snapshot_and_warm_up_is_left_out_again():

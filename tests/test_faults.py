@@ -25,23 +25,12 @@ from course.contracts import jobend, joblog, results, stages
 from course.errors import JobError
 from course.instructor import scoring
 from course.notebook.checks import CheckFailed
-from tests.helpers import PYTHON, RANK_ABORTS, ROOT, other_mpi_launcher, student_folder
+from tests.helpers import PYTHON, RANK_ABORTS, ROOT, other_mpi_launcher, student_folder, until
 
 HEAD = (
     "#!/bin/bash\n#PBS -l walltime={walltime}\nset -eo pipefail\n"
     'cd "$PBS_O_WORKDIR"\nsource jobs/site_env.sh\n'
 )
-
-
-def until(condition, timeout: float = 20.0, what: str = "the condition"):
-    """Poll `condition` until it returns something true; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"{what} did not happen within {timeout} s")
 
 
 @pytest.fixture

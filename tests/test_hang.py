@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from course.cluster.job import Job
 from course.contracts import jobend, stages
 from course.notebook import scripts
 from course.runtime import checkpoint, watchdog
-from tests.helpers import ROOT, functions, notebook, student_folder
+from tests.helpers import ROOT, functions, notebook, student_folder, until
 from tests.solutions import solution_source
 
 pytestmark = pytest.mark.slow
@@ -27,17 +26,6 @@ TRAIN_ARGS = "--model vgg --width 8 --batchsize 32 --epoch 200 --warmup 2"  # ru
 # Minutes without moving: many times an epoch end's evaluation and snapshot on a busy machine, a
 # small part of the walltime.
 LIMIT = "0.5"
-
-
-def until(condition, timeout: float, what: str):
-    """Poll `condition` until it returns something true; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what} did not happen within {timeout} s")
 
 
 @pytest.fixture
