@@ -104,9 +104,9 @@ class Cluster:
             "VIRTUAL_ENV": str(bin_dir.parent),
         }
 
-    def qsub(self, folder: Path, base: dict[str, str], *arguments: str) -> Job:
+    def start_qsub(self, folder: Path, base: dict[str, str], *arguments: str) -> Job:
         """`qsub -j oe ARGUMENTS` as a student types it in `folder`, from a shell whose environment
-        is `base`; the job, waited for (the test fails with its log unless it exits 0)."""
+        is `base`; the job, queued."""
         from course.cluster import submit
 
         run = subprocess.run(
@@ -117,7 +117,11 @@ class Cluster:
             text=True,
             check=True,
         )
-        job = submit.Job(run.stdout.strip(), folder, "qsub")
+        return submit.Job(run.stdout.strip(), folder, "qsub")
+
+    def qsub(self, folder: Path, base: dict[str, str], *arguments: str) -> Job:
+        """start_qsub's job, waited for (the test fails with its log unless it exits 0)."""
+        job = self.start_qsub(folder, base, *arguments)
         code = job.wait(timeout=600, echo=None, poll=2)
         assert code == 0, job.find_log().read_text()[-3000:]
         return job

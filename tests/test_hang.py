@@ -73,6 +73,15 @@ def ended(job: Job) -> tuple[int, str]:
     return status, job.find_log().read_text()
 
 
+def ended_or_cancelled(job: Job) -> tuple[int, str]:
+    """ended(job); a job that has not ended by then is cancelled, so that no stuck job runs on."""
+    try:
+        return ended(job)
+    finally:
+        if job.exit_status() is None:
+            localsched.cancel(job.id)
+
+
 def ended_early(job: Job, status: int, text: str) -> None:
     assert not jobend.walltime_exceeded(text) and status == watchdog.EXIT_STATUS, text
     assert job.ending().says == f"ended with exit status {status}"  # the end line reads after MPI's
@@ -167,11 +176,7 @@ def stuck_student(tmp_path: Path, stage: str, function: str) -> Path:
 
 def test_a_training_stuck_in_a_read_is_named_with_its_line_and_its_job_ends(tmp_path, env):
     job = run(stuck_student(tmp_path, "single_gpu", STUCK_ITERATORS), "single_gpu")
-    try:
-        status, text = ended(job)
-    finally:
-        if job.exit_status() is None:
-            localsched.cancel(job.id)
+    status, text = ended_or_cancelled(job)
     [hang] = jobend.hangs(text)
     assert (hang.rank, hang.ranks, hang.how) == (None, 1, "alone"), text
     assert hang.where.startswith("get_example (train_cifar_single.py, line "), hang.where
@@ -182,11 +187,7 @@ def test_a_training_stuck_in_a_read_is_named_with_its_line_and_its_job_ends(tmp_
 
 def test_a_rank_stuck_in_a_read_is_named_with_its_line_while_the_others_wait(tmp_path, env):
     job = run(stuck_student(tmp_path, "multi_node", STUCK_RANK_1), "multi_node")
-    try:
-        status, text = ended(job)
-    finally:
-        if job.exit_status() is None:
-            localsched.cancel(job.id)
+    status, text = ended_or_cancelled(job)
     [hang] = jobend.hangs(text)
     assert (hang.rank, hang.ranks, hang.how) == (1, 2, "stuck"), text
     assert hang.where.startswith("get_example (train_cifar_multi_node.py, line "), hang.where

@@ -30,17 +30,7 @@ def assignment(student_run, tmp_path):
 
 
 def test_stage1_job_submitted_with_qsub(cluster, assignment, quick_env):
-    env = cluster.env(quick_env)
-    run = subprocess.run(
-        ["qsub", "-j", "oe", "jobs/run_single_gpu_training.sh"],
-        cwd=assignment,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    job = submit.Job(run.stdout.strip(), assignment, "qsub")
-    assert job.wait(timeout=600, echo=None, poll=2) == 0, job.find_log().read_text()
+    job = cluster.qsub(assignment, quick_env, "jobs/run_single_gpu_training.sh")
     assert job.find_log().name == f"run_single_gpu_training.sh.o{job.number}"  # as -j oe names it
     [run_] = evidence.runs("single_gpu", assignment)
     assert run_.traced, run_.problems
@@ -308,15 +298,7 @@ def test_a_rank_abort_under_slurm_ends_with_the_jobs_own_exit_status(cluster, tm
         'cd "$SLURM_SUBMIT_DIR"\nsource jobs/site_env.sh\n'
         "python -m course launch -- python abort.py\n"
     )
-    run = subprocess.run(
-        ["qsub", "-j", "oe", "jobs/abort.sh"],
-        cwd=folder,
-        env=cluster.env(quick_env),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    job = submit.Job(run.stdout.strip(), folder, "qsub")
+    job = cluster.start_qsub(folder, quick_env, "jobs/abort.sh")
     assert job.wait(timeout=300, echo=None, poll=1) == 1, job.find_log().read_text()[-400:]
     assert job.diagnosis().startswith("RuntimeError: rank 1 fails on purpose")
 
@@ -332,15 +314,9 @@ def test_a_job_slurm_reruns_keeps_each_attempts_output_and_the_kit_says_so(
     sites.apply(sites.load_profile("slurm-cpu"), folder / "jobs")
     args = "--model vgg --width 8 --batchsize 32 --epoch 3 --warmup 2"
     env = cluster.env({**quick_env, "COURSE_TRAIN_ARGS": args})
-    run = subprocess.run(
-        ["qsub", "-j", "oe", "jobs/run_single_gpu_training.sh"],
-        cwd=folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
+    job = cluster.start_qsub(
+        folder, {**quick_env, "COURSE_TRAIN_ARGS": args}, "jobs/run_single_gpu_training.sh"
     )
-    job = submit.Job(run.stdout.strip(), folder, "qsub")
     said: list[str] = []
     node = ["scontrol", "update", "nodename=localhost"]
     with ThreadPoolExecutor(1) as pool:
