@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 from course.errors import CourseError
@@ -113,12 +113,7 @@ class TestCell:
     }
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "visible": self.visible,
-            "hidden": self.hidden,
-            "points": self.points,
-        }
+        return asdict(self)  # its fields are its CHECKS' keys; nested records become dicts too
 
     @classmethod
     def from_dict(cls, data: Any) -> TestCell:
@@ -143,12 +138,7 @@ class Plan:
     }
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "notebook": self.notebook,
-            "setup": self.setup,
-            "solution_ids": list(self.solution_ids),
-            "tests": [test.to_dict() for test in self.tests],
-        }
+        return asdict(self)  # its fields are its CHECKS' keys; nested records become dicts too
 
     @classmethod
     def from_dict(cls, data: Any) -> Plan:
@@ -234,15 +224,7 @@ class Verdict:
     }
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "notebook": self.notebook,
-            "digest": self.digest,
-            "outputs": self.outputs,
-            "flags": self.flags,
-            "missing": self.missing,
-            "visible_failed": self.visible_failed,
-            "seconds": self.seconds,
-        }
+        return asdict(self)  # its fields are its CHECKS' keys; nested records become dicts too
 
     @classmethod
     def from_dict(cls, data: Any) -> Verdict:
