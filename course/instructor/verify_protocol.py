@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from course.errors import CourseError
 
@@ -96,8 +96,21 @@ def _decode(record: str, text: str) -> Any:
 # --- the records ----------------------------------------------------------------------------------
 
 
+class _Record:
+    """A record that crosses as a JSON object: its dataclass fields are its CHECKS' keys."""
+
+    CHECKS: ClassVar[dict[str, Check]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]  # every subclass is a dataclass
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Self:
+        return cls(**_fields(cls.__name__, data, cls.CHECKS))
+
+
 @dataclass
-class TestCell:
+class TestCell(_Record):
     """One test cell of the instructor's source notebook."""
 
     id: str  # its nbgrader grade_id
@@ -112,16 +125,9 @@ class TestCell:
         "points": NUMBER,
     }
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # its fields are its CHECKS' keys; nested records become dicts too
-
-    @classmethod
-    def from_dict(cls, data: Any) -> TestCell:
-        return cls(**_fields("TestCell", data, cls.CHECKS))
-
 
 @dataclass
-class Plan:
+class Plan(_Record):
     """What the instructor's source notebook says about one notebook: how to set up, what to
     test."""
 
@@ -136,9 +142,6 @@ class Plan:
         "solution_ids": STRINGS,
         "tests": LIST,
     }
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # its fields are its CHECKS' keys; nested records become dicts too
 
     @classmethod
     def from_dict(cls, data: Any) -> Plan:
@@ -201,7 +204,7 @@ class TestReply:
 
 
 @dataclass
-class Verdict:
+class Verdict(_Record):
     """What one notebook of one submission got: outputs per test cell, and what the instructor
     should know."""
 
@@ -222,13 +225,6 @@ class Verdict:
         "visible_failed": STRINGS,
         "seconds": _map_of("numbers", _is_number),
     }
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # its fields are its CHECKS' keys; nested records become dicts too
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Verdict:
-        return cls(**_fields("Verdict", data, cls.CHECKS))
 
 
 @dataclass
