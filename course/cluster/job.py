@@ -158,7 +158,7 @@ class Job:
         while True:
             state = qstat_state(self.id)
             log = self.find_log()
-            text = self.log_text()
+            text = joblog.read(log) if log is not None else ""  # log_text(), the log found once
             if echo and log is None and state == "queued":
                 waits = pending.ask(self.id)
                 if waits and waits.reason not in told:

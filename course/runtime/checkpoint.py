@@ -351,8 +351,7 @@ def remove_snapshots(trainer, comm=None) -> list[Path]:
     """After a complete run: remove this process's snapshots (each rank its own file at stage 3), so
     that a finished course fits in a submission (nbgrader counts ignored files against its size
     limit). A complete run never resumes; return what was removed."""
-    mine = re.compile(rf"^{MULTI_NODE_NAME}\.{comm.rank}\.\d+$") if comm is not None else None
-    removed = [f for f in snapshot_files(trainer.out) if mine is None or mine.match(f.name)]
+    removed = own_snapshots(Path(trainer.out), comm.rank if comm is not None else None)
     for path in removed:
         snapshot_integrity.remove(path)
     return removed
