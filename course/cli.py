@@ -6,6 +6,7 @@ This table only names them, so that `python -m course -h` answers without import
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 
@@ -63,6 +64,13 @@ COMMANDS = {  # name: (module, what it does)
         "the whole course on this machine: release, a student, the jobs, grading",
     ),
 }
+
+
+def command_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
+    """A command's parser, its help `doc` (the module's docstring) with its lines as written."""
+    return argparse.ArgumentParser(
+        prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
 
 
 def usage() -> str:

@@ -21,6 +21,7 @@ import nbformat
 import numpy as np
 
 from course import costmodel
+from course.cluster import siteenv, sites
 from course.contracts import benchmark, jobend, joblog, results, stages
 from course.fileio import sha256_file
 from course.notebook import allreduce_report, checks, scripts
@@ -410,3 +411,24 @@ if comm.rank == 1:
     raise RuntimeError("rank 1 fails on purpose")
 comm.mpi_comm.barrier()
 """
+
+
+def local_site(folder: Path, gpus_per_node: int = 0) -> Path:
+    """`folder` with a copy of sites/local.toml (`gpus_per_node` GPUs a node) applied to its
+    jobs/site_env.sh."""
+    text = (
+        (ROOT / "sites" / "local.toml")
+        .read_text()
+        .replace("gpus_per_node = 0", f"gpus_per_node = {gpus_per_node}")
+    )
+    (folder / "local.toml").write_text(text)
+    (folder / "jobs").mkdir()
+    (folder / "jobs" / siteenv.FILE).write_text(
+        siteenv.SiteSettings.from_profile(sites.load_profile(str(folder / "local.toml"))).to_shell()
+    )
+    return folder
+
+
+def plan_runs(plan: list) -> list[tuple]:
+    """(nodes, ranks per node, communicator, allreduce, lr rule) of each run of a plan."""
+    return [(r.nodes, r.per_node, r.communicator, r.allreduce, r.lr_rule) for r in plan]

@@ -25,7 +25,6 @@ from chainer import training
 from chainer.training import extensions
 
 from course import comparison, evidence
-from course.cluster import siteenv, sites
 from course.cluster.plan import comparison_plan
 from course.contracts import grading_rules, jobend, joblog, results, stages
 from course.errors import ResultsError
@@ -34,6 +33,7 @@ from course.notebook import report
 from course.notebook.checks import CheckFailed, labelled_dataset, multi_node
 from course.runtime import harness
 from course.runtime.throughput import Throughput
+from tests.helpers import local_site, plan_runs
 from tests.solutions import solution_functions
 
 TARGET = 0.8
@@ -115,69 +115,40 @@ def test_the_stage_scripts_take_an_lr_rule_with_the_taught_warm_up_by_default():
         flags.parse_args(["--lr-rule", "sqrt"])
 
 
+def lr_plan(rule: str, start: float, target: float, warmup: int = 0, drop: int | None = 8) -> dict:
+    """The lr plan apply_lr_rule returns: rule, rates, warm-up updates, the update of the drop."""
+    return {
+        "rule": rule,
+        "start": start,
+        "target": target,
+        "warmup_iterations": warmup,
+        "drop_from_iteration": drop,
+    }
+
+
 # 8 updates per epoch (32 images, 4 per update), 2 epochs; args.lr 0.1 on 4 workers; the last epoch
 # at a tenth
 @pytest.mark.parametrize(
     "rule,more,plan,rates",
     [
-        (
-            "constant",
-            [],
-            {
-                "rule": "constant",
-                "start": 0.1,
-                "target": 0.1,
-                "warmup_iterations": 0,
-                "drop_from_iteration": 8,
-            },
-            [0.1] * 8 + [0.01] * 8,
-        ),
-        (
-            "linear",
-            [],
-            {
-                "rule": "linear",
-                "start": 0.4,
-                "target": 0.4,
-                "warmup_iterations": 0,
-                "drop_from_iteration": 8,
-            },
-            [0.4] * 8 + [0.04] * 8,
-        ),
+        ("constant", [], lr_plan("constant", 0.1, 0.1), [0.1] * 8 + [0.01] * 8),
+        ("linear", [], lr_plan("linear", 0.4, 0.4), [0.4] * 8 + [0.04] * 8),
         (
             "warmup",
             [],
-            {
-                "rule": "warmup",
-                "start": 0.1,
-                "target": 0.4,
-                "warmup_iterations": 6,  # round(5.6)
-                "drop_from_iteration": 8,
-            },
+            lr_plan("warmup", 0.1, 0.4, warmup=6),  # round(5.6)
             [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.4] + [0.04] * 8,
         ),
         (
             "warmup",
             ["--lr-warmup-epochs", "0"],
-            {
-                "rule": "warmup",
-                "start": 0.4,
-                "target": 0.4,
-                "warmup_iterations": 0,
-                "drop_from_iteration": 8,
-            },
+            lr_plan("warmup", 0.4, 0.4),
             [0.4] * 8 + [0.04] * 8,
         ),
         (
             "warmup",
             ["--lr-drop-epochs", "0"],
-            {
-                "rule": "warmup",
-                "start": 0.1,
-                "target": 0.4,
-                "warmup_iterations": 6,
-                "drop_from_iteration": None,
-            },
+            lr_plan("warmup", 0.1, 0.4, warmup=6, drop=None),
             [0.1, 0.15, 0.2, 0.25, 0.3, 0.35] + [0.4] * 10,
         ),
     ],
@@ -743,12 +714,8 @@ def test_the_comparison_plan_adds_the_other_lr_rules_on_the_most_ranks(tmp_path,
     monkeypatch.setenv(
         "CUDA_VISIBLE_DEVICES", ""
     )  # the CPU plan, on a GPU node too (local GPUs: tests/test_gpu.py)
-    (tmp_path / "jobs").mkdir()
-    (tmp_path / "jobs" / siteenv.FILE).write_text(
-        siteenv.SiteSettings.from_profile(sites.load_profile("local")).to_shell()
-    )
-    plan = comparison_plan(tmp_path)
-    assert [(r.nodes, r.per_node, r.communicator, r.allreduce, r.lr_rule) for r in plan] == [
+    plan = comparison_plan(local_site(tmp_path))
+    assert plan_runs(plan) == [
         (1, 1, "naive", "", "warmup"),
         (1, 2, "naive", "", "warmup"),
         (1, 2, "naive", "ring", "warmup"),

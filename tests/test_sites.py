@@ -168,6 +168,21 @@ def test_unknown_profile_lists_the_known_ones():
     assert "local" in caught.value.hint and "reedbush-h" in caught.value.hint
 
 
+def edited_local_profile(path: Path, old: str, new: str) -> Path:
+    """sites/local.toml with `old` (which it has) replaced by `new`, written to `path`."""
+    text = (ROOT / "sites" / "local.toml").read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def refusal(path: Path) -> SiteError:
+    """The SiteError that loading the profile at `path` raises."""
+    with pytest.raises(SiteError) as caught:
+        sites.load_profile(str(path))
+    return caught.value
+
+
 @pytest.mark.parametrize(
     "old,new,message,nearest",
     [
@@ -225,14 +240,10 @@ def test_unknown_profile_lists_the_known_ones():
 def test_misspelt_or_mistyped_profile_keys_are_refused_with_the_nearest_valid_key(
     tmp_path, old, new, message, nearest
 ):
-    text = (ROOT / "sites" / "local.toml").read_text()
-    assert old in text
-    path = tmp_path / "site.toml"
-    path.write_text(text.replace(old, new, 1))
-    with pytest.raises(SiteError) as caught:
-        sites.load_profile(str(path))
-    assert str(path) in caught.value.message and message in caught.value.message
-    assert nearest in caught.value.hint
+    path = edited_local_profile(tmp_path / "site.toml", old, new)
+    refused = refusal(path)
+    assert str(path) in refused.message and message in refused.message
+    assert nearest in refused.hint
 
 
 def test_an_unknown_key_is_named_with_its_line_and_course_site_apply_fails(
@@ -268,10 +279,7 @@ def test_a_sites_own_resources_reach_the_job_scripts_checks(jobs_dir, tmp_path):
 def site_apply(tmp_path, monkeypatch, capsys, old: str, new: str) -> tuple[int, str, Path]:
     """`python -m course site apply` of sites/local.toml with `old` replaced by `new`, into a copy
     of jobs/ in `tmp_path` (the kit's root there): (exit status, stderr, the profile's path)."""
-    text = (ROOT / "sites" / "local.toml").read_text()
-    assert old in text
-    path = tmp_path / "mysite.toml"
-    path.write_text(text.replace(old, new, 1))
+    path = edited_local_profile(tmp_path / "mysite.toml", old, new)
     shutil.copytree(ROOT / "jobs", tmp_path / "jobs")
     monkeypatch.setattr(sites.paths, "kit_root", lambda: tmp_path)
     status = cli.main(["site", "apply", str(path)])
@@ -310,12 +318,9 @@ def test_a_launcher_template_with_an_unknown_field_is_refused_by_site_apply(
     ],
 )
 def test_other_broken_launcher_templates_are_refused(tmp_path, template, message):
-    text = (ROOT / "sites" / "local.toml").read_text()
     old = 'mpiexec = "mpiexec -n {nprocs} --hostfile {hostfile} --bind-to core"'
-    (tmp_path / "site.toml").write_text(text.replace(old, f'mpiexec = "{template}"'))
-    with pytest.raises(SiteError) as caught:
-        sites.load_profile(str(tmp_path / "site.toml"))
-    assert message in caught.value.message and "{nprocs}" in caught.value.hint
+    refused = refusal(edited_local_profile(tmp_path / "site.toml", old, f'mpiexec = "{template}"'))
+    assert message in refused.message and "{nprocs}" in refused.hint
 
 
 def test_every_field_site_apply_allows_is_one_the_launcher_fills_in(tmp_path):
@@ -364,11 +369,8 @@ def test_every_field_site_apply_allows_is_one_the_launcher_fills_in(tmp_path):
 def test_walltimes_in_profiles_are_hhmmss_and_within_their_maximum(
     tmp_path, old, new, message, hint
 ):
-    text = (ROOT / "sites" / "local.toml").read_text()
-    (tmp_path / "site.toml").write_text(text.replace(old, new, 1))
-    with pytest.raises(SiteError) as caught:
-        sites.load_profile(str(tmp_path / "site.toml"))
-    assert message in caught.value.message and hint in caught.value.hint
+    refused = refusal(edited_local_profile(tmp_path / "site.toml", old, new))
+    assert message in refused.message and hint in refused.hint
 
 
 @pytest.mark.parametrize(

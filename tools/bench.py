@@ -28,7 +28,6 @@ A CPU "device" is one core: every process runs its BLAS on one thread.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
@@ -44,6 +43,7 @@ if __package__ in (None, ""):  # run as a script: the kit's checkout is the pare
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from course import paths  # noqa: E402
+from course.cli import command_parser  # noqa: E402
 from course.cluster import mpi  # noqa: E402
 from course.contracts import results, stages
 from course.errors import CourseError, JobError  # noqa: E402
@@ -329,11 +329,7 @@ def _fmt(values: list[float], digits: int = 3) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="tools/bench.py",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("tools/bench.py", __doc__)
     parser.add_argument(
         "--width", type=int, default=16, help="VGG width (16: the course's CPU model)"
     )

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from course import gpu
+from course.cli import command_parser
 from course.cluster import hosts, mpi, procs
 from course.contracts import joblog
 from course.errors import JobError
@@ -127,11 +128,7 @@ def write_hostfile(job: hosts.JobEnvironment, folder: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="course launch",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("course launch", __doc__)
     parser.add_argument(
         "--allreduce", default="", help=f"Open MPI allreduce algorithm: {', '.join(ALLREDUCE)}"
     )

@@ -16,17 +16,13 @@ from course.errors import JobError
 # reads too. A name outside these lists is refused, not ignored: `-l selct=1:mpiprocs=2` would
 # otherwise run a stage-3 job with one rank. A site's own resources go into its profile's
 # `resources` list.
+_JOB_OR_CHUNK = ("ncpus", "ngpus", "mpiprocs", "ompthreads", "mem", "vmem")  # either level
 JOB_RESOURCES = (
     "select",
     "place",
     "walltime",
     "nodes",
-    "ncpus",
-    "ngpus",
-    "mpiprocs",
-    "ompthreads",
-    "mem",
-    "vmem",
+    *_JOB_OR_CHUNK,
     "pmem",
     "pvmem",
     "cput",
@@ -43,12 +39,7 @@ JOB_RESOURCES = (
     "preempt_targets",
 )
 CHUNK_RESOURCES = (
-    "ncpus",
-    "ngpus",
-    "mpiprocs",
-    "ompthreads",
-    "mem",
-    "vmem",
+    *_JOB_OR_CHUNK,
     "host",
     "vnode",
     "arch",

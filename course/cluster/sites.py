@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course import paths
+from course.cli import command_parser
 from course.cluster import pbs, siteenv
 from course.cluster.launch import TEMPLATE_FIELDS
 from course.cluster.profile_schema import check_template, did_you_mean, validate
@@ -259,13 +260,8 @@ def copy_jobs(jobs_dir: Path, destination: Path) -> None:
 
 def main(argv: list[str]) -> int:
     """`python -m course site list | show | apply PROFILE`."""
-    import argparse
 
-    parser = argparse.ArgumentParser(
-        prog="course site",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("course site", __doc__)
     actions = parser.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="the profiles in sites/")
     actions.add_parser("show", help="the applied profile, and whether jobs/ still matches it")

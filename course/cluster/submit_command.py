@@ -3,20 +3,16 @@ description)."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+from course.cli import command_parser
 from course.cluster import submit
 
 
 def main(argv: list[str]) -> int:
     """`python -m course submit [-l RESOURCE] [-v VARS] SCRIPT`: submit a job script and follow its
     log."""
-    parser = argparse.ArgumentParser(
-        prog="course submit",
-        description=submit.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("course submit", submit.__doc__)
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
         "--local",

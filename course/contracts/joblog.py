@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,23 +126,23 @@ def _command_ranks(words: list[str]) -> int | None:
     return None
 
 
+def _matches(pattern: re.Pattern[str], text: str, numbers: Collection[str] = ()) -> list[dict]:
+    """The named groups of every match of `pattern` in `text`, in order; those in `numbers` as
+    ints."""
+    return [
+        {name: int(value) if name in numbers else value for name, value in m.groupdict().items()}
+        for m in pattern.finditer(text)
+    ]
+
+
 def launches(text: str) -> list[dict]:
     """{job, scheduler, slots, nodes, launcher, command_ranks} of every launch a log shows
     (launcher: the program that started the ranks; command_ranks: None where the launcher's command
     does not name a count)."""
-    found = []
-    for m in _LAUNCH.finditer(text):
-        words = _words(m["command"]) or [""]
-        found.append(
-            {
-                "job": m["job"],
-                "scheduler": m["scheduler"],
-                "slots": int(m["slots"]),
-                "nodes": int(m["nodes"]),
-                "launcher": words[0],
-                "command_ranks": _command_ranks(words),
-            }
-        )
+    found = _matches(_LAUNCH, text, numbers=("slots", "nodes"))
+    for launch in found:
+        words = _words(launch.pop("command")) or [""]
+        launch.update(launcher=words[0], command_ranks=_command_ranks(words))
     return found
 
 
@@ -193,15 +194,8 @@ def run_headers(text: str) -> list[dict]:
     """{stage, job, scheduler, workers, devices, gpu_model} of every run header in a log (gpu_model:
     None where the header names none: CPU runs)."""
     return [
-        {
-            "stage": m["stage"],
-            "job": m["job"],
-            "scheduler": m["scheduler"],
-            "workers": int(m["workers"]),
-            "devices": m["devices"].split(", "),
-            "gpu_model": m["gpu_model"],
-        }
-        for m in _HEADER.finditer(text)
+        {**header, "devices": header["devices"].split(", ")}
+        for header in _matches(_HEADER, text, numbers=("workers",))
     ]
 
 
@@ -243,18 +237,8 @@ _RANK = re.compile(
 
 def rank_places(text: str) -> list[RankPlace]:
     """Every rank line of a log, in order."""
-    return [
-        RankPlace(
-            rank=int(m["rank"]),
-            size=int(m["size"]),
-            host=m["host"],
-            intra_rank=int(m["intra_rank"]),
-            inter_rank=int(m["inter_rank"]),
-            device=m["device"],
-            train_examples=int(m["train_examples"]),
-        )
-        for m in _RANK.finditer(text)
-    ]
+    numbers = ("rank", "size", "intra_rank", "inter_rank", "train_examples")
+    return [RankPlace(**place) for place in _matches(_RANK, text, numbers)]
 
 
 # --- the throughput summary ---------------------------------------------------------------------
@@ -327,7 +311,7 @@ def resumed_line(folder: Path | str, iteration: int, job_id: str | None) -> str:
 
 def resumptions(text: str) -> list[dict]:
     """{folder, iteration, job} of every resume a log shows."""
-    return [{**m.groupdict(), "iteration": int(m["iteration"])} for m in _RESUMED.finditer(text)]
+    return _matches(_RESUMED, text, numbers=("iteration",))
 
 
 # --- a rank that another MPI's launcher started -------------------------------------------------

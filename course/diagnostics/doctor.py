@@ -75,32 +75,47 @@ def _gpus() -> Check:
     return Check(NOT_HERE, "GPUs", "none (CPU only)")
 
 
-def _cudnn() -> Check:
+def _cupy_library(
+    name: str, version: Callable[[], object | None], needs: str, uses: str, missing: str, fix: str
+) -> Check:
+    """A CUDA library that CuPy loads: NOT_HERE without CuPy (`needs`), OK with its `version()`
+    and what `uses` it, PROBLEM (`missing`, `fix`) where version() is None: not loaded."""
     if not gpu.cupy_installed():
-        return Check(NOT_HERE, "cuDNN", "needs CuPy")
-    import chainer
+        return Check(NOT_HERE, name, needs)
+    found = version()
+    if found is not None:
+        return Check(OK, name, f"{found} ({uses})")
+    return Check(PROBLEM, name, missing, fix)
 
-    cuda = chainer.backends.cuda
-    if cuda.cudnn_enabled:
-        return Check(OK, "cuDNN", f"{cuda.libcudnn.getVersion()} (Chainer uses it)")
-    return Check(
-        PROBLEM,
+
+def _cudnn() -> Check:
+    def version() -> object | None:
+        import chainer
+
+        cuda = chainer.backends.cuda
+        return cuda.libcudnn.getVersion() if cuda.cudnn_enabled else None
+
+    return _cupy_library(
         "cuDNN",
+        version,
+        "needs CuPy",
+        "Chainer uses it",
         "not found: Chainer falls back to slower convolutions",
         'pip install -e ".[gpu]"; in a shell:  eval "$(python -m course env)"',
     )
 
 
 def _nccl() -> Check:
-    if not gpu.cupy_installed():
-        return Check(NOT_HERE, "NCCL", "needs CuPy (stage 2 and pure_nccl need it)")
-    from cupy.cuda import nccl
+    def version() -> object | None:
+        from cupy.cuda import nccl
 
-    if nccl.available:
-        return Check(OK, "NCCL", f"{nccl.get_version()} (stage 2 and pure_nccl can run)")
-    return Check(
-        PROBLEM,
+        return nccl.get_version() if nccl.available else None
+
+    return _cupy_library(
         "NCCL",
+        version,
+        "needs CuPy (stage 2 and pure_nccl need it)",
+        "stage 2 and pure_nccl can run",
         "CuPy cannot load NCCL: stage 2 and pure_nccl cannot run",
         'pip install -e ".[gpu]"   (installs nvidia-nccl-cu12)',
     )

@@ -15,7 +15,6 @@ Chainer's source by name (`_from_source`); a kernel that Chainer renames or drop
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import time
@@ -23,6 +22,7 @@ import types
 import warnings
 from pathlib import Path
 
+from course.cli import command_parser
 from course.diagnostics.nvrtc import (
     Kernel,
     KernelError,
@@ -268,11 +268,7 @@ def compile_all(archs: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     """`python -m course kernels`: compile every kernel for each architecture; exit 1 if one does
     not."""
-    parser = argparse.ArgumentParser(
-        prog="course kernels",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("course kernels", __doc__)
     parser.add_argument(
         "--arch", default=",".join(ARCHITECTURES), help="compute capabilities, e.g. 70,80"
     )

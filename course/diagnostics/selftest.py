@@ -123,19 +123,18 @@ def _nccl() -> str:
     return f"NCCL {nccl.get_version()}: 1-rank allreduce"
 
 
-def _course(env: dict[str, str], *arguments: str, timeout: float = 900) -> str:
-    run = subprocess.run(
-        [sys.executable, "-m", "course", *arguments],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
+def _child(argv: list[str], what: str, env: dict[str, str] | None = None) -> str:
+    """A child's stdout; _Failed "`what` failed:" with the end of its output where it fails."""
+    run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
     if run.returncode != 0:
-        raise _Failed(
-            f"python -m course {' '.join(arguments)} failed:\n{(run.stdout + run.stderr)[-2000:]}"
-        )
+        raise _Failed(f"{what} failed:\n{(run.stdout + run.stderr)[-2000:]}")
     return run.stdout
+
+
+def _course(env: dict[str, str], *arguments: str) -> str:
+    return _child(
+        [sys.executable, "-m", "course", *arguments], f"python -m course {' '.join(arguments)}", env
+    )
 
 
 def _stage1(folder: Path) -> str:
@@ -176,15 +175,10 @@ def _stage1(folder: Path) -> str:
 def _stage2(folder: Path, count: int) -> str:
     script = folder / "stage2.py"
     script.write_text(_STAGE2.replace("{out}", str(folder / "stage2")))
-    run = subprocess.run(
-        [sys.executable, str(script), str(count)], capture_output=True, text=True, timeout=900
+    out = _child(
+        [sys.executable, str(script), str(count)], f"MultiprocessParallelUpdater on {count} GPUs"
     )
-    if run.returncode != 0:
-        raise _Failed(
-            f"MultiprocessParallelUpdater on {count} GPUs "
-            f"failed:\n{(run.stdout + run.stderr)[-2000:]}"
-        )
-    return run.stdout.strip().splitlines()[-1]
+    return out.strip().splitlines()[-1]
 
 
 def run(echo: Callable[[str], None] = print) -> int:

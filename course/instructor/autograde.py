@@ -57,6 +57,23 @@ def _nbgrader(
     )
 
 
+def _nbgrader_or_raise(args: list[str], root: Path, extra: Sequence[str], hint: str) -> None:
+    """_nbgrader; GradingError "nbgrader ARGS[0] failed: ..." with `hint` where it fails."""
+    run = _nbgrader(args, root, extra)
+    if run.returncode != 0:
+        raise GradingError(
+            f"nbgrader {args[0]} failed: {_last_error(run.stdout + run.stderr)}", hint
+        )
+
+
+def _gradebook_options(submitted: Path, db_url: str) -> list[str]:
+    """The submissions and the gradebook, as autograde and generate_feedback take them."""
+    return [
+        f"--CourseDirectory.submitted_directory={submitted}",
+        f"--CourseDirectory.db_url={db_url}",
+    ]
+
+
 def _last_error(output: str) -> str:
     lines = [line for line in output.splitlines() if "ERROR" in line or "Error" in line]
     return (
@@ -104,14 +121,10 @@ def prepare(root: Path) -> str:
     check_course_folder(root)
     db_url = f"sqlite:///{root / 'gradebook.db'}"
     with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
-        run = _nbgrader(
+        _nbgrader_or_raise(
             ["generate_assignment", ASSIGNMENT, "--force"],
             root,
             [f"--CourseDirectory.release_directory={tmp}", f"--CourseDirectory.db_url={db_url}"],
-        )
-    if run.returncode != 0:
-        raise GradingError(
-            f"nbgrader generate_assignment failed: {_last_error(run.stdout + run.stderr)}",
             "python -m course release shows the whole error",
         )
     return db_url
@@ -208,15 +221,11 @@ def autograde(
         verified = verify_all(
             root, submitted, students, Path(verdicts), jobs or os.cpu_count() or 1, cell_timeout
         )
-        common = [
-            f"--CourseDirectory.submitted_directory={submitted}",
-            f"--CourseDirectory.db_url={db_url}",
-        ]
         try:
             run = _nbgrader(
                 ["autograde", ASSIGNMENT, "--create", "--force"],
                 root,
-                common,
+                _gradebook_options(submitted, db_url),
                 timeout=6 * 3600,
                 env={nbgrader_hook.VERDICTS: verdicts},
             )
@@ -249,12 +258,7 @@ def autograde(
 
 def feedback(root: Path, submitted: Path, db_url: str) -> None:
     run = _nbgrader(
-        ["generate_feedback", ASSIGNMENT, "--force"],
-        root,
-        [
-            f"--CourseDirectory.submitted_directory={submitted}",
-            f"--CourseDirectory.db_url={db_url}",
-        ],
+        ["generate_feedback", ASSIGNMENT, "--force"], root, _gradebook_options(submitted, db_url)
     )
     if run.returncode != 0:
         said = _last_error(run.stdout + run.stderr)
@@ -264,11 +268,12 @@ def feedback(root: Path, submitted: Path, db_url: str) -> None:
 def export(root: Path, db_url: str, out: Path, outcomes: list[Outcome]) -> None:
     """nbgrader's export of the gradebook into `out`, without the submissions that were not
     graded."""
-    run = _nbgrader(["export", f"--to={out}", f"--CourseDirectory.db_url={db_url}"], root)
-    if run.returncode != 0:
-        raise GradingError(
-            f"nbgrader export failed: {_last_error(run.stdout + run.stderr)}", "see nbgrader's log"
-        )
+    _nbgrader_or_raise(
+        ["export", f"--to={out}"],
+        root,
+        [f"--CourseDirectory.db_url={db_url}"],
+        "see nbgrader's log",
+    )
     not_graded = {outcome.student for outcome in outcomes if not outcome.graded}
     if not_graded:
         _drop_rows(out, not_graded)
@@ -287,16 +292,12 @@ def _drop_rows(path: Path, students: set[str]) -> None:
 def collect(root: Path, exchange: Path, submitted: Path) -> None:
     """nbgrader collect from `exchange` into `submitted`; --update: a student's newer submission
     replaces the one collected before."""
-    run = _nbgrader(
+    _nbgrader_or_raise(
         ["collect", ASSIGNMENT, "--update"],
         root,
         [
             f"--Exchange.root={exchange.resolve()}",
             f"--CourseDirectory.submitted_directory={submitted}",
         ],
+        "check --exchange and the course id in nbgrader_config.py",
     )
-    if run.returncode != 0:
-        raise GradingError(
-            f"nbgrader collect failed: {_last_error(run.stdout + run.stderr)}",
-            "check --exchange and the course id in nbgrader_config.py",
-        )

@@ -21,7 +21,6 @@ and no solutions/, hidden tests, grading.toml, instructor configuration or cours
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -30,6 +29,7 @@ import sys
 from pathlib import Path
 
 from course import paths
+from course.cli import command_parser
 from course.errors import CourseError
 from course.instructor import exchange, release
 
@@ -170,11 +170,7 @@ def build(root: Path, out: Path, exchange_root: Path | None = None) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="course bundle",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("course bundle", __doc__)
     parser.add_argument("--out", type=Path, required=True, help="a new folder for the bundle")
     parser.add_argument(
         "--exchange",

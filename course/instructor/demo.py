@@ -25,7 +25,6 @@ earns no points.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import time
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from course import paths
+from course.cli import command_parser
 from course.cluster import siteenv
 from course.contracts import stages
 from course.diagnostics import doctor
@@ -250,11 +250,7 @@ def play_term(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="course demo",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("course demo", __doc__)
     parser.add_argument(
         "--out", type=Path, default=None, help="default: build/demo in the kit's folder"
     )

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from course import paths
+from course.cli import command_parser
 from course.errors import GradingError
 from course.instructor import autograde, plagiarism, sandbox, verify
 from course.instructor.autograde import ASSIGNMENT
@@ -27,11 +28,7 @@ from course.instructor.nbgrader_hook import CELL_TIMEOUT
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="course grade",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("course grade", __doc__)
     parser.add_argument(
         "submitted",
         nargs="?",

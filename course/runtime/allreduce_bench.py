@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from course.cli import command_parser
 from course.cluster import hosts, mpi
 from course.contracts import benchmark
 
@@ -31,11 +32,7 @@ MIN_REPEATS, MAX_REPEATS = (
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m course.runtime.allreduce_bench",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("python -m course.runtime.allreduce_bench", __doc__)
     parser.add_argument(
         "--sizes", type=int, nargs="+", default=list(SIZES), help="message sizes in bytes"
     )

@@ -16,11 +16,10 @@ from chainer.training import extensions
 
 from course.notebook.checks.inputs import example_ids, labelled_dataset, small_args
 from course.notebook.checks.trainers import (
+    built_trainer,
     expect_epochs,
-    expect_reports,
-    expect_throughput,
+    expect_meters_and_log,
     of_type,
-    trained_log,
 )
 from course.notebook.checks.verdict import call, expect, passed
 from course.runtime import models
@@ -189,11 +188,7 @@ def trainer(
         "main" if i == 0 else f"gpu{i}": chainer.get_device("@numpy") for i in range(n_devices)
     }
     with _recording_updater(build_trainer.__globals__):
-        built = call(build_trainer, args, train_iters, test, model, optimizer, devices)
-    expect(
-        isinstance(built, training.Trainer),
-        f"build_trainer returned {type(built).__name__}, not a Trainer",
-    )
+        built = built_trainer(build_trainer, args, train_iters, test, model, optimizer, devices)
     updater = built.updater
     expect(
         isinstance(updater, _RecordingUpdater),
@@ -229,10 +224,7 @@ def trainer(
         "with 'main' first",
         "pass them on as they are: devices=devices",
     )
-    expect_epochs(built, epochs)
-    expect(
-        built.out == args.out, "the trainer writes to another folder than args.out", "out=args.out"
-    )
+    expect_epochs(built, epochs, args.out, "out=args.out")
     evaluators = of_type(built, extensions.Evaluator)
     expect(
         len(evaluators) == 1
@@ -247,8 +239,9 @@ def trainer(
         "the Evaluator does not run on devices['main'], the GPU where the updater keeps the model",
         "extensions.Evaluator(test_iter, model, device=devices['main'])",
     )
-    expect_throughput(
+    log = expect_meters_and_log(
         built,
+        epochs,
         batchsize * n_devices,
         none=(
             "build_trainer adds no course.Throughput",
@@ -257,8 +250,6 @@ def trainer(
         moved=f"{n_devices} GPUs x {batchsize} move {batchsize * n_devices}",
         fix="every GPU is a worker: workers=len(devices)",
     )
-    expect_reports(built)
-    log = trained_log(built, epochs)
     passed(
         f"build_trainer: MultiprocessParallelUpdater of the {n_devices} iterators, the optimizer "
         "and the devices, "

@@ -17,11 +17,10 @@ from chainer.training import extensions
 
 from course.notebook.checks.inputs import labelled_dataset, small_args
 from course.notebook.checks.trainers import (
+    built_trainer,
     expect_epochs,
-    expect_reports,
-    expect_throughput,
+    expect_meters_and_log,
     of_type,
-    trained_log,
 )
 from course.notebook.checks.verdict import call, expect, passed
 from course.runtime import models
@@ -183,11 +182,7 @@ def trainer(build_trainer: Callable[..., Any], epochs: int = 2, batchsize: int =
     optimizer.setup(model)
     train_iter = chainer.iterators.SerialIterator(train, batchsize)
     test_iter = chainer.iterators.SerialIterator(test, batchsize, repeat=False, shuffle=False)
-    built = call(build_trainer, args, train_iter, test_iter, model, optimizer, device)
-    expect(
-        isinstance(built, training.Trainer),
-        f"build_trainer returned {type(built).__name__}, not a Trainer",
-    )
+    built = built_trainer(build_trainer, args, train_iter, test_iter, model, optimizer, device)
     updater = built.updater
     expect(
         isinstance(updater, training.updaters.StandardUpdater)
@@ -196,20 +191,16 @@ def trainer(build_trainer: Callable[..., Any], epochs: int = 2, batchsize: int =
         "the trainer's updater should be a StandardUpdater of train_iter and optimizer",
         "training.updaters.StandardUpdater(train_iter, optimizer, device=device)",
     )
-    expect_epochs(built, epochs)
-    expect(
-        built.out == args.out,
-        "the trainer writes to another folder than args.out",
-        "pass out=args.out: the results file goes there",
-    )
+    expect_epochs(built, epochs, args.out, "pass out=args.out: the results file goes there")
     evaluators = of_type(built, extensions.Evaluator)
     expect(
         len(evaluators) == 1 and evaluators[0].get_iterator("main") is test_iter,
         "the trainer needs one Evaluator on test_iter",
         "trainer.extend(extensions.Evaluator(test_iter, model, device=device))",
     )
-    expect_throughput(
+    log = expect_meters_and_log(
         built,
+        epochs,
         batchsize,
         none=(
             "the trainer has no course.Throughput",
@@ -218,8 +209,6 @@ def trainer(build_trainer: Callable[..., Any], epochs: int = 2, batchsize: int =
         moved=f"one device draws {batchsize}",
         fix="one device is one worker: course.Throughput(args.batchsize, ...)",
     )
-    expect_reports(built)
-    log = trained_log(built, epochs)
     passed(
         f"build_trainer: StandardUpdater, {epochs} epochs, Evaluator, Throughput, LogReport and "
         "PrintReport; "

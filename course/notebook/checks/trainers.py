@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from collections.abc import Callable
 from typing import Any
 
 from chainer import training
@@ -25,8 +26,20 @@ def of_type(trainer: training.Trainer, kind: type) -> list:
     return [ext for ext in extensions_of(trainer).values() if isinstance(ext, kind)]
 
 
-def expect_epochs(built: training.Trainer, epochs: int) -> None:
-    """The trainer stops after args.epoch epochs."""
+def built_trainer(build_trainer: Callable[..., Any], *args: Any) -> training.Trainer:
+    """build_trainer(*args), which must return a Trainer."""
+    __tracebackhide__ = True
+    built = call(build_trainer, *args)
+    expect(
+        isinstance(built, training.Trainer),
+        f"build_trainer returned {type(built).__name__}, not a Trainer",
+    )
+    return built
+
+
+def expect_epochs(built: training.Trainer, epochs: int, out: str, out_fix: str) -> None:
+    """The trainer stops after args.epoch epochs and writes to args.out (`out`; else the hint
+    `out_fix`)."""
     __tracebackhide__ = True
     stop = built.stop_trigger
     expect(
@@ -35,6 +48,7 @@ def expect_epochs(built: training.Trainer, epochs: int) -> None:
         f"not args.epoch ({epochs}) epochs",
         "training.Trainer(updater, (args.epoch, 'epoch'), out=args.out)",
     )
+    expect(built.out == out, "the trainer writes to another folder than args.out", out_fix)
 
 
 def expect_throughput(
@@ -57,6 +71,16 @@ def expect_reports(built: training.Trainer) -> None:
         "the trainer needs a LogReport and a PrintReport",
         "the job log shows the PrintReport table per epoch",
     )
+
+
+def expect_meters_and_log(
+    built: training.Trainer, epochs: int, images: int, none: tuple[str, str], moved: str, fix: str
+) -> list[dict]:
+    """expect_throughput (of `images` a step), expect_reports, then the trained_log of a run."""
+    __tracebackhide__ = True
+    expect_throughput(built, images, none=none, moved=moved, fix=fix)
+    expect_reports(built)
+    return trained_log(built, epochs)
 
 
 def trained_log(built: training.Trainer, epochs: int) -> list[dict]:
