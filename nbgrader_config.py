@@ -47,6 +47,16 @@ c.CourseDirectory.max_file_size = 100_000
 # nbgrader's submit, whose refusal of a folder over max_dir_size names its largest files.
 c.ExchangeFactory.submit = "course.notebook.handin_submit.NamingSubmit"
 
+# `### BEGIN ALWAYS HIDDEN TESTS` regions: out of the release like hidden tests, and out of the
+# feedback too, where nbgrader shows hidden tests (course/instructor/always_hidden.py).
+from course.instructor.always_hidden import (  # noqa: E402
+    assignment_preprocessors,
+    feedback_preprocessors,
+)
+
+c.GenerateAssignment.preprocessors = assignment_preprocessors()
+c.GenerateFeedback.preprocessors = feedback_preprocessors()
+
 # What a student finds in a cell to fill in.
 c.ClearSolutions.code_stub = {"python": "# PUT YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"

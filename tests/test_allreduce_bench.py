@@ -10,7 +10,8 @@ import pytest
 
 from course import costmodel
 from course.notebook import allreduce_report
-from tests.helpers import ROOT, check_benchmark_job, python_ok
+from tests.helpers import ROOT, python_ok
+from tests.mpi_helpers import check_benchmark_job
 
 pytestmark = pytest.mark.slow
 JOB = "jobs/run_allreduce_benchmark.sh"

@@ -16,7 +16,7 @@ from course.instructor import scoring
 from course.notebook import allreduce_report
 from course.notebook.checks import CheckFailed
 from course.notebook.checks import allreduce as checks
-from tests.helpers import SIZES, measured
+from tests.mpi_helpers import SIZES, measured
 from tests.solutions import solution_functions
 
 GRADING = """

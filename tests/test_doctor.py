@@ -10,7 +10,8 @@ import pytest
 
 from course.diagnostics import doctor
 from course.runtime import data_prepare
-from tests.helpers import PYTHON, ROOT, other_mpi_launcher
+from tests.helpers import PYTHON, ROOT
+from tests.mpi_helpers import other_mpi_launcher
 
 
 def run_doctor(data_root) -> subprocess.CompletedProcess:

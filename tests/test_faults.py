@@ -25,7 +25,8 @@ from course.contracts import jobend, joblog, results, stages
 from course.errors import JobError
 from course.instructor import scoring
 from course.notebook.checks import CheckFailed
-from tests.helpers import PYTHON, RANK_ABORTS, ROOT, other_mpi_launcher, student_folder, until
+from tests.helpers import PYTHON, ROOT, student_folder, until
+from tests.mpi_helpers import RANK_ABORTS, other_mpi_launcher, submit_stage_3
 
 HEAD = (
     "#!/bin/bash\n#PBS -l walltime={walltime}\nset -eo pipefail\n"
@@ -248,7 +249,7 @@ def test_cancel_names_the_right_command_for_a_clusters_job(folder):
 
 @pytest.mark.integration
 def test_ranks_another_mpis_launcher_starts_alone_stop_at_once_and_nobody_is_accused(
-    quick_env, tmp_path, monkeypatch
+    quick_env, tmp_path
 ):
     # The site's launcher template names another MPI's mpiexec: it starts the 2 copies of stage 3
     # each alone, "rank 0 of 1", which would both train into the job's one run folder.
@@ -263,20 +264,9 @@ def test_ranks_another_mpis_launcher_starts_alone_stop_at_once_and_nobody_is_acc
             flags=re.M,
         )
     )
-    for key in ("CHAINER_DATASET_ROOT", "COURSE_DATASET"):
-        monkeypatch.setenv(key, quick_env[key])
-    job = submit.submit(
-        stages.MULTI_NODE.job_path,
-        nodes=1,
-        per_node=2,
-        env={"COURSE_TRAIN_ARGS": quick_env["COURSE_TRAIN_ARGS"]},
-        scheduler="local",
-        workdir=folder,
-        echo=None,
-    )
-    status = job.wait(timeout=600, echo=None)
+    job = submit_stage_3(folder, quick_env, quick_env["COURSE_TRAIN_ARGS"])
     log = job.find_log().read_text()
-    assert status != 0, log
+    assert job.exit_status() != 0, log
     # Every copy stopped, naming the launcher that ran and the one the kit needs.
     needed = mpi.mpiexec()
     stopped = [m.groupdict() for m in joblog.WRONG_LAUNCHER.finditer(log)]

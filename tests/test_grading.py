@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import html
 import json
 import re
 import shutil
@@ -519,6 +520,12 @@ def test_grading_never_trains_and_gives_feedback(graded):
             "autograde must grade the student's own job outputs, and run no job"
         )
         assert (course / "feedback" / student / A / "01_single_gpu.html").is_file()
+    # nbgrader's feedback shows the hidden tests, not the always-hidden ones, which still ran.
+    page = (course / "feedback" / "alice" / A / "02_multi_gpu.html").read_text()
+    shown = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert "(0.2, 16, 64, 0.8)" in shown and "(0.1, 32, 96, 0.3)" not in shown
+    autograded = (course / "autograded" / "alice" / A / "02_multi_gpu.ipynb").read_text()
+    assert "(0.1, 32, 96, 0.3)" in autograded
 
 
 def flags(details, student) -> dict[tuple[str, str], str]:

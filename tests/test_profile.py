@@ -10,7 +10,8 @@ from course.cluster import submit
 from course.contracts import jobend, stages
 from course.notebook import allreduce_report, profile_report
 from course.runtime import profile
-from tests.helpers import measured, student_folder
+from tests.helpers import student_folder
+from tests.mpi_helpers import measured, submit_stage_3
 
 pytestmark = pytest.mark.slow
 TRAIN_ARGS = "--model vgg --width 8 --batchsize 32 --epoch 2 --warmup 2"
@@ -20,19 +21,8 @@ TRAIN_ARGS = "--model vgg --width 8 --batchsize 32 --epoch 2 --warmup 2"
 def profiled(quick_env, tmp_path_factory):
     """A student's folder after one profiled 2-rank stage-3 job."""
     folder = student_folder(tmp_path_factory.mktemp("profile"), "student", stages.MULTI_NODE.name)
-    with pytest.MonkeyPatch.context() as patch:
-        for key in ("CHAINER_DATASET_ROOT", "COURSE_DATASET"):
-            patch.setenv(key, quick_env[key])
-        job = submit.submit(
-            stages.MULTI_NODE.job_path,
-            nodes=1,
-            per_node=2,
-            env={"COURSE_TRAIN_ARGS": TRAIN_ARGS, "PROFILE": "1"},
-            scheduler="local",
-            workdir=folder,
-            echo=None,
-        )
-        assert job.wait(timeout=600, echo=None) == 0, job.find_log().read_text()
+    job = submit_stage_3(folder, quick_env, TRAIN_ARGS, PROFILE="1")
+    assert job.exit_status() == 0, job.find_log().read_text()
     return folder, job
 
 

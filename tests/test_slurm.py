@@ -17,7 +17,8 @@ from course import evidence, paths
 from course.cluster import sites, submit
 from course.contracts import jobend, joblog, results
 from tests import slurm_cluster
-from tests.helpers import PYTHON, RANK_ABORTS, ROOT, check_benchmark_job, student_folder
+from tests.helpers import PYTHON, ROOT, student_folder
+from tests.mpi_helpers import RANK_ABORTS, check_benchmark_job
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
