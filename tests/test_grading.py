@@ -408,6 +408,10 @@ def graded(student_run, tmp_path_factory):
         plant(submitted / student / A, course)
     shutil.copytree(student_run, submitted / "judy" / A)
     (submitted / "judy" / A / "01_single_gpu.ipynb").write_text('{"cells": [')  # a broken file
+    # Notebooks handed in as links to a classmate's (on a shared file system): not graded.
+    (submitted / "zed" / A).mkdir(parents=True)
+    for notebook in (submitted / "alice" / A).glob("*.ipynb"):
+        (submitted / "zed" / A / notebook.name).symlink_to(notebook)
     env = paths.tool_environment()
     if not bubblewrap():
         env["COURSE_SANDBOX"] = "off"
@@ -498,7 +502,7 @@ def test_a_planted_mistake_costs_exactly_its_points(graded, student):
 def test_one_broken_submission_is_named_and_the_others_are_graded(graded):
     run, totals, details, _ = graded
     assert run.returncode == 1
-    assert "NOT GRADED: judy, quentin" in run.stderr
+    assert "NOT GRADED: judy, quentin, zed" in run.stderr
     assert "judy" not in totals or totals["judy"] == 0
     assert set(PLANTED) | {"alice", "bob"} | {
         s for s, a in ATTACKS.items() if a[1] is not None
@@ -507,6 +511,8 @@ def test_one_broken_submission_is_named_and_the_others_are_graded(graded):
     assert (
         judy["message"].startswith("NOT GRADED: 01_single_gpu.ipynb") and "JSON" in judy["message"]
     )
+    [zed] = [row for row in details if row["student"] == "zed"]
+    assert "the submission links to files outside it (01_single_gpu.ipynb -> " in zed["message"]
 
 
 def test_grading_never_trains_and_gives_feedback(graded):
@@ -591,8 +597,12 @@ def test_copied_job_outputs_are_in_the_plagiarism_table(graded):
         kind == "job log" and "alice" in students and "victor" in students
         for kind, students in shared
     )
+    assert any(
+        kind == "notebook" and "alice" in students and "victor" in students
+        for kind, students in shared
+    )
     assert not any("bob" in students for _, students in shared), (
-        "the untouched release shares no job output"
+        "the untouched release shares no job output and is no one's notebook"
     )
 
 

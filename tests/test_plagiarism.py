@@ -12,6 +12,11 @@ from course.instructor import plagiarism
 from tests.helpers import make_run
 
 
+def find(folders: dict, tmp_path) -> list[plagiarism.Flag]:
+    """The table of `folders`, for an assignment without notebooks (see test_code_similarity.py)."""
+    return plagiarism.find(folders, source=tmp_path / "source", release=tmp_path / "release")
+
+
 def submission(
     tmp_path, student: str, scheduler: str = "pbs", first: int = 1, speed: float = 100.0
 ):
@@ -36,14 +41,14 @@ def test_distinct_submissions_share_nothing(tmp_path):
         "alice": submission(tmp_path, "alice", first=1),
         "bob": submission(tmp_path, "bob", first=11),
     }
-    assert plagiarism.find(folders) == []
+    assert find(folders, tmp_path) == []
 
 
 def test_byte_identical_submissions_are_flagged_on_every_kind(tmp_path):
     alice = submission(tmp_path, "alice")
     bob = tmp_path / "bob" / "distributed_training"
     shutil.copytree(alice, bob)
-    flags = plagiarism.find({"alice": alice, "bob": bob})
+    flags = find({"alice": alice, "bob": bob}, tmp_path)
     assert {flag.kind for flag in flags} == {
         "job id",
         "run folder",
@@ -64,8 +69,8 @@ def test_a_classmate_s_run_among_one_s_own_is_flagged(tmp_path):
     alice, carol = submission(tmp_path, "alice"), submission(tmp_path, "carol", first=21)
     shutil.copytree(alice / "runs" / "multi_node-2.local", carol / "runs" / "multi_node-2.local")
     shutil.copy(alice / "run_multi_node_training.sh.o2", carol)
-    flags = plagiarism.find(
-        {"alice": alice, "bob": submission(tmp_path, "bob", first=11), "carol": carol}
+    flags = find(
+        {"alice": alice, "bob": submission(tmp_path, "bob", first=11), "carol": carol}, tmp_path
     )
     assert {(flag.kind, flag.students) for flag in flags} == {
         (kind, ("alice", "carol"))
@@ -79,7 +84,7 @@ def test_the_local_scheduler_s_job_numbers_are_not_flagged(tmp_path):
         "alice": submission(tmp_path, "alice", "local"),
         "bob": submission(tmp_path, "bob", "local", speed=90.0),
     }
-    assert plagiarism.find(folders) == []
+    assert find(folders, tmp_path) == []
 
 
 def test_the_table_names_the_shared_item_the_students_and_their_files(tmp_path):
@@ -87,7 +92,7 @@ def test_the_table_names_the_shared_item_the_students_and_their_files(tmp_path):
     bob = tmp_path / "bob" / "distributed_training"
     shutil.copytree(alice, bob)
     table = tmp_path / "grades-plagiarism.csv"
-    plagiarism.write_csv(plagiarism.find({"alice": alice, "bob": bob}), table)
+    plagiarism.write_csv(find({"alice": alice, "bob": bob}, tmp_path), table)
     with open(table) as f:
         rows = list(csv.DictReader(f))
     assert {

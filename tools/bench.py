@@ -305,7 +305,7 @@ def autograde_time(workdir: Path, repeats: int, student: Path | None = None, job
     course = demo.course_folder(paths.kit_root(), workdir / "course")
     for i in range(repeats):
         shutil.copytree(student, course / "submitted" / f"student{i}" / paths.ASSIGNMENT)
-    db_url = autograde.prepare(course)
+    db_url = autograde.prepare(course, workdir / "release")
     started = time.monotonic()
     outcomes = autograde.autograde(
         course, course / "submitted", [f"student{i}" for i in range(repeats)], db_url, jobs

@@ -116,17 +116,18 @@ def grading_lock(root: Path) -> Iterator[None]:
         yield  # closing the file releases the lock, also when the process dies
 
 
-def prepare(root: Path) -> str:
-    """Put the assignment's notebooks and test cells into the course's gradebook; return its URL."""
+def prepare(root: Path, release: Path) -> str:
+    """Put the assignment's notebooks and test cells into the course's gradebook, and its student
+    release into `release`/<assignment> (what every student was given); return the gradebook's
+    URL."""
     check_course_folder(root)
     db_url = f"sqlite:///{root / 'gradebook.db'}"
-    with tempfile.TemporaryDirectory(prefix="course-grade-") as tmp:
-        _nbgrader_or_raise(
-            ["generate_assignment", ASSIGNMENT, "--force"],
-            root,
-            [f"--CourseDirectory.release_directory={tmp}", f"--CourseDirectory.db_url={db_url}"],
-            "python -m course release shows the whole error",
-        )
+    _nbgrader_or_raise(
+        ["generate_assignment", ASSIGNMENT, "--force"],
+        root,
+        [f"--CourseDirectory.release_directory={release}", f"--CourseDirectory.db_url={db_url}"],
+        "python -m course release shows the whole error",
+    )
     return db_url
 
 
@@ -173,6 +174,14 @@ def verify_all(
     def one(student: str) -> tuple[float, dict, str]:
         folder = submitted / student / ASSIGNMENT
         started = time.monotonic()
+        links = verify.links_leaving(folder)
+        if links:  # a submission must be the student's own files, not a window on others'
+            message = (
+                f"the submission links to files outside it ({'; '.join(links[:5])}): "
+                "links are not graded; hand in the files themselves"
+            )
+            nbgrader_hook.write_verdicts(verdicts, student, None, message)
+            return time.monotonic() - started, {}, message
         try:
             found = verify.verify(
                 folder,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from course import paths
@@ -68,8 +69,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(root: Path, args: argparse.Namespace) -> int:
     """One grading run, with the course folder locked."""
+    with tempfile.TemporaryDirectory(prefix="course-release-") as release:
+        return _grade(root, args, Path(release))
+
+
+def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
     submitted = (args.submitted or root / "submitted").resolve()
-    db_url = autograde.prepare(root)
+    db_url = autograde.prepare(root, release)
     if args.exchange:
         autograde.collect(root, args.exchange, submitted)
     students = sorted(p.parent.name for p in submitted.glob(f"*/{ASSIGNMENT}") if p.is_dir())
@@ -88,11 +94,16 @@ def run(root: Path, args: argparse.Namespace) -> int:
     details = out.with_name(out.stem + "-details.csv")
     write_details(outcomes, details)
     shared = out.with_name(out.stem + "-plagiarism.csv")
-    copied = plagiarism.find({student: submitted / student / ASSIGNMENT for student in students})
+    copied = plagiarism.find(
+        {student: submitted / student / ASSIGNMENT for student in students},
+        source=root / "solutions" / ASSIGNMENT,
+        release=release / ASSIGNMENT,
+    )
     plagiarism.write_csv(copied, shared)
     if copied:
         print(
-            f"plagiarism: {len(copied)} job output(s) shared between submissions, in {shared}",
+            f"plagiarism: {len(copied)} job output(s), notebook(s) or code shared between "
+            f"submissions, in {shared}",
             file=sys.stderr,
         )
     print("\n" + summary(outcomes))

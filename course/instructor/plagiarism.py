@@ -1,4 +1,5 @@
-"""The plagiarism table of one grading run: job outputs that two or more submissions share.
+"""The plagiarism table of one grading run: job outputs, notebooks and code that two or more
+submissions share.
 
 A traced run proves that a results file and a log agree, not whose they are: a classmate's runs/ and
 logs copied whole trace as well as one's own. What two students cannot both have made is flagged
@@ -12,9 +13,12 @@ job its own id |
 | results seal | the seal of a results file | it covers start times, hosts and the loss curve |
 | results file | a results file's SHA-256 | the same, byte for byte |
 | job log | a job log's SHA-256 | it holds times, hosts and the job id |
+| notebook | a notebook's SHA-256 (not the release's) | its outputs hold times and runs |
+| solution code | code alike beyond the solution | few right answers, but not the same odd ones |
 
-The kit's local scheduler numbers jobs per machine from 1, so its job ids and run folders are the
-same for every student who used it: they are not flagged (their seals and logs are).
+Solution code is compared by course.instructor.code_similarity. The kit's local scheduler
+numbers jobs per machine from 1, so its job ids and run folders are the same for every student who
+used it: they are not flagged (their seals and logs are).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pathlib import Path
 
 from course.contracts import results
 from course.fileio import atomic_file, sha256_file
+from course.instructor import code_similarity
 
 SCHEDULED = ("pbs", "slurm")  # schedulers whose job ids are unique across students
 _LOG = re.compile(r"\.o\d+$")
@@ -78,16 +83,27 @@ def _keys(folder: Path) -> list[tuple[str, str, Path]]:
     return found
 
 
-def find(submissions: dict[str, Path]) -> list[Flag]:
+def _notebooks(folder: Path, release: Path) -> list[tuple[str, str, Path]]:
+    """(kind, digest, file) of each handed-in notebook that is not the release's own copy."""
+    found = []
+    for path in sorted(Path(folder).glob("*.ipynb")):
+        digest = sha256_file(path)
+        given = release / path.name
+        if path.is_file() and not (given.is_file() and sha256_file(given) == digest):
+            found.append(("notebook", digest, path))
+    return found
+
+
+def find(submissions: dict[str, Path], source: Path, release: Path) -> list[Flag]:
     """What two or more of `submissions` ({student: their assignment folder}) share, by kind, then
-    value."""
+    value; `source` and `release` are the assignment's instructor and student notebooks."""
     shared: dict[tuple[str, str], dict[str, list[str]]] = {}
     for student, folder in sorted(submissions.items()):
-        for kind, value, path in _keys(Path(folder)):
+        for kind, value, path in [*_keys(Path(folder)), *_notebooks(Path(folder), release)]:
             shared.setdefault((kind, value), {}).setdefault(student, []).append(
                 str(path.relative_to(folder))
             )
-    return [
+    flags = [
         Flag(
             kind,
             value,
@@ -96,6 +112,16 @@ def find(submissions: dict[str, Path]) -> list[Flag]:
         )
         for (kind, value), owners in sorted(shared.items())
         if len(owners) > 1
+    ]
+    return flags + [
+        Flag(
+            "solution code",
+            f"{pair.notebook}: {pair.similarity:.0%} alike beyond the solution "
+            f"({pair.shared} runs of {code_similarity.SHINGLE} tokens)",
+            pair.students,
+            tuple(f"{student}: {pair.notebook}" for student in pair.students),
+        )
+        for pair in code_similarity.similar_pairs(submissions, source, release)
     ]
 
 

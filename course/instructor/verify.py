@@ -175,6 +175,19 @@ def shadowing(folder: Path) -> list[str]:
     ]
 
 
+def links_leaving(folder: Path) -> list[str]:
+    """The symbolic links of a submission that point outside it (e.g. at a classmate's notebooks
+    on a shared file system), as "name -> target"."""
+    folder = Path(folder).resolve()
+    found = []
+    for directory, subdirectories, files in os.walk(folder):
+        for name in sorted([*subdirectories, *files]):
+            path = Path(directory, name)
+            if path.is_symlink() and not path.resolve().is_relative_to(folder):
+                found.append(f"{path.relative_to(folder)} -> {os.readlink(path)}")
+    return found
+
+
 def private_paths(root: Path, submitted: Path) -> list[Path]:
     """What a student's code must not see: the course folder and every submission."""
     return [Path(root), Path(submitted), paths.KIT_ROOT]

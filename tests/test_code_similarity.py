@@ -1,0 +1,120 @@
+"""Solution code two submissions share beyond the solution (course.instructor.code_similarity),
+and handed-in notebooks that are links or copies (course.instructor.plagiarism,
+verify.links_leaving)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+from course.instructor import code_similarity, plagiarism, verify
+
+SOLUTION = """def shard(train, comm, seed):
+    ### BEGIN SOLUTION
+    return chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)
+    ### END SOLUTION
+"""
+STUB = """def shard(train, comm, seed):
+    # PUT YOUR CODE HERE
+    raise NotImplementedError()
+"""
+# Unusual code (a hand-made shard), as one student wrote it and a classmate copied it with other
+# names and comments.
+ODD = """def shard(train, comm, seed):
+    order = numpy.random.RandomState(seed + 17).permutation(len(train))
+    size = len(train) // comm.size
+    mine = order[comm.rank * size:(comm.rank + 1) * size]
+    if comm.rank == comm.size - 1:
+        mine = order[comm.rank * size:]
+    return chainer.datasets.SubDataset(train, 0, len(mine), order=mine)
+"""
+ODD_RENAMED = """def shard(data, c, s):
+    # my own shuffling
+    perm = numpy.random.RandomState(s + 17).permutation(len(data))
+    n = len(data) // c.size
+    part = perm[c.rank * n:(c.rank + 1) * n]
+    if c.rank == c.size - 1:
+        part = perm[c.rank * n:]
+    return chainer.datasets.SubDataset(data, 0, len(part), order=part)
+"""
+OTHER = """def shard(train, comm, seed):
+    if comm.rank == 0:
+        train = chainer.datasets.split_dataset_random(train, len(train), seed=seed)[0]
+    else:
+        train = None
+    return chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed + 1)
+"""
+
+
+def notebook(folder: Path, source: str, name: str = "03_multi_node.ipynb") -> Path:
+    cell = nbformat.v4.new_code_cell(source, id="shard")  # a copied file is the same bytes
+    cell.metadata["nbgrader"] = {
+        "grade": False,
+        "solution": True,
+        "locked": False,
+        "grade_id": "shard_datasets",
+        "schema_version": 3,
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), folder / name)
+    return folder
+
+
+def pairs(tmp_path: Path, **sources: str) -> list[code_similarity.Pair]:
+    submissions = {
+        student: notebook(tmp_path / student / "distributed_training", source)
+        for student, source in sources.items()
+    }
+    return code_similarity.similar_pairs(
+        submissions, notebook(tmp_path / "source", SOLUTION), notebook(tmp_path / "release", STUB)
+    )
+
+
+def test_names_and_comments_do_not_hide_copied_code():
+    assert code_similarity.tokens(ODD) == code_similarity.tokens(ODD_RENAMED)
+    assert "scatter_dataset" in code_similarity.tokens(SOLUTION)  # an API's words are kept
+
+
+def test_the_same_unusual_code_is_listed_with_its_similarity(tmp_path):
+    [pair] = pairs(tmp_path, alice=ODD, bob=ODD_RENAMED, carol=OTHER, dave=SOLUTION)
+    assert pair.students == ("alice", "bob") and pair.similarity == 1.0
+    assert pair.notebook == "03_multi_node.ipynb" and pair.shared >= code_similarity.MIN_SHARED
+
+
+def test_the_solution_written_twice_or_the_stub_left_twice_is_nobodys_copy(tmp_path):
+    assert pairs(tmp_path, alice=SOLUTION, bob=SOLUTION, carol=STUB, dave=STUB) == []
+
+
+def test_a_notebook_that_is_not_python_is_compared_by_its_words(tmp_path):
+    assert code_similarity.tokens("def f(:\n  return '") == ["def", "f(:", "return", "'"]
+
+
+def test_the_table_lists_code_and_identical_notebooks_but_not_the_release(tmp_path):
+    source, release = notebook(tmp_path / "source", SOLUTION), notebook(tmp_path / "release", STUB)
+    folders = {
+        student: notebook(tmp_path / student / "distributed_training", text)
+        for student, text in (("alice", ODD), ("bob", ODD), ("carol", STUB), ("dave", STUB))
+    }
+    flags = plagiarism.find(folders, source=source, release=release)
+    assert {(flag.kind, flag.students) for flag in flags} == {
+        ("notebook", ("alice", "bob")),
+        ("solution code", ("alice", "bob")),
+    }
+    [code] = [flag for flag in flags if flag.kind == "solution code"]
+    assert code.value.startswith("03_multi_node.ipynb: 100% alike beyond the solution (")
+
+
+def test_links_that_leave_a_submission_are_named_and_links_within_it_are_not(tmp_path):
+    classmate = notebook(tmp_path / "alice" / "distributed_training", ODD)
+    folder = tmp_path / "zed" / "distributed_training"
+    folder.mkdir(parents=True)
+    (folder / "03_multi_node.ipynb").symlink_to(classmate / "03_multi_node.ipynb")
+    (folder / "runs").symlink_to(tmp_path / "alice")
+    (folder / "mine.txt").write_text("x")
+    (folder / "also-mine.txt").symlink_to("mine.txt")
+    assert verify.links_leaving(folder) == [
+        f"03_multi_node.ipynb -> {classmate / '03_multi_node.ipynb'}",
+        f"runs -> {tmp_path / 'alice'}",
+    ]
+    assert verify.links_leaving(classmate) == []
