@@ -35,6 +35,7 @@ from course import paths
 from course.errors import GradingError
 from course.instructor import nbgrader_cells, sandbox
 from course.instructor.verify_protocol import (
+    SANDBOXED,
     Plan,
     ProtocolError,
     Reply,
@@ -76,6 +77,7 @@ def verify(
         env["COURSE_GRADING_CONFIG"] = str(config)
         argv = [sys.executable, "-P", "-m", "course.instructor.verify_worker"]
         if sandbox.enabled():
+            env[SANDBOXED] = "1"
             argv = sandbox.command(
                 argv, readable=[folder, Path(tmp)], hidden=hidden, workdir=folder, env=env
             )

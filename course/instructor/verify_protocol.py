@@ -20,6 +20,11 @@ from course.errors import CourseError
 Output = dict[str, Any]  # one nbformat output of a test cell (stream, execute_result, error)
 
 
+# Set by the parent when the worker runs in its own sandbox (its own process ids): every process a
+# test leaves behind there is then the test's, and is ended before the next test starts.
+SANDBOXED = "COURSE_VERIFY_SANDBOXED"
+
+
 class VerificationError(CourseError):
     """A submission the verifier could not grade (its process was killed, or ran past its time)."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import resource
 import select
 import signal
 import sys
@@ -25,6 +26,7 @@ from typing import Any
 
 from course.instructor.verify_functions import digest, functions, solution_sources
 from course.instructor.verify_protocol import (
+    SANDBOXED,
     Output,
     Plan,
     ProtocolError,
@@ -35,6 +37,12 @@ from course.instructor.verify_protocol import (
     Verdict,
     VerificationError,
 )
+
+# What one test may take of the machine, so that one submission cannot starve the grading of others:
+# address space per process of the test (setrlimit; its MPI ranks each get as much), and the
+# printed output kept (the rest is read and dropped, so the test does not block on a full pipe).
+MEMORY_LIMIT = 8 * 2**30
+OUTPUT_LIMIT = 2**20
 
 # Modules whose functions and classes a test must leave as they were (the kit and its libraries).
 _KIT_PREFIXES = ("course", "chainer", "chainermn", "numpy", "builtins")
@@ -104,6 +112,7 @@ def _child(
 
     signal.signal(signal.SIGALRM, too_long)
     signal.alarm(int(timeout))
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     visible_failed = True
     try:
         value = _run_cell(test.visible, namespace)
@@ -120,11 +129,16 @@ def _child(
                 }
             )
     except BaseException as e:  # the cell's error is its result, as in a kernel
+        why = (
+            f"this test used more than the {MEMORY_LIMIT / 2**30:g} GiB of memory a test may use"
+            if isinstance(e, MemoryError)
+            else str(e)
+        )
         outputs.append(
             {
                 "output_type": "error",
                 "ename": type(e).__name__,
-                "evalue": str(e),
+                "evalue": why,
                 "traceback": traceback.format_exception_only(type(e), e),
             }
         )
@@ -163,28 +177,47 @@ def _run_test(
         _child(test, namespace, before, report_w, timeout)
     os.close(printed_w)
     os.close(report_w)
-    printed, reported = b"", b""
-    deadline = (
-        time.monotonic() + timeout + 15
-    )  # the child's own alarm first; this when it swallows that
+    printed, reported, dropped = b"", b"", False
+    # The child's own alarm ends it first; this deadline, when it swallows that.
+    deadline = time.monotonic() + timeout + 15
     open_fds = {printed_r, report_r}
+    status: int | None = None
     while open_fds and time.monotonic() < deadline:
-        ready, _, _ = select.select(list(open_fds), [], [], 1.0)
+        ready, _, _ = select.select(list(open_fds), [], [], 0.2 if status is None else 0)
+        if status is not None and not ready:
+            break  # the test has ended and nothing it wrote is left to read
         for fd in ready:
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 open_fds.discard(fd)
-                os.close(fd)
             elif fd == printed_r:
-                printed += chunk
+                kept = chunk[: max(0, OUTPUT_LIMIT - len(printed))]
+                printed, dropped = printed + kept, dropped or len(kept) < len(chunk)
             else:
                 reported += chunk
-    timed_out = bool(open_fds)
-    if timed_out:
+        if status is None:
+            ended, code = os.waitpid(pid, os.WNOHANG)
+            if ended:  # what it left running must not outlive it (nor hold its pipes open)
+                status = code
+                _end_strays()
+    while status is None and time.monotonic() < deadline:  # its pipes closed: it is ending
+        ended, code = os.waitpid(pid, os.WNOHANG)
+        if ended:
+            status = code
+            _end_strays()
+        else:
+            time.sleep(0.02)
+    timed_out = status is None
+    if status is None:
         os.kill(pid, signal.SIGKILL)
-        for fd in open_fds:
-            os.close(fd)
-    _, status = os.waitpid(pid, 0)
+        _, status = os.waitpid(pid, 0)
+        _end_strays()
+    for fd in open_fds:
+        os.close(fd)
+    if dropped:
+        printed += (
+            f"\n[the grader kept the first {OUTPUT_LIMIT // 2**10} KiB of what this test printed]\n"
+        ).encode()
     stream = (
         [{"output_type": "stream", "name": "stdout", "text": printed.decode(errors="replace")}]
         if printed
@@ -213,6 +246,33 @@ def _run_test(
         else []
     )
     return stream + result.outputs, notes, result.visible_failed
+
+
+def _end_strays() -> None:
+    """In the sandbox, end every process a test left behind (a fork that outlived its test could
+    otherwise reach a later test's pipes through /proc): all but its init, this process and its
+    parents. Outside a sandbox the machine's other processes are not the test's: nothing is done."""
+    if os.environ.get(SANDBOXED) != "1":
+        return
+    keep, pid = {1}, os.getpid()
+    while pid > 1:
+        keep.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            break
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) not in keep:
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except OSError:  # gone already
+                pass
+    while True:  # reap the ones that were this process's children
+        try:
+            if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                break
+        except ChildProcessError:
+            break
 
 
 def _error(name: str, message: str) -> Output:

@@ -1,0 +1,91 @@
+"""What one test may take when it is graded (course.instructor.verify_worker): memory, printed
+output, and processes that outlive it. The real verifier, in its bubblewrap sandbox where it can
+start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course.instructor import sandbox, verify, verify_worker
+from course.instructor.verify_protocol import Plan
+from course.instructor.verify_protocol import TestCell as Cell  # not a test class
+from tests.helpers import bubblewrap
+
+pytestmark = pytest.mark.integration
+
+STUDENT = """
+def hoard():
+    return bytearray(12 * 2**30)
+
+
+def chatter():
+    print("x" * 3 * 2**20)
+
+
+def leave_behind(path):
+    import os, time
+    if os.fork() == 0:  # outlives its test, then writes where the next test looks
+        time.sleep(2)
+        open(path, "w").close()
+        os._exit(0)
+
+
+def look(path):
+    import os, time
+    time.sleep(4)
+    print("left behind:", os.path.exists(path))
+"""
+TESTS = [
+    Cell("check_memory", "hoard()", "", 1),
+    Cell("check_output", "chatter()", "", 1),
+    Cell("check_fork", "leave_behind('/tmp/stray')", "", 1),
+    Cell("check_after", "look('/tmp/stray')", "", 1),
+]
+
+
+def graded(tmp_path: Path) -> dict[str, list[dict]]:
+    cell = nbformat.v4.new_code_cell(STUDENT)
+    cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "code"}
+    folder = tmp_path / "student"
+    folder.mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), folder / "limits.ipynb")
+    config = tmp_path / "grading.toml"
+    config.write_text("")
+    plan = Plan("limits.ipynb", "", ["code"], TESTS)
+    [verdict] = verify.verify(
+        folder, [plan], hidden=[tmp_path / "hidden"], grading_config=config, timeout=60
+    )
+    return verdict.outputs
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory) -> dict[str, list[dict]]:
+    if not bubblewrap():
+        pytest.skip("the grading sandbox (bubblewrap) cannot start here")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(sandbox.SWITCH, "on")
+        return graded(tmp_path_factory.mktemp("limits"))
+
+
+def test_a_test_that_takes_too_much_memory_is_told_the_limit(outputs):
+    [error] = outputs["check_memory"]
+    limit = verify_worker.MEMORY_LIMIT / 2**30
+    assert error["ename"] == "MemoryError"
+    assert error["evalue"] == f"this test used more than the {limit:g} GiB of memory a test may use"
+
+
+def test_what_a_test_prints_is_kept_up_to_the_limit_and_the_cut_is_said(outputs):
+    [stream] = outputs["check_output"]
+    text = stream["text"]
+    assert text.startswith("x" * 1000)
+    assert len(text.encode()) < verify_worker.OUTPUT_LIMIT + 200
+    assert text.endswith("[the grader kept the first 1024 KiB of what this test printed]\n")
+
+
+def test_a_process_a_test_leaves_behind_is_ended_before_the_next_test(outputs):
+    assert outputs["check_fork"] == []
+    [stream] = outputs["check_after"]
+    assert stream["text"] == "left behind: False\n"
