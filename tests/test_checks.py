@@ -126,7 +126,7 @@ def test_make_iterators_mistakes(stage_1, old, new, words):
             "",
             "the optimizer is not set up on the model",
         ),
-        ("width=args.width", "width=8", r"course.models.build\('vgg', width=4\) has"),
+        ("width=args.width", "width=8", "the course's 'vgg' network at width 4 has"),
         (
             "L.Classifier(course.models.build(args.model, width=args.width))",
             "course.models.build(args.model, width=args.width)",

@@ -90,10 +90,12 @@ def _diagnosis(
         wrong = model(algorithm, ranks, nbytes, alpha, beta)
         if _close(value, wrong) and not _close(wrong, right):
             return f"it looks like {what}"
+    latency = costmodel.allreduce_seconds(algorithm, ranks, nbytes, alpha, 0.0)
     return (
-        "recursive doubling: log2(p) x (alpha + n x beta); ring: 2(p-1) x alpha + 2(p-1)/p x n x "
-        "beta "
-        "(n in bytes)"
+        f"the model's {right:.6g} s is {latency:.6g} s of latency (alpha per step) plus "
+        f"{right - latency:.6g} s of transfer (beta per byte sent)"
+        f"{f'; yours is {value / right:.3g} times it' if right else ''}: count {algorithm}'s steps "
+        f"on {ranks} ranks and the bytes each rank sends, as the lesson's alpha-beta model does"
     )
 
 
@@ -208,9 +210,8 @@ def fit(
             (alpha, beta),
             1e-4,
             f"exact {algorithm} times on {ranks} ranks (alpha {alpha:g}, beta {beta:g})",
-            "solve T = a x alpha + b x n x beta for alpha and beta by least squares "
-            "(np.linalg.lstsq), with "
-            "a and b the algorithm's coefficients on n_ranks ranks",
+            "these times follow the model exactly, so a least-squares fit of the model's two "
+            "terms gives alpha and beta back; the terms' coefficients are those of allreduce_time",
         )
     measured = [
         s for s in table if s.algorithm in costmodel.ALGORITHMS and s.ranks > 1 and len(s.sizes) > 1

@@ -39,7 +39,8 @@ def train_iterators(
     expect(
         all(isinstance(it, chainer.dataset.Iterator) for it in iterators),
         "every element should be a Chainer iterator",
-        "chainer.iterators.SerialIterator(part, batchsize)",
+        f"found {sorted({type(it).__name__ for it in iterators})}: each GPU's worker draws its "
+        "minibatches from an iterator of its own",
     )
     sizes = [it.batch_size for it in iterators]
     expect(
@@ -52,14 +53,15 @@ def train_iterators(
     expect(
         len(lengths) == 1,
         f"the parts have different sizes {sorted(len(p) for p in parts)}",
-        "MultiprocessParallelUpdater needs equal parts: "
-        "chainer.datasets.split_dataset_n_random(train, n)",
+        "the GPUs step together, one minibatch each per update: with unequal parts their epochs "
+        "end at different updates",
     )
     everything = [i for part in parts for i in part]
     expect(
         len(everything) == len(set(everything)),
         "some training examples are in more than one GPU's part",
-        "split the data set into disjoint parts: chainer.datasets.split_dataset_n_random(train, n)",
+        f"{len(everything) - len(set(everything))} examples are held twice or more: data "
+        "parallelism gives each GPU a different part, so that one epoch sees every example once",
     )
     expect(
         len(everything) > n - n_devices,
@@ -83,7 +85,7 @@ def devices(
         expect(
             isinstance(result, dict),
             f"make_devices({ids}) returned {type(result).__name__}, not a dict",
-            "MultiprocessParallelUpdater takes devices as a dict of name -> GPU id",
+            "MultiprocessParallelUpdater takes its devices as a dict from a name to a GPU id",
         )
         expect(
             result.get("main") == ids[0],
@@ -193,7 +195,8 @@ def trainer(
     expect(
         isinstance(updater, _RecordingUpdater),
         f"the trainer trains with a {type(updater).__name__}, not a MultiprocessParallelUpdater",
-        "training.updaters.MultiprocessParallelUpdater(train_iters, optimizer, devices=devices)",
+        "stage 2 runs one worker process per GPU; the updater that starts them and exchanges "
+        "their gradients is the lesson's MultiprocessParallelUpdater",
     )
     given = updater.iterators
     expect(
@@ -208,12 +211,13 @@ def trainer(
     expect(
         updater.get_optimizer("main") is optimizer,
         "MultiprocessParallelUpdater is not given the optimizer",
-        "MultiprocessParallelUpdater(train_iters, optimizer, devices=devices)",
+        "the main process's optimizer is the one whose weights the workers copy and update",
     )
     expect(
         updater.devices is not None,
         "MultiprocessParallelUpdater is not given the devices",
-        "pass devices=devices by name (its third parameter is the converter): the dict with 'main'",
+        "without them it does not know which GPU each worker uses; note that its third "
+        "positional parameter is the converter, not the devices (see its reference page)",
     )
     order = _main_first(updater.devices)
     expect(
@@ -222,22 +226,24 @@ def trainer(
         and {id(d) for d in order} == {id(d) for d in devices.values()},
         f"MultiprocessParallelUpdater is given other devices than the {n_devices} of `devices` "
         "with 'main' first",
-        "pass them on as they are: devices=devices",
+        f"it got {len(order)} device(s): every GPU of `devices` runs one worker, and 'main' is "
+        "the one the main process trains and evaluates on",
     )
-    expect_epochs(built, epochs, args.out, "out=args.out")
+    expect_epochs(built, epochs, args.out, "the job's log and results file go there")
     evaluators = of_type(built, extensions.Evaluator)
     expect(
         len(evaluators) == 1
         and evaluators[0].get_iterator("main").dataset is test
         and not evaluators[0].get_iterator("main").repeat,
         "the trainer needs one Evaluator on one pass over test",
-        "extensions.Evaluator(SerialIterator(test, args.batchsize, repeat=False, shuffle=False), "
-        "model, ...)",
+        f"it has {len(evaluators)} Evaluator(s): as in stage 1, evaluation reads an iterator "
+        "over the test set until it is exhausted, so it must not repeat",
     )
     expect(
         evaluators[0].device is devices["main"],
         "the Evaluator does not run on devices['main'], the GPU where the updater keeps the model",
-        "extensions.Evaluator(test_iter, model, device=devices['main'])",
+        f"it runs on {evaluators[0].device}: the main process holds the model there, and "
+        "evaluating on another device would copy every weight first",
     )
     log = expect_meters_and_log(
         built,
@@ -245,10 +251,11 @@ def trainer(
         batchsize * n_devices,
         none=(
             "build_trainer adds no course.Throughput",
-            "course.Throughput(args.batchsize, workers=len(devices), warmup=args.warmup)",
+            "the speedup over stage 1 is computed from the images/sec it reports",
         ),
         moved=f"{n_devices} GPUs x {batchsize} move {batchsize * n_devices}",
-        fix="every GPU is a worker: workers=len(devices)",
+        fix="every GPU draws its own minibatch at each step, so one step moves a minibatch per "
+        "worker: tell Throughput how many workers there are",
     )
     passed(
         f"build_trainer: MultiprocessParallelUpdater of the {n_devices} iterators, the optimizer "

@@ -20,6 +20,16 @@ from course.notebook.checks.trainers import rates_used
 from course.notebook.checks.verdict import call, expect, fail, passed
 
 
+def _gpu_diagnosis(gpu: list, expected: list[str], layout: Layout) -> str:
+    """Why the first rank whose GPU is wrong cannot use it: the GPUs its node has."""
+    rank = next(i for i, (got, want) in enumerate(zip(gpu, expected)) if got != want)
+    return (
+        f"rank {rank} would use {gpu[rank]}, but its node ({layout.node_of()[rank]}) has GPUs "
+        f"{', '.join(map(str, range(layout.ranks_per_node)))}, one per rank there: a rank's number "
+        "counts the ranks of all nodes, and mpiexec's placement decides which ranks share a node"
+    )
+
+
 def _on_ranks(
     function: Callable[..., Any], part: str, nodes: int, ranks_per_node: int, map_by: str
 ) -> tuple[Layout, list[dict]]:
@@ -41,19 +51,19 @@ def communicator(
     expect(
         all(r["class"] and r["class"].endswith("Communicator") for r in ranks),
         f"make_communicator returned {ranks[0]['class']}, not a ChainerMN communicator",
-        "chainermn.create_communicator(name)",
+        "the ranks exchange gradients through a ChainerMN communicator ('Communicators')",
     )
     expect(
         all(r["size"] == layout.size for r in ranks)
         and sorted(r["rank"] for r in ranks) == list(range(layout.size)),
         f"on {layout.size} ranks the communicator says size {ranks[0]['size']}, ranks "
         f"{[r['rank'] for r in ranks]}",
-        "create it over all ranks: chainermn.create_communicator(name)",
+        "every rank of the job should be in one communicator, numbered 0 to size - 1",
     )
     expect(
         ranks[0]["class"] == "NaiveCommunicator",
         f"make_communicator('naive') made a {ranks[0]['class']}",
-        "pass the name on: chainermn.create_communicator(name)",
+        "the name is the communicator the job asks for: the comparison runs measure each",
     )
     passed(
         f"make_communicator: a ChainerMN communicator over all ranks (size {layout.size}, ranks 0 "
@@ -78,9 +88,7 @@ def device_binding(
         f"with GPUs, ranks 0-{layout.size - 1} would use {gpu}; the GPU of each rank's number "
         "within its node "
         f"is {expected} ({layout})",
-        "'@cupy:%d' % comm.intra_rank: comm.rank counts the ranks of all nodes (past the GPUs a "
-        "node has), "
-        "and comm.rank % k guesses both the ranks per node and how mpiexec placed them",
+        _gpu_diagnosis(gpu, expected, layout) if gpu != expected else "",
     )
     cpu = [r["cpu"] for r in ranks]
     expect(
@@ -112,28 +120,24 @@ def scatter(
         if None in parts:
             fail(
                 f"rank {parts.index(None)} has no {split} set (None): only rank 0 loads the data",
-                f"chainermn.scatter_dataset({split}, "
-                f"comm{', shuffle=True' if split == 'train' else ''}) "
-                "sends every rank its own part",
+                "every rank needs its own part of it, sent from rank 0 ('Dataset utilities')",
             )
         together = [i for p in parts for i in p]
         expect(
             len(together) == len(set(together)),
             f"the ranks got some of the same {split} examples "
             f"({len(together) - len(set(together))} held twice)",
-            "only rank 0 has the data: chainermn.scatter_dataset(data, comm) sends each rank its "
-            "own part",
+            "data parallelism gives each rank another part: an epoch sees every example once",
         )
         expect(
             sorted(together) == list(range(total)),
             f"the ranks' {split} parts hold {len(set(together))} of the {total} examples",
-            f"scatter the whole {split} set: chainermn.scatter_dataset({split}, comm"
-            f"{', shuffle=True, seed=seed' if split == 'train' else ''})",
+            f"together the ranks' parts should be the whole {split} set rank 0 holds",
         )
         expect(
             len({len(p) for p in parts}) == 1,
             f"the ranks' {split} parts have sizes {[len(p) for p in parts]}",
-            "every rank should get an equal share: chainermn.scatter_dataset splits it so",
+            "the ranks step together: with unequal parts their epochs end at other updates",
         )
     # A shuffle before the split mixes the stored order into every part; one after it (or none)
     # leaves each rank a block of consecutive examples, e.g. of the classes a data set stored by
@@ -149,19 +153,19 @@ def scatter(
             f"rank {rank}'s training part is examples {first} to {last}, one block of the stored "
             "order: it is not "
             "shuffled before the split",
-            "a data set stored by class would give each rank other classes: "
-            "chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)",
+            "a data set stored by class would give each rank other classes, and each rank's "
+            "gradient would pull towards its own",
         )
     expect(
         all(r["same_seed"] == r["train"] for r in ranks),
         "two calls with the same seed split the training set differently, so runs cannot be "
         "repeated",
-        "pass the seed on: chainermn.scatter_dataset(train, comm, shuffle=True, seed=seed)",
+        "the shuffle before the split is random: without the seed it differs every run",
     )
     expect(
         any(r["other_seed"] != r["train"] for r in ranks),
         "another seed gives the same split: the seed is not used",
-        "shuffle=True, seed=seed",
+        "the seed makes a run repeatable, and another seed gives another split",
     )
     passed(
         f"shard_datasets: each of the {layout.size} ranks gets its own shuffled part (train "
@@ -184,12 +188,12 @@ def optimizer(
         all(r["class"] == "_MultiNodeOptimizer" for r in ranks),
         f"make_optimizer returned a {ranks[0]['class']}, which does not exchange gradients between "
         "ranks",
-        "wrap it: chainermn.create_multi_node_optimizer(optimizer, comm)",
+        "each rank's model would follow its own gradient and drift apart ('Optimizers')",
     )
     expect(
         all(r["target_is_model"] for r in ranks),
         "the optimizer is not set up on the model",
-        "call optimizer.setup(model) on what create_multi_node_optimizer returns",
+        "the optimizer updates only the link it was set up on, and that is not `model`",
     )
     expect(
         all(r["lr"] is not None and abs(r["lr"] - 0.1) < 1e-9 for r in ranks),
@@ -201,7 +205,7 @@ def optimizer(
     expect(
         all(abs(w - weights[0]) <= 1e-5 * max(1.0, abs(weights[0])) for w in weights),
         "after one update on different data the ranks' weights differ",
-        "the allreduce must average the gradients",
+        "the gradients were not averaged over the ranks before the update",
     )
     passed(
         "make_optimizer: a multi-node optimizer at args.lr; after an update on different data all "
@@ -224,7 +228,8 @@ def trainer(
     expect(
         all(r["evaluators"] == 1 for r in ranks),
         "every rank needs one Evaluator",
-        "extensions.Evaluator(test_iter, model, device=device), wrapped for ChainerMN",
+        f"ranks 0-{layout.size - 1} have {[r['evaluators'] for r in ranks]}: the log's "
+        "validation/main/* columns come from one",
     )
     first = ranks[0]["evaluation"]
     expect(
@@ -236,7 +241,8 @@ def trainer(
             for r in ranks
         ),
         "the ranks evaluate only their own test part and report different results",
-        "chainermn.create_multi_node_evaluator(evaluator, comm) averages them over the ranks",
+        f"the log would show rank 0's accuracy on 1/{layout.size} of the test set, not on all "
+        "of it ('Extensions' in ChainerMN's reference)",
     )
     moved = BATCH * layout.size
     expect(
@@ -244,14 +250,14 @@ def trainer(
         f"Throughput counts {ranks[0]['throughput_images']} images per step; {layout.size} ranks x "
         f"{BATCH} move "
         f"{moved}",
-        "course.Throughput(args.batchsize, comm=comm): the communicator knows how many ranks the "
-        "job has",
+        "every rank draws its own minibatch at each step, so one step moves a minibatch per "
+        "rank: the communicator knows how many ranks the job has",
     )
     reports = [{"LogReport", "PrintReport"} & set(r["extensions"]) for r in ranks]
     expect(
         reports[0] == {"LogReport", "PrintReport"},
         "rank 0 has no LogReport and PrintReport",
-        "add them on rank 0: the log should hold one table",
+        "the job log should hold one table per run, written by rank 0",
     )
     others = [rank for rank, found in enumerate(reports) if rank and found]
     if others:
@@ -259,12 +265,12 @@ def trainer(
             f"rank {others[0]} also reports ({', '.join(sorted(reports[others[0]]))}), so every "
             "line would be "
             "printed once per rank",
-            "add LogReport and PrintReport only when comm.rank == 0",
+            "the ranks run the same script: the reports belong to rank 0 alone",
         )
     expect(
         all(r["out"] for r in ranks),
         "the trainer writes to another folder than args.out",
-        "out=args.out",
+        "the job's log and results file go there",
     )
     passed(
         "build_trainer: StandardUpdater, a multi-node Evaluator (the same result on all "
@@ -288,7 +294,8 @@ def learning_rate_schedule(
     expect(
         isinstance(extension, chainer.training.Extension) or callable(extension),
         f"learning_rate_schedule returned {type(extension).__name__}, not a trainer extension",
-        "return extensions.LinearShift('lr', (first, last), (0, warmup_iterations))",
+        "the trainer runs extensions; one of Chainer's (see 'Extensions' in its reference) "
+        "changes an optimizer attribute linearly over a number of iterations",
     )
     updates = warmup_iterations + 4
     used = rates_used(extension, base_lr, updates)
@@ -308,13 +315,14 @@ def learning_rate_schedule(
         f"with {n_workers} workers the rate stays at the single-worker rate {base_lr} (rates used: "
         f"{shown}): "
         "no scaling",
-        f"the linear scaling rule: end at base_lr x n_workers = {target:g}",
+        f"the linear scaling rule: {n_workers} workers move {n_workers} times the batch per "
+        f"update, so the rate should reach {target:g}",
     )
     expect(
         close(used[-1], target),
         f"after the warm-up the rate is {used[-1]:.3g}, not base_lr x n_workers = "
         f"{target:g} (rates used: {shown})",
-        "end the ramp at base_lr * n_workers",
+        f"the ramp should end at the scaled rate, {n_workers} times the single-worker rate",
     )
     expect(
         close(used[0], base_lr),
@@ -322,14 +330,14 @@ def learning_rate_schedule(
         f"{base_lr} (rates used: {shown}): no warm-up, so the first updates of a large batch take "
         "too large "
         "steps",
-        "start the ramp at base_lr: LinearShift('lr', (base_lr, base_lr * n_workers), "
-        "(0, warmup_iterations))",
+        "a gradual warm-up (Goyal et al. 2017, in the lesson) starts from the single-worker "
+        "rate while the weights are still random",
     )
     expect(
         all(close(a, b) for a, b in zip(used, ramp)),
         f"the rates used were {shown}; a linear ramp over {warmup_iterations} updates gives "
         f"{', '.join(f'{r:.3g}' for r in ramp)}",
-        "grow the rate linearly over warmup_iterations updates",
+        f"the warm-up should reach the scaled rate at update {warmup_iterations} and stay there",
     )
     passed(
         f"learning_rate_schedule: the rate ramps linearly from {base_lr} to {target:g} over "

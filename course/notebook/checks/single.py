@@ -30,6 +30,20 @@ def _ids(batch) -> list[int]:
     return [int(x[0, 0, 0]) for x, _ in batch]
 
 
+def _what(value: Any) -> str:
+    """What a check found, in words: 'None' or 'a <class>'."""
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
+def _updater_found(updater: Any, train_iter: Any, optimizer: Any) -> str:
+    """What is wrong with the trainer's updater, in words."""
+    if not isinstance(updater, training.updaters.StandardUpdater):
+        return f"it is {_what(updater)}"
+    if updater.get_iterator("main") is not train_iter:
+        return "it draws from another iterator than train_iter"
+    return "it updates with another optimizer than the one given"
+
+
 def iterators(
     make_iterators: Callable[..., Any], n_train: int = 40, n_test: int = 20, batchsize: int = 8
 ) -> None:
@@ -45,7 +59,8 @@ def iterators(
         expect(
             isinstance(it, chainer.dataset.Iterator),
             f"{name} is a {type(it).__name__}, not a Chainer iterator",
-            "use chainer.iterators.SerialIterator",
+            "the updater and the Evaluator draw their minibatches from a chainer.dataset.Iterator "
+            "(see the chainer.iterators page of Chainer's reference)",
         )
     expect(
         train_iter.batch_size == batchsize,
@@ -60,12 +75,14 @@ def iterators(
     expect(
         sorted(seen) == list(range(n_train)),
         "one epoch of the training iterator should visit every training example exactly once",
-        "iterate over `train`, not over a part of it",
+        f"in one epoch it drew {len(seen)} examples, {len(set(seen))} of them distinct, of the "
+        f"{n_train} in train: an epoch is one pass over the whole training set",
     )
     expect(
         seen != sorted(seen),
         "the training iterator returns the examples in their stored order",
-        "shuffle the training data (SerialIterator shuffles unless shuffle=False)",
+        "SGD expects every minibatch to be a random sample: in stored order (e.g. sorted by class) "
+        "the batches are biased and every epoch repeats the same ones",
     )
     try:
         train_iter.next()
@@ -73,13 +90,16 @@ def iterators(
         expect(
             False,
             "the training iterator stops after one epoch",
-            "it must repeat (repeat=True, the default)",
+            "the trainer counts the epochs itself and draws batches until args.epoch epochs: "
+            "an iterator that raises StopIteration ends the training after the first",
         )
     batches = list(itertools.islice(iter(test_iter), n_test // batchsize + 3))
     expect(
         len(batches) <= -(-n_test // batchsize),
         "the test iterator does not stop after one pass, so evaluation would never end",
-        "make it SerialIterator(test, batchsize, repeat=False, shuffle=False)",
+        f"it gave more than {len(batches) - 1} batches of {batchsize} from {n_test} test examples: "
+        "the Evaluator reads its iterator until it is exhausted (see SerialIterator in Chainer's "
+        "reference for how an iterator ends after one pass)",
     )
     tested = [i for batch in batches for i in _ids(batch)]
     expect(
@@ -115,29 +135,33 @@ def model_and_optimizer(
     expect(
         isinstance(optimizer, chainer.Optimizer),
         f"optimizer is a {type(optimizer).__name__}, not an optimizer",
-        "e.g. chainer.optimizers.MomentumSGD(args.lr)",
+        "the updater needs a chainer.Optimizer to change the weights (the lesson uses momentum "
+        "SGD, from chainer.optimizers)",
     )
     expect(
         optimizer.target is model,
         "the optimizer is not set up on the model",
-        "call optimizer.setup(model)",
+        f"its target is {_what(optimizer.target)}: an optimizer updates only the link it was set "
+        "up on",
     )
     expect(
         getattr(optimizer, "lr", None) == lr,
         f"the optimizer's learning rate is {getattr(optimizer, 'lr', None)}, not args.lr ({lr})",
-        "pass args.lr to the optimizer",
+        "stage 1 trains at the single-worker rate from the command line; the later stages "
+        "scale it from there",
     )
     predictor: Any = getattr(model, "predictor", None)
     expect(
         isinstance(model, L.Classifier) and isinstance(predictor, models.MODELS[model_name]),
-        "the model should be L.Classifier around the network course.models.build(args.model, "
-        "width=args.width)",
+        f"the model should be L.Classifier around the network args.model names ({model_name!r} "
+        f"here); it is {_what(model)}",
         "L.Classifier adds the softmax cross-entropy loss and the accuracy the trainer reports",
     )
     expect(
         model.device == device,
         f"the model is on {model.device}, not on {device}",
-        "call model.to_device(device)",
+        "the updater sends each minibatch to `device`: the parameters must be there too, or "
+        "every update mixes arrays of two devices",
     )
     x, t = chainer.dataset.concat_examples(labelled_dataset(16))
     before = {
@@ -153,17 +177,18 @@ def model_and_optimizer(
     expect(
         np.isfinite(loss) and changed == len(before) > 0,
         f"one update changed {changed} of the model's {len(before)} initialised parameters",
-        "the optimizer must be set up on this model: optimizer.setup(model)",
+        "an update moves every parameter of the link the optimizer was set up on: the ones it "
+        "left alone belong to another link than this model",
     )
     reference = models.build(model_name, width=width)
     with chainer.using_config("train", False):
         reference(x[:1])  # sizes its lazily initialised layers
     expect(
         models.count_parameters(predictor) == models.count_parameters(reference),
-        f"the network has {models.count_parameters(predictor)} parameters; "
-        f"course.models.build({model_name!r}, "
-        f"width={width}) has {models.count_parameters(reference)}",
-        "use args.model and args.width",
+        f"the network has {models.count_parameters(predictor)} parameters; the course's "
+        f"{model_name!r} network at width {width} has {models.count_parameters(reference)}",
+        f"it was built with other settings than those in args (model {model_name!r}, width "
+        f"{width})",
     )
     passed(
         f"make_model_and_optimizer: {type(predictor).__name__} (width {width}) in L.Classifier on "
@@ -189,14 +214,17 @@ def trainer(build_trainer: Callable[..., Any], epochs: int = 2, batchsize: int =
         and updater.get_iterator("main") is train_iter
         and updater.get_optimizer("main") is optimizer,
         "the trainer's updater should be a StandardUpdater of train_iter and optimizer",
-        "training.updaters.StandardUpdater(train_iter, optimizer, device=device)",
+        f"{_updater_found(updater, train_iter, optimizer)}: on one device the standard updater "
+        "draws from the training iterator and updates with the optimizer it is given",
     )
-    expect_epochs(built, epochs, args.out, "pass out=args.out: the results file goes there")
+    expect_epochs(built, epochs, args.out, "the job's log and results file go there")
     evaluators = of_type(built, extensions.Evaluator)
     expect(
         len(evaluators) == 1 and evaluators[0].get_iterator("main") is test_iter,
         "the trainer needs one Evaluator on test_iter",
-        "trainer.extend(extensions.Evaluator(test_iter, model, device=device))",
+        f"it has {len(evaluators)} Evaluator(s)"
+        f"{'' if len(evaluators) != 1 else ', on another iterator'}: the log's validation/main/* "
+        "columns come from one pass over test_iter at every epoch end",
     )
     log = expect_meters_and_log(
         built,
@@ -204,10 +232,12 @@ def trainer(build_trainer: Callable[..., Any], epochs: int = 2, batchsize: int =
         batchsize,
         none=(
             "the trainer has no course.Throughput",
-            "trainer.extend(course.Throughput(args.batchsize, warmup=args.warmup))",
+            "the results file takes its images/sec from course.Throughput: the later stages' "
+            "speedups are measured against this run",
         ),
         moved=f"one device draws {batchsize}",
-        fix="one device is one worker: course.Throughput(args.batchsize, ...)",
+        fix="Throughput multiplies the steps per second by the images one step moves: on one "
+        "device, one minibatch",
     )
     passed(
         f"build_trainer: StandardUpdater, {epochs} epochs, Evaluator, Throughput, LogReport and "
@@ -268,7 +298,9 @@ def snapshots(add_snapshots: Callable[..., Any], epochs: int = 3, batchsize: int
         expect(
             len(found) == 1,
             f"add_snapshots added {len(found)} snapshot extensions; one is needed",
-            "trainer.extend(extensions.snapshot(...), trigger=(1, 'epoch'))",
+            "a job killed at its walltime would start over from epoch 0"
+            if not found
+            else "each would write its own files into the same run folder",
         )
         snapshot, trigger = found[0]
         expect(
@@ -276,25 +308,28 @@ def snapshots(add_snapshots: Callable[..., Any], epochs: int = 3, batchsize: int
             "the snapshot saves one object, not the trainer: a resumed run would lose the "
             "optimizer's momentum, "
             "the iterator's place in the epoch and the log",
-            "extensions.snapshot(...) saves the whole trainer",
+            "resuming needs the trainer's whole state: Chainer's reference tells snapshot "
+            "(the trainer) from snapshot_object (one object)",
         )
         expect(
             snapshot.filename == "snapshot_iter_{.updater.iteration}",
             f"the snapshots are named {snapshot.filename!r}; the next job looks for "
             "snapshot_iter_<iteration>",
-            "keep the default filename of extensions.snapshot",
+            "a file under another name is never found, and the job starts over",
         )
         expect(
             snapshot.n_retains >= 1,
             "every snapshot is kept, so a long run fills the disk",
-            "keep the newest few: extensions.snapshot(n_retains=2)",
+            "a resumed run needs only the newest snapshot (and one spare, in case a job dies "
+            "while writing one); each holds the model and the optimizer's state",
         )
         expect(
             (getattr(trigger, "period", None), getattr(trigger, "unit", None)) == (1, "epoch"),
             f"the snapshot runs every {getattr(trigger, 'period', '?')} "
             f"{getattr(trigger, 'unit', '?')}(s); "
             "take one at every epoch end",
-            "trigger=(1, 'epoch')",
+            "a job resumes from the last snapshot: taken less often, the work since then is lost "
+            "when the walltime ends the job",
         )
         checkpoint.attach(
             whole, add=False

@@ -46,9 +46,14 @@ def expect_epochs(built: training.Trainer, epochs: int, out: str, out_fix: str) 
         (getattr(stop, "period", None), getattr(stop, "unit", None)) == (epochs, "epoch"),
         f"the trainer stops after {getattr(stop, 'period', '?')} {getattr(stop, 'unit', '?')}(s), "
         f"not args.epoch ({epochs}) epochs",
-        "training.Trainer(updater, (args.epoch, 'epoch'), out=args.out)",
+        "the stop trigger sets how long the trainer runs: the job script passes the epochs in "
+        "args.epoch (see Trainer in Chainer's reference)",
     )
-    expect(built.out == out, "the trainer writes to another folder than args.out", out_fix)
+    expect(
+        built.out == out,
+        f"the trainer writes to another folder than args.out ({built.out!r}, not {out!r})",
+        out_fix,
+    )
 
 
 def expect_throughput(
@@ -96,8 +101,8 @@ def trained_log(built: training.Trainer, epochs: int) -> list[dict]:
         len(log) == epochs and all(k in log[-1] for k in ("main/loss", "validation/main/accuracy")),
         f"after {epochs} epochs the log has {len(log)} entries with "
         f"{sorted(log[-1]) if log else []}",
-        "LogReport() with its default (1, 'epoch') trigger; "
-        "the Evaluator reports validation/main/*",
+        "the checks and the report read one LogReport entry per epoch, with main/* from the "
+        "training and validation/main/* from the Evaluator",
     )
     return log
 
