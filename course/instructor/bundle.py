@@ -80,8 +80,8 @@ README = """# {course_id}: distributed deep learning with Chainer and ChainerMN
 
 1. `./install.sh` once (Python 3.11; `EXTRAS=gpu ./install.sh` on a GPU node of a cluster).
 2. `./start-jupyterlab.sh`, then open **Assignment List** (the Nbgrader menu): fetch
-   `{assignment}` if it is not already in `{folder}/`, and work through `01_single_gpu`,
-   `02_multi_gpu` and `03_multi_node` there. Each notebook submits its training jobs for you
+   `{assignment}` if it is not already in `{folder}/`, and work through
+   `01_single_gpu`, `02_multi_gpu` and `03_multi_node` there. Each notebook submits its training jobs for you
    (`qsub -j oe`, or this machine when the course runs without a cluster).
 3. Submit from the Assignment List, or in a terminal in this folder with
    `.venv/bin/python -m course handin`: it runs nbgrader's submit and says plainly whether your
@@ -92,8 +92,8 @@ README = """# {course_id}: distributed deep learning with Chainer and ChainerMN
 The exchange is the folder your instructor set when making this copy: `{exchange}`
 (`nbgrader_config.py`). If your instructor gives you another one, set `COURSE_EXCHANGE=/path` before
 starting JupyterLab or handing in. `.venv/bin/python -m course doctor` says what works on the
-machine you are on, and `.venv/bin/python -m course report {folder}/{assignment}` prints the table
-of your runs.
+machine you are on, and `.venv/bin/python -m course report {folder}/{assignment}`
+prints the table of your runs.
 """
 
 
