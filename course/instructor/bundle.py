@@ -81,8 +81,8 @@ README = """# {course_id}: distributed deep learning with Chainer and ChainerMN
 1. `./install.sh` once (Python 3.11; `EXTRAS=gpu ./install.sh` on a GPU node of a cluster).
 2. `./start-jupyterlab.sh`, then open **Assignment List** (the Nbgrader menu): fetch
    `{assignment}` if it is not already in `{folder}/`, and work through
-   `01_single_gpu`, `02_multi_gpu` and `03_multi_node` there. Each notebook submits its training jobs for you
-   (`qsub -j oe`, or this machine when the course runs without a cluster).
+   `01_single_gpu`, `02_multi_gpu` and `03_multi_node` there. Each notebook submits its
+   training jobs for you (`qsub -j oe`, or this machine when the course runs without a cluster).
 3. Submit from the Assignment List, or in a terminal in this folder with
    `.venv/bin/python -m course handin`: it runs nbgrader's submit and says plainly whether your
    work reached the exchange (a failed hand-in exits with status 1 and says why). What your jobs
