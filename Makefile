@@ -61,9 +61,12 @@ release: $(VENV)/.installed
 	$(PY) -m course release
 
 # What to hand out to students (never the repository: it holds solutions/): build/student-bundle.
+# EXCHANGE=/shared/exchange: the exchange folder the students submit to (every student must be able
+# to write it); default: $COURSE_EXCHANGE, else exchange/ here (one machine, one account only).
 BUNDLE ?= build/student-bundle
+EXCHANGE ?=
 student-bundle: $(VENV)/.installed
-	rm -rf $(BUNDLE) && $(PY) -m course bundle --out $(BUNDLE)
+	rm -rf $(BUNDLE) && $(PY) -m course bundle --out $(BUNDLE) $(if $(EXCHANGE),--exchange $(EXCHANGE))
 
 # Re-resolve the full lock (every transitive version) from the pins in pyproject.toml.
 lock:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
 from course.errors import CourseError
@@ -47,6 +48,10 @@ COMMANDS = {  # name: (module, what it does)
         "course.notebook.report",
         "the table of your runs: images/sec, speedup and efficiency vs stage 1",
     ),
+    "handin": (
+        "course.notebook.handin_command",
+        "hand in your assignment with nbgrader's submit; a failure exits 1 and says why",
+    ),
     "release": (
         "course.instructor.release",
         "make the student release notebooks/ from solutions/ (nbgrader)",
@@ -74,12 +79,20 @@ def command_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
 
 
 def usage() -> str:
-    width = max(map(len, COMMANDS))
-    lines = [f"  {name:<{width}}  {about}" for name, (_, about) in COMMANDS.items()]
+    # The students' copy of the kit has no course/instructor/ and no tools/: it lists neither.
+    kit = importlib.util.find_spec("course.instructor") is not None
+    shown = {
+        name: about
+        for name, (module, about) in COMMANDS.items()
+        if kit or not module.startswith("course.instructor")
+    }
+    width = max(map(len, shown))
+    lines = [f"  {name:<{width}}  {about}" for name, about in shown.items()]
+    tools = "\n\nmake bench (tools/bench.py) measures the kit; tools/pins.py keeps the pins."
     return (
         "usage: python -m course COMMAND [-h] [...]\n\nThe course kit's commands:\n"
         + "\n".join(lines)
-        + "\n\nmake bench (tools/bench.py) measures the kit; tools/pins.py keeps the pins."
+        + (tools if kit else "")
     )
 
 

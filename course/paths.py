@@ -44,3 +44,13 @@ def tool_environment() -> dict[str, str]:
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
+
+
+def install_command(gpu: bool = False, afresh: bool = False) -> str:
+    """The command that (re)installs this copy's environment: the kit checkout's Makefile, or the
+    students' bundle's install.sh, whichever this copy of the kit has."""
+    if (KIT_ROOT / "Makefile").is_file():
+        targets = ["clean"] * afresh + ["venv"] * (afresh or not gpu) + ["gpu"] * gpu
+        return "make " + " ".join(targets)
+    command = ("EXTRAS=gpu " if gpu else "") + "./install.sh"
+    return f"rm -rf .venv && {command}" if afresh else command

@@ -1,5 +1,6 @@
-# Site settings shared by the job scripts: the `local` profile (sites/local.toml).
-# Written by `python -m course site apply local`; change the profile and apply it again.
+# Site settings shared by the job scripts: the `local` site profile of the course kit.
+# Written by `python -m course site apply local` from that profile; to change a setting,
+# change the profile and apply it again.
 export COURSE_SITE=local
 export COURSE_SCHEDULER=local
 

@@ -3,11 +3,13 @@ and no instructor file, and its notebooks run on its own copy of the kit."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -215,3 +217,126 @@ def test_bundle_refuses_a_folder_that_is_not_empty(tmp_path):
     with pytest.raises(Exception, match="not empty"):
         bundle.build(ROOT, tmp_path / "old")
     assert paths.ASSIGNMENT not in {p.name for p in (tmp_path / "old").iterdir()}
+
+
+@pytest.mark.integration
+def test_the_bundle_ships_the_public_grading_rules_that_its_report_and_checks_read(
+    made, student_env, tmp_path
+):
+    import tomllib
+
+    from course.contracts import grading_rules
+
+    shipped = json.loads((made / "course" / "contracts" / grading_rules.PUBLIC.name).read_text())
+    instructors = tomllib.loads((ROOT / grading_rules.FILE).read_text())
+    assert shipped == {k: v for k, v in instructors.items() if k not in grading_rules.PRIVATE}
+    folder = exchange.assignment_folder(made, exchange.settings(made))
+    done = run_python(
+        "from course.contracts import grading_rules\n"
+        "from course.notebook.checks import allreduce\n"
+        "rules = grading_rules.for_students()\n"
+        "print(rules.accuracy_target('synthetic'), rules.prediction_factor)\n"
+        "print(allreduce.prediction_verdict(0.21))\n"
+        "print(allreduce.prediction_verdict(0.74))",
+        student_env,
+        folder,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    rules = grading_rules.GradingRules(instructors)
+    assert lines[0] == f"{rules.accuracy_target('synthetic')} {rules.prediction_factor}"
+    assert lines[1].startswith("NOT YET: the prediction is more than 4x away")
+    assert lines[2].startswith("PASS: the prediction is within 4x")
+
+
+def test_the_public_grading_rules_leave_the_instructors_accounting_out(tmp_path):
+    from course.contracts import grading_rules
+
+    source = tmp_path / "grading.toml"
+    source.write_text(
+        "[accounting]\nusers = { ada = 'u123' }\n[allreduce]\nprediction_factor = 3.0\n"
+    )
+    written = grading_rules.write_public(source, tmp_path / "public.json")
+    assert json.loads(written.read_text()) == {"allreduce": {"prediction_factor": 3.0}}
+
+
+# What a student can see: the bundle's own text files, its notebooks' cells, its job scripts and the
+# messages (string constants, docstrings left out) of its copy of the kit.
+def student_visible_text(made):
+    import ast
+
+    for path in sorted(made.glob("*")):
+        if path.is_file() and path.suffix in (".md", ".sh", ".py"):
+            yield path.name, path.read_text()
+    for path in sorted(made.glob(f"*/{paths.ASSIGNMENT}/**/*")):
+        if path.suffix == ".ipynb":
+            for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+                yield f"{path.name} cell {i}", "".join(cell["source"])
+        elif path.suffix == ".sh":
+            yield path.name, path.read_text()
+    for path in sorted((made / "course").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if id(node) not in docstrings:
+                    yield f"{path.relative_to(made)}:{node.lineno}", node.value
+
+
+PATH = re.compile(
+    r"(?<![\w/.<>$*-])((?:[\w.*<>-]+/)*[\w*<>-][\w.*<>-]*\.(?:md|sh|toml|ipynb|txt|yml|json|py))"
+    r"(?![\w/])"
+)
+# Files the kit writes while it runs (the stages' scripts, a run's files, scratch scripts), and
+# references that are the grader's or the instructor's own words, each with where it may appear.
+WRITTEN_AT_RUN_TIME = {
+    "results.json",
+    "spec.json",
+    "status.json",
+    "resume.json",
+    "stage2.py",  # the GPU self-test's scratch script
+    "stage3_functions.py",  # the stage-3 checks' scratch module
+    "train.py",  # course launch's example command
+}
+NOT_FOR_STUDENTS = {
+    # shown by `python -m course -h` only where course/instructor/ (the kit checkout) is there
+    ("course/cli.py", "tools/bench.py"),
+    ("course/cli.py", "tools/pins.py"),
+    ("course/cli.py", "make bench"),
+    # the grader's notes in feedback name the instructor's file
+    ("course/cluster/accounting.py", "grading.toml"),
+    ("course/contracts/grading_rules.py", "grading.toml"),
+    # site profiles are the instructor's (`course site apply`)
+    ("course/cluster/profile_schema.py", "sites/local.toml"),
+    ("course/contracts/benchmark.py", "-*/*.json"),  # a glob, not a file
+}
+
+
+@pytest.mark.integration
+def test_every_file_and_make_target_a_student_can_see_is_in_the_bundle(made):
+    from course.contracts import stages
+
+    files = [p.relative_to(made).as_posix() for p in made.rglob("*") if p.is_file()]
+    written = WRITTEN_AT_RUN_TIME | {stage.script for stage in stages.STAGES.values()}
+    targets = re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    make = re.compile(rf"\bmake ({'|'.join(map(re.escape, targets))})\b")
+
+    def there(token: str) -> bool:
+        pattern = re.sub(r"<[^>]*>", "*", token.removeprefix("./"))
+        return Path(pattern).name in written or any(
+            fnmatch.fnmatch(f, pattern) or fnmatch.fnmatch(f, f"*/{pattern}") for f in files
+        )
+
+    missing = []
+    for where, text in student_visible_text(made):
+        module = where.split(":")[0]
+        found = [m.group(0) for m in make.finditer(text)]
+        found += [m.group(1) for m in PATH.finditer(text) if not there(m.group(1))]
+        missing += [f"{where}: {name}" for name in found if (module, name) not in NOT_FOR_STUDENTS]
+    assert not missing, "the bundle lacks what these name:\n" + "\n".join(missing)

@@ -130,3 +130,27 @@ def test_a_course_at_production_settings_hands_in_once_the_named_snapshots_go(
     assert "ready to hand in" in capsys.readouterr().out
     exchange.run("submit", [A, "--student=kenji"], home, root, cache=home / "cache")
     assert list((root / settings.course_id / "inbound").glob(f"kenji+{A}+*"))
+
+
+@pytest.mark.integration
+def test_course_handin_says_whether_the_work_reached_the_exchange(cycle, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    _, root, home, settings = cycle
+    command = [sys.executable, "-m", "course", "handin", "--student=ben"]
+    command.append(f"--Exchange.cache={tmp_path}")
+    env = {k: v for k, v in os.environ.items() if k != exchange.ENV}
+    done = subprocess.run(command, cwd=home, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Handed in: distributed_training is in the exchange" in done.stdout
+    assert list((root / settings.course_id / "inbound").glob(f"ben+{A}+*"))
+    # An exchange that is not there (the students' configuration reads COURSE_EXCHANGE first):
+    # nbgrader refuses, and the hand-in says so and fails.
+    missing = tmp_path / "no-exchange"
+    env[exchange.ENV] = str(missing)
+    done = subprocess.run(command, cwd=home, env=env, capture_output=True, text=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Nothing was handed in" in done.stderr and str(missing) in done.stderr
+    assert "ask your instructor which exchange folder" in done.stderr, "nbgrader's refusal, said"

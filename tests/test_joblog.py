@@ -205,7 +205,9 @@ def test_throughput_line_round_trip():
     line = joblog.throughput_line(51.1234, counted=120, warmup=5, excluded=3)
     assert line == (
         "Throughput: 51.12 [images/sec.] over 120 steady iterations "
-        "(warm-up 5, 3 left out after epoch ends)"
+        "(warm-up 5, 3 left out after epoch ends): every counted image over their total time. "
+        "The per-epoch throughput column is the mean of each step's rate, which slow steps pull "
+        "down less, so it reads higher"
     )
     assert joblog.throughputs(f"epoch 4\n{line}\ncourse: results x\n") == [51.12]
 

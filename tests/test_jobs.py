@@ -288,10 +288,10 @@ def test_a_job_asking_for_missing_gpus_is_skipped_with_a_message_only_when_asked
     )
     assert said == [
         "NOT SUBMITTED: this machine has no GPU and jobs/gpus.sh asks for 2 GPU(s) per node, so "
-        "its "
-        "job cannot run here. Submit it on a GPU node of a cluster: qsub -j oe jobs/gpus.sh. The "
-        "rest "
-        "of this notebook runs here: read on."
+        "its job cannot run here. The checks that grade this job's run (its speedup and "
+        "efficiency) earn their points only once a run of it is in runs/: submit it from this "
+        "folder on a GPU node of a cluster (qsub -j oe jobs/gpus.sh) before you hand in. The "
+        "exercises and the rest of this notebook run here: read on."
     ]
     assert not list(state.glob("gpus.sh.o*")), "nothing ran"
     with pytest.raises(JobError, match="asks for 2 GPU"):  # without the flag: an error, as before

@@ -160,8 +160,9 @@ class SiteSettings:
         )
         communication = " ".join("/".join(filter(None, c)) for c in self.communication)
         return f"""\
-# Site settings shared by the job scripts: the `{self.site}` profile (sites/{self.site}.toml).
-# Written by `python -m course site apply {self.site}`; change the profile and apply it again.
+# Site settings shared by the job scripts: the `{self.site}` site profile of the course kit.
+# Written by `python -m course site apply {self.site}` from that profile; to change a setting,
+# change the profile and apply it again.
 export COURSE_SITE={self.site}
 export COURSE_SCHEDULER={self.scheduler}
 

@@ -181,8 +181,10 @@ def missing_gpus(
     return (
         f"NOT SUBMITTED: this machine {have} and {script} asks for {request.ngpus} GPU(s) per "
         "node, so "
-        f"its job cannot run here. Submit it on a GPU node of a cluster: qsub -j oe {script}. "
-        "The rest of this notebook runs here: read on."
+        "its job cannot run here. The checks that grade this job's run (its speedup and "
+        "efficiency) earn their points only once a run of it is in runs/: submit it from this "
+        f"folder on a GPU node of a cluster (qsub -j oe {script}) before you hand in. The "
+        "exercises and the rest of this notebook run here: read on."
     )
 
 

@@ -1,12 +1,15 @@
 """grading.toml, the instructor's rules: the one reader of the file, with typed values.
 
 The grader (course.instructor.scoring) and the report a student runs (course.notebook.report) both
-read it. The students' bundle has no grading.toml: `find()` then gives None, and the report goes
-without targets and reference figures; `load()` is for the grader, which cannot go without.
+read it. The students' bundle has no grading.toml: it ships its public part instead (every section
+but the instructor's [accounting]), written by `write_public` into PUBLIC beside this module, and
+`for_students()` reads whichever is there. `load()` is for the grader, which reads grading.toml
+itself.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from dataclasses import dataclass
@@ -17,6 +20,9 @@ from course.errors import GradingError
 
 FILE = "grading.toml"
 OVERRIDE = "COURSE_GRADING_CONFIG"  # the file to read instead of looking for one
+# The public part of grading.toml, in the students' bundle only (course bundle writes it).
+PUBLIC = Path(__file__).with_name("grading_public.json")
+PRIVATE = ("accounting",)  # sections students do not get: who is who on the cluster
 SUSPICIOUS_ABOVE = 1.05  # efficiency above which runs do not compare, where grading.toml sets none
 PREDICTION_FACTOR = 4.0  # how far the allreduce prediction may be off, where grading.toml sets none
 
@@ -106,3 +112,28 @@ def load() -> GradingRules:
         return GradingRules(tomllib.loads(path.read_text()))
     except tomllib.TOMLDecodeError as e:
         raise GradingError(f"{path} is not valid TOML: {e}", "fix the line it names") from None
+
+
+def for_students() -> GradingRules | None:
+    """The rules a student's report and checks show: grading.toml where `find()` finds one (the
+    instructor's folder), else the public part the bundle ships (PUBLIC); None when neither is
+    there."""
+    if find() is not None:
+        return load()
+    if PUBLIC.is_file():
+        return GradingRules(json.loads(PUBLIC.read_text()))
+    return None
+
+
+def write_public(source: Path, target: Path) -> Path:
+    """Write the public part of the grading.toml `source` (every section but PRIVATE's) as JSON to
+    `target`; returns `target`."""
+    try:
+        data = tomllib.loads(source.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise GradingError(
+            f"cannot read {source}: {e}", "fix grading.toml before making the bundle"
+        ) from None
+    public = {name: value for name, value in data.items() if name not in PRIVATE}
+    target.write_text(json.dumps(public, indent=1, sort_keys=True) + "\n")
+    return target

@@ -252,7 +252,9 @@ def throughput_line(images_per_sec: float, counted: int, warmup: int, excluded: 
     return (
         f"Throughput: {images_per_sec:.{THROUGHPUT_DECIMALS}f} [images/sec.] over {counted} steady "
         "iterations "
-        f"(warm-up {warmup}, {excluded} left out after epoch ends)"
+        f"(warm-up {warmup}, {excluded} left out after epoch ends): every counted image over "
+        "their total time. The per-epoch throughput column is the mean of each step's rate, which "
+        "slow steps pull down less, so it reads higher"
     )
 
 

@@ -52,7 +52,7 @@ def _cupy() -> Check:
             NOT_HERE,
             "CuPy",
             "not installed: training runs on CPU",
-            'on a GPU node:  pip install -e ".[gpu]"   (or: make gpu)',
+            f"on a GPU node:  {paths.install_command(gpu=True)}",
         )
     import cupy
 
@@ -147,7 +147,7 @@ def _kernels() -> Check:
     except nvrtc.KernelError as e:
         log = str(e).splitlines()
         cause = next((line.strip() for line in log if "error" in line), log[-1])
-        fix = "reinstall the environment: make clean venv gpu"
+        fix = f"reinstall the environment: {paths.install_command(gpu=True, afresh=True)}"
         if "cannot open source file" in cause or "no CUDA headers" in cause:
             fix = (
                 f'pip install "nvidia-cuda-runtime-cu12=={version}.*"  (CuPy takes the CUDA '
@@ -234,7 +234,8 @@ def _dataset() -> Check:
             PROBLEM,
             "data",
             f"no data set in {data.data_dir()}",
-            "python -m course data synthetic   (real CIFAR-10: see datasets/README.md)",
+            "python -m course data synthetic   (the notebooks' setup cell runs it for you; real "
+            "CIFAR-10: python -m course data cifar10 --from cifar-10-python.tar.gz)",
         )
     described = []
     for name in names:
@@ -273,7 +274,7 @@ def run_checks() -> list[Check]:
                     PROBLEM,
                     name,
                     f"check failed: {type(e).__name__}: {e}",
-                    "reinstall the environment: make clean venv",
+                    f"reinstall the environment: {paths.install_command(afresh=True)}",
                 )
             )
     return results

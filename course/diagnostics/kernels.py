@@ -22,6 +22,7 @@ import types
 import warnings
 from pathlib import Path
 
+from course import paths
 from course.cli import command_parser
 from course.diagnostics.nvrtc import (
     Kernel,
@@ -82,7 +83,9 @@ def _from_source(module: str, name: str, **names) -> object:
     }
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
-        raise KernelError(f"{module} is not installed: install the gpu extra (make gpu)")
+        raise KernelError(
+            f"{module} is not installed: install the gpu extra ({paths.install_command(gpu=True)})"
+        )
     path = Path(spec.origin)
 
     def value(node: ast.expr):

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from course import gpu
+from course import gpu, paths
 
 # Stage 2 in a child: the updater forks one worker per GPU and all-reduces their gradients with
 # NCCL.
@@ -193,7 +193,7 @@ def run(echo: Callable[[str], None] = print) -> int:
         )
         return 1
     if not gpu.cupy_installed():
-        echo('  [!!] CuPy is not installed: pip install -e ".[gpu]"  (or: make gpu)')
+        echo(f"  [!!] CuPy is not installed: {paths.install_command(gpu=True)}")
         return 1
     echo(f"  GPUs: {found.count} ({', '.join(found.names)}), driver {found.driver or 'unknown'}")
     gpu.preload_cuda_libraries()

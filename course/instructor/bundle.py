@@ -17,6 +17,9 @@ with every answer and hidden test. DIR holds
                              looks for it
 
 and no solutions/, hidden tests, grading.toml, instructor configuration or course/instructor/.
+Of grading.toml it ships the public part (the figures feedback shows anyway: targets, tiers, the
+prediction factor, references) as course/contracts/grading_public.json, which the students' report
+and checks read (course.contracts.grading_rules.for_students).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 
 from course import paths
 from course.cli import command_parser
+from course.contracts import grading_rules
 from course.errors import CourseError
 from course.instructor import exchange, release
 
@@ -76,15 +80,20 @@ README = """# {course_id}: distributed deep learning with Chainer and ChainerMN
 
 1. `./install.sh` once (Python 3.11; `EXTRAS=gpu ./install.sh` on a GPU node of a cluster).
 2. `./start-jupyterlab.sh`, then open **Assignment List** (the Nbgrader menu): fetch
-   `{assignment}` if it is not already in `{folder}/`, and work through `01_single_gpu`,
-   `02_multi_gpu` and `03_multi_node` there. Each notebook submits its training jobs for you
-   (`qsub -j oe`, or this machine when the course runs without a cluster).
-3. Submit from the Assignment List (or `nbgrader submit {assignment}` in this folder). What your
-   jobs wrote travels with it: `runs/` and the job logs (`run_*.sh.o<number>`); the snapshots do
-   not. Feedback comes back through the same list (**Fetch Feedback**).
+   `{assignment}` if it is not already in `{folder}/`, and work through
+   `01_single_gpu`, `02_multi_gpu` and `03_multi_node` there. Each notebook submits its
+   training jobs for you (`qsub -j oe`, or this machine when the course runs without a cluster).
+3. Submit from the Assignment List, or in a terminal in this folder with
+   `.venv/bin/python -m course handin`: it runs nbgrader's submit and says plainly whether your
+   work reached the exchange (a failed hand-in exits with status 1 and says why). What your jobs
+   wrote travels with it: `runs/` and the job logs (`run_*.sh.o<number>`); the snapshots do not.
+   Feedback comes back through the same list (**Fetch Feedback**).
 
-The exchange your instructor set is in `nbgrader_config.py`; `COURSE_EXCHANGE=/path` overrides it.
-`.venv/bin/python -m course doctor` says what works on the machine you are on.
+The exchange is the folder your instructor set when making this copy: `{exchange}`
+(`nbgrader_config.py`). If your instructor gives you another one, set `COURSE_EXCHANGE=/path` before
+starting JupyterLab or handing in. `.venv/bin/python -m course doctor` says what works on the
+machine you are on, and `.venv/bin/python -m course report {folder}/{assignment}`
+prints the table of your runs.
 """
 
 
@@ -146,6 +155,9 @@ def build(root: Path, out: Path, exchange_root: Path | None = None) -> Path:
     for name in KIT_FILES:
         shutil.copy(root / name, out / name)
     (out / "nbgrader_config.py").write_text(exchange.student_config(course, exchange_root))
+    grading_rules.write_public(
+        root / grading_rules.FILE, out / "course" / "contracts" / grading_rules.PUBLIC.name
+    )
     student_jupyter_config(out / "jupyter")
     bootstrap = subprocess.run(
         [sys.executable, str(root / "tools" / "pins.py"), "bootstrap"],
@@ -164,6 +176,7 @@ def build(root: Path, out: Path, exchange_root: Path | None = None) -> Path:
             course_id=course.course_id,
             assignment=paths.ASSIGNMENT,
             folder=target.parent.relative_to(out),
+            exchange=exchange_root or course.root,
         )
     )
     return out
@@ -188,4 +201,12 @@ def main(argv: list[str] | None = None) -> int:
         f"solutions).\nIts exchange: {exchange.settings(out).root} (students can override it with "
         f"{exchange.ENV})"
     )
+    chosen = exchange.settings(out).root.resolve()
+    if chosen.is_relative_to(root.resolve()):
+        print(
+            f"Warning: this bundle's exchange, {chosen}, is inside your copy of the kit, where "
+            "students on other accounts usually cannot write, so their hand-in would fail. For a "
+            "class, make the bundle again with a folder every student can write: make "
+            f"student-bundle EXCHANGE=/shared/exchange (or set {exchange.ENV} first)."
+        )
     return 0

@@ -15,7 +15,16 @@ from nbgrader.exchange.default.submit import ExchangeSubmit
 
 
 class NamingSubmit(ExchangeSubmit):
-    """nbgrader's default submit; over the size limit, its error names the largest files."""
+    """nbgrader's default submit; over the size limit, its error names the largest files, and every
+    refusal of nbgrader's says that nothing was handed in and where the exchange is."""
+
+    def fail(self, msg) -> None:
+        super().fail(
+            f"{msg}\nNothing was handed in. The exchange is {self.root} (nbgrader_config.py "
+            "sets it; COURSE_EXCHANGE=/path overrides it): ask your instructor which exchange "
+            "folder the course uses and whether the assignment was released there, then submit "
+            "again."
+        )
 
     def do_copy(self, src, dest, log=None) -> None:
         limit = 1000 * self.coursedir.max_dir_size

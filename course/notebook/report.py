@@ -38,9 +38,10 @@ def target_of(folder: Path = Path("."), baseline: str | None = None) -> float | 
 
 
 def _rules() -> grading_rules.GradingRules | None:
-    """grading.toml's rules where it can be read; None in the students' bundle, which has none."""
+    """grading.toml's rules where it can be read (its public part in the students' bundle); None
+    where neither is there."""
     try:
-        return grading_rules.load()
+        return grading_rules.for_students()
     except CourseError:
         return None
 
@@ -151,16 +152,35 @@ def notes(table: list[dict], target: float | None = None) -> list[str]:
     if target is not None:
         said.append(
             f"Time to target: wall time until validation accuracy first reached {target} "
-            "(grading.toml), at the resolution of the evaluations."
+            "(the course's grading rules), at the resolution of the evaluations."
         )
     noisy = [row["run"] for row in table if (row["efficiency"] or 0) > 1.0]
     if noisy:
         said.append(
             f"Efficiency above 1 ({', '.join(noisy)}) is measurement noise: the baseline ran "
             "slower than "
-            "usual (shared cores, another job). Run stage 1 and these again, one after the other, "
-            "or "
-            "compare interleaved as `make bench` does."
+            "usual (shared cores, another job). Run stage 1 and these again, one right after the "
+            "other, so that both meet the same load."
+        )
+    return said
+
+
+def efficiency_tiers(folder: Path = Path("."), baseline: str | None = None) -> list[str]:
+    """The efficiency points of stages 2 and 3 on the baseline's kind of device, as the course's
+    grading rules set them (nothing where no rules can be read)."""
+    rules, base = _rules(), comparison.baseline(folder, baseline)
+    if rules is None:
+        return []
+    kind = base.record.get("device_kind", "gpu") if base is not None else "gpu"
+    said = []
+    for stage in (stages.MULTI_GPU.name, stages.MULTI_NODE.name):
+        limits = rules.efficiency(stage, kind)
+        tiers = ", ".join(
+            f"{share:.0%} of them at {minimum} or more" for minimum, share in limits.tiers
+        )
+        said.append(
+            f"Efficiency points of {stage} on {kind} (the course's grading rules): {tiers}, none "
+            f"below; above {limits.suspicious_above} a run does not compare with stage 1."
         )
     return said
 
@@ -181,7 +201,7 @@ def show(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
         print("No runs yet: submit a job above, then run this cell again.")
         return table
     display(HTML(table_html(table)))
-    for line in notes(table, target_of(folder, baseline)):
+    for line in notes(table, target_of(folder, baseline)) + efficiency_tiers(folder, baseline):
         print(line)
     display(plot(table))
     plt.close("all")
@@ -220,7 +240,12 @@ def check_runs(stage: str, folder: Path = Path(".")) -> list[evidence.Run]:
     """Print whether the job outputs of `stage` will count (a visible self-check; never raises)."""
     found = evidence.runs(stage, folder)
     if not found:
-        print(f"No {stage} run yet in {Path(folder, results.RUNS_DIR)}/: submit the job above.")
+        job = stages.STAGES[stage].job_path if stage in stages.STAGES else "its job"
+        print(
+            f"No {stage} run yet in {Path(folder, results.RUNS_DIR)}/, so this check has nothing "
+            f"to grade and earns no points yet: submit {job} (the cell above; where it said NOT "
+            "SUBMITTED for want of GPUs, on a GPU node of a cluster), then run this cell again."
+        )
     for run in found:
         status = (
             "OK, traced to " + run.log.name
@@ -272,7 +297,9 @@ def main(argv: list[str]) -> int:
             "give the folder you submit the jobs from (it holds runs/ and the job logs)",
         )
     print(table_text(table))
-    for line in notes(table, target_of(args.folder, args.baseline)):
+    for line in notes(table, target_of(args.folder, args.baseline)) + efficiency_tiers(
+        args.folder, args.baseline
+    ):
         print(line)
     return 0
 
@@ -289,7 +316,10 @@ def check_accuracy(folder: Path = Path("."), baseline: str | None = None) -> lis
         )
         return found
     if target is None:
-        print("No accuracy target for this data set in grading.toml: final accuracies only.")
+        print(
+            "The course's grading rules set no accuracy target for this data set, so only the "
+            "final accuracies are shown; ask your instructor if you expected a target."
+        )
     for run in [base, *found]:
         tta = run.time_to_accuracy(target) if target is not None else None
         reached = (

@@ -200,7 +200,8 @@ def resolve(name: str) -> str:
             return candidate
     raise DatasetError(
         "no data set is prepared (neither real CIFAR-10 nor the synthetic set)",
-        "run:  python -m course data synthetic   (or see datasets/README.md for real data)",
+        "run:  python -m course data synthetic   (real CIFAR-10: python -m course data cifar10 "
+        "--from cifar-10-python.tar.gz)",
     )
 
 

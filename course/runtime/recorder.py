@@ -188,7 +188,8 @@ class RunRecorder:
             batch_per_worker=self.args.batchsize,
             learning_rate=self.record["learning_rate"],
             seed=self.record["seed"],
-            lr_rule=(self.record["lr_schedule"] or {}).get("rule"),
+            # one worker: every rule gives the single-worker rate, so the header names none
+            lr_rule=(self.record["lr_schedule"] or {}).get("rule") if self.workers > 1 else None,
             communicator=self.record["communicator"],
             allreduce=self.record["allreduce"],
             gpu_model=self.record["gpu_model"],

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from course import costmodel
+from course.contracts import grading_rules
 from course.notebook import allreduce_report, profile_report
 from course.notebook.allreduce_report import parameter_arrays
 from course.notebook.checks.verdict import call, expect, fail, passed
@@ -314,4 +315,24 @@ def predict_profiled_step(
         "ms, measured "
         f"{measured['seconds'] * 1e3:.2f} ms per step (ratio {predicted / measured['seconds']:.2f})"
     )
+    print(prediction_verdict(predicted / measured["seconds"]))
     return predicted, measured
+
+
+def prediction_verdict(ratio: float) -> str:
+    """Whether a predicted / measured ratio earns the point, by the course's prediction factor
+    (grading.toml's [allreduce], or its public part in the students' bundle)."""
+    rules = grading_rules.for_students()
+    factor = rules.prediction_factor if rules is not None else grading_rules.PREDICTION_FACTOR
+    if 1 / factor <= ratio <= factor:
+        return (
+            f"PASS: the prediction is within {factor:g}x of the measurement, the factor the "
+            "course's grading rules allow either way, so it earns the point."
+        )
+    return (
+        f"NOT YET: the prediction is more than {factor:g}x away from the measurement (the course's "
+        "grading rules allow that factor either way), so it would earn no point. Check the "
+        "model's inputs: the bytes are parameters x 4, the ranks and algorithm those of the "
+        "measured run, alpha and beta from your fit of that rank count; the naive communicator "
+        "sends one allreduce per parameter array, each paying alpha."
+    )
