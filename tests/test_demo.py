@@ -21,11 +21,15 @@ STUDENTS = (
 
 
 @pytest.mark.slow
-def test_a_term_through_nbgraders_exchange(tmp_path, quick_env, monkeypatch):
+def test_a_term_through_nbgraders_exchange(tmp_path, quick_env, monkeypatch, capfd):
     if not bubblewrap():
         monkeypatch.setenv(sandbox.SWITCH, "off")
     status, folders = demo.play_term(ROOT, tmp_path, STUDENTS, env=quick_env)
     assert status == 0
+    # Long steps say how far they are: each graded cell a student runs, each submission verified.
+    said = capfd.readouterr().out
+    assert "    01_single_gpu.ipynb cell " in said and " (check_iterators): " in said, said
+    assert "  verified ada (" in said and "  verified ben (" in said, said
     course = tmp_path / "course"
     inbound = tmp_path / "exchange" / "chainer-distributed-training" / "inbound"
     sent = {

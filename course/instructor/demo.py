@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from course import paths
 from course.cli import command_parser
@@ -116,15 +117,38 @@ def student_copy(release_folder: Path, solutions_folder: Path, destination: Path
     return destination
 
 
-def run_notebook(path: Path, timeout: int = 1800, env: dict[str, str] | None = None) -> list[str]:
+# A cell that runs at least this long (a job, a stage-3 check) is said as it ends, with the time.
+SLOW_CELL = 5.0
+
+
+def run_notebook(
+    path: Path,
+    timeout: int = 1800,
+    env: dict[str, str] | None = None,
+    echo: Callable[[str], None] | None = None,
+) -> list[str]:
     """Execute a notebook in its folder as JupyterLab would, keep its outputs; return its errors.
 
-    env: the kernel's environment (default: this process's).
+    env: the kernel's environment (default: this process's); echo: told of each graded or slow cell
+    as it ends, so that a long notebook shows its progress.
     """
     import nbformat
     from nbclient import NotebookClient
 
     notebook = nbformat.read(path, as_version=4)
+    started = time.monotonic()
+    cell_started = [started]
+
+    def cell_ended(cell: Any, cell_index: int, **_: Any) -> None:
+        now = time.monotonic()
+        took = now - cell_started[0]
+        name = nbgrader_cells.grade_id(cell)
+        if echo is not None and (name or took >= SLOW_CELL):
+            echo(
+                f"    {path.name} cell {cell_index + 1}/{len(notebook.cells)}"
+                f"{f' ({name})' if name else ''}: {took:.0f} s, {now - started:.0f} s in"
+            )
+
     client = NotebookClient(
         notebook,
         timeout=timeout,
@@ -132,6 +156,8 @@ def run_notebook(path: Path, timeout: int = 1800, env: dict[str, str] | None = N
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
         extra_arguments=["--IPKernelApp.log_level=ERROR"],
+        on_cell_start=lambda cell, cell_index: cell_started.__setitem__(0, time.monotonic()),
+        on_cell_executed=cell_ended,
     )  # as nbgrader_config.py
     client.execute(**({"env": env} if env is not None else {}))
     nbformat.write(notebook, path)
@@ -166,7 +192,7 @@ def run_all(
     stopped."""
     for name in notebooks:
         started = time.monotonic()
-        errors = run_notebook(folder / name, env=env)
+        errors = run_notebook(folder / name, env=env, echo=echo)
         echo(
             f"  {name}: ran in {time.monotonic() - started:.0f} s"
             + ("" if not errors else "; stopped with: " + "; ".join(errors))
