@@ -32,6 +32,7 @@ def student(command: list[str], cwd, env, timeout: float = 600) -> subprocess.Co
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(INSTALL_TIMEOUT + NOTEBOOK_TIMEOUT + 600)  # each step's limit, and grading
 def test_a_term_from_the_student_bundle_alone(tmp_path, quick_env, monkeypatch):
     if not bubblewrap():
         monkeypatch.setenv(sandbox.SWITCH, "off")
