@@ -10,6 +10,8 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
+# make test's pytest-xdist workers: one per core (tests/conftest.py keeps the cluster tests on one).
+TEST_WORKERS ?= auto
 
 .PHONY: demo test test-fast test-unit lint bench venv gpu release student-bundle lock clean
 
@@ -21,7 +23,7 @@ demo: $(VENV)/.installed
 #   test-fast  all but the slow: the unit tests and the quick ones that start MPI, jobs or nbgrader.
 #   test-unit  no MPI, no jobs, no nbgrader apps, no Slurm, no browser (a test that starts one fails).
 test: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: $(VENV)/.installed
 	$(PY) -m pytest -m "not slow"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from course import gpu
-from tests import slurm_cluster
+from tests import apt, slurm_cluster
 from tests.helpers import PYTHON, ROOT
 
 # One BLAS thread per process, as in the course (a CPU device is one core).
@@ -27,7 +27,15 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 
+# The tests that start a scheduler's daemons share this machine's munge, namespaces and bridge:
+# under pytest-xdist (`make test`, --dist loadgroup) they all run on one worker, one at a time.
+CLUSTER_MARKERS = ("slurm", "pbs")
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if any(item.get_closest_marker(marker) for marker in CLUSTER_MARKERS):
+            item.add_marker(pytest.mark.xdist_group("clusters"))
     if not any("gpu" in item.keywords for item in items):
         return
     found = gpu.visible_gpus() if gpu.cupy_installed() else None
@@ -88,19 +96,33 @@ def quick_env(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def student_run(quick_env, tmp_path_factory) -> Path:
-    """A student who solved every notebook and ran each top to bottom, real jobs included."""
+def student_run(quick_env, tmp_path_factory, worker_id) -> Path:
+    """A student who solved every notebook and ran each top to bottom, real jobs included.
+
+    Made once per test run, also when pytest-xdist's workers share it (`make test`): the first
+    worker to need it makes it under a lock in the run's shared folder, the others wait and read it.
+    Tests copy it before changing anything."""
+    from filelock import FileLock
+
     from course.instructor import demo
 
-    # A CPU student, on GPU nodes too (CUDA_VISIBLE_DEVICES= hides the GPUs from the kit and CuPy):
-    # the tests that use it expect the CPU course (stage 2 refused, naive in stage 3). The gpu tests
-    # run their own jobs.
-    return demo.play_student(
-        ROOT,
-        tmp_path_factory.mktemp("student-run"),
-        echo=lambda line: None,
-        env={**quick_env, "CUDA_VISIBLE_DEVICES": ""},
-    )
+    shared = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        shared = shared.parent  # the folder every worker's own temporary folder is in
+    made = shared / "student-run.made"
+    with FileLock(shared / "student-run.lock"):
+        if not made.exists():
+            # A CPU student, on GPU nodes too (CUDA_VISIBLE_DEVICES= hides the GPUs from the kit
+            # and CuPy): the tests that use it expect the CPU course (stage 2 refused, naive in
+            # stage 3). The gpu tests run their own jobs.
+            folder = demo.play_student(
+                ROOT,
+                shared / "student-run",
+                echo=lambda line: None,
+                env={**quick_env, "CUDA_VISIBLE_DEVICES": ""},
+            )
+            made.write_text(str(folder))
+    return Path(made.read_text())
 
 
 @pytest.fixture
@@ -126,17 +148,8 @@ def chromium() -> tuple[str, str]:
     can; else the test is skipped with the reason (no browser is downloaded from anywhere else)."""
     import shutil
 
-    if (
-        not (shutil.which("chromium") and shutil.which("chromedriver"))
-        and os.geteuid() == 0
-        and shutil.which("apt-get")
-    ):
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        for command in (
-            ["apt-get", "update", "-qq"],
-            ["apt-get", "install", "-y", "-qq", "chromium", "chromium-driver"],
-        ):
-            subprocess.run(command, capture_output=True, env=env, timeout=900)
+    if not (shutil.which("chromium") and shutil.which("chromedriver")) and apt.can_install():
+        apt.install("chromium", "chromium-driver")
     browser, driver = shutil.which("chromium"), shutil.which("chromedriver")
     if not (browser and driver):
         pytest.skip(

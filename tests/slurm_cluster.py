@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tests import apt
+
 if TYPE_CHECKING:
     from course.cluster.submit import Job
 
@@ -72,15 +74,11 @@ def _run(*command: str, check: bool = True) -> subprocess.CompletedProcess:
 def install() -> None:
     if all(shutil.which(p) for p in ("slurmctld", "slurmd", "sbatch", "qsub", "munged")):
         return
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
+    if not apt.can_install():
         raise Unavailable("Slurm is not installed, and installing it needs root and apt-get")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *PACKAGES]):
-        run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
-        if run.returncode != 0:
-            raise Unavailable(
-                f"{' '.join(command)} failed: {(run.stderr or run.stdout).strip()[-300:]}"
-            )
+    failed = apt.install(*PACKAGES)
+    if failed:
+        raise Unavailable(failed)
 
 
 @dataclass

@@ -51,3 +51,36 @@ def test_a_term_through_nbgraders_exchange(tmp_path, quick_env, monkeypatch, cap
     ada = next((folders["ada"] / "feedback").rglob("01_single_gpu.html")).read_text()
     ben = next((folders["ben"] / "feedback").rglob("01_single_gpu.html")).read_text()
     assert "Score: 4.0 / 14.0" in ada and "Score: 0.0 / 14.0" in ben, "each fetched their own"
+
+
+@pytest.mark.integration
+def test_a_long_cell_says_it_is_still_running(tmp_path, monkeypatch):
+    """The demo's stage-3 comparison runs for many minutes in one cell: it says so while it runs.
+    The cell waits until the demo has said it (no sleep decides the outcome)."""
+    import nbformat
+
+    said = tmp_path / "said"
+    monkeypatch.setattr(demo, "HEARTBEAT", 0.5)
+    monkeypatch.setattr(demo, "SLOW_CELL", 0.0)  # and said as it ends
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell(
+            "import pathlib, time\n"
+            f"said = pathlib.Path({str(said)!r})\n"
+            "deadline = time.monotonic() + 120\n"
+            "while not said.exists() and time.monotonic() < deadline:\n"
+            "    time.sleep(0.1)\n"
+            "assert said.exists(), 'the demo said nothing while this cell ran'"
+        )
+    ]
+    nbformat.write(notebook, tmp_path / "long.ipynb")
+    lines: list[str] = []
+
+    def echo(line: str) -> None:
+        lines.append(line)
+        if "still running" in line:
+            said.touch()
+
+    assert demo.run_notebook(tmp_path / "long.ipynb", echo=echo) == []
+    assert lines[0].startswith("    long.ipynb cell 1/1: still running, "), lines
+    assert lines[-1].startswith("    long.ipynb cell 1/1: ") and " s in" in lines[-1], lines

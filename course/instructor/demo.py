@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -117,8 +118,10 @@ def student_copy(release_folder: Path, solutions_folder: Path, destination: Path
     return destination
 
 
-# A cell that runs at least this long (a job, a stage-3 check) is said as it ends, with the time.
+# A cell that runs at least this long (a job, a stage-3 check) is said as it ends, with the time;
+# one still running is said every HEARTBEAT seconds (a stage-3 comparison takes many minutes).
 SLOW_CELL = 5.0
+HEARTBEAT = 60.0
 
 
 def run_notebook(
@@ -137,17 +140,30 @@ def run_notebook(
 
     notebook = nbformat.read(path, as_version=4)
     started = time.monotonic()
-    cell_started = [started]
+    running: list[Any] = [None, 0, started]  # the cell under way, its index, when it started
+    finished = threading.Event()
+
+    def where(cell: Any, cell_index: int) -> str:
+        name = nbgrader_cells.grade_id(cell)
+        return f"    {path.name} cell {cell_index + 1}/{len(notebook.cells)}" + (
+            f" ({name})" if name else ""
+        )
+
+    def cell_started(cell: Any, cell_index: int, **_: Any) -> None:
+        running[:] = [cell, cell_index, time.monotonic()]
 
     def cell_ended(cell: Any, cell_index: int, **_: Any) -> None:
         now = time.monotonic()
-        took = now - cell_started[0]
-        name = nbgrader_cells.grade_id(cell)
-        if echo is not None and (name or took >= SLOW_CELL):
-            echo(
-                f"    {path.name} cell {cell_index + 1}/{len(notebook.cells)}"
-                f"{f' ({name})' if name else ''}: {took:.0f} s, {now - started:.0f} s in"
-            )
+        took = now - running[2]
+        running[0] = None
+        if echo is not None and (nbgrader_cells.grade_id(cell) or took >= SLOW_CELL):
+            echo(f"{where(cell, cell_index)}: {took:.0f} s, {now - started:.0f} s in")
+
+    def heartbeat() -> None:
+        while not finished.wait(HEARTBEAT):
+            cell, cell_index, since = running
+            if echo is not None and cell is not None and time.monotonic() - since >= HEARTBEAT:
+                echo(f"{where(cell, cell_index)}: still running, {time.monotonic() - since:.0f} s")
 
     client = NotebookClient(
         notebook,
@@ -156,10 +172,16 @@ def run_notebook(
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
         extra_arguments=["--IPKernelApp.log_level=ERROR"],
-        on_cell_start=lambda cell, cell_index: cell_started.__setitem__(0, time.monotonic()),
+        on_cell_start=cell_started,
         on_cell_executed=cell_ended,
     )  # as nbgrader_config.py
-    client.execute(**({"env": env} if env is not None else {}))
+    beating = threading.Thread(target=heartbeat, daemon=True)
+    beating.start()
+    try:
+        client.execute(**({"env": env} if env is not None else {}))
+    finally:
+        finished.set()
+        beating.join()
     nbformat.write(notebook, path)
     errors = []
     for cell in notebook.cells:

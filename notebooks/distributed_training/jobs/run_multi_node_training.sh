@@ -16,7 +16,8 @@ source jobs/site_env.sh
 # ALLREDUCE: Open MPI's allreduce algorithm under it (ring, recursive_doubling, ...);
 # LR_RULE: how the learning rate follows the total batch (constant, linear, warmup);
 # BATCHSIZE: images per rank and step, instead of the site's (strong scaling: the site's batch / ranks);
-# PROFILE=1: time each step's phases per rank; PROFILE=nsys: that, under Nsight Systems, one report per rank.
+# PROFILE=1: time each step's phases per rank, over one epoch (a median needs no more);
+# PROFILE=nsys: that, under Nsight Systems, one report per rank.
 profiler=()
 if [ "${PROFILE:-}" = nsys ]; then
     command -v nsys >/dev/null || { echo "PROFILE=nsys: nsys (Nsight Systems) is not on this node's PATH; load its module in the site profile's setup, or use PROFILE=1"; exit 2; }
@@ -25,4 +26,4 @@ if [ "${PROFILE:-}" = nsys ]; then
 fi
 python -m course launch --allreduce "${ALLREDUCE:-}" -- "${profiler[@]}" \
     python train_cifar_multi_node.py $COURSE_TRAIN_ARGS --communicator "${COMMUNICATOR:-auto}" \
-    --lr-rule "${LR_RULE:-warmup}" ${BATCHSIZE:+--batchsize "$BATCHSIZE"} ${PROFILE:+--profile}
+    --lr-rule "${LR_RULE:-warmup}" ${BATCHSIZE:+--batchsize "$BATCHSIZE"} ${PROFILE:+--profile --epoch 1}
