@@ -153,7 +153,7 @@ def compare(
         )
     if said:
         said.append(
-            "The alpha-beta model has no term for the sums themselves (the seed's table 1 counts "
+            "The alpha-beta model has no term for the sums themselves (the Fujitsu study's table 1 counts "
             "them as "
             "computation): recursive doubling adds the whole vector at each of its log2(p) steps, "
             "the ring "

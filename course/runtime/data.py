@@ -66,7 +66,7 @@ def path_for(name: str) -> Path:
 
 
 def variant_name(base: str, size: int, percent: float) -> str:
-    """The seed hands-on's naming: 5% of CIFAR-10 at 256 px is cifar10_256px_5p."""
+    """The Reedbush-H hands-on's naming: 5% of CIFAR-10 at 256 px is cifar10_256px_5p."""
     return f"{base}_{size}px_{percent:g}p"
 
 

@@ -355,7 +355,7 @@ _OTHER_SITES = (
         2,
         2,
         "00:20:00",
-    ),  # the seed hands-on's machine, 2 nodes x 2 GPUs
+    ),  # the Reedbush-H hands-on's machine, 2 nodes x 2 GPUs
     ("no-queue", None, None, 4, 1, "01:30:00"),
     ("queue-only", "short", None, 1, 8, "00:05:00"),
 )
