@@ -8,9 +8,9 @@ An allreduce of n bytes on p ranks costs T = a·α + b·n·β, α the latency of
     ring                T = 2(p−1)·α + 2(p−1)/p·n·β  reduce-scatter then allgather,
                                                      2(p−1) steps of n/p bytes
 
-Recursive doubling is the Fujitsu study's BRD (Yamazaki et al. 2016) (全量バタフライ, "butterfly recursive
-doubling", 001_* table 1: M·log2 N bytes per node in log2 N phases). Table 1 has no ring; its
-VHD (recursive halving then doubling, Rabenseifner) sends at most 2M per node like the ring, in
+Recursive doubling is the Fujitsu study's (Yamazaki et al. 2016) BRD (全量バタフライ, "butterfly
+recursive doubling", its table 1: M·log2 N bytes per node in log2 N phases). Table 1 has no ring;
+its VHD (recursive halving then doubling, Rabenseifner) sends at most 2M per node like the ring, in
 2·log2 N phases instead of 2(N−1).
 """
 

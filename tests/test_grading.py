@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from course import comparison, evidence, paths
-from course.instructor import demo, grade_report, nbgrader_cells
+from course.instructor import demo, grade_report, nbgrader_cells, process_limit
 from tests.helpers import PYTHON, ROOT, bubblewrap
 from tests.solutions import solution_functions
 
@@ -274,6 +274,15 @@ for path in ('{root}/gradebook.db', '{root}/grading.toml', alice):
 
 # (submission, how to make it from the solved run, expected score or None (not graded), {test:
 # words}, flags)
+FORK_BOMB = """import os, time
+while True:
+    try:
+        child = os.fork()
+    except OSError:
+        break
+    if child == 0:
+        time.sleep(600)
+        os._exit(0)"""
 ATTACKS = {
     # A solution cell that patches the check it should pass: the patch never runs in the grader.
     "mallory": (
@@ -345,6 +354,21 @@ ATTACKS = {
         None,
         "ended without a result",
         {},
+    ),
+    # A fork bomb: the submission's process limit refuses it, its test says so, the rest is graded
+    # (planted only where the limit holds: tests/test_verify_limits.py says where it does not).
+    "sybil": (
+        lambda f, root: set_cell(
+            f,
+            "01_single_gpu.ipynb",
+            "make_iterators",
+            with_lines("single_gpu", "make_iterators", FORK_BOMB),
+        )
+        if not process_limit.unavailable()
+        else None,
+        SOLVED - 2,
+        {("01_single_gpu", "check_iterators"): "processes at once that a submission may run"},
+        {("01_single_gpu", "check_iterators"): "met the limit of 256 processes"},
     ),
     # An endless loop: the cell's time runs out, and says so.
     "rita": (
@@ -561,6 +585,8 @@ def test_a_students_attack_on_the_grader_earns_nothing_and_is_flagged(graded, st
             "bubblewrap cannot run here (it needs root or user namespaces): the sandbox is off"
         )
     _, expected_score, messages, expected_flags = ATTACKS[student]
+    if student == "sybil" and process_limit.unavailable():
+        pytest.skip(f"no process limit here ({process_limit.unavailable()}): no fork bomb planted")
     if expected_score is None:
         [row] = [row for row in details if row["student"] == student]
         assert row["message"].startswith("NOT GRADED: ") and messages in row["message"], row[

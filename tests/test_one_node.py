@@ -1,5 +1,6 @@
-"""The Reedbush-H hands-on's optional experiment, MultiprocessParallelUpdater beside ChainerMN on one node's GPUs
-(course.notebook.one_node): the runs it pairs, and what it says where there are none."""
+"""The Reedbush-H hands-on's optional experiment, MultiprocessParallelUpdater beside ChainerMN on
+one node's GPUs (course.notebook.one_node): the runs it pairs, and what it says where there are
+none."""
 
 from __future__ import annotations
 

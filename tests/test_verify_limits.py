@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course.instructor import sandbox, verify, verify_worker
+from course.instructor import process_limit, sandbox, verify, verify_worker
 from course.instructor.verify_protocol import Plan
 from course.instructor.verify_protocol import TestCell as Cell  # not a test class
 from tests.helpers import bubblewrap
@@ -89,3 +89,62 @@ def test_a_process_a_test_leaves_behind_is_ended_before_the_next_test(outputs):
     assert outputs["check_fork"] == []
     [stream] = outputs["check_after"]
     assert stream["text"] == "left behind: False\n"
+
+
+BOMB = """
+def bomb():
+    import os, time
+    started = 0
+    while True:
+        try:
+            child = os.fork()
+        except OSError:
+            break
+        if child == 0:
+            time.sleep(600)
+            os._exit(0)
+        started += 1
+    print("started", started)
+
+
+def fine():
+    import os
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    os.waitpid(child, 0)
+    print("a test after the bomb forks as usual")
+"""
+
+
+def test_a_fork_bomb_meets_the_submissions_process_limit_and_the_next_test_runs(tmp_path):
+    """The limit is a cgroup per submission: the bomb's test fails saying so, the next test of the
+    same submission starts its processes, and nothing of the submission is left running."""
+    unlimited = process_limit.unavailable()
+    if unlimited:
+        pytest.skip(f"no process limit here ({unlimited}): no fork bomb is let loose")
+    cell = nbformat.v4.new_code_cell(BOMB)
+    cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "code"}
+    folder = tmp_path / "student"
+    folder.mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), folder / "bomb.ipynb")
+    (tmp_path / "grading.toml").write_text("")
+    tests = [Cell("check_bomb", "bomb()", "", 1), Cell("check_fine", "fine()", "", 1)]
+    groups_before = set(process_limit._own_group().glob("course-verify-*"))
+    [verdict] = verify.verify(
+        folder,
+        [Plan("bomb.ipynb", "", ["code"], tests)],
+        hidden=[tmp_path / "hidden"],
+        grading_config=tmp_path / "grading.toml",
+        timeout=60,
+    )
+    limit = process_limit.MAX_PROCESSES
+    printed, error = verdict.outputs["check_bomb"][0]["text"], verdict.outputs["check_bomb"][-1]
+    assert 0 < int(printed.split()[-1]) < limit, printed
+    assert error["ename"] == "ProcessLimit"
+    assert f"more than the {limit} processes" in error["evalue"]
+    assert verdict.flags["check_bomb"] == [f"met the limit of {limit} processes"]
+    [fine] = verdict.outputs["check_fine"]
+    assert fine["output_type"] == "stream"
+    assert fine["text"] == "a test after the bomb forks as usual\n"
+    assert set(process_limit._own_group().glob("course-verify-*")) == groups_before

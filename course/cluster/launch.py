@@ -29,7 +29,8 @@ DEFAULT_TEMPLATE = "mpiexec -n {nprocs} --hostfile {hostfile}"
 # What `build` fills in; `course site apply` refuses a profile's template with any other field.
 TEMPLATE_FIELDS = ("nprocs", "ranks_per_node", "nodes", "hostfile", "export")
 # Open MPI's names for the allreduce algorithms of its `tuned` component. The stage-3 notebook maps
-# them onto the Fujitsu study's (Yamazaki et al. 2016): nonoverlapping ~ BRB, recursive doubling ~ BRD, Rabenseifner ~ VHD.
+# them onto the Fujitsu study's (Yamazaki et al. 2016): nonoverlapping ~ BRB, recursive doubling
+# ~ BRD, Rabenseifner ~ VHD.
 ALLREDUCE = {
     "basic_linear": 1,
     "nonoverlapping": 2,

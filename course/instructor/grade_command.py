@@ -22,7 +22,7 @@ from pathlib import Path
 from course import paths
 from course.cli import command_parser
 from course.errors import GradingError
-from course.instructor import autograde, plagiarism, sandbox, verify
+from course.instructor import autograde, plagiarism, process_limit, sandbox, verify
 from course.instructor.autograde import ASSIGNMENT
 from course.instructor.grade_report import summary, write_details
 from course.instructor.nbgrader_hook import CELL_TIMEOUT
@@ -115,6 +115,14 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
         f"{args.jobs or os.cpu_count()} at a time"
         + ("" if sandbox.enabled() else f"; WITHOUT the sandbox ({sandbox.SWITCH}=off)")
     )
+    unlimited = process_limit.unavailable()
+    if unlimited:
+        print(
+            f"processes: NOT limited per submission here ({unlimited}), so a submission that "
+            "forks without end slows the others' grading: grade as root, or where the pids "
+            f"cgroup controller is delegated (limit: {process_limit.MAX_PROCESSES})",
+            file=sys.stderr,
+        )
     print(
         f"gradebook: {out} (nbgrader export), per test: {details}"
         + (f"; feedback: {root / 'feedback'}" if args.feedback else "")

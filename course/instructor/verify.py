@@ -33,7 +33,7 @@ from typing import Any
 
 from course import paths
 from course.errors import GradingError
-from course.instructor import nbgrader_cells, sandbox
+from course.instructor import nbgrader_cells, process_limit, sandbox
 from course.instructor.verify_protocol import (
     SANDBOXED,
     Plan,
@@ -58,6 +58,43 @@ _PASSED_ON = (
 )
 
 
+def _run_worker(
+    folder: Path,
+    tmp: Path,
+    request: Request,
+    hidden: list[Path],
+    env: dict[str, str],
+    group: process_limit.ProcessLimit | None,
+) -> subprocess.CompletedProcess:
+    """The worker's run for one submission: in the sandbox where it is on, in `group` if any."""
+    if group is not None:
+        env[process_limit.EVENTS] = str(group.events)
+    argv = [sys.executable, "-P", "-m", "course.instructor.verify_worker"]
+    if sandbox.enabled():
+        env[SANDBOXED] = "1"
+        argv = sandbox.command(argv, readable=[folder, tmp], hidden=hidden, workdir=folder, env=env)
+        run_env = None
+    else:
+        run_env = {**os.environ, **env, "PYTHONSAFEPATH": "1"}
+    if group is not None:
+        argv = group.command(argv)
+    budget = 60 + sum(len(plan.tests) for plan in request.plans) * (request.timeout + 20)
+    try:
+        return subprocess.run(
+            argv,
+            input=request.to_json(),
+            capture_output=True,
+            text=True,
+            cwd=folder,
+            env=run_env,
+            timeout=budget,
+        )
+    except subprocess.TimeoutExpired:
+        raise VerificationError(
+            f"the grader's process for this submission ran past {budget:g} s", ""
+        ) from None
+
+
 def verify(
     folder: Path,
     notebook_plans: list[Plan],
@@ -75,30 +112,12 @@ def verify(
         config = Path(tmp) / "grading.toml"
         config.write_text(Path(grading_config).read_text())
         env["COURSE_GRADING_CONFIG"] = str(config)
-        argv = [sys.executable, "-P", "-m", "course.instructor.verify_worker"]
-        if sandbox.enabled():
-            env[SANDBOXED] = "1"
-            argv = sandbox.command(
-                argv, readable=[folder, Path(tmp)], hidden=hidden, workdir=folder, env=env
-            )
-            run_env = None
-        else:
-            run_env = {**os.environ, **env, "PYTHONSAFEPATH": "1"}
-        budget = 60 + sum(len(plan.tests) for plan in notebook_plans) * (timeout + 20)
+        group, _ = process_limit.start()  # course grade says once when there is none
         try:
-            run = subprocess.run(
-                argv,
-                input=request.to_json(),
-                capture_output=True,
-                text=True,
-                cwd=folder,
-                env=run_env,
-                timeout=budget,
-            )
-        except subprocess.TimeoutExpired:
-            raise VerificationError(
-                f"the grader's process for this submission ran past {budget:g} s", ""
-            ) from None
+            run = _run_worker(folder, Path(tmp), request, hidden, env, group)
+        finally:
+            if group is not None:
+                group.close()
     if run.returncode != 0 or not run.stdout.strip():
         how = (
             f"killed by {signal.Signals(-run.returncode).name}"

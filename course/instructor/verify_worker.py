@@ -24,6 +24,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+from course.instructor import process_limit
 from course.instructor.verify_functions import digest, functions, solution_sources
 from course.instructor.verify_protocol import (
     SANDBOXED,
@@ -314,9 +315,21 @@ def _verify_notebook(plan: Plan, folder: Path, timeout: float) -> Verdict:
     )  # defs only: nothing of the student's runs
     before = _kit_state()
     verdict.seconds[""] = round(time.monotonic() - started, 3)
+    events = os.environ.get(process_limit.EVENTS)  # the submission's process group, if any
     for test in plan.tests:
         started = time.monotonic()
+        refused = process_limit.refused(Path(events)) if events else 0
         outputs, cell_notes, visible_failed = _run_test(test, namespace, before, timeout)
+        if events and process_limit.refused(Path(events)) > refused:
+            limit = process_limit.limit_of(Path(events))
+            outputs.append(
+                _error(
+                    "ProcessLimit",
+                    f"this test tried to run more than the {limit} processes at once that a "
+                    "submission may run: the grader refused the rest",
+                )
+            )
+            cell_notes.append(f"met the limit of {limit} processes")
         verdict.seconds[test.id] = round(time.monotonic() - started, 3)
         verdict.outputs[test.id] = outputs
         if visible_failed:

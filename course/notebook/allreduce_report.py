@@ -153,8 +153,8 @@ def compare(
         )
     if said:
         said.append(
-            "The alpha-beta model has no term for the sums themselves (the Fujitsu study's table 1 counts "
-            "them as "
+            "The alpha-beta model has no term for the sums themselves (the Fujitsu study's table 1 "
+            "counts them as "
             "computation): recursive doubling adds the whole vector at each of its log2(p) steps, "
             "the ring "
             "(p-1)/p of it in all. On one node, where a message is a memory copy, an addition "

@@ -1,4 +1,5 @@
-"""The stage-3 job's resource request, written by the student as the 2018 Reedbush-H hands-on had them do.
+"""The stage-3 job's resource request, written by the student as the 2018 Reedbush-H hands-on had
+them do.
 
 The student's resource_request(site, nodes, ranks_per_node, walltime) returns the `#PBS` lines; they
 are read with the kit's own directive parser (course.cluster.pbs), checked against what the site

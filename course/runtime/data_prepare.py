@@ -219,7 +219,8 @@ def _stratified_subset(labels: np.ndarray, fraction: float, rng: np.random.Gener
 def prepare_variant(
     base: str, *, percent: float = 100.0, size: int = 32, seed: int = 0, name: str | None = None
 ) -> DatasetInfo:
-    """A class-balanced `percent` of `base`, resized to `size` px (the Reedbush-H hands-on used 5% at 256 px)."""
+    """A class-balanced `percent` of `base`, resized to `size` px (the Reedbush-H hands-on used 5%
+    at 256 px)."""
     if not 0 < percent <= 100:
         raise DatasetError(f"percent must be in (0, 100], not {percent}", "e.g. --percent 5")
     if not 32 <= size <= 1024:  # the course's VGG halves the image five times
