@@ -358,14 +358,16 @@ ATTACKS = {
     # A fork bomb: the submission's process limit refuses it, its test says so, the rest is graded
     # (planted only where the limit holds: tests/test_verify_limits.py says where it does not).
     "sybil": (
-        lambda f, root: set_cell(
-            f,
-            "01_single_gpu.ipynb",
-            "make_iterators",
-            with_lines("single_gpu", "make_iterators", FORK_BOMB),
-        )
-        if not process_limit.unavailable()
-        else None,
+        lambda f, root: (
+            set_cell(
+                f,
+                "01_single_gpu.ipynb",
+                "make_iterators",
+                with_lines("single_gpu", "make_iterators", FORK_BOMB),
+            )
+            if not process_limit.unavailable()
+            else None
+        ),
         SOLVED - 2,
         {("01_single_gpu", "check_iterators"): "processes at once that a submission may run"},
         {("01_single_gpu", "check_iterators"): "met the limit of 256 processes"},
