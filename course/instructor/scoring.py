@@ -89,9 +89,9 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
     if not found:
         fail(
             f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}/",
-            "submit the stage's job where it can run (stage 2 needs a node with 2 or more GPUs) "
-            "and hand in "
-            "runs/ with the job log",
+            "submit the stage's job where it can run"
+            + (" (a node with 2 or more GPUs)" if stage == stages.MULTI_GPU.name else "")
+            + " and hand in runs/ with the job log",
         )
     pairs = [
         (run, base)

@@ -77,20 +77,21 @@ def check(lines, site: Site, nodes: int, ranks_per_node: int, walltime: str) -> 
             "-l walltime=HH:MM:SS: too little and the job is killed, too much and it waits longer "
             "in the queue",
         )
-    for option, name, needed, found in (
-        ("-q", "queue", site.queue, request.queue),
-        ("-W group_list=", "group", site.group, request.group),
+    for name, needed, found in (
+        ("queue", site.queue, request.queue),
+        ("group", site.group, request.group),
     ):
         if needed and found != needed:
             raise CourseError(
                 f"{site.name} runs jobs in {name} {needed}; the lines "
                 + (f"ask for {found}" if found else f"name no {name}"),
-                f"#PBS {option}{'' if option.endswith('=') else ' '}{needed}",
+                f"a job without the site's {name} is refused at qsub (or charged to nobody): "
+                f"which of site's fields holds it, and which #PBS option names a {name}?",
             )
         if not needed and found:
             raise CourseError(
                 f"{site.name} has no {name}s, and the lines name {name} {found}",
-                f"leave out {option.rstrip('=')} on this site",
+                f"site.{name} is None here: a {name} PBS does not know refuses the job",
             )
     return request
 
