@@ -11,8 +11,10 @@ kit's code while it runs gets no points. The outputs it produces are what nbgrad
 (`VerifiedExecute` replaces nbgrader's Execute), so nbgrader keeps the gradebook, the feedback and
 the export.
 
-Not defended: code that runs inside a test can read that test's own inputs, and can write to the
-pipe the child reports on; the flags (names the exercises never need) point an instructor to it.
+Each test's hidden part goes to that test's child alone, when it starts (verify_protocol.ASK), and
+each submission's processes are limited (course.instructor.process_limit). Not defended: code that
+runs inside a test can read that test's own inputs, and can write to the pipe the child reports on;
+the flags (names the exercises never need) point an instructor to it.
 
 The verifier's parts: this module is the grader's side (start the sandboxed process, read its reply,
 what to flag of a submission); verify_plan reads the source notebook into plans, verify_functions
@@ -24,10 +26,14 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +41,7 @@ from course import paths
 from course.errors import GradingError
 from course.instructor import nbgrader_cells, process_limit, sandbox
 from course.instructor.verify_protocol import (
+    ASK,
     SANDBOXED,
     Plan,
     ProtocolError,
@@ -65,8 +72,10 @@ def _run_worker(
     hidden: list[Path],
     env: dict[str, str],
     group: process_limit.ProcessLimit | None,
-) -> subprocess.CompletedProcess:
-    """The worker's run for one submission: in the sandbox where it is on, in `group` if any."""
+) -> tuple[int, str, str]:
+    """The worker's run for one submission, in the sandbox where it is on, in `group` if any:
+    (exit status, what it printed, its error output). The request goes without hidden parts; each
+    test's is given when the worker asks for it (ASK), each once."""
     if group is not None:
         env[process_limit.EVENTS] = str(group.events)
     argv = [sys.executable, "-P", "-m", "course.instructor.verify_worker"]
@@ -78,21 +87,70 @@ def _run_worker(
         run_env = {**os.environ, **env, "PYTHONSAFEPATH": "1"}
     if group is not None:
         argv = group.command(argv)
-    budget = 60 + sum(len(plan.tests) for plan in request.plans) * (request.timeout + 20)
-    try:
-        return subprocess.run(
+    parts = {(plan.notebook, test.id): test.hidden for plan in request.plans for test in plan.tests}
+    shown = Request(
+        request.folder,
+        request.timeout,
+        [
+            Plan(p.notebook, p.setup, p.solution_ids, [replace(t, hidden="") for t in p.tests])
+            for p in request.plans
+        ],
+    )
+    budget = 60 + len(parts) * (request.timeout + 20)
+    with tempfile.TemporaryFile("w+") as errors:
+        worker = subprocess.Popen(
             argv,
-            input=request.to_json(),
-            capture_output=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
             text=True,
             cwd=folder,
             env=run_env,
-            timeout=budget,
         )
-    except subprocess.TimeoutExpired:
-        raise VerificationError(
-            f"the grader's process for this submission ran past {budget:g} s", ""
-        ) from None
+        lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=_read_lines, args=(worker.stdout, lines), daemon=True).start()
+        printed = []
+        deadline = time.monotonic() + budget
+        try:
+            assert worker.stdin is not None
+            worker.stdin.write(shown.to_json() + "\n")
+            worker.stdin.flush()
+            while (line := lines.get(timeout=max(0.0, deadline - time.monotonic()))) is not None:
+                asked = _asked(line)
+                if asked is None:
+                    printed.append(line)
+                    continue
+                worker.stdin.write(json.dumps(parts.pop(asked)) + "\n")  # KeyError: asked twice
+                worker.stdin.flush()
+            status = worker.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except (queue.Empty, subprocess.TimeoutExpired):
+            raise VerificationError(
+                f"the grader's process for this submission ran past {budget:g} s", ""
+            ) from None
+        except (KeyError, BrokenPipeError) as e:
+            raise ProtocolError(
+                f"the grader's process for this submission asked wrongly ({e!r})"
+            ) from None
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+        errors.seek(0)
+        return status, "".join(printed), errors.read()
+
+
+def _read_lines(stream: Any, lines: queue.Queue[str | None]) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+def _asked(line: str) -> tuple[str, str] | None:
+    """(notebook, test) when `line` is the worker's request for a hidden part, else None."""
+    if not line.startswith(f'["{ASK}"'):
+        return None
+    _, notebook, test = json.loads(line)
+    return notebook, test
 
 
 def verify(
@@ -114,22 +172,18 @@ def verify(
         env["COURSE_GRADING_CONFIG"] = str(config)
         group, _ = process_limit.start()  # course grade says once when there is none
         try:
-            run = _run_worker(folder, Path(tmp), request, hidden, env, group)
+            status, stdout, stderr = _run_worker(folder, Path(tmp), request, hidden, env, group)
         finally:
             if group is not None:
                 group.close()
-    if run.returncode != 0 or not run.stdout.strip():
-        how = (
-            f"killed by {signal.Signals(-run.returncode).name}"
-            if run.returncode < 0
-            else f"exit status {run.returncode}"
-        )
-        last = (run.stderr.strip().splitlines() or ["no error message"])[-1][:200]
+    if status != 0 or not stdout.strip():
+        how = f"killed by {signal.Signals(-status).name}" if status < 0 else f"exit status {status}"
+        last = (stderr.strip().splitlines() or ["no error message"])[-1][:200]
         raise VerificationError(
             f"the grader's process for this submission ended without a result ({how}: {last})", ""
         )
     try:
-        reply = Reply.from_json(run.stdout.strip().splitlines()[-1])
+        reply = Reply.from_json(stdout.strip().splitlines()[-1])
     except ProtocolError as e:
         raise ProtocolError(
             f"the grader's process for this submission answered wrongly: {e}"

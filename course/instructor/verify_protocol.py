@@ -24,6 +24,13 @@ Output = dict[str, Any]  # one nbformat output of a test cell (stream, execute_r
 # test leaves behind there is then the test's, and is ended before the next test starts.
 SANDBOXED = "COURSE_VERIFY_SANDBOXED"
 
+# Each test's hidden part reaches only that test's child: the worker asks the grader for it once the
+# child exists (a line: the JSON list [ASK, notebook, test id]); the grader answers with one line on
+# the worker's stdin (the part as a JSON string), which the child reads and closes before any of
+# the student's code runs. The worker itself never holds a hidden part, so no child forked from it
+# finds another test's in its memory, and the grader gives each part once.
+ASK = "hidden part of"
+
 
 class VerificationError(CourseError):
     """A submission the verifier could not grade (its process was killed, or ran past its time)."""

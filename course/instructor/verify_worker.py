@@ -27,6 +27,7 @@ from typing import Any
 from course.instructor import process_limit
 from course.instructor.verify_functions import digest, functions, solution_sources
 from course.instructor.verify_protocol import (
+    ASK,
     SANDBOXED,
     Output,
     Plan,
@@ -102,10 +103,40 @@ def _run_cell(code: str, namespace: dict[str, Any]) -> object:
     )
 
 
+def _own_hidden_part() -> str:
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(0, 1)
+        if not chunk:
+            raise VerificationError("the grader gave no hidden part for this test", "")
+        line += chunk
+    os.close(0)
+    hidden = json.loads(line)
+    if not isinstance(hidden, str):
+        raise VerificationError("the grader's hidden part is not text", "")
+    return hidden
+
+
+def _undumpable() -> None:
+    """Keep the tests' processes out of this one's /proc entries (its open pipes to the grader
+    among them): Linux lets only a privileged process read those of an undumpable process, and the
+    sandbox has no privileges."""
+    import ctypes
+
+    pr_set_dumpable = 4
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(pr_set_dumpable, 0, 0, 0, 0) != 0:
+        raise VerificationError(
+            f"the grader could not protect its pipes (prctl: errno {ctypes.get_errno()})", ""
+        )
+
+
 def _child(
     test: TestCell, namespace: dict[str, Any], before: KitState, report: int, timeout: float
 ) -> None:
-    """The body of a test's child process: run it, send its outputs on `report`, exit."""
+    """The body of a test's child process: take this test's hidden part from the grader, run the
+    test, send its outputs on `report`, exit."""
+    test = TestCell(test.id, test.visible, _own_hidden_part(), test.points)
     outputs: list[Output] = []
 
     def too_long(signum: int, frame: Any) -> None:
@@ -160,7 +191,7 @@ def _child(
 
 
 def _run_test(
-    test: TestCell, namespace: dict[str, Any], before: KitState, timeout: float
+    notebook: str, test: TestCell, namespace: dict[str, Any], before: KitState, timeout: float
 ) -> tuple[list[Output], list[str], bool]:
     """Fork a child for `test`; (its outputs, notes, whether its visible part failed), with what it
     printed as a stream output."""
@@ -178,6 +209,8 @@ def _run_test(
         _child(test, namespace, before, report_w, timeout)
     os.close(printed_w)
     os.close(report_w)
+    sys.stdout.write(json.dumps([ASK, notebook, test.id]) + "\n")  # for the child to read
+    sys.stdout.flush()
     printed, reported, dropped = b"", b"", False
     # The child's own alarm ends it first; this deadline, when it swallows that.
     deadline = time.monotonic() + timeout + 15
@@ -319,7 +352,9 @@ def _verify_notebook(plan: Plan, folder: Path, timeout: float) -> Verdict:
     for test in plan.tests:
         started = time.monotonic()
         refused = process_limit.refused(Path(events)) if events else 0
-        outputs, cell_notes, visible_failed = _run_test(test, namespace, before, timeout)
+        outputs, cell_notes, visible_failed = _run_test(
+            plan.notebook, test, namespace, before, timeout
+        )
         if events and process_limit.refused(Path(events)) > refused:
             limit = process_limit.limit_of(Path(events))
             outputs.append(
@@ -341,7 +376,8 @@ def _verify_notebook(plan: Plan, folder: Path, timeout: float) -> Verdict:
 
 def worker() -> None:
     """The sandboxed process: a Request from stdin, its Reply on stdout (the last line)."""
-    request = Request.from_json(sys.stdin.read())
+    _undumpable()
+    request = Request.from_json(os.fdopen(0, "rb", buffering=0, closefd=False).readline().decode())
     os.environ["NBGRADER_EXECUTION"] = "autograde"  # as under nbgrader: jobs are not submitted
     # One run of the stage-3 ranks serves all the checks of a notebook, each in its own child
     # process.
