@@ -20,7 +20,7 @@ import chainer
 import pytest
 from chainer import training
 
-from course.notebook.checks import CheckFailed, multi_gpu, single
+from course.notebook.checks import CheckFailed, allreduce, multi_gpu, single
 from tests.helpers import (
     STAGE_3_CELLS,
     check_cells,
@@ -627,3 +627,27 @@ def test_a_checks_scratch_folders_are_gone_when_its_process_ends(tmp_path):
     folders = run.stdout.split()
     assert len(folders) == 2 and all(folder.startswith(str(tmp_path)) for folder in folders)
     assert list(tmp_path.iterdir()) == []
+
+
+class _Liar(float):
+    """A float that says it equals, and differs by nothing from, whatever it meets."""
+
+    def __eq__(self, other):
+        return True
+
+    def __sub__(self, other):
+        return 0.0
+
+    def __float__(self):
+        return 0.1
+
+    __hash__ = float.__hash__
+
+
+def test_a_number_that_lies_about_itself_is_read_for_what_it_is():
+    """A float subclass whose arithmetic and conversion lie still holds its own value, and that is
+    what the checks compare."""
+    with pytest.raises(CheckFailed, match=r"= 0.0, expected 0.1"):
+        multi_gpu.learning_rate(lambda lr, base, total: _Liar(0.0))
+    with pytest.raises(CheckFailed, match="returned 0 s; the model gives"):
+        allreduce.cost_model(lambda *args: _Liar(0.0))

@@ -11,7 +11,6 @@ pass other cases, so that the visible ones cannot simply be copied.
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from course import costmodel
 from course.contracts import grading_rules
 from course.notebook import allreduce_report, profile_report
 from course.notebook.allreduce_report import parameter_arrays
-from course.notebook.checks.verdict import call, expect, fail, passed
+from course.notebook.checks.verdict import call, expect, fail, passed, real
 
 # (algorithm, ranks, bytes, alpha, beta): a laptop-like and a cluster-like link, and one rank (no
 # exchange).
@@ -126,17 +125,16 @@ def cost_model(
     _own_work(allreduce_time, "allreduce_time")
     cases = list(cases)
     for algorithm, ranks, nbytes, alpha, beta in cases:
-        value = call(allreduce_time, algorithm, ranks, nbytes, alpha, beta)
+        returned = call(allreduce_time, algorithm, ranks, nbytes, alpha, beta)
         expected = costmodel.allreduce_seconds(algorithm, ranks, nbytes, alpha, beta)
         shown = f"allreduce_time({algorithm!r}, {ranks}, {nbytes}, {alpha:g}, {beta:g})"
+        value = real(returned)  # NumPy's floats too
+        if value is None:
+            fail(f"{shown} returned {type(returned).__name__}, not a number of seconds")
         expect(
-            isinstance(value, numbers.Real) and not isinstance(value, bool),  # NumPy's floats too
-            f"{shown} returned {type(value).__name__}, not a number of seconds",
-        )
-        expect(
-            _close(float(value), expected),
-            f"{shown} returned {float(value):.6g} s; the model gives {expected:.6g} s",
-            _diagnosis(float(value), algorithm, ranks, nbytes, alpha, beta),
+            _close(value, expected),
+            f"{shown} returned {value:.6g} s; the model gives {expected:.6g} s",
+            _diagnosis(value, algorithm, ranks, nbytes, alpha, beta),
         )
     passed(
         f"allreduce_time: ring and recursive doubling match the alpha-beta model in {len(cases)} "
@@ -160,7 +158,14 @@ def _fit_of(
         and len(result) == 2,  # a tuple, an array
         f"fit_alpha_beta returned {type(result).__name__} on {what}, not the pair (alpha, beta)",
     )
-    return float(result[0]), float(result[1])
+    alpha, beta = real(result[0]), real(result[1])
+    expect(
+        alpha is not None and beta is not None,
+        f"fit_alpha_beta returned ({type(result[0]).__name__}, {type(result[1]).__name__}) on "
+        f"{what}, not two numbers",
+    )
+    assert alpha is not None and beta is not None
+    return alpha, beta
 
 
 def _compare(
@@ -271,12 +276,16 @@ def predict(
         ranks,
         f"the measured {series.label}",
     )
-    return sum(
-        float(
-            call(allreduce_time, algorithm, ranks, costmodel.BYTES_PER_PARAMETER * n, alpha, beta)
+    total = 0.0
+    for n in [arrays] if isinstance(arrays, int) else arrays:
+        returned = call(
+            allreduce_time, algorithm, ranks, costmodel.BYTES_PER_PARAMETER * n, alpha, beta
         )
-        for n in ([arrays] if isinstance(arrays, int) else arrays)
-    )
+        seconds = real(returned)
+        if seconds is None:
+            fail(f"allreduce_time returned {type(returned).__name__}, not a number of seconds")
+        total += seconds
+    return total
 
 
 def predict_profiled_step(

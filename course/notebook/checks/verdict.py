@@ -52,3 +52,22 @@ def call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             f"(raised inside your {function.__name__}; the traceback above ends at your line)"
         )
         raise
+
+
+def real(value: Any) -> float | None:
+    """A student's number as a plain float, read by the built-in types themselves, so that a
+    subclass's own `__eq__`, `__sub__` or `__float__` cannot speak for it; None when `value` is no
+    number (bool included)."""
+    import numbers
+
+    import numpy
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    if isinstance(value, float):  # NumPy's float64 too
+        return float.__float__(value)
+    if isinstance(value, int):
+        return float(int.__index__(value))
+    if isinstance(value, numpy.generic):
+        return float(numpy.asarray(value, dtype=numpy.float64))
+    return None
