@@ -247,6 +247,18 @@ def test_efficiency_is_the_best_against_any_comparable_stage_1_run(folder, capsy
     assert "against 100.0 img/s on 1 in single_gpu-1.local (job 1.local)" in capsys.readouterr().out
 
 
+def test_efficiency_counts_stage_3s_own_one_rank_run_as_a_baseline(folder, capsys):
+    """A stage-1 run made while the machine was busy makes every run seem too efficient; the
+    one-rank run of stage 3's own comparison gives a baseline measured with it."""
+    make_run(folder, "single_gpu", 1, 50.0, age=60)  # 2 x 50 against 180: 1.8, above the ceiling
+    make_run(folder, "multi_node", 2, 100.0, workers=1, communicator="pure_nccl")
+    make_run(folder, "multi_node", 3, 180.0, workers=2, communicator="pure_nccl")
+    assert scoring.grade_efficiency("multi_node", 3, folder) == 3
+    assert "against 100.0 img/s on 1 in multi_node-2.local (job 2.local)" in (
+        capsys.readouterr().out
+    )
+
+
 @pytest.mark.parametrize(
     "change,difference",
     [

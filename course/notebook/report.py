@@ -160,7 +160,8 @@ def notes(table: list[dict], target: float | None = None) -> list[str]:
             f"Efficiency above 1 ({', '.join(noisy)}) is measurement noise: the baseline ran "
             "slower than "
             "usual (shared cores, another job). Run stage 1 and these again, one right after the "
-            "other, so that both meet the same load."
+            "other, so that both meet the same load; stage 3's grade also measures against its "
+            "own one-rank run, submitted with the others."
         )
     return said
 
@@ -180,7 +181,12 @@ def efficiency_tiers(folder: Path = Path("."), baseline: str | None = None) -> l
         )
         said.append(
             f"Efficiency points of {stage} on {kind} (the course's grading rules): {tiers}, none "
-            f"below; above {limits.suspicious_above} a run does not compare with stage 1."
+            f"below; above {limits.suspicious_above} a run does not compare with its baseline."
+            + (
+                " The grade takes the best against stage 1 or against stage 3's own one-rank run."
+                if stage == stages.MULTI_NODE.name
+                else ""
+            )
         )
     return said
 
