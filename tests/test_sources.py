@@ -11,7 +11,7 @@ from tests.helpers import ROOT
 READ = ("solutions", "notebooks", "docs", "course", "sites", "datasets", "jobs", "tools")
 FILES = ("README.md", "grading.toml", "nbgrader_config.py")
 CALLED_SEEDS = re.compile(
-    r"\bseed (hands-on|paper|study|document)|\bseed's\b|\bseeds' (papers?|hands-on)|"
+    r"\bseed (hands-on|paper|study|document)|\bseed's\b|\bseeds' (papers?|hands-on|slides)|"
     r"\b(in|of|from) the seeds\b|\(the seeds\)",
     re.IGNORECASE,
 )

@@ -1,6 +1,6 @@
-"""The seeds' optional experiment: on one node with N GPUs, stage 2 (MultiprocessParallelUpdater)
-beside stage 3 with N ranks on that node (ChainerMN), in one table. Only GPU runs compare: stage 2
-needs GPUs."""
+"""The 2018 Reedbush-H hands-on's optional experiment: on one node with N GPUs, stage 2
+(MultiprocessParallelUpdater) beside stage 3 with N ranks on that node (ChainerMN), in one table.
+Only GPU runs compare: stage 2 needs GPUs."""
 
 from __future__ import annotations
 
