@@ -69,7 +69,7 @@ student-bundle: $(VENV)/.installed
 	rm -rf $(BUNDLE) && $(PY) -m course bundle --out $(BUNDLE) $(if $(EXCHANGE),--exchange $(EXCHANGE))
 
 # JupyterHub's proxy (configurable-http-proxy, pinned with its dependencies in jupyterhub/package*.json),
-# from the npm registry into build/hub-proxy: nothing global. jupyterhub/README.md says how to start the hub.
+# from the npm registry into build/hub-proxy: nothing global. docs/instructors.md ("On JupyterHub") starts the hub.
 HUB_PROXY := build/hub-proxy/node_modules/.bin/configurable-http-proxy
 hub-proxy: $(HUB_PROXY)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from course.errors import CourseError
 from course.instructor import bundle, exchange
 
-# The hub's settings, one variable each (jupyterhub/README.md shows a start).
+# The hub's settings, one variable each (jupyterhub/jupyterhub_config.py shows a start).
 INSTRUCTORS = "COURSE_HUB_INSTRUCTORS"  # hub users who grade, comma-separated
 STUDENTS = "COURSE_HUB_STUDENTS"  # hub users who take the course, comma-separated
 GRADER = "COURSE_HUB_GRADER"  # the account whose formgrader is the course's service
