@@ -204,6 +204,7 @@ def running_hub() -> Iterator[Hub]:
     ex.chmod(0o777)  # as nbgrader asks of an exchange: every user writes it
     made: list[str] = []
     process = None
+    log = open(state / "hub.log", "w")  # noqa: SIM115 (closed once the hub has stopped)
     try:
         for name in users:
             _useradd(name, base / "home" / name)
@@ -242,7 +243,6 @@ def running_hub() -> Iterator[Hub]:
             f"--JupyterHub.hub_port={free_port()}",
             f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{free_port()}",
         ]
-        log = open(state / "hub.log", "w")  # noqa: SIM115 (closed when the hub is stopped)
         process = subprocess.Popen(
             command,
             cwd=state,
@@ -277,11 +277,14 @@ def running_hub() -> Iterator[Hub]:
             running.tokens[name] = made_token["token"]  # type: ignore[index]
         yield running
     finally:
-        if process is not None:
-            _stop(process, state, made)
-        for name in made:
-            subprocess.run(["userdel", "--remove", name], capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
+        try:
+            if process is not None:
+                _stop(process, state, made)
+        finally:  # the users and their files go even when a process would not
+            log.close()
+            for name in made:
+                subprocess.run(["userdel", "--remove", name], capture_output=True)
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def start_server(h: Hub, user: str) -> None:
