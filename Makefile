@@ -74,7 +74,7 @@ HUB_PROXY := build/hub-proxy/node_modules/.bin/configurable-http-proxy
 hub-proxy: $(HUB_PROXY)
 
 $(HUB_PROXY): jupyterhub/package.json jupyterhub/package-lock.json
-	@command -v npm >/dev/null || { echo "make: npm is needed (Node.js 20 or newer)"; exit 1; }
+	@command -v npm >/dev/null || { echo "make: npm is needed for JupyterHub's proxy (Node.js 20 or newer: apt-get install nodejs npm)"; exit 1; }
 	mkdir -p build/hub-proxy && cp jupyterhub/package.json jupyterhub/package-lock.json build/hub-proxy/
 	npm ci --prefix build/hub-proxy --no-audit --no-fund --loglevel=error
 	touch $@
