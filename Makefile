@@ -13,7 +13,7 @@ export MKL_NUM_THREADS ?= 1
 # make test's pytest-xdist workers: one per core (tests/conftest.py keeps the cluster tests on one).
 TEST_WORKERS ?= auto
 
-.PHONY: demo test test-fast test-unit lint bench venv gpu release student-bundle lock clean
+.PHONY: demo test test-fast test-unit lint bench venv gpu release student-bundle hub-proxy lock clean
 
 demo: $(VENV)/.installed
 	$(PY) -m course demo
@@ -50,12 +50,12 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	  echo "      PYTHON at it:  make PYTHON=/path/to/python3.11 $(MAKECMDGOALS)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -c constraints.txt $$($(PYTHON) tools/pins.py bootstrap)
-	$(PIP) install -c constraints.txt --no-build-isolation -e ".[mpi,dev]"
+	$(PIP) install -c constraints.txt --no-build-isolation -e ".[mpi,dev,hub]"
 	touch $@
 
 # The CUDA 12 stack, for a GPU node.
 gpu: $(VENV)/.installed
-	$(PIP) install -c constraints.txt --no-build-isolation -e ".[mpi,dev,gpu]"
+	$(PIP) install -c constraints.txt --no-build-isolation -e ".[mpi,dev,hub,gpu]"
 	$(PY) -m course doctor
 
 # Regenerate the student release notebooks/ from solutions/ with nbgrader.
@@ -70,12 +70,23 @@ EXCHANGE ?=
 student-bundle: $(VENV)/.installed
 	rm -rf $(BUNDLE) && $(PY) -m course bundle --out $(BUNDLE) $(if $(EXCHANGE),--exchange $(EXCHANGE))
 
+# JupyterHub's proxy (configurable-http-proxy, pinned with its dependencies in jupyterhub/package*.json),
+# from the npm registry into build/hub-proxy: nothing global. docs/instructors.md ("On JupyterHub") starts the hub.
+HUB_PROXY := build/hub-proxy/node_modules/.bin/configurable-http-proxy
+hub-proxy: $(HUB_PROXY)
+
+$(HUB_PROXY): jupyterhub/package.json jupyterhub/package-lock.json
+	@command -v npm >/dev/null || { echo "make: npm is needed for JupyterHub's proxy (Node.js 20 or newer: apt-get install nodejs npm)"; exit 1; }
+	mkdir -p build/hub-proxy && cp jupyterhub/package.json jupyterhub/package-lock.json build/hub-proxy/
+	npm ci --prefix build/hub-proxy --no-audit --no-fund --loglevel=error
+	touch $@
+
 # Re-resolve the full lock (every transitive version) from the pins in pyproject.toml.
 lock:
 	rm -rf build/lock && $(PYTHON) -m venv build/lock
 	build/lock/bin/pip install -q $$($(PYTHON) tools/pins.py bootstrap)
 	build/lock/bin/pip install -q --dry-run --ignore-installed --no-build-isolation \
-	  --report build/lock/report.json ".[mpi,dev,gpu]"
+	  --report build/lock/report.json ".[mpi,dev,hub,gpu]"
 	$(PYTHON) tools/pins.py lock build/lock/report.json > constraints.txt
 	$(PYTHON) tools/pins.py conda > environment.yml
 

@@ -12,7 +12,7 @@ from tools import pins
 
 def test_every_direct_dependency_is_an_exact_pin():
     assert pins.runtime_pins()["chainer"] == "7.8.1"
-    for extra in ("mpi", "gpu", "dev"):
+    for extra in ("mpi", "gpu", "dev", "hub"):
         assert pins.extra_pins(extra), extra
     with pytest.raises(ValueError, match="not an exact pin"):
         pins.parse_pins(["numpy>=1.26"])

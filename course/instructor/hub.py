@@ -1,0 +1,157 @@
+"""JupyterHub for a class (jupyterhub/jupyterhub_config.py): the roster read from the environment,
+and the Jupyter configuration of each role written from the kit's own (nbgrader's multi-course
+setup: hub groups `formgrade-<course>` and `nbgrader-<course>`, the formgrader a hub service named
+after the course, the exchange with course names in its paths).
+
+Imported by the hub's configuration only, in the hub's process.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from course.errors import CourseError
+from course.instructor import bundle, exchange
+
+# The hub's settings, one variable each (jupyterhub/jupyterhub_config.py shows a start).
+INSTRUCTORS = "COURSE_HUB_INSTRUCTORS"  # hub users who grade, comma-separated
+STUDENTS = "COURSE_HUB_STUDENTS"  # hub users who take the course, comma-separated
+GRADER = "COURSE_HUB_GRADER"  # the account whose formgrader is the course's service
+COURSE_DIR = "COURSE_HUB_COURSE_DIR"  # the course folder, the grader's, in nbgrader's layout
+PASSWORD = "COURSE_HUB_PASSWORD"  # a shared password (SharedPasswordAuthenticator); else PAM
+
+# nbgrader's JupyterHub plugin: the Assignment List offers the courses of the user's groups.
+AUTH_PLUGIN = """
+# nbgrader's multi-course setup: a user's courses are their hub groups nbgrader-<course> (students)
+# and formgrade-<course> (instructors); the exchange keeps each course under its id.
+from nbgrader.auth import JupyterHubAuthPlugin  # noqa: E402
+
+c.Authenticator.plugin_class = JupyterHubAuthPlugin
+c.Exchange.path_includes_course = True
+"""
+
+
+@dataclass(frozen=True)
+class Roster:
+    """Who the hub serves for the course."""
+
+    course_id: str
+    instructors: tuple[str, ...]
+    students: tuple[str, ...]
+    grader: str
+    course_dir: Path
+    exchange: Path
+
+
+def _names(variable: str, env: dict[str, str]) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in env.get(variable, "").split(",") if name.strip())
+    if not names:
+        raise CourseError(
+            f"{variable} names no hub user",
+            f"set it to the operating-system user names, comma-separated: {variable}=ada,ben",
+        )
+    return names
+
+
+def roster(env: dict[str, str] | None = None) -> Roster:
+    """The course's hub users from the environment; a clear error for what is missing."""
+    env = dict(os.environ if env is None else env)
+    missing = [name for name in (COURSE_DIR, exchange.ENV) if not env.get(name)]
+    if missing:
+        raise CourseError(
+            f"the hub's configuration needs {' and '.join(missing)}",
+            f"{COURSE_DIR}: the grader's course folder (nbgrader_config.py, solutions/, the release"
+            f" in notebooks/); {exchange.ENV}: the exchange every user can write",
+        )
+    course_dir = Path(env[COURSE_DIR])
+    if not (course_dir / "nbgrader_config.py").is_file():
+        raise CourseError(
+            f"{course_dir} has no nbgrader_config.py",
+            f"point {COURSE_DIR} at a copy of the kit's course folder, owned by the grader",
+        )
+    course = exchange.settings(course_dir)
+    return Roster(
+        course_id=course.course_id,
+        instructors=_names(INSTRUCTORS, env),
+        students=_names(STUDENTS, env),
+        grader=env.get(GRADER) or f"grader-{course.course_id}",
+        course_dir=course_dir,
+        exchange=Path(env[exchange.ENV]),
+    )
+
+
+def groups(r: Roster) -> dict[str, dict[str, list[str]]]:
+    """JupyterHub.load_groups: nbgrader's groups for the course."""
+    return {
+        f"formgrade-{r.course_id}": {"users": [*r.instructors, r.grader]},
+        f"nbgrader-{r.course_id}": {"users": list(r.students)},
+    }
+
+
+def roles(r: Roster) -> list[dict]:
+    """JupyterHub.load_roles: instructors reach the course's formgrader service, students only see
+    that it exists; servers act with their user's rights (nbgrader's plugin reads their groups)."""
+    service = r.course_id
+    return [
+        {
+            "name": f"formgrade-{service}",
+            "groups": [f"formgrade-{service}"],
+            "scopes": [
+                f"access:services!service={service}",
+                "list:services",
+                f"read:services!service={service}",
+            ],
+        },
+        {
+            "name": f"nbgrader-{service}",
+            "groups": [f"nbgrader-{service}"],
+            "scopes": ["list:services", f"read:services!service={service}"],
+        },
+        {"name": "server", "scopes": ["inherit"]},
+        # The formgrader adds students to nbgrader-<course> when they are added to its gradebook.
+        {
+            "name": f"grader-{service}",
+            "services": [service],
+            "scopes": ["list:users", "read:users", "admin:groups", "list:groups"],
+        },
+    ]
+
+
+def student_config(folder: Path, r: Roster) -> Path:
+    """The students' JUPYTER_CONFIG_DIR: the bundle's (nbgrader's instructor tools off) and the
+    bundle's nbgrader configuration (exchange, what submit leaves out, the kit's submit), with
+    nbgrader's JupyterHub plugin."""
+    bundle.student_jupyter_config(folder)
+    settings = exchange.settings(r.course_dir)
+    text = exchange.student_config(settings, r.exchange) + AUTH_PLUGIN
+    _write(folder / "nbgrader_config.py", text)
+    return folder
+
+
+def instructor_config(folder: Path, r: Roster) -> Path:
+    """A folder for the instructors' and the grader's JUPYTER_CONFIG_PATH: every nbgrader tool on
+    (the default), the course's exchange and nbgrader's JupyterHub plugin."""
+    folder.mkdir(parents=True, exist_ok=True)
+    text = (
+        '"""nbgrader for the course\'s instructors on the hub (course/instructor/hub.py)."""\n'
+        "import os\n\nc = get_config()  # noqa: F821\n"
+        f"c.Exchange.root = os.environ.get({exchange.ENV!r}) or {str(r.exchange)!r}\n"
+    ) + AUTH_PLUGIN
+    _write(folder / "nbgrader_config.py", text)
+    return folder
+
+
+def _write(path: Path, text: str) -> None:
+    """Atomically, readable by every hub user."""
+    partial = path.with_suffix(".partial")
+    partial.write_text(text)
+    partial.chmod(0o644)
+    partial.replace(path)
+
+
+def singleuser() -> str:
+    """The single-user server of the kit's environment (every hub user must be able to run it)."""
+    return str(Path(sys.executable).parent / "jupyterhub-singleuser")
