@@ -26,6 +26,7 @@ from course.fileio import atomic_file
 from course.instructor import autograde, class_data, class_plots
 from course.instructor.class_data import ClassData, Student
 
+DEFAULT_NAME = "class-report.html"  # in the course folder
 STYLE = """body { font-family: sans-serif; margin: 2em; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; }
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.anonymise:
         names = class_data.pseudonyms(root, [s.name for s in data.students])
         data = class_data.anonymise(data, names)
-    out = (args.out or root / "class-report.html").resolve()
+    out = (args.out or root / DEFAULT_NAME).resolve()
     with atomic_file(out, "w") as f:
         f.write(page(data, f"{paths.ASSIGNMENT}: the class's runs"))
     print(f"class report ({len(data.students)} students): {out}")
