@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import hmac
+import os
 import re
 import secrets
 from collections import Counter
@@ -227,9 +228,13 @@ def pseudonyms(root: Path, names: list[str]) -> dict[str, str]:
     """name -> a pseudonym that stays the same from one report to the next (a keyed hash, whose key
     the course folder keeps, so that no one can recompute it from the class list)."""
     key_file = root / KEY_FILE
-    if not key_file.is_file():
-        key_file.write_text(secrets.token_hex(32))
-        key_file.chmod(0o600)
+    try:  # made once, readable by the instructor only; never replaced (the pseudonyms stay)
+        descriptor = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(descriptor, "w") as f:
+            f.write(secrets.token_hex(32))
     key = key_file.read_text().strip().encode()
     digests = {name: hmac.new(key, name.encode(), hashlib.sha256).hexdigest() for name in names}
     length = 6
