@@ -96,6 +96,7 @@ def test_measured_times_are_the_dry_runs_own(student_run, quick_env, monkeypatch
     budget = allocation.budget(student_run, 2, 1.0, measured)
     training = [job for job in budget.jobs if not job.what.startswith("allreduce")]
     assert training and all(job.source != "walltime" for job in training), budget.jobs
+    assert len({job.source for job in training}) == len(training), "each job its own run"
     for job in training:
         record = json.loads((student_run / "runs" / job.source / "results.json").read_text())
         assert job.seconds == record["wall_seconds"]

@@ -87,7 +87,9 @@ class Budget:
         return self.resubmit * sum(job.seconds for job in self.jobs) / 3600
 
 
-def _record_matches(record: dict, stage: str, run: plan.PlannedRun | None) -> bool:
+def _record_matches(record: dict, stage: str, run: plan.PlannedRun | None, batch: int) -> bool:
+    """Whether a results record is a run of `stage` (and of the planned `run`: the same ranks,
+    communication, rule, profiling and batch per worker; `batch`: the site's)."""
     if record.get("stage") != stage:
         return False
     if run is None:
@@ -98,10 +100,7 @@ def _record_matches(record: dict, stage: str, run: plan.PlannedRun | None) -> bo
         and (record.get("allreduce") or "") == run.allreduce
         and ((record.get("lr_schedule") or {}).get("rule") or stages.TAUGHT_LR_RULE) == run.lr_rule
         and bool(record.get("profile")) == run.profile
-        and (
-            run.batch_per_worker is None
-            or (record.get("batch_size") or {}).get("per_worker") == run.batch_per_worker
-        )
+        and (record.get("batch_size") or {}).get("per_worker") == (run.batch_per_worker or batch)
     )
 
 
@@ -125,10 +124,17 @@ def measured_runs(folder: Path) -> list[dict]:
 
 
 def _time(
-    measured: list[dict], stage: str, run: plan.PlannedRun | None, walltime: int | None, what: str
+    measured: list[dict],
+    stage: str,
+    run: plan.PlannedRun | None,
+    batch: int,
+    walltime: int | None,
+    what: str,
 ) -> tuple[float, str]:
     """(seconds, where from): the longest matching measured run, else the walltime."""
-    matching = [r for r in measured if _record_matches(r, stage, run) and r.get("wall_seconds")]
+    matching = [
+        r for r in measured if _record_matches(r, stage, run, batch) and r.get("wall_seconds")
+    ]
     if matching:
         longest = max(matching, key=lambda r: r["wall_seconds"])
         return float(longest["wall_seconds"]), Path(longest["_path"]).parent.name
@@ -159,11 +165,12 @@ def budget(
         )
     settings = siteenv.of_folder(folder)
     measured = measured or []
-    gpus = settings.gpus_per_node
+    gpus, batch = settings.gpus_per_node, plan.site_batch(settings)
     jobs, left_out = [], []
 
     def add(what: str, script: str, stage: str, run, nodes: int, used: int) -> None:
-        seconds, source = _time(measured, stage, run, _walltime(folder, script, settings), what)
+        walltime = _walltime(folder, script, settings)
+        seconds, source = _time(measured, stage, run, batch, walltime, what)
         jobs.append(Job(what, nodes, used, seconds, source))
 
     add("stage 1", stages.SINGLE_GPU.job_script, stages.SINGLE_GPU.name, None, 1, min(gpus, 1))
@@ -211,7 +218,7 @@ def render(budget: Budget) -> str:
     width = max(len(job.what) for job in budget.jobs)
     lines = [
         f"The course's jobs on site {budget.site}, per student (each budgeted "
-        f"{budget.resubmit:g} times):",
+        f"x{budget.resubmit:g}):",
         f"  {'job':<{width}}  nodes  GPUs  minutes  node-h  GPU-h  time from",
     ]
     for job in budget.jobs:
@@ -256,8 +263,8 @@ def request(budget: Budget) -> str:
     return (
         f"We request {hours} on {budget.site} for a hands-on course on distributed deep-learning "
         f"training (Chainer, ChainerMN, CuPy) for {n} students. Each student runs "
-        f"{len(budget.jobs)} batch jobs on 1 to {max(job.nodes for job in budget.jobs)} {nodes}: "
-        f"{per_student} per student, every job counted {budget.resubmit:g} times for "
+        f"{len(budget.jobs)} batch jobs on up to {max(job.nodes for job in budget.jobs)} {nodes}: "
+        f"{per_student} per student, every job counted {budget.resubmit:g} time(s) for "
         f"resubmissions (times: {times}). The students submit during the class, so we also ask "
         f"for a reservation (or a dedicated queue) of {budget.peak_nodes} nodes for "
         f"{_hours(budget.reservation_hours)} hours, in which every student's jobs run one after "
