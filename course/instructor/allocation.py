@@ -217,8 +217,8 @@ def render(budget: Budget) -> str:
     """The jobs, the totals, and the text of a request, for the terminal."""
     width = max(len(job.what) for job in budget.jobs)
     lines = [
-        f"The course's jobs on site {budget.site}, per student (each budgeted "
-        f"x{budget.resubmit:g}):",
+        f"The course's jobs on site {budget.site}, per student (the totals count each job "
+        f"x{budget.resubmit:g} for resubmissions):",
         f"  {'job':<{width}}  nodes  GPUs  minutes  node-h  GPU-h  time from",
     ]
     for job in budget.jobs:
