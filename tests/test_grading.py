@@ -683,8 +683,7 @@ def test_the_anonymised_class_report_names_no_student(graded):
     assert len(pseudonyms) == len({row["student"] for row in details})
     for student in {row["student"] for row in details}:
         assert not re.search(rf"\b{student}\b", page), student
-    again = class_report(course, "--anonymise")  # the same pseudonyms the next time
-    assert set(re.findall(r"<tr><td>(student-[0-9a-f]+)</td>", again)) == pseudonyms
+    # the same pseudonyms from one report to the next: tests/test_class_report.py
 
 
 def test_a_deleted_test_cell_is_graded_on_the_instructors_copy_and_flagged(tmp_path):
