@@ -60,6 +60,14 @@ COMMANDS = {  # name: (module, what it does)
         "course.instructor.grade_command",
         "autograde submissions with nbgrader, feedback and a CSV gradebook",
     ),
+    "class-report": (
+        "course.instructor.class_report",
+        "after grading: one HTML page of the class's scaling, accuracy and failed exercises",
+    ),
+    "plan": (
+        "course.instructor.allocation",
+        "before the class: node-hours and GPU-hours of the course's jobs, and the request",
+    ),
     "bundle": (
         "course.instructor.bundle",
         "make the folder to hand out to students (no solutions, no grader)",

@@ -645,6 +645,82 @@ def test_copied_job_outputs_are_in_the_plagiarism_table(graded):
     )
 
 
+def class_report(course, *flags):
+    """`course class-report` on the graded course; the page's text without its figures."""
+    out = course / f"class-report{'-'.join(flags)}.html"
+    run = subprocess.run(
+        [PYTHON, "-m", "course", "class-report", "--course-dir", str(course), "--out", str(out)]
+        + list(flags),
+        capture_output=True,
+        text=True,
+        env=paths.tool_environment(),
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert str(out) in run.stdout and not list(course.glob(".class-report*.partial"))
+    page = out.read_text()
+    assert page.count("<svg") == 2  # the scaling and the accuracy figures, inline
+    return re.sub(r"<svg.*?</svg>", "", page, flags=re.DOTALL)
+
+
+def table_row(page, *first):
+    """The other cells of the first table row whose first cells are `first`."""
+    start = "".join(f"<td>{html.escape(cell)}</td>" for cell in first)
+    row = re.search(rf"<tr>{re.escape(start)}(.*?)</tr>", page)
+    assert row, first
+    return [html.unescape(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))]
+
+
+def test_the_class_report_shows_every_student_their_runs_and_the_failed_exercises(graded):
+    _, totals, details, course = graded
+    page = class_report(course)
+    students = {row["student"] for row in details}
+    assert students >= set(totals) | {"judy", "zed"}
+    for student in students:
+        assert f"<td>{student}</td>" in page, student
+    # alice's figures against her own results files: stage 1's images/sec, stage 3's efficiency
+    folder = course / "submitted" / "alice" / A
+    base = comparison.baseline(folder)
+    assert base is not None
+    stage3 = [
+        run.record["throughput"]["images_per_sec"] / (run.workers * base.images_per_sec)
+        for run in evidence.runs("multi_node", folder)
+        if run.traced and not run.profiled and comparison.scaling(run, base)
+    ]
+    cells = table_row(page, "alice")
+    assert cells[0] == f"{totals['alice']:g}/51"
+    assert cells[1:3] == [
+        "1",
+        f"{json.loads(base.path.read_text())['throughput']['images_per_sec']:.1f}",
+    ]
+    assert cells[12] == f"{max(stage3):.3f}"
+    assert table_row(page, "bob")[1:] == ["-"] * 12 + ["0"]  # no run at all
+    # what does not count, and what grading flagged, with the student and the run
+    assert re.search(
+        r"<td>grace</td><td>multi_node-[^<]+</td><td>the results file was edited", page
+    )
+    assert re.search(r"<td>heidi</td><td>single_gpu-[^<]+</td><td>no job log", page)
+    assert re.search(
+        r"<td>zed</td><td>submission</td><td>the submission links to files outside", page
+    )
+    # per exercise: who lost points on it, and the commonest message
+    rows = [r for r in details if (r["notebook"], r["test"]) == NO_GPU and r["score"]]
+    failed = [r for r in rows if float(r["score"]) < float(r["max_score"])]
+    cells = table_row(page, *NO_GPU)
+    assert cells[0] == f"{len(failed)} of {len(rows)} ({len(failed) / len(rows):.0%})"
+    assert "there is no multi_gpu run in runs/" in cells[1]
+
+
+def test_the_anonymised_class_report_names_no_student(graded):
+    _, _, details, course = graded
+    page = class_report(course, "--anonymise")
+    pseudonyms = set(re.findall(r"<tr><td>(student-[0-9a-f]+)</td>", page))
+    assert len(pseudonyms) == len({row["student"] for row in details})
+    for student in {row["student"] for row in details}:
+        assert not re.search(rf"\b{student}\b", page), student
+    # the same pseudonyms from one report to the next: tests/test_class_report.py
+
+
 def test_a_deleted_test_cell_is_graded_on_the_instructors_copy_and_flagged(tmp_path):
     """A student hands in a correct notebook 01 without two of its read-only test cells:
     check_trainer (after their solution cell) and check_results (after the read-only report cell,

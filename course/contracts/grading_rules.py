@@ -99,10 +99,12 @@ def find() -> Path | None:
     return next((candidate for candidate in candidates if candidate.is_file()), None)
 
 
-def load() -> GradingRules:
-    """The rules of the grading.toml `find()` gives; GradingError when there is none, or it is not
-    valid TOML."""
-    path = find()
+def load(path: Path | None = None) -> GradingRules:
+    """The rules of the grading.toml at `path`, else the one `find()` gives; GradingError when there
+    is none, or it is not valid TOML."""
+    if path is not None and not path.is_file():
+        raise GradingError(f"{path} does not exist", f"give the course folder that holds {FILE}")
+    path = path or find()
     if path is None:
         raise GradingError(
             f"no {FILE} found (looked from {Path.cwd()} upwards)",

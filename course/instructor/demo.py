@@ -16,7 +16,8 @@ apps.
 5. the instructor: `course grade --exchange` (nbgrader collect, the sandboxed verifier, nbgrader
    autograde, generate_feedback, the CSV export), then `nbgrader release_feedback`;
 6. each student fetches their feedback (`nbgrader fetch_feedback`);
-7. the gradebook and the solved student's scaling figures.
+7-8. the gradebook, the solved student's scaling figures and where their step time goes;
+9. the class report (`python -m course class-report`), whose path it prints last.
 
 Everything goes to build/demo/ in the kit's folder (the exchange too: build/demo/exchange). On a
 machine without GPUs stage 2's job cannot run: its notebook says so at that cell, and its throughput
@@ -41,6 +42,7 @@ from course.contracts import stages
 from course.diagnostics import doctor
 from course.errors import GradingError
 from course.instructor import (
+    class_report,
     exchange,
     grade_command,
     nbgrader_cells,
@@ -52,6 +54,7 @@ from course.notebook import allreduce_report, handin, report
 from course.runtime import data, data_prepare
 
 NOTEBOOKS = tuple(stage.notebook for stage in stages.STAGES.values())
+CLASS_REPORT = class_report.DEFAULT_NAME
 
 
 @dataclass(frozen=True)
@@ -349,9 +352,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     for line in allreduce_report.summary(solved):
         print(line)
+    print("\n== 9. The class report: every student's runs and where the class lost points")
+    class_report.main(["--course-dir", str(out / "course")])
     print(
         f"\nDemo finished in {(time.monotonic() - started) / 60:.1f} min. The students' folders: "
         f"{out / 'students'}; the exchange: {out / 'exchange'}; the gradebook: "
-        f"{out / 'course' / 'grades.csv'}"
+        f"{out / 'course' / 'grades.csv'}; the class report: {out / 'course' / CLASS_REPORT}"
     )
     return status

@@ -1,0 +1,301 @@
+"""`python -m course plan --students N`: what the course's jobs cost on the applied site, for an
+allocation or reservation request.
+
+    python -m course plan --students 40                     # times: the job scripts' walltimes
+    python -m course plan --students 40 --measured DIR      # times: the runs of a dry run in DIR
+
+Every job the notebooks submit is counted: stage 1's and stage 2's job once each (stage 2 only where
+the site profile declares 2 or more GPUs per node: its notebook submits nothing without them),
+stage 3's comparison and its two step profiles (course.cluster.plan), and the allreduce benchmark
+on 2 and 4 ranks of one node (the benchmark cell of 03_multi_node.ipynb; on GPU nodes only as many
+ranks as GPUs, as `course submit` allows). A job's time is the
+longest run of the same kind in DIR/runs/*/results.json (its training's wall time: the job's
+start-up is not in it), else its walltime from the job script (an upper bound: what the scheduler
+reserves). Every job is budgeted --resubmit times, for the tries that fail or are cut short.
+
+Node-hours count whole nodes (what a site that allocates whole nodes charges); GPU-hours the GPUs
+the job uses: one per rank, every GPU of the node in stage 2, none for the benchmark. The kit does
+not yet enforce a per-student budget in `course submit`.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from course import paths
+from course.cli import command_parser
+from course.cluster import pbs, plan, siteenv
+from course.cluster.siteenv import SiteSettings
+from course.contracts import results, stages
+from course.errors import CourseError, ResultsError
+
+BENCHMARK_SCRIPT = "run_allreduce_benchmark.sh"
+BENCHMARK_RANKS = (2, 4)  # one node each: the benchmark cell of 03_multi_node.ipynb
+RESUBMIT = 2.0  # each job twice: a try that fails or is cut short, and the one that counts
+
+
+@dataclass(frozen=True)
+class Job:
+    what: str
+    nodes: int
+    gpus: int  # the GPUs it uses
+    seconds: float
+    source: str  # where the time comes from: a run folder, or "walltime"
+
+    @property
+    def node_hours(self) -> float:
+        return self.nodes * self.seconds / 3600
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.gpus * self.seconds / 3600
+
+
+@dataclass(frozen=True)
+class Budget:
+    site: str
+    jobs: list[Job]
+    students: int
+    resubmit: float
+    left_out: list[str]  # jobs the notebooks do not submit on this site, and why
+    gpus_per_node: int  # 0: the site profile declares no GPUs (CPU nodes)
+
+    @property
+    def node_hours(self) -> float:
+        """Per student, resubmissions included."""
+        return self.resubmit * sum(job.node_hours for job in self.jobs)
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.resubmit * sum(job.gpu_hours for job in self.jobs)
+
+    @property
+    def peak_nodes(self) -> int:
+        """Nodes in use when every student's largest job runs at once."""
+        return self.students * max(job.nodes for job in self.jobs)
+
+    @property
+    def peak_gpus(self) -> int:
+        return self.students * max(job.gpus for job in self.jobs)
+
+    @property
+    def reservation_hours(self) -> float:
+        """How long the class takes on peak_nodes nodes: each student's jobs one after another
+        (the notebooks wait for each), the students side by side."""
+        return self.resubmit * sum(job.seconds for job in self.jobs) / 3600
+
+
+def _record_matches(record: dict, stage: str, run: plan.PlannedRun | None, batch: int) -> bool:
+    """Whether a results record is a run of `stage` (and of the planned `run`: the same ranks,
+    communication, rule, profiling and batch per worker; `batch`: the site's)."""
+    if record.get("stage") != stage:
+        return False
+    if run is None:
+        return True
+    return (
+        record.get("workers") == run.nodes * run.per_node
+        and (record.get("communicator") or "") == run.communicator
+        and (record.get("allreduce") or "") == run.allreduce
+        and ((record.get("lr_schedule") or {}).get("rule") or stages.TAUGHT_LR_RULE) == run.lr_rule
+        and bool(record.get("profile")) == run.profile
+        and (record.get("batch_size") or {}).get("per_worker") == (run.batch_per_worker or batch)
+    )
+
+
+def measured_runs(folder: Path) -> list[dict]:
+    """The results files of a dry run (finished or not: a cut-short run still took its time)."""
+    found = []
+    for path in results.find(folder):
+        try:
+            found.append(results.load(path))
+        except ResultsError as e:
+            raise CourseError(
+                f"a run of the dry run cannot be read: {e.message}", e.hint or ""
+            ) from None
+    if not found:
+        raise CourseError(
+            f"no runs in {Path(folder, results.RUNS_DIR)}/ to take the times from",
+            "give the folder the dry run's jobs were submitted from (it holds runs/), or leave "
+            "out --measured to budget the walltimes",
+        )
+    return found
+
+
+def _time(
+    measured: list[dict],
+    stage: str,
+    run: plan.PlannedRun | None,
+    batch: int,
+    walltime: int | None,
+    what: str,
+) -> tuple[float, str]:
+    """(seconds, where from): the longest matching measured run, else the walltime."""
+    matching = [
+        r for r in measured if _record_matches(r, stage, run, batch) and r.get("wall_seconds")
+    ]
+    if matching:
+        longest = max(matching, key=lambda r: r["wall_seconds"])
+        return float(longest["wall_seconds"]), Path(longest["_path"]).parent.name
+    if walltime is None:
+        raise CourseError(
+            f"{what}: its job script asks for no walltime and no run of it was measured",
+            "set the job's walltime in the site profile and apply it, or give --measured with a "
+            "dry run that ran it",
+        )
+    return float(walltime), "walltime"
+
+
+def _walltime(folder: Path, script: str, settings: SiteSettings) -> int | None:
+    path = folder / paths.JOBS_DIR / script
+    if not path.is_file():
+        raise CourseError(f"{path} does not exist", "give the kit's folder, with jobs/ in it")
+    return pbs.read_request(path.read_text(), extra=settings.resources).walltime
+
+
+def budget(
+    folder: Path, students: int, resubmit: float = RESUBMIT, measured: list[dict] | None = None
+) -> Budget:
+    """The course's jobs on the site applied in `folder`/jobs, with their times."""
+    if students < 1 or resubmit < 1:
+        raise CourseError(
+            f"--students {students} and --resubmit {resubmit:g}: a plan needs at least 1 of each",
+            "e.g. --students 40 --resubmit 2",
+        )
+    settings = siteenv.of_folder(folder)
+    measured = measured or []
+    gpus, batch = settings.gpus_per_node, plan.site_batch(settings)
+    jobs, left_out = [], []
+
+    def add(what: str, script: str, stage: str, run, nodes: int, used: int) -> None:
+        walltime = _walltime(folder, script, settings)
+        seconds, source = _time(measured, stage, run, batch, walltime, what)
+        jobs.append(Job(what, nodes, used, seconds, source))
+
+    add("stage 1", stages.SINGLE_GPU.job_script, stages.SINGLE_GPU.name, None, 1, min(gpus, 1))
+    if gpus >= 2:
+        add("stage 2", stages.MULTI_GPU.job_script, stages.MULTI_GPU.name, None, 1, gpus)
+    else:
+        left_out.append(
+            f"stage 2: the site profile declares {gpus} GPU(s) per node (gpus_per_node), and its "
+            "notebook submits its job only where there are 2 or more"
+        )
+    for run in plan.comparison_plan(folder) + plan.profile_plan(folder):
+        what = "stage 3: " + run.describe(settings.select).split(":  qsub")[0]
+        ranks = run.nodes * run.per_node
+        add(
+            what,
+            stages.MULTI_NODE.job_script,
+            stages.MULTI_NODE.name,
+            run,
+            run.nodes,
+            ranks if gpus else 0,
+        )
+    for ranks in BENCHMARK_RANKS:
+        if gpus and ranks > gpus:  # course submit refuses more ranks per node than GPUs
+            left_out.append(
+                f"allreduce benchmark on {ranks} ranks of one node: course submit refuses more "
+                f"ranks per node than the node's {gpus} GPUs"
+            )
+            continue
+        seconds = _walltime(folder, BENCHMARK_SCRIPT, settings)
+        if seconds is None:
+            raise CourseError(
+                f"jobs/{BENCHMARK_SCRIPT} asks for no walltime, and its time is not measured",
+                "set it in the site profile ([jobs.run_allreduce_benchmark] walltime), apply it",
+            )
+        jobs.append(Job(f"allreduce benchmark: 1 node x {ranks} ranks", 1, 0, seconds, "walltime"))
+    return Budget(settings.site, jobs, students, resubmit, left_out, gpus)
+
+
+def _hours(value: float) -> str:
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def render(budget: Budget) -> str:
+    """The jobs, the totals, and the text of a request, for the terminal."""
+    width = max(len(job.what) for job in budget.jobs)
+    lines = [
+        f"The course's jobs on site {budget.site}, per student (the totals count each job "
+        f"x{budget.resubmit:g} for resubmissions):",
+        f"  {'job':<{width}}  nodes  GPUs  minutes  node-h  GPU-h  time from",
+    ]
+    for job in budget.jobs:
+        lines.append(
+            f"  {job.what:<{width}}  {job.nodes:>5}  {job.gpus:>4}  {job.seconds / 60:>7.1f}  "
+            f"{job.node_hours:>6.2f}  {job.gpu_hours:>5.2f}  {job.source}"
+        )
+    lines += [f"  left out: {why}" for why in budget.left_out]
+    n = budget.students
+    lines += [
+        "",
+        f"per student: {_hours(budget.node_hours)} node-hours, "
+        f"{_hours(budget.gpu_hours)} GPU-hours",
+        f"class of {n}: {_hours(n * budget.node_hours)} node-hours, "
+        f"{_hours(n * budget.gpu_hours)} GPU-hours",
+        f"largest simultaneous demand: {budget.peak_nodes} nodes ({budget.peak_gpus} GPUs), when "
+        "every student's largest job runs at once",
+        "",
+        "Allocation request:",
+        "",
+        request(budget),
+    ]
+    return "\n".join(lines)
+
+
+def request(budget: Budget) -> str:
+    n = budget.students
+    measured = [job for job in budget.jobs if job.source != "walltime"]
+    times = (
+        "measured in a dry run of the course on this system, walltimes for the rest"
+        if measured
+        else "the jobs' walltimes, an upper bound"
+    )
+    gpus = budget.gpus_per_node
+    hours = f"{_hours(n * budget.node_hours)} node-hours" + (
+        f" ({_hours(n * budget.gpu_hours)} GPU-hours)" if gpus else ""
+    )
+    per_student = f"{_hours(budget.node_hours)} node-hours" + (
+        f" and {_hours(budget.gpu_hours)} GPU-hours" if gpus else ""
+    )
+    nodes = f"nodes with {gpus} GPUs each" if gpus else "CPU nodes"
+    return (
+        f"We request {hours} on {budget.site} for a hands-on course on distributed deep-learning "
+        f"training (Chainer, ChainerMN, CuPy) for {n} students. Each student runs "
+        f"{len(budget.jobs)} batch jobs on up to {max(job.nodes for job in budget.jobs)} {nodes}: "
+        f"{per_student} per student, every job counted {budget.resubmit:g} time(s) for "
+        f"resubmissions (times: {times}). The students submit during the class, so we also ask "
+        f"for a reservation (or a dedicated queue) of {budget.peak_nodes} nodes for "
+        f"{_hours(budget.reservation_hours)} hours, in which every student's jobs run one after "
+        "another and the students' side by side."
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = command_parser("course plan", __doc__)
+    parser.add_argument("--students", type=int, required=True, help="how many take the course")
+    parser.add_argument(
+        "--resubmit",
+        type=float,
+        default=RESUBMIT,
+        help="times each job is budgeted (default %(default)g)",
+    )
+    parser.add_argument(
+        "--measured", type=Path, default=None, help="a dry run's folder: its runs/ give the times"
+    )
+    parser.add_argument(
+        "--folder",
+        type=Path,
+        default=None,
+        help="the kit's folder, site applied (default: the kit)",
+    )
+    args = parser.parse_args(argv)
+    folder = args.folder or paths.kit_root()
+    measured = measured_runs(args.measured) if args.measured else None
+    print(render(budget(folder, args.students, args.resubmit, measured)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
