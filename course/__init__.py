@@ -12,7 +12,8 @@ notebook uses are imported on first use:
     course.models.build(...)    the course's networks (course.runtime.models)
     course.notebook.setup(...), course.notebook.write_script(...)
     course.submit(...)          qsub -j oe, or the local scheduler (course.cluster.submit)
-    course.comparison_plan()    the site's stage-3 runs; course.profile_plan(): the profiled ones
+    course.comparison_plan()    the site's stage-3 runs; course.profile_plan(): the profiled ones;
+                                course.benchmark_plan(): the allreduce benchmark's
                                 (course.cluster.plan)
     course.report.show()        the table and plots of your runs (course.notebook.report)
     course.profile_report.show()    where a step's time goes, per rank
@@ -38,6 +39,7 @@ _LAZY = {
     "submit": ("course.cluster.submit", "submit"),
     "comparison_plan": ("course.cluster.plan", "comparison_plan"),
     "profile_plan": ("course.cluster.plan", "profile_plan"),
+    "benchmark_plan": ("course.cluster.plan", "benchmark_plan"),
     "profile_report": ("course.notebook.profile_report", None),
     "one_node": ("course.notebook.one_node", None),
     "allreduce_report": ("course.notebook.allreduce_report", None),

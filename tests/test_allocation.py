@@ -30,32 +30,32 @@ def site(tmp_path, monkeypatch):
 def test_a_gpu_site_budgets_every_job_the_notebooks_submit(site):
     # Reedbush-H: 2 GPUs per node, walltime 20 min per training job, 10 for the benchmark;
     # stage 3 compares 1x2 and 2x2 with pure_nccl, then on 2x2: non_cuda_aware, the constant and
-    # linear rules, strong scaling (32 // 4 = 8 per rank); two step profiles (1x1, 2x2).
+    # linear rules, strong scaling (32 // 4 = 8 per rank); two step profiles (1x1, 2x2); the
+    # benchmark on 2 ranks of one node and 4 ranks on two (one rank per GPU), 10 min each.
     budget = allocation.budget(site("reedbush-h"), students=30, resubmit=2)
-    nodes = [1, 1] + [1, 2, 2, 2, 2, 2] + [1, 2] + [1]  # stages 1, 2, 3, profiles, benchmark
-    gpus = [1, 2] + [2, 4, 4, 4, 4, 4] + [1, 4] + [0]
-    minutes = [20] * 10 + [10]
+    nodes = [1, 1] + [1, 2, 2, 2, 2, 2] + [1, 2] + [1, 2]  # stages 1, 2, 3, profiles, benchmark
+    gpus = [1, 2] + [2, 4, 4, 4, 4, 4] + [1, 4] + [0, 0]
+    minutes = [20] * 10 + [10, 10]
     assert [job.nodes for job in budget.jobs] == nodes
     assert [job.gpus for job in budget.jobs] == gpus
     assert [job.seconds for job in budget.jobs] == [60 * m for m in minutes]
     assert {job.source for job in budget.jobs} == {"walltime"}
-    # per student: (10 x 20 min on 1 or 2 nodes, 10 min on 1) = 5.5 node-hours, 10 GPU-hours; x2
-    assert budget.node_hours == pytest.approx(2 * (16 * 20 + 10) / 60) == pytest.approx(11.0)
+    # per student: (10 x 20 min on 1 or 2 nodes, 10 min on 1 and on 2) = 5.83 node-hours, 10
+    # GPU-hours; x2
+    assert budget.node_hours == pytest.approx(2 * (16 * 20 + 10 + 20) / 60) == pytest.approx(35 / 3)
     assert budget.gpu_hours == pytest.approx(2 * 30 * 20 / 60) == pytest.approx(20.0)
     assert (budget.peak_nodes, budget.peak_gpus) == (60, 120)
-    assert budget.reservation_hours == pytest.approx(2 * 210 / 60)
+    assert budget.reservation_hours == pytest.approx(2 * 220 / 60)
     assert "stage 3: 2 node(s) x 2 rank(s), pure_nccl, lr rule constant, strong scaling (8" in (
         budget.jobs[7].what
     )
-    # 4 ranks of one 2-GPU node: course submit refuses it, so the notebook cannot run it here
-    assert [why.split(":")[0] for why in budget.left_out] == [
-        "allreduce benchmark on 4 ranks of one node"
-    ]
+    assert budget.jobs[-1].what == "allreduce benchmark: 2 node(s) x 2 ranks"
+    assert budget.left_out == []
     said = allocation.render(budget)
-    assert "class of 30: 330.0 node-hours, 600.0 GPU-hours" in said
+    assert "class of 30: 350.0 node-hours, 600.0 GPU-hours" in said
     assert "largest simultaneous demand: 60 nodes (120 GPUs)" in said
-    assert "We request 330.0 node-hours (600.0 GPU-hours) on reedbush-h" in said
-    assert "reservation (or a dedicated queue) of 60 nodes for 7.00 hours" in said
+    assert "We request 350.0 node-hours (600.0 GPU-hours) on reedbush-h" in said
+    assert "reservation (or a dedicated queue) of 60 nodes for 7.33 hours" in said
 
 
 def test_a_cpu_site_leaves_stage_2_out_and_counts_no_gpu(site):

@@ -155,3 +155,19 @@ def profile_plan(workdir: str | Path = ".") -> list[PlannedRun]:
         PlannedRun(1, 1, *setting, profile=True),
         PlannedRun(nodes, per_node, *setting, profile=True),
     ]
+
+
+# The allreduce benchmark's jobs (notebook 03): 2 and 4 ranks.
+BENCHMARK_RANKS = (2, 4)
+
+
+def benchmark_plan(workdir: str | Path = ".") -> list[tuple[int, int]]:
+    """(nodes, ranks per node) of each allreduce benchmark job: on one node where the site's nodes
+    take that many ranks (a site without GPUs declared: one rank per core, shared where too few),
+    else one rank per GPU on as many nodes as it takes (course submit refuses more)."""
+    gpus = siteenv.of_folder(workdir).gpus_per_node
+    shapes = []
+    for ranks in BENCHMARK_RANKS:
+        per_node = min(ranks, gpus) if gpus else ranks
+        shapes.append((-(-ranks // per_node), per_node))
+    return shapes

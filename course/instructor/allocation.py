@@ -32,7 +32,6 @@ from course.contracts import results, stages
 from course.errors import CourseError, ResultsError
 
 BENCHMARK_SCRIPT = "run_allreduce_benchmark.sh"
-BENCHMARK_RANKS = (2, 4)  # one node each: the benchmark cell of 03_multi_node.ipynb
 RESUBMIT = 2.0  # each job twice: a try that fails or is cut short, and the one that counts
 
 
@@ -192,20 +191,22 @@ def budget(
             run.nodes,
             ranks if gpus else 0,
         )
-    for ranks in BENCHMARK_RANKS:
-        if gpus and ranks > gpus:  # course submit refuses more ranks per node than GPUs
-            left_out.append(
-                f"allreduce benchmark on {ranks} ranks of one node: course submit refuses more "
-                f"ranks per node than the node's {gpus} GPUs"
-            )
-            continue
+    for nodes, per_node in plan.benchmark_plan(folder):
         seconds = _walltime(folder, BENCHMARK_SCRIPT, settings)
         if seconds is None:
             raise CourseError(
                 f"jobs/{BENCHMARK_SCRIPT} asks for no walltime, and its time is not measured",
                 "set it in the site profile ([jobs.run_allreduce_benchmark] walltime), apply it",
             )
-        jobs.append(Job(f"allreduce benchmark: 1 node x {ranks} ranks", 1, 0, seconds, "walltime"))
+        jobs.append(
+            Job(
+                f"allreduce benchmark: {nodes} node(s) x {per_node} ranks",
+                nodes,
+                0,
+                seconds,
+                "walltime",
+            )
+        )
     return Budget(settings.site, jobs, students, resubmit, left_out, gpus)
 
 
