@@ -466,6 +466,7 @@ def graded(student_run, tmp_path_factory):
         capture_output=True,
         text=True,
         env=env,
+        timeout=300 + 90 * SUBMISSIONS,
     )
     with open(course / "grades.csv") as f:
         totals = {row["student_id"]: float(row["score"]) for row in csv.DictReader(f)}
