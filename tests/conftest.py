@@ -177,7 +177,7 @@ def pbs(tmp_path_factory) -> Iterator[pbs_cluster.Cluster]:
             yield running
     finally:
         running.stop()
-    assert pbs_cluster.left_running() == []
+    assert pbs_cluster.left_running() == [] and not pbs_cluster.MOUNT_POINT.exists()
     assert (
         pbs_cluster.NAMESPACE
         not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

@@ -116,6 +116,10 @@ class Cluster:
         remove_network()
         if self.holder is not None:
             self.holder.wait(timeout=30)
+        try:
+            MOUNT_POINT.rmdir()  # empty here: PBS_HOME was mounted on it in the node only
+        except OSError:
+            pass
 
 
 def left_running() -> list[str]:
