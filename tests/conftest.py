@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from course import gpu
-from tests import apt, slurm_cluster
+from tests import apt, pbs_cluster, slurm_cluster
 from tests.helpers import PYTHON, ROOT
 
 # One BLAS thread per process, as in the course (a CPU device is one core).
@@ -172,6 +172,31 @@ def cluster(tmp_path_factory) -> Iterator[slurm_cluster.Cluster]:
         )  # for qstat, which Job.wait runs from this process
         yield running
     running.stop()
+
+
+@pytest.fixture(scope="module")
+def pbs(tmp_path_factory) -> Iterator[pbs_cluster.Cluster]:
+    """A real one-node OpenPBS cluster for the test module (built once, see tests/pbs_build.py);
+    skips the test where none can start. Nothing of it outlives the module, even a failed test."""
+    try:
+        running = pbs_cluster.start(tmp_path_factory.mktemp("pbs"))
+    except pbs_cluster.Unavailable as e:
+        pytest.skip(f"no OpenPBS cluster here: {e}")
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            env = running.env(dict(os.environ))  # for qstat, which Job.wait runs from this process
+            patch.setenv("PATH", env["PATH"])
+            patch.setenv("PBS_CONF_FILE", env["PBS_CONF_FILE"])
+            yield running
+    finally:
+        running.stop()
+    assert pbs_cluster.left_running() == [] and not pbs_cluster.MOUNT_POINT.exists()
+    assert (
+        pbs_cluster.NAMESPACE
+        not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    )
+    leftover = subprocess.run(["pgrep", "-f", str(running.exec_)], capture_output=True, text=True)
+    assert leftover.stdout == "", f"PBS processes outlived the cluster: {leftover.stdout}"
 
 
 # --- the unit tier's guard -----------------------------------------------------------------------

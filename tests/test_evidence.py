@@ -244,6 +244,40 @@ def test_the_schedulers_records_are_read_from_their_own_formats():
     assert accounting.parse_qstat("qstat: Unknown Job Id 4242.reedbush-pbsadmin0\n") is None
 
 
+# What OpenPBS 23.06 printed for a job of the reedbush-h profile on the test server
+# (tests/test_pbs_server.py), shortened: a select without ngpus records no Resource_List.ngpus.
+OPENPBS_QSTAT = """Job Id: 0.pnode1
+    Job_Name = run_single_gpu_training.sh
+    Job_Owner = root@vm
+    resources_used.ncpus = 1
+    resources_used.walltime = 00:00:41
+    job_state = F
+    queue = workq
+    exec_host = pnode1/0
+    exec_vnode = (pnode1:ncpus=1)
+    Resource_List.mpiprocs = 1
+    Resource_List.ncpus = 1
+    Resource_List.nodect = 1
+    Resource_List.place = free
+    Resource_List.select = 1:mpiprocs=1
+    Resource_List.walltime = 00:20:00
+    Variable_List = PBS_O_HOME=/root,PBS_O_LANG=C.UTF-8,
+\tPBS_O_WORKDIR=/tmp/x,PBS_O_HOST=vm
+    Exit_status = 0
+"""
+
+
+def test_a_pbs_job_that_asked_for_no_ngpus_has_its_gpus_unrecorded_not_zero(folder):
+    """Reedbush-H gave nodes whole (select=N:mpiprocs=M, no ngpus): reading the missing
+    Resource_List.ngpus as 0 GPUs made every GPU run of that profile someone else's."""
+    account = accounting.parse_qstat(OPENPBS_QSTAT, "qstat -x -f 0.pnode1")
+    assert account == accounting.JobAccount("root", 1, None, 41.0, "qstat -x -f 0.pnode1")
+    run = gpu_run(folder)
+    run.record["wall_seconds"] = 40.0
+    problems, notes = accounting.Accounting("alice", "root", records=records(account)).check(run)
+    assert problems == [] and "GPUs not recorded, so not checked" in notes[0]
+
+
 def records(account: accounting.JobAccount | None, why: str = "", absent: bool = False):
     return lambda scheduler, job_id: accounting.Lookup(account, why, absent)
 

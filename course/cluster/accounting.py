@@ -106,16 +106,19 @@ def qstat_fields(text: str) -> dict[str, str]:
 
 
 def parse_qstat(text: str, source: str = "qstat -x -f") -> JobAccount | None:
-    """PBS Pro's `qstat -x -f ID` output (see qstat_fields)."""
+    """PBS Pro's `qstat -x -f ID` output (see qstat_fields). A job that asked for no `ngpus` (a
+    site that gives its nodes whole, as Reedbush-H did) has no Resource_List.ngpus: its GPUs are
+    not recorded."""
     fields = qstat_fields(text)
     if "Job_Owner" not in fields:
         return None
     hosts = {chunk.split("/")[0] for chunk in fields.get("exec_host", "").split("+") if chunk}
     nodes = int(fields.get("Resource_List.nodect") or len(hosts))
+    ngpus = fields.get("Resource_List.ngpus")
     return JobAccount(
         fields["Job_Owner"].split("@")[0],
         nodes,
-        int(fields.get("Resource_List.ngpus") or 0),
+        int(ngpus) if ngpus is not None else None,
         clock_seconds(fields.get("resources_used.walltime") or "0:0"),
         source,
     )

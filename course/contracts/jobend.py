@@ -33,7 +33,9 @@ from datetime import UTC, datetime
 # there is one, says more and wins. A reader that traces a run to its job takes only what the
 # log shows up to the end (`until_end`): processes that outlive a job can still write into it.
 
-WALLTIME_EXIT = 271  # what PBS Pro reports for a job it killed at its walltime (256 + SIGTERM)
+# The status the kit gives a job killed at its walltime: 256 + SIGTERM, as older PBS Pro reported it
+# (OpenPBS 23's qstat -x says Exit_status = -29; the kit reads the log's kill notice, not qstat).
+WALLTIME_EXIT = 271
 LOST_EXIT = 1  # the local scheduler's process died before the job ended, or the job could not start
 _TIME = "%Y-%m-%dT%H:%M:%SZ"
 
