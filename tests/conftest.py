@@ -27,15 +27,16 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 
-# The tests that start a scheduler's daemons share this machine's munge, namespaces and bridge:
-# under pytest-xdist (`make test`, --dist loadgroup) they all run on one worker, one at a time.
+# Under pytest-xdist (`make test`, --dist loadgroup) each test file runs on one worker, so that its
+# module fixtures (a graded batch, a cluster) are made once; the tests that start a scheduler's
+# daemons share this machine's munge, namespaces and bridge, so they all run on one worker.
 CLUSTER_MARKERS = ("slurm", "pbs")
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if any(item.get_closest_marker(marker) for marker in CLUSTER_MARKERS):
-            item.add_marker(pytest.mark.xdist_group("clusters"))
+        clusters = any(item.get_closest_marker(marker) for marker in CLUSTER_MARKERS)
+        item.add_marker(pytest.mark.xdist_group("clusters" if clusters else item.path.stem))
     if not any("gpu" in item.keywords for item in items):
         return
     found = gpu.visible_gpus() if gpu.cupy_installed() else None

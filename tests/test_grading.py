@@ -357,7 +357,7 @@ ATTACKS = {
     ),
     # A fork bomb: the submission's process limit refuses it, its test says so, the rest is graded
     # (planted only where the limit holds: tests/test_verify_limits.py says where it does not).
-    "sybil": (
+    "yves": (
         lambda f, root: (
             set_cell(
                 f,
@@ -389,6 +389,8 @@ ATTACKS = {
 # The batch is graded once, within the module's first test: its time limit grows with the number of
 # submissions, so that a machine several times slower than an idle one (other work) still passes.
 SUBMISSIONS = len(PLANTED) + len(ATTACKS) + 4  # alice, bob, judy, zed
+_NAMES = [*PLANTED, *ATTACKS, "alice", "bob", "judy", "zed"]
+assert len(_NAMES) == len(set(_NAMES)), "every submission has a folder of its own"
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300 + 90 * SUBMISSIONS)]
 
 
@@ -588,7 +590,7 @@ def test_a_students_attack_on_the_grader_earns_nothing_and_is_flagged(graded, st
             "bubblewrap cannot run here (it needs root or user namespaces): the sandbox is off"
         )
     _, expected_score, messages, expected_flags = ATTACKS[student]
-    if student == "sybil" and process_limit.unavailable():
+    if student == "yves" and process_limit.unavailable():
         pytest.skip(f"no process limit here ({process_limit.unavailable()}): no fork bomb planted")
     if expected_score is None:
         [row] = [row for row in details if row["student"] == student]

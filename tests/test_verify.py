@@ -144,17 +144,11 @@ def test_a_malformed_test_reply_is_refused():
 
 
 def test_a_worker_answer_that_is_not_a_reply_leaves_the_submission_ungraded(monkeypatch, tmp_path):
-    import subprocess
-
     from course.instructor import sandbox
 
     monkeypatch.setenv(sandbox.SWITCH, "off")
     answer = '{"verdicts": [{"notebook": "01.ipynb"}]}\n'
-    monkeypatch.setattr(
-        verify.subprocess,
-        "run",
-        lambda argv, **kwargs: subprocess.CompletedProcess(argv, 0, answer, ""),
-    )
+    monkeypatch.setattr(verify, "_run_worker", lambda *args: (0, answer, ""))
     config = tmp_path / "grading.toml"
     config.write_text("")
     with pytest.raises(verify_protocol.VerificationError) as raised:
