@@ -222,6 +222,7 @@ def make_run(
     logged_workers=None,
     log=True,
     age=0,
+    wall_seconds=None,
 ) -> tuple[Path, str]:
     """A finished run of `stage` as job <number>.local: its results file and, with log=True, its job
     log."""
@@ -248,6 +249,8 @@ def make_run(
         "throughput": {"images_per_sec": images_per_sec, "std": 1.0, "counted_iterations": 40},
         "log": [{"epoch": 1, "validation/main/accuracy": 0.3}],
     }
+    if wall_seconds is not None:
+        record["wall_seconds"] = wall_seconds
     digest = results.write(path, record)
     if age:  # older than the runs made after it, as results.find orders them
         os.utime(path, (path.stat().st_mtime - age,) * 2)

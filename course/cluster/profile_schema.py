@@ -4,6 +4,7 @@ profile's author can act on: the key, its line, the nearest valid key (course.cl
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import string
 from collections.abc import Sequence
@@ -22,6 +23,12 @@ _WALLTIME = {
     "type": "string",
     "pattern": r"^\d+:\d\d:\d\d$",
     "description": 'HH:MM:SS, e.g. "00:30:00" (PBS reads "1:00" as one minute)',
+}
+# A per-student budget in hours: more than 0 (leave the key out for no budget).
+_HOURS = {
+    "type": "number",
+    "exclusiveMinimum": 0,
+    "description": "a number of hours above 0, e.g. 12.5",
 }
 # What a profile may hold. Every table refuses keys it does not name, so that a misspelt key is an
 # error and not a setting silently left at its default.
@@ -53,6 +60,17 @@ PROFILE_SCHEMA = {
             },
         },
         "directives": _STRINGS,
+        # What each student's jobs may use in all (course submit checks; course plan shows it).
+        "budget": {
+            "type": "object",
+            "additionalProperties": False,
+            "minProperties": 1,
+            "properties": {
+                "node_hours_per_student": _HOURS,
+                "gpu_hours_per_student": _HOURS,
+            },
+            "description": "node_hours_per_student = 12.5 and/or gpu_hours_per_student = 25",
+        },
         "environment": {
             "type": "object",
             "additionalProperties": False,
@@ -108,6 +126,7 @@ PROFILE_SCHEMA = {
 _KINDS = {
     "string": "text in quotes",
     "integer": "a whole number",
+    "number": "a number",
     "array": "a list [...]",
     "object": "a table",
 }
@@ -131,7 +150,7 @@ def _line_of(text: str, key: str) -> str:
     """':N', the line where `key` is set or its table begins, for the error message ('' if not
     found)."""
     found = re.search(
-        rf"^\s*(?:{re.escape(key)}\s*=|\[+[^\]]*\b{re.escape(key)}\s*\]+)", text, re.MULTILINE
+        rf"^[ \t]*(?:{re.escape(key)}\s*=|\[+[^\]]*\b{re.escape(key)}\s*\]+)", text, re.MULTILINE
     )
     return f":{text.count(chr(10), 0, found.start()) + 1}" if found else ""
 
@@ -170,6 +189,16 @@ def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> S
     example = error.schema.get("description")
     if kind == "minItems":
         return SiteError(f"{where}: `{name}` needs at least one entry", f"e.g. {name} = {example}")
+    if kind == "minProperties":
+        return SiteError(
+            f"{where}{_line_of(text, name)}: [{name}] sets nothing",
+            f"e.g. {example}, or leave the table out",
+        )
+    if kind == "exclusiveMinimum":  # a budget: 0 would refuse every job
+        return SiteError(
+            f"{where}{_line_of(text, str(path[-1]))}: `{name}` = {value!r} is not {example}",
+            "fix the profile, or leave the key out for no budget",
+        )
     if kind == "pattern":
         return SiteError(f"{where}: `{name}` = {value!r} is not {example}", "fix the profile")
     return SiteError(f"{where}: `{name}`: {error.message}", "fix the profile")
@@ -193,6 +222,13 @@ def validate(data: dict, where: str, text: str) -> None:
     )
     if first is not None:
         raise _schema_error(first, where, text)
+    for key, hours in data.get("budget", {}).items():
+        if not math.isfinite(hours):  # TOML has inf and nan; JSON Schema lets both through
+            raise SiteError(
+                f"{where}{_line_of(text, key)}: `budget.{key}` = {hours} is not "
+                f"{_HOURS['description']}",
+                "fix the profile, or leave the key out for no budget",
+            )
 
 
 def check_template(template: str, fields: Sequence[str], key: str, where: str, text: str) -> None:

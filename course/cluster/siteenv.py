@@ -62,6 +62,10 @@ class RenderedProfile(Protocol):
     def resources(self) -> list[str]: ...
     @property
     def max_walltime(self) -> dict[str, str]: ...
+    @property
+    def node_hours_per_student(self) -> float | None: ...
+    @property
+    def gpu_hours_per_student(self) -> float | None: ...
 
     def select(self, nodes: int | str, ranks_per_node: int | str, gpus: int) -> str: ...
 
@@ -94,6 +98,9 @@ class SiteSettings:
     scaling_runs: tuple[tuple[int, int], ...] = ((1, 2),)  # stage 3's (nodes, ranks per node)
     communication: tuple[tuple[str, str], ...] = (("naive", ""),)  # (communicator, allreduce)
     max_walltime: tuple[tuple[str, str], ...] = ()  # (queue, HH:MM:SS); queue "": every queue
+    # The profile's [budget]: what each student's jobs may use in all; None: no limit
+    node_hours_per_student: float | None = None
+    gpu_hours_per_student: float | None = None
 
     def walltime_limit(self, queue: str | None) -> tuple[str, str] | None:
         """(the queue it is for, the longest walltime a job in `queue` may ask for), None if no
@@ -140,6 +147,8 @@ class SiteSettings:
             scaling_runs=tuple((n, r) for n, r in profile.scaling_runs),
             communication=tuple(_communication(c) for c in profile.communication),
             max_walltime=tuple(profile.max_walltime.items()),
+            node_hours_per_student=profile.node_hours_per_student,
+            gpu_hours_per_student=profile.gpu_hours_per_student,
         )
 
     def to_shell(self) -> str:
@@ -159,6 +168,14 @@ class SiteSettings:
             else ""
         )
         communication = " ".join("/".join(filter(None, c)) for c in self.communication)
+        budget = "".join(
+            f"export {name}={value}  # the site's per-student budget, checked by course submit\n"
+            for name, value in (
+                ("COURSE_NODE_HOURS_PER_STUDENT", self.node_hours_per_student),
+                ("COURSE_GPU_HOURS_PER_STUDENT", self.gpu_hours_per_student),
+            )
+            if value is not None
+        )
         return f"""\
 # Site settings shared by the job scripts: the `{self.site}` site profile of the course kit.
 # Written by `python -m course site apply {self.site}` from that profile; to change a setting,
@@ -191,7 +208,7 @@ export COURSE_GROUP='{self.group or ""}'  # their -W group_list
 export COURSE_GPUS_PER_NODE={self.gpus_per_node}
 export COURSE_SCALING_RUNS='{runs}'
 export COURSE_COMMUNICATION='{communication}'
-{max_walltime}
+{max_walltime}{budget}
 # The CUDA libraries of the kit's gpu extra (prints nothing without them).
 eval "$(python -m course env)"
 
@@ -234,11 +251,17 @@ eval "$(python -m course env)"
                     word.rpartition("=") for word in exports.get("COURSE_MAX_WALLTIME", "").split()
                 )
             ),
+            node_hours_per_student=_hours(exports.get("COURSE_NODE_HOURS_PER_STUDENT")),
+            gpu_hours_per_student=_hours(exports.get("COURSE_GPU_HOURS_PER_STUDENT")),
         )
 
     @classmethod
     def read(cls, path: Path) -> SiteSettings:
         return cls.from_shell(Path(path).read_text())
+
+
+def _hours(setting: str | None) -> float | None:
+    return float(setting) if setting else None
 
 
 def _communication(setting: str) -> tuple[str, str]:

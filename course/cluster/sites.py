@@ -70,6 +70,9 @@ class Profile:
     communication: list[str]  # communicator[/MPI allreduce algorithm] settings to compare
     resources: list[str]  # the site's own `-l` resource names, allowed besides PBS's
     max_walltime: dict[str, str]  # queue: the longest walltime it allows ("" : every queue)
+    # [budget]: what each student's jobs may use in all (course.cluster.usage); None: no limit
+    node_hours_per_student: float | None = None
+    gpu_hours_per_student: float | None = None
 
     def directive_block(self, job: str) -> list[str]:
         """The directive lines of one job script, lines whose values are empty or 0 left out."""
@@ -153,6 +156,7 @@ def load_profile(name_or_path: str) -> Profile:
                 f"max_walltime allows ({limit})",
                 "lower the job's walltime, or raise max_walltime to what the queue allows",
             )
+    budget = {key: float(hours) for key, hours in data.get("budget", {}).items()}
     return Profile(
         name=path.stem,
         description=data.get("description", ""),
@@ -173,6 +177,8 @@ def load_profile(name_or_path: str) -> Profile:
         communication=[_safe(c, "communication", where) for c in scaling["communication"]],
         resources=data.get("resources", []),
         max_walltime=max_walltime,
+        node_hours_per_student=budget.get("node_hours_per_student"),
+        gpu_hours_per_student=budget.get("gpu_hours_per_student"),
     )
 
 

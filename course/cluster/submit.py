@@ -4,9 +4,10 @@
     job.wait()
 
 Which one comes from jobs/site_env.sh (the applied site profile): the `local` profile runs jobs
-on this machine (course.cluster.localsched); the others hand them to `qsub -j oe`. While nbgrader
-runs a notebook (autograde or validate) nothing is submitted: the grader reads the job outputs that
-came with the submission.
+on this machine (course.cluster.localsched); the others hand them to `qsub -j oe`. Where the
+profile sets a per-student budget, a job that would exceed it is refused (course.cluster.usage).
+While nbgrader runs a notebook (autograde or validate) nothing is submitted: the grader reads the
+job outputs that came with the submission.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from course import gpu, paths
-from course.cluster import localsched, pbs, siteenv
+from course.cluster import localsched, pbs, siteenv, usage
 from course.cluster.job import Job
 from course.cluster.siteenv import SiteSettings
 from course.contracts.stubs import stubbed_functions
@@ -149,12 +150,19 @@ def _submit(
     note = check_walltime(folder / script, options, settings)
     if note and echo:
         echo(note)
-    if scheduler == "local":
-        lacking = missing_gpus(script, folder, options, settings) if skip_without_gpus else None
-        if lacking:
-            if echo:
-                echo(lacking)
-            return None
+    local_run = scheduler == "local"
+    lacking = (
+        missing_gpus(script, folder, options, settings) if local_run and skip_without_gpus else None
+    )
+    if lacking:
+        if echo:
+            echo(lacking)
+        return None
+    # The site's per-student budget: refused here, before anything is queued.
+    budget = (
+        usage.check(folder, folder / script, options, settings) if usage.limits(settings) else None
+    )
+    if local_run:
         local = localsched.start(
             folder / script, options, folder, resources=list(settings.resources)
         )
@@ -163,8 +171,12 @@ def _submit(
         job = _qsub(script, options, folder, settings, env if by_environment else None)
     else:
         raise JobError(f"unknown scheduler {scheduler!r}", "auto, local or qsub")
+    if budget:
+        usage.record(job.id, job.scheduler, folder, budget[0])
     if echo:
         echo(f"submitted {script} as job {job.id} ({job.scheduler})")
+        if budget:
+            echo(budget[1])
     return job
 
 

@@ -14,8 +14,10 @@ start-up is not in it), else its walltime from the job script (an upper bound: w
 reserves). Every job is budgeted --resubmit times, for the tries that fail or are cut short.
 
 Node-hours count whole nodes (what a site that allocates whole nodes charges); GPU-hours the GPUs
-the job uses: one per rank, every GPU of the node in stage 2, none for the benchmark. The kit does
-not yet enforce a per-student budget in `course submit`.
+the job uses: one per rank, every GPU of the node in stage 2, none for the benchmark
+(course.cluster.usage, which `course submit` counts a student's jobs with). Where the site profile
+sets a per-student budget ([budget]), the plan shows it beside its own estimate and warns when the
+estimate exceeds it.
 """
 
 from __future__ import annotations
@@ -26,40 +28,24 @@ from pathlib import Path
 
 from course import paths
 from course.cli import command_parser
-from course.cluster import pbs, plan, siteenv
+from course.cluster import pbs, plan, siteenv, usage
 from course.cluster.siteenv import SiteSettings
+from course.cluster.usage import Usage
 from course.contracts import results, stages
 from course.errors import CourseError, ResultsError
 
-BENCHMARK_SCRIPT = "run_allreduce_benchmark.sh"
 RESUBMIT = 2.0  # each job twice: a try that fails or is cut short, and the one that counts
-
-
-@dataclass(frozen=True)
-class Job:
-    what: str
-    nodes: int
-    gpus: int  # the GPUs it uses
-    seconds: float
-    source: str  # where the time comes from: a run folder, or "walltime"
-
-    @property
-    def node_hours(self) -> float:
-        return self.nodes * self.seconds / 3600
-
-    @property
-    def gpu_hours(self) -> float:
-        return self.gpus * self.seconds / 3600
 
 
 @dataclass(frozen=True)
 class Budget:
     site: str
-    jobs: list[Job]
+    jobs: list[Usage]
     students: int
     resubmit: float
     left_out: list[str]  # jobs the notebooks do not submit on this site, and why
     gpus_per_node: int  # 0: the site profile declares no GPUs (CPU nodes)
+    limits: dict[str, float]  # the site's budget per student, {kind: hours} (usage.limits)
 
     @property
     def node_hours(self) -> float:
@@ -69,6 +55,9 @@ class Budget:
     @property
     def gpu_hours(self) -> float:
         return self.resubmit * sum(job.gpu_hours for job in self.jobs)
+
+    def hours(self, kind: str) -> float:
+        return self.node_hours if kind == usage.NODE_HOURS else self.gpu_hours
 
     @property
     def peak_nodes(self) -> int:
@@ -167,14 +156,15 @@ def budget(
     gpus, batch = settings.gpus_per_node, plan.site_batch(settings)
     jobs, left_out = [], []
 
-    def add(what: str, script: str, stage: str, run, nodes: int, used: int) -> None:
-        walltime = _walltime(folder, script, settings)
-        seconds, source = _time(measured, stage, run, batch, walltime, what)
-        jobs.append(Job(what, nodes, used, seconds, source))
+    def add(what: str, stage: stages.Stage, run, nodes: int, per_node: int) -> None:
+        walltime = _walltime(folder, stage.job_script, settings)
+        seconds, source = _time(measured, stage.name, run, batch, walltime, what)
+        used = nodes * usage.gpus_used(stage.job_script, per_node, gpus)
+        jobs.append(Usage(what, nodes, used, seconds, source))
 
-    add("stage 1", stages.SINGLE_GPU.job_script, stages.SINGLE_GPU.name, None, 1, min(gpus, 1))
+    add("stage 1", stages.SINGLE_GPU, None, 1, 1)
     if gpus >= 2:
-        add("stage 2", stages.MULTI_GPU.job_script, stages.MULTI_GPU.name, None, 1, gpus)
+        add("stage 2", stages.MULTI_GPU, None, 1, 1)
     else:
         left_out.append(
             f"stage 2: the site profile declares {gpus} GPU(s) per node (gpus_per_node), and its "
@@ -182,36 +172,18 @@ def budget(
         )
     for run in plan.comparison_plan(folder) + plan.profile_plan(folder):
         what = "stage 3: " + run.describe(settings.select).split(":  qsub")[0]
-        ranks = run.nodes * run.per_node
-        add(
-            what,
-            stages.MULTI_NODE.job_script,
-            stages.MULTI_NODE.name,
-            run,
-            run.nodes,
-            ranks if gpus else 0,
-        )
+        add(what, stages.MULTI_NODE, run, run.nodes, run.per_node)
     for nodes, per_node in plan.benchmark_plan(folder):
-        seconds = _walltime(folder, BENCHMARK_SCRIPT, settings)
+        seconds = _walltime(folder, usage.BENCHMARK_SCRIPT, settings)
         if seconds is None:
             raise CourseError(
-                f"jobs/{BENCHMARK_SCRIPT} asks for no walltime, and its time is not measured",
+                f"jobs/{usage.BENCHMARK_SCRIPT} asks for no walltime, and its time is not measured",
                 "set it in the site profile ([jobs.run_allreduce_benchmark] walltime), apply it",
             )
-        jobs.append(
-            Job(
-                f"allreduce benchmark: {nodes} node(s) x {per_node} ranks",
-                nodes,
-                0,
-                seconds,
-                "walltime",
-            )
-        )
-    return Budget(settings.site, jobs, students, resubmit, left_out, gpus)
-
-
-def _hours(value: float) -> str:
-    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+        what = f"allreduce benchmark: {nodes} node(s) x {per_node} ranks"
+        used = nodes * usage.gpus_used(usage.BENCHMARK_SCRIPT, per_node, gpus)
+        jobs.append(Usage(what, nodes, used, seconds, "walltime"))
+    return Budget(settings.site, jobs, students, resubmit, left_out, gpus, usage.limits(settings))
 
 
 def render(budget: Budget) -> str:
@@ -231,10 +203,11 @@ def render(budget: Budget) -> str:
     n = budget.students
     lines += [
         "",
-        f"per student: {_hours(budget.node_hours)} node-hours, "
-        f"{_hours(budget.gpu_hours)} GPU-hours",
-        f"class of {n}: {_hours(n * budget.node_hours)} node-hours, "
-        f"{_hours(n * budget.gpu_hours)} GPU-hours",
+        f"per student: {usage.hours(budget.node_hours)} node-hours, "
+        f"{usage.hours(budget.gpu_hours)} GPU-hours",
+        *against_limits(budget),
+        f"class of {n}: {usage.hours(n * budget.node_hours)} node-hours, "
+        f"{usage.hours(n * budget.gpu_hours)} GPU-hours",
         f"largest simultaneous demand: {budget.peak_nodes} nodes ({budget.peak_gpus} GPUs), when "
         "every student's largest job runs at once",
         "",
@@ -243,6 +216,24 @@ def render(budget: Budget) -> str:
         request(budget),
     ]
     return "\n".join(lines)
+
+
+def against_limits(budget: Budget) -> list[str]:
+    """The site's per-student budget beside the plan's estimate, and a warning for each kind of
+    hours the estimate exceeds it in (`course submit` would refuse students jobs before the end)."""
+    if not budget.limits:
+        return []
+    limits = ", ".join(f"{usage.hours(limit)} {kind}" for kind, limit in budget.limits.items())
+    lines = [f"site budget per student ([budget] of the site profile): {limits}"]
+    for kind, limit in budget.limits.items():
+        if budget.hours(kind) > limit:
+            lines.append(
+                f"warning: the plan's {usage.hours(budget.hours(kind))} {kind} per student exceed "
+                f"the budget's {usage.hours(limit)}: `course submit` would refuse students jobs "
+                "before the course's end; raise the budget in the site profile, or plan shorter "
+                "walltimes or fewer resubmissions (--resubmit)"
+            )
+    return lines
 
 
 def request(budget: Budget) -> str:
@@ -254,11 +245,11 @@ def request(budget: Budget) -> str:
         else "the jobs' walltimes, an upper bound"
     )
     gpus = budget.gpus_per_node
-    hours = f"{_hours(n * budget.node_hours)} node-hours" + (
-        f" ({_hours(n * budget.gpu_hours)} GPU-hours)" if gpus else ""
+    hours = f"{usage.hours(n * budget.node_hours)} node-hours" + (
+        f" ({usage.hours(n * budget.gpu_hours)} GPU-hours)" if gpus else ""
     )
-    per_student = f"{_hours(budget.node_hours)} node-hours" + (
-        f" and {_hours(budget.gpu_hours)} GPU-hours" if gpus else ""
+    per_student = f"{usage.hours(budget.node_hours)} node-hours" + (
+        f" and {usage.hours(budget.gpu_hours)} GPU-hours" if gpus else ""
     )
     nodes = f"nodes with {gpus} GPUs each" if gpus else "CPU nodes"
     return (
@@ -268,8 +259,8 @@ def request(budget: Budget) -> str:
         f"{per_student} per student, every job counted {budget.resubmit:g} time(s) for "
         f"resubmissions (times: {times}). The students submit during the class, so we also ask "
         f"for a reservation (or a dedicated queue) of {budget.peak_nodes} nodes for "
-        f"{_hours(budget.reservation_hours)} hours, in which every student's jobs run one after "
-        "another and the students' side by side."
+        f"{usage.hours(budget.reservation_hours)} hours, in which every student's jobs run one "
+        "after another and the students' side by side."
     )
 
 

@@ -1,0 +1,247 @@
+"""Node-hours and GPU-hours: what a job costs, what a student's jobs have used, and the site
+profile's per-student budget ([budget]), which `course submit` checks before it submits.
+
+Node-hours count whole nodes (what a site that allocates whole nodes charges); GPU-hours the GPUs a
+job uses (`gpus_used`). `course plan` (course.instructor.allocation) counts the course's jobs with
+the same Usage.
+
+What a student has used, in `used`:
+- each run in runs/*/results.json that a job wrote: its wall time (`wall_seconds`, its last job's;
+  for a resumed run also each earlier job's time up to its last snapshot) x its nodes (its distinct
+  hosts) and its GPUs (distinct host and device pairs of a GPU run); runs made outside a job use no
+  allocation and do not count;
+- each job `course submit` submitted that has not ended: its walltime x the nodes and GPUs it asks
+  for, as it may use all of it (the run it is writing is not counted on top).
+The jobs submitted are kept per user in the ledger (LEDGER in the local scheduler's state folder),
+with the folder each came from: the runs of all those folders count, not only the current one's.
+
+What it does not defend against: a student who deletes runs/ or the ledger, edits a results file, or
+submits with `qsub` itself is not counted. The scheduler's own accounting is the real limit; this
+keeps a student from running out halfway through the class without knowing why.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+
+from course.cluster import job as following
+from course.cluster import localsched, pbs
+from course.cluster.siteenv import SiteSettings
+from course.contracts import jobend, joblog, results, stages
+from course.errors import JobError, ResultsError
+from course.fileio import atomic_file
+
+NODE_HOURS, GPU_HOURS = "node-hours", "GPU-hours"
+BENCHMARK_SCRIPT = "run_allreduce_benchmark.sh"  # MPI between ranks: it uses no GPU
+LEDGER = "submitted-jobs.json"
+
+# Student-facing messages (named placeholders, for translation).
+EXCEEDED = (
+    "{script} was NOT SUBMITTED: it would take your {kind} to {total} of the {limit} each student "
+    "has on site {site}. You have used {used} ({spent}); this job may use {asked} ({nodes} "
+    "node(s), {gpus} GPU(s), walltime {walltime})."
+)
+EXCEEDED_FIX = (
+    "ask for less: {left} {kind} are left, so a shorter walltime (-l walltime=HH:MM:SS) or fewer "
+    "nodes (-l select=NODES:mpiprocs=RANKS); or ask your instructor for more"
+)
+SPENT = "{source}: {hours}"
+NOT_ENDED = "job {job} (not ended)"
+NOTHING_SPENT = "no runs or pending jobs yet"
+NO_WALLTIME = (
+    "{script} asks for no walltime, so what it may use cannot be counted against your budget"
+)
+NO_WALLTIME_FIX = "give it one: -l walltime=HH:MM:SS"
+REMAINS = "budget on site {site}: {parts}"
+REMAINS_PART = "{used} of {limit} {kind} used, this job up to {asked}, {left} left after it"
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A job's or a run's share of the allocation."""
+
+    what: str
+    nodes: int
+    gpus: int  # the GPUs it uses
+    seconds: float
+    source: str  # where the time comes from: a run folder, a job, or "walltime"
+
+    @property
+    def node_hours(self) -> float:
+        return self.nodes * self.seconds / 3600
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.gpus * self.seconds / 3600
+
+    def hours(self, kind: str) -> float:
+        return self.node_hours if kind == NODE_HOURS else self.gpu_hours
+
+
+def gpus_used(script: str, ranks_per_node: int, site_gpus: int, asked: int = 0) -> int:
+    """The GPUs per node a job of `script` (a jobs/ file name) uses: none for the allreduce
+    benchmark, every GPU of the node for stage 2 (one process drives them all), else the ngpus it
+    asks for or one per rank; `site_gpus`: the profile's gpus_per_node (0: whatever is there)."""
+    if script == BENCHMARK_SCRIPT:
+        return 0
+    if script == stages.MULTI_GPU.job_script:
+        return site_gpus or asked
+    return asked or min(ranks_per_node, site_gpus)
+
+
+def limits(settings: SiteSettings) -> dict[str, float]:
+    """{kind: hours per student} of the budget the site profile sets; {} for none."""
+    budget = {
+        NODE_HOURS: settings.node_hours_per_student,
+        GPU_HOURS: settings.gpu_hours_per_student,
+    }
+    return {kind: hours for kind, hours in budget.items() if hours is not None}
+
+
+def hours(value: float) -> str:
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}" if value >= 1 else f"{value:.3f}"
+
+
+def job_usage(script: Path, options: Sequence[str], settings: SiteSettings) -> Usage:
+    """What a job may use: its walltime x the nodes and GPUs its directives and `options` ask for;
+    JobError when it asks for no walltime."""
+    request = pbs.read_request(script.read_text(), options, settings.resources)
+    if request.walltime is None:
+        raise JobError(NO_WALLTIME.format(script=script.name), NO_WALLTIME_FIX)
+    per_node = gpus_used(script.name, request.mpiprocs, settings.gpus_per_node, request.ngpus)
+    return Usage(script.name, request.nodes, request.nodes * per_node, request.walltime, "walltime")
+
+
+def run_usage(record: dict) -> Usage:
+    """What a run (a loaded results record) used."""
+    hosts = record["hosts"]
+    gpus = len(set(zip(hosts, record["devices"]))) if record.get("device_kind") == "gpu" else 0
+    earlier = (record.get("segments") or [])[:-1]  # resumed: the jobs before its last
+    seconds = float(record.get("wall_seconds") or 0) + sum(map(_segment_seconds, earlier))
+    folder = Path(record["_path"]).parent
+    return Usage(
+        record["stage"], len(set(hosts)), gpus, seconds, f"{results.RUNS_DIR}/{folder.name}"
+    )
+
+
+def _segment_seconds(segment: dict) -> float:
+    """An earlier job's time on a resumed run, up to its last snapshot (what is known of it)."""
+    if not segment.get("snapshot_at") or not segment.get("started_at"):
+        return 0.0
+    started = datetime.fromisoformat(segment["started_at"])
+    return max(0.0, (datetime.fromisoformat(segment["snapshot_at"]) - started).total_seconds())
+
+
+# --- the ledger of submitted jobs ------------------------------------------------------------
+
+
+def ledger_path() -> Path:
+    return localsched.state_dir() / LEDGER
+
+
+def _read_ledger() -> list[dict]:
+    try:
+        entries = json.loads(ledger_path().read_text())
+    except (OSError, ValueError):
+        return []
+    return entries if isinstance(entries, list) else []
+
+
+def record(job_id: str, scheduler: str, folder: Path, asked: Usage) -> None:
+    """Add a submitted job to the ledger (atomically, one writer at a time)."""
+    path = ledger_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        entry = {"id": job_id, "scheduler": scheduler, "folder": str(folder), **asdict(asked)}
+        with atomic_file(path, "w") as f:
+            json.dump([*_read_ledger(), entry], f, indent=1)
+
+
+def _ended(entry: dict) -> bool:
+    """Whether a ledger's job has ended: its log says so, else its scheduler (a job it no longer
+    knows has ended; one whose state it cannot tell is taken as still running)."""
+    log = joblog.find(Path(entry["folder"]), entry["id"])
+    text = joblog.read(log) if log is not None else ""
+    if jobend.exit_status(text) is not None or jobend.killed_by_scheduler(text):
+        return True
+    if entry["scheduler"] == "local":
+        try:
+            return localsched.find(entry["id"]).exit_status() is not None
+        except JobError:  # the local scheduler no longer knows it
+            return True
+    return following.qstat_state(entry["id"]) == "finished"
+
+
+def used(folder: Path) -> list[Usage]:
+    """What the student has used: the runs of `folder` and of every folder they submitted from,
+    and the jobs they submitted that have not ended (at their walltime)."""
+    entries = _read_ledger()
+    running = [entry for entry in entries if not _ended(entry)]
+    running_ids = {joblog.job_number(entry["id"]) for entry in running}
+    folders = {Path(folder).resolve(), *(Path(entry["folder"]) for entry in entries)}
+    spent = []
+    for place in sorted(folders):
+        for path in results.find(place):
+            try:
+                run = results.load(path)
+            except ResultsError:  # not a run's record: nothing known of what it used
+                continue
+            job_id = (run.get("job") or {}).get("id")
+            if job_id and joblog.job_number(job_id) not in running_ids:
+                spent.append(run_usage(run))
+    for entry in running:
+        fields = {key: entry[key] for key in ("what", "nodes", "gpus", "seconds")}
+        spent.append(Usage(**fields, source=NOT_ENDED.format(job=entry["id"])))
+    return spent
+
+
+def check(
+    folder: Path, script: Path, options: Sequence[str], settings: SiteSettings
+) -> tuple[Usage, str]:
+    """(what the job may use, one line of what is left after it) when the student's budget has
+    room for it; JobError, saying what was used and what to do, when it has not. Only where the
+    site sets a budget."""
+    asked = job_usage(script, options, settings)
+    spent = used(folder)
+    parts = []
+    for kind, limit in limits(settings).items():
+        so_far = sum(usage.hours(kind) for usage in spent)
+        total = so_far + asked.hours(kind)
+        if total > limit:
+            runs = ", ".join(
+                SPENT.format(source=u.source, hours=hours(u.hours(kind)))
+                for u in spent
+                if u.hours(kind)
+            )
+            raise JobError(
+                EXCEEDED.format(
+                    script=script.name,
+                    kind=kind,
+                    total=hours(total),
+                    limit=hours(limit),
+                    site=settings.site,
+                    used=hours(so_far),
+                    spent=runs or NOTHING_SPENT,
+                    asked=hours(asked.hours(kind)),
+                    nodes=asked.nodes,
+                    gpus=asked.gpus,
+                    walltime=pbs.format_walltime(int(asked.seconds)),
+                ),
+                EXCEEDED_FIX.format(left=hours(max(0.0, limit - so_far)), kind=kind),
+            )
+        parts.append(
+            REMAINS_PART.format(
+                used=hours(so_far),
+                limit=hours(limit),
+                kind=kind,
+                asked=hours(asked.hours(kind)),
+                left=hours(limit - total),
+            )
+        )
+    return asked, REMAINS.format(site=settings.site, parts="; ".join(parts))
