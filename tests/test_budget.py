@@ -209,8 +209,9 @@ def test_course_submit_counts_runs_and_pending_jobs_against_the_budget(budgeted)
         "0.050 each student has on site local-budget. You have used 0.042 (runs/single_gpu-"
         f"900.local: 0.008, job {job_id} (not ended): 0.033); this job may use 0.033 (1 node(s), "
         "0 GPU(s), walltime 00:02:00).\n"
-        "  -> ask for less: 0.008 node-hours are left, so a shorter walltime "
-        "(-l walltime=HH:MM:SS) or fewer nodes (-l select=NODES:mpiprocs=RANKS); or ask your "
+        "  -> ask for less (0.008 node-hours are left): a shorter walltime "
+        "(-l walltime=HH:MM:SS) or fewer nodes (-l select=NODES:mpiprocs=RANKS), or wait for your "
+        "jobs that have not ended (each counts its whole walltime till then); or ask your "
         "instructor for more\n"
     )
     assert not list(budgeted.glob("quick.sh.o*")), "nothing ran"

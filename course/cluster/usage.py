@@ -47,8 +47,11 @@ EXCEEDED = (
     "node(s), {gpus} GPU(s), walltime {walltime})."
 )
 EXCEEDED_FIX = (
-    "ask for less: {left} {kind} are left, so a shorter walltime (-l walltime=HH:MM:SS) or fewer "
-    "nodes (-l select=NODES:mpiprocs=RANKS); or ask your instructor for more"
+    "ask for less ({left} {kind} are left): a shorter walltime (-l walltime=HH:MM:SS) or fewer "
+    "nodes (-l select=NODES:mpiprocs=RANKS){wait}; or ask your instructor for more"
+)
+WAIT_FOR_JOBS = (
+    ", or wait for your jobs that have not ended (each counts its whole walltime till then)"
 )
 SPENT = "{source}: {hours}"
 NOT_ENDED = "job {job} (not ended)"
@@ -178,9 +181,9 @@ def _ended(entry: dict) -> bool:
     return following.qstat_state(entry["id"]) == "finished"
 
 
-def used(folder: Path) -> list[Usage]:
-    """What the student has used: the runs of `folder` and of every folder they submitted from,
-    and the jobs they submitted that have not ended (at their walltime)."""
+def used(folder: Path) -> tuple[list[Usage], list[Usage]]:
+    """What the student has used: (the runs of `folder` and of every folder they submitted from,
+    the jobs they submitted that have not ended, at their walltime)."""
     entries = _read_ledger()
     running = [entry for entry in entries if not _ended(entry)]
     running_ids = {joblog.job_number(entry["id"]) for entry in running}
@@ -195,10 +198,17 @@ def used(folder: Path) -> list[Usage]:
             job_id = (run.get("job") or {}).get("id")
             if job_id and joblog.job_number(job_id) not in running_ids:
                 spent.append(run_usage(run))
-    for entry in running:
-        fields = {key: entry[key] for key in ("what", "nodes", "gpus", "seconds")}
-        spent.append(Usage(**fields, source=NOT_ENDED.format(job=entry["id"])))
-    return spent
+    jobs = [
+        Usage(
+            entry["what"],
+            entry["nodes"],
+            entry["gpus"],
+            entry["seconds"],
+            NOT_ENDED.format(job=entry["id"]),
+        )
+        for entry in running
+    ]
+    return spent, jobs
 
 
 def check(
@@ -208,13 +218,14 @@ def check(
     room for it; JobError, saying what was used and what to do, when it has not. Only where the
     site sets a budget."""
     asked = job_usage(script, options, settings)
-    spent = used(folder)
+    runs, jobs = used(folder)
+    spent = runs + jobs
     parts = []
     for kind, limit in limits(settings).items():
         so_far = sum(usage.hours(kind) for usage in spent)
         total = so_far + asked.hours(kind)
         if total > limit:
-            runs = ", ".join(
+            listed = ", ".join(
                 SPENT.format(source=u.source, hours=hours(u.hours(kind)))
                 for u in spent
                 if u.hours(kind)
@@ -227,13 +238,17 @@ def check(
                     limit=hours(limit),
                     site=settings.site,
                     used=hours(so_far),
-                    spent=runs or NOTHING_SPENT,
+                    spent=listed or NOTHING_SPENT,
                     asked=hours(asked.hours(kind)),
                     nodes=asked.nodes,
                     gpus=asked.gpus,
                     walltime=pbs.format_walltime(int(asked.seconds)),
                 ),
-                EXCEEDED_FIX.format(left=hours(max(0.0, limit - so_far)), kind=kind),
+                EXCEEDED_FIX.format(
+                    left=hours(max(0.0, limit - so_far)),
+                    kind=kind,
+                    wait=WAIT_FOR_JOBS if jobs else "",
+                ),
             )
         parts.append(
             REMAINS_PART.format(
