@@ -28,12 +28,13 @@ def profile_with(folder: Path, budget: str, base: str = "local") -> Path:
     [
         (
             "node_hours_per_student = 0",
-            ":53: `budget.node_hours_per_student` = 0 is not a number of hours above 0",
+            ":53: `budget.node_hours_per_student` = 0 is not a number of hours above 0, e.g. 12.5",
             "fix the profile, or leave the key out for no budget",
         ),
         (
             "gpu_hours_per_student = -4.5",
-            ":53: `budget.gpu_hours_per_student` = -4.5 is not a number of hours above 0",
+            ":53: `budget.gpu_hours_per_student` = -4.5 is not a number of hours above 0"
+            ", e.g. 12.5",
             "fix the profile, or leave the key out for no budget",
         ),
         (
@@ -43,7 +44,8 @@ def profile_with(folder: Path, budget: str, base: str = "local") -> Path:
         ),
         (
             "node_hours_per_student = nan",
-            ":53: `budget.node_hours_per_student` = nan is not a number of hours above 0",
+            ":53: `budget.node_hours_per_student` = nan is not a number of hours above 0"
+            ", e.g. 12.5",
             "fix the profile, or leave the key out for no budget",
         ),
         (
@@ -64,7 +66,7 @@ def test_a_bad_budget_is_refused_with_the_line_and_the_fix(tmp_path, budget, mes
     path = profile_with(tmp_path, budget)
     with pytest.raises(SiteError) as caught:
         sites.load_profile(str(path))
-    assert caught.value.message == f"{path}{message}" + (", e.g. 12.5" * ("above" in message))
+    assert caught.value.message == f"{path}{message}"
     assert caught.value.hint == hint
 
 
@@ -236,3 +238,17 @@ def test_without_a_budget_submit_says_and_records_nothing(budgeted):
     assert job is not None and job.wait(timeout=60, echo=None) == 0
     assert said == [f"submitted jobs/quick.sh as job {job.id} (local)"]
     assert not usage.ledger_path().exists()
+
+
+def test_the_runs_of_every_folder_the_student_submitted_from_count(budgeted, tmp_path):
+    """A fresh copy of the assignment does not start the count again: the ledger names the folder
+    of each job, and a job whose log shows its end counts by its run, not its walltime."""
+    other = tmp_path / "copy"
+    make_run(other, "multi_node", 77, 100.0, workers=2, device_kind="cpu", wall_seconds=60.0)
+    usage.record("77.local", "qsub", other, usage.Usage("multi_node", 2, 0, 1200, "walltime"))
+    runs, jobs = usage.used(budgeted)
+    assert jobs == []
+    assert sorted((run.source, run.nodes, run.seconds) for run in runs) == [
+        ("runs/multi_node-77.local", 1, 60.0),  # both ranks on n1: one node
+        ("runs/single_gpu-900.local", 1, 30.0),
+    ]
