@@ -121,8 +121,7 @@ def test_make_iterators_mistakes(stage_1, old, new, words):
     [
         ("MomentumSGD(args.lr)", "MomentumSGD()", r"learning rate is 0.01, not args.lr \(0.02\)"),
         (
-            "    optimizer.setup(model)\n    "
-            "optimizer.add_hook(chainer.optimizer_hooks.WeightDecay(5e-4))\n",
+            "    optimizer.setup(model)\n",
             "",
             "the optimizer is not set up on the model",
         ),

@@ -43,7 +43,7 @@ def build_trainer(args, train, test, device, comm=None) -> training.Trainer:
     if comm is not None:
         optimizer = chainermn().create_multi_node_optimizer(optimizer, comm)
     optimizer.setup(model)
-    optimizer.add_hook(chainer.optimizer_hooks.WeightDecay(5e-4))
+    harness.add_weight_decay(optimizer)
     train_iter = chainer.iterators.SerialIterator(train, args.batchsize)
     updater = training.updaters.StandardUpdater(train_iter, optimizer, device=device)
     stop = (args.iterations, "iteration") if args.iterations else (args.epoch, "epoch")

@@ -6,7 +6,8 @@ the job log (course.contracts.joblog), and writes the results file (course.contr
 The students' generated scripts (course.runtime.mains, course.notebook.scripts) also call the
 names imported below from the modules that hold them: flags (parser, parse_args), devices
 (set_seed, resolve_device, use_gpu, communicator_name, gpus_for_multiprocess) and the
-learning-rate policy (apply_lr_rule, apply_lr_drop); the record itself is course.runtime.recorder.
+optimizer's policy (apply_lr_rule, apply_lr_drop, add_weight_decay); the record itself is
+course.runtime.recorder.
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ from course.runtime.devices import (
     use_gpu,
 )
 from course.runtime.flags import DEFAULT_SEED, parse_args, parser
-from course.runtime.lr_policy import apply_lr_drop, apply_lr_rule, observe_rate
+from course.runtime.lr_policy import add_weight_decay, apply_lr_drop, apply_lr_rule, observe_rate
 from course.runtime.recorder import ResultsWriter, RunRecorder
 from course.runtime.throughput import ThroughputStats
 
 __all__ = [
     "DEFAULT_SEED",
+    "add_weight_decay",
     "apply_lr_drop",
     "apply_lr_rule",
     "communicator_name",

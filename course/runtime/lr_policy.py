@@ -1,11 +1,17 @@
-"""The learning-rate policy: a rule for N workers (warm-up, constant, linear), the final drop, and
-the rate the optimizer really used, into the log."""
+"""The optimizer's policy, the same in every stage: a learning-rate rule for N workers (warm-up,
+constant, linear), the final drop, the rate the optimizer really used, into the log, and the weight
+decay."""
 
 from __future__ import annotations
 
 import argparse
 
 import chainer
+
+from course.errors import CourseError
+
+# Every stage trains with it (main() adds it), so that the stages' accuracies compare.
+WEIGHT_DECAY = 5e-4
 
 
 class _FinalDrop(chainer.training.Extension):
@@ -104,3 +110,15 @@ def observe_rate(trainer) -> None:
     rate = learning_rate(trainer.updater.get_optimizer("main"))
     if rate is not None:
         chainer.reporter.report({"lr": rate})
+
+
+def add_weight_decay(optimizer) -> None:
+    """The course's weight decay on `optimizer`, which is set up on the model."""
+    try:
+        optimizer.add_hook(chainer.optimizer_hooks.WeightDecay(WEIGHT_DECAY))
+    except KeyError:  # Chainer refuses a second hook of the same name
+        raise CourseError(
+            "your optimizer already has a WeightDecay hook, and main() adds the course's "
+            f"(rate {WEIGHT_DECAY:g}) to every stage, so that the stages compare",
+            "leave weight decay to main(): remove the add_hook line from your function",
+        ) from None

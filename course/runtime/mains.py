@@ -17,6 +17,7 @@ def single_gpu():
     train, test = harness.load_data(args)
     train_iter, test_iter = make_iterators(train, test, args.batchsize)
     model, optimizer = make_model_and_optimizer(args, device)
+    harness.add_weight_decay(optimizer)  # every stage's, so that their accuracies compare
     trainer = build_trainer(args, train_iter, test_iter, model, optimizer, device)
     add_snapshots(
         trainer
@@ -40,6 +41,7 @@ def multi_gpu():
     lr = scaled_learning_rate(args.lr, args.batchsize, args.batchsize * len(gpu_ids))
     optimizer = chainer.optimizers.MomentumSGD(lr)
     optimizer.setup(model)
+    harness.add_weight_decay(optimizer)
     trainer = build_trainer(args, train_iters, test, model, optimizer, devices)
     harness.apply_lr_drop(
         trainer, args
@@ -61,6 +63,7 @@ def multi_node():
     model = L.Classifier(course.models.build(args.model, width=args.width))
     model.to_device(device)
     optimizer = make_optimizer(args, comm, model)  # at args.lr, the rate for one worker's batch
+    harness.add_weight_decay(optimizer)
     trainer = build_trainer(args, comm, train, test, model, optimizer, device)
     # --lr-rule: constant, linear (x comm.size at once) or warmup (your learning_rate_schedule);
     # then the drop
