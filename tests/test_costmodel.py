@@ -322,3 +322,32 @@ def test_the_report_reads_the_time_of_each_widths_gradient_off_the_same_series(t
     )
     ratio = float(line.split(": ")[-1].split("x the time")[0])
     assert 10 < ratio < 17  # the bandwidth term dominates at these sizes, latency adds a little
+
+
+def test_on_gpus_the_graded_prediction_is_the_benchmarks_largest_size_from_the_others(
+    tmp_path, capsys
+):
+    """A GPU step's exchange is NCCL's in GPU memory, which the host-memory benchmark does not
+    measure: the cell grades the held-out largest message instead, and says why."""
+    table = measured(tmp_path, ranks=2)
+    profiled = {"run": "multi_node-9.pbs", "ranks": 2, "seconds": 2e-3, "device_kind": "gpu"}
+    predicted, graded = checks.predict_held_out_size(
+        allreduce_time, fit_alpha_beta, table, profiled
+    )
+    [series] = table
+    assert graded["seconds"] == series.median[-1] and "67,108,864-byte ring" in graded["run"]
+    assert 0.5 < predicted / graded["seconds"] < 2  # the model fits the benchmark's own series
+    said = capsys.readouterr().out
+    assert "ran on GPUs" in said and "NCCL in GPU memory" in said and "PASS" in said
+    # A model a thousand times off misses it: the point is not given for running the cell.
+    wrong, _ = checks.predict_held_out_size(
+        lambda a, p, n, alpha, beta: 1e3 * allreduce_time(a, p, n, alpha, beta),
+        fit_alpha_beta,
+        table,
+        profiled,
+    )
+    assert wrong / graded["seconds"] > 100 and "NOT YET" in capsys.readouterr().out
+    with pytest.raises(CheckFailed, match="no ring or recursive_doubling series"):
+        checks.predict_held_out_size(
+            allreduce_time, fit_alpha_beta, table, {**profiled, "ranks": 4}
+        )

@@ -72,6 +72,7 @@ def test_the_notebook_shows_a_bar_per_rank_and_the_measured_allreduce(profiled):
     assert (
         measured["ranks"] == 2
         and measured["gradient_bytes"] == 4 * run.record["model"]["parameters"]
+        and measured["device_kind"] == "cpu"  # so the cell grades the step's own exchange
     )
     assert 0 < measured["seconds"] < 1
     figure = profile_report.plot(folder)

@@ -59,7 +59,7 @@ def measured_allreduce_seconds(folder: Path = Path("."), ranks: int | None = Non
     """The gradient exchange of the profiled run on the most ranks (or on `ranks`): its median over
     the ranks, in seconds; the gradient's size in bytes (float32 parameters); the network (and its
     parameter arrays' sizes), the communicator and the allreduce algorithm the run used ("ring"
-    where MPI or NCCL chose: NCCL's is a ring). None without such a run."""
+    where MPI or NCCL chose: NCCL's is a ring), and its devices' kind. None without such a run."""
     runs = [
         run
         for run in profiled_runs(folder)
@@ -80,6 +80,7 @@ def measured_allreduce_seconds(folder: Path = Path("."), ranks: int | None = Non
         "arrays": model.get("arrays"),
         "communicator": run.record.get("communicator"),
         "algorithm": run.record.get("allreduce") or "ring",
+        "device_kind": run.record.get("device_kind", "gpu"),
     }
 
 

@@ -305,6 +305,10 @@ def predict_profiled_step(
             "there is no profiled stage-3 run on 2 or more ranks",
             "run the step-profile section above first",
         )
+    if measured["device_kind"] == "gpu":
+        return predict_held_out_size(
+            allreduce_time, fit_alpha_beta, allreduce_report.measured_table(folder), measured
+        )
     arrays = measured["arrays"] or parameter_arrays(
         measured["model"], measured["width"]
     )  # older runs: rebuilt
@@ -326,6 +330,52 @@ def predict_profiled_step(
     )
     print(prediction_verdict(predicted / measured["seconds"]))
     return predicted, measured
+
+
+def predict_held_out_size(
+    allreduce_time: Callable[..., Any],
+    fit_alpha_beta: Callable[..., Any],
+    table: Sequence,
+    profiled: dict,
+) -> tuple[float, dict]:
+    """On GPUs: (the predicted seconds, the measurement) of the benchmark's largest message on the
+    profiled run's ranks, alpha and beta fitted on its other sizes. A GPU step exchanges its
+    gradient with NCCL in GPU memory, which the MPI benchmark in host memory does not measure, so
+    the step's exchange is shown, not graded."""
+    __tracebackhide__ = True
+    ranks = profiled["ranks"]
+    series = next(
+        (s for s in table if s.ranks == ranks and s.algorithm in costmodel.ALGORITHMS), None
+    )
+    if series is None or len(series.sizes) < 3:
+        fail(
+            f"the benchmark has no ring or recursive_doubling series of 3 or more sizes on {ranks} "
+            "ranks, the rank count of the profiled step",
+            f"qsub -j oe -l select=1:mpiprocs={ranks} jobs/run_allreduce_benchmark.sh",
+        )
+    alpha, beta = _fit_of(
+        fit_alpha_beta,
+        series.sizes[:-1],
+        series.median[:-1],
+        series.algorithm,
+        ranks,
+        f"the measured {series.label} without its largest size",
+    )
+    largest = series.sizes[-1]
+    returned = call(allreduce_time, series.algorithm, ranks, largest, alpha, beta)
+    predicted = real(returned)
+    if predicted is None:
+        fail(f"allreduce_time returned {type(returned).__name__}, not a number of seconds")
+    what = f"the benchmark's {largest:,}-byte {series.algorithm} allreduce on {ranks} ranks"
+    print(
+        f"{profiled['run']} ran on GPUs: its gradient went through NCCL in GPU memory "
+        f"({profiled['seconds'] * 1e3:.2f} ms per step), which the MPI benchmark in host memory "
+        f"does not measure. Graded instead: {what}, from a fit of its smaller sizes: predicted "
+        f"{predicted * 1e3:.2f} ms, measured {series.median[-1] * 1e3:.2f} ms (ratio "
+        f"{predicted / series.median[-1]:.2f})"
+    )
+    print(prediction_verdict(predicted / series.median[-1]))
+    return predicted, {**profiled, "run": what, "seconds": series.median[-1]}
 
 
 def prediction_verdict(ratio: float) -> str:
