@@ -125,6 +125,8 @@ def functions(module: ModuleType, stage: stages.Stage) -> list:
 # What the notebooks' setup cells import for the students' functions, as the checks' tests
 # load them (chainermn for stage 3 only).
 CHECKED_NOTEBOOK_SETUP = """\
+import math
+
 import chainer
 import chainer.links as L
 from chainer import training

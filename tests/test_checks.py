@@ -546,24 +546,38 @@ STAGE_3_MISTAKES = {
         "check_trainer",
         "Throughput counts 32 images per step; 6 ranks x 8 move 48",
     ),
-    "walltime copied from the default": (
-        ("resource_request", 'f"#PBS -l walltime={walltime}"', '"#PBS -l walltime=00:30:00"'),
+    "no margin": (
+        (
+            "resource_request",
+            "(training + max(0.2 * training, 600)) / 60",
+            "training / 60",
+        ),
         "check_resource_request",
-        "the lines ask for 00:30:00; the run needs 00:15:00",
+        "walltime 00:16:00 leaves too little margin: 10 epoch(s) of 95 s take 00:15:50",
     ),
     "misspelt select": (
         ("resource_request", "select=", "selct="),
         "check_resource_request",
         "unknown resource 'selct'",
     ),
-    "ranks as nodes": (
+    "a node per rank": (
+        ("resource_request", 'f"{nodes}:mpiprocs={ranks // nodes}"', 'f"{ranks}:mpiprocs=1"'),
+        "check_resource_request",
+        "4 nodes for 4 ranks leave part of each idle: a node of pbs-gpu has 2 GPU",
+    ),
+    "ranks by cores on a GPU site": (
+        ("resource_request", "site.gpus_per_node or ", ""),
+        "check_resource_request",
+        "4 ranks per node would share what a node has: a node of pbs-gpu has 2 GPU",
+    ),
+    "threads not asked": (
         (
             "resource_request",
-            "select={nodes}:mpiprocs={ranks_per_node}",
-            "select={nodes * ranks_per_node}:mpiprocs=1",
+            '    if threads_per_rank > 1:\n        chunk += f":ompthreads={threads_per_rank}"\n',
+            "",
         ),
         "check_resource_request",
-        "the lines ask for 2 nodes; the run needs 1",
+        "each rank runs 4 thread(s), and the lines ask for no ompthreads",
     ),
     "no group": (
         (

@@ -7,7 +7,8 @@ with an argument (its source, whitespace removed), every dotted call's name with
 (`base_lr*n_workers`) and every dotted value an f-string formats (`comm.intra_rank`). The checks'
 texts are every string of course/notebook/checks/*.py but docstrings and what `passed` prints
 (it says what was verified, after the student wrote it): messages, hints and the helpers' parts of
-them, with each f-string's placeholders as "{}".
+them, with each f-string's placeholders as "{}". The resource request's messages are read there too,
+from course/notebook/directives.py.
 """
 
 from __future__ import annotations
@@ -154,7 +155,13 @@ def test_a_dictating_hint_is_found(tmp_path):
     assert found and all(line.startswith("planted.py:4: ") for line in found), found
 
 
-@pytest.mark.parametrize("module", sorted(CHECKS.glob("*.py")), ids=lambda path: path.name)
+# The resource request's messages come from the module that reads the lines, beside the checks.
+DIRECTIVES = CHECKS.parent / "directives.py"
+
+
+@pytest.mark.parametrize(
+    "module", [*sorted(CHECKS.glob("*.py")), DIRECTIVES], ids=lambda path: path.name
+)
 def test_no_hint_holds_a_solution_call(module):
     found = dictations(module)
     assert not found, "\n".join(found)

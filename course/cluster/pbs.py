@@ -55,6 +55,7 @@ NODE_PROPERTIES = (
 )  # Torque's nodes=N:ppn=M:gpus=G (other words there name node features)
 _COUNTS = {
     "mpiprocs": "mpiprocs",
+    "ompthreads": "ompthreads",
     "ngpus": "ngpus",
     "ncpus": "ncpus",
     "ppn": "mpiprocs",
@@ -70,6 +71,7 @@ class Request:
     mpiprocs: int = 1  # MPI ranks per node
     ngpus: int = 0  # GPUs per node (PBS Pro's ngpus; 0: not asked)
     ncpus: int = 0
+    ompthreads: int = 0  # threads per rank (PBS Pro sets OMP_NUM_THREADS from it; 0: not asked)
     walltime: int | None = None  # seconds
     walltime_text: str | None = None  # as written, e.g. "1:00" (which PBS reads as one minute)
     queue: str | None = None
@@ -212,7 +214,7 @@ def _apply_resource(item: str, request: Request, extra: Collection[str]) -> Requ
         return parse_nodes(setting, request)
     if key == "walltime":
         return replace(request, walltime=parse_walltime(setting), walltime_text=setting)
-    if key in ("ngpus", "mpiprocs", "ncpus"):
+    if key in ("ngpus", "mpiprocs", "ncpus", "ompthreads"):
         counts: dict[str, Any] = {key: _count(key, setting, item)}
         return replace(request, **counts)
     return request

@@ -1,52 +1,85 @@
-"""The stage-3 job's resource request, written by the student as the 2018 Reedbush-H hands-on had
-them do.
+"""The stage-3 job's resource request, derived by the student from the site's hardware and their
+own measured epoch time, and written as the 2018 Reedbush-H hands-on had them write it ("2 GPUs per
+node and 2 nodes, so...").
 
-The student's resource_request(site, nodes, ranks_per_node, walltime) returns the `#PBS` lines; they
-are read with the kit's own directive parser (course.cluster.pbs), checked against what the site
-needs, and written into jobs/run_multi_node_training.sh in place of the instructor's defaults (the
-lines of the site's own scheduler, e.g. `#SBATCH --gres`, are kept). `course site apply` writes the
-defaults again.
+The student's resource_request(site, ranks, threads_per_rank, epoch_seconds, epochs) returns the
+`#PBS` lines; they are read with the kit's own directive parser (course.cluster.pbs), checked
+against what the run needs on that site (`check`), and written into jobs/run_multi_node_training.sh
+in place of the instructor's defaults (the lines of the site's own scheduler, e.g. `#SBATCH --gres`,
+are kept). `course site apply` writes the defaults again.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from course import paths
+from course import evidence, paths
 from course.cluster import pbs, siteenv, sites
 from course.contracts import stages
 from course.errors import CourseError, JobError
 from course.fileio import atomic_file
 
+# The walltime's margin over the training's measured time, for start-up, evaluation and a slower
+# node: at least this share of it and at least this many seconds; a request beyond three margins
+# only waits longer in the queue.
+MARGIN_SHARE = 0.2
+MARGIN_SECONDS = 600
+MARGINS_AT_MOST = 3
+
 
 @dataclass(frozen=True)
 class Site:
-    """What a job script's request must say for a site."""
+    """What a job script's request must say for a site, and the nodes it has."""
 
     name: str
     queue: str | None  # the queue its jobs go to (-q); None: the site has none
     group: str | None  # the group its jobs are charged to (-W group_list); None: none
+    gpus_per_node: int = 0  # one rank per GPU; 0: a site of CPU nodes
+    cores_per_node: int = 1  # what a job may use of a node's cores (CPU sites)
     resources: tuple[str, ...] = ()  # its own -l resource names, besides PBS's
 
     def __repr__(self) -> str:
-        return f"Site(name={self.name!r}, queue={self.queue!r}, group={self.group!r})"
+        return (
+            f"Site(name={self.name!r}, queue={self.queue!r}, group={self.group!r}, "
+            f"gpus_per_node={self.gpus_per_node}, cores_per_node={self.cores_per_node})"
+        )
 
 
 def applied_site(folder: Path = Path(".")) -> Site:
-    """The site whose profile was applied to `folder`'s jobs/ (course site apply)."""
+    """The site whose profile was applied to `folder`'s jobs/ (course site apply). A CPU site's
+    nodes hold the ranks per node of its largest stage-3 run."""
     settings = siteenv.of_folder(folder)
-    return Site(settings.site or "?", settings.queue, settings.group, settings.resources)
+    _, per_node = settings.largest_run
+    return Site(
+        settings.site or "?",
+        settings.queue,
+        settings.group,
+        settings.gpus_per_node,
+        per_node * settings.threads_per_rank,
+        settings.resources,
+    )
 
 
-def request_shape(folder: Path = Path(".")) -> tuple[int, int]:
-    """(nodes, ranks per node) of the largest run of the site's stage-3 comparison."""
-    return siteenv.of_folder(folder).largest_run
+def ranks_per_node(site: Site, threads_per_rank: int) -> int:
+    """The most ranks a node of `site` takes: one per GPU, or on CPU nodes a core per thread."""
+    return site.gpus_per_node or max(1, site.cores_per_node // threads_per_rank)
 
 
-def check(lines, site: Site, nodes: int, ranks_per_node: int, walltime: str) -> pbs.Request:
-    """The request `lines` make, read as PBS reads a job script; CourseError saying what to
-    change."""
+def walltime_range(epoch_seconds: float, epochs: int) -> tuple[int, int]:
+    """(fewest, most) seconds a request may ask for a training of `epochs` at `epoch_seconds`."""
+    training = epoch_seconds * epochs
+    margin = max(MARGIN_SHARE * training, MARGIN_SECONDS)
+    return math.ceil(training + margin), math.ceil(training + MARGINS_AT_MOST * margin)
+
+
+def check(
+    lines, site: Site, ranks: int, threads_per_rank: int, epoch_seconds: float, epochs: int
+) -> pbs.Request:
+    """The request `lines` make, read as PBS reads a job script; CourseError saying what is wrong
+    with it for a run of `ranks` ranks of `threads_per_rank` threads, `epochs` epochs of
+    `epoch_seconds`."""
     if not isinstance(lines, (list, tuple)) or not all(isinstance(line, str) for line in lines):
         raise CourseError(
             f"resource_request returned {type(lines).__name__}, not a list of lines",
@@ -61,22 +94,8 @@ def check(lines, site: Site, nodes: int, ranks_per_node: int, walltime: str) -> 
         request = pbs.read_request("#!/bin/bash\n" + "\n".join(lines) + "\n", extra=site.resources)
     except JobError as e:
         raise CourseError(e.message, e.hint) from None
-    wanted = {"nodes": nodes, "MPI ranks per node": ranks_per_node}
-    got = {"nodes": request.nodes, "MPI ranks per node": request.mpiprocs}
-    for what in wanted:
-        if got[what] != wanted[what]:
-            raise CourseError(
-                f"the lines ask for {got[what]} {what}; the run needs {wanted[what]}",
-                "-l select=NODES:mpiprocs=RANKS_PER_NODE asks for NODES chunks (nodes here), each "
-                "with RANKS_PER_NODE MPI ranks",
-            )
-    if request.walltime != pbs.parse_walltime(walltime):
-        asked = "no walltime" if request.walltime is None else pbs.format_walltime(request.walltime)
-        raise CourseError(
-            f"the lines ask for {asked}; the run needs {walltime}",
-            "-l walltime=HH:MM:SS: too little and the job is killed, too much and it waits longer "
-            "in the queue",
-        )
+    _check_shape(request, site, ranks, threads_per_rank)
+    _check_walltime(request, epoch_seconds, epochs)
     for name, needed, found in (
         ("queue", site.queue, request.queue),
         ("group", site.group, request.group),
@@ -94,6 +113,86 @@ def check(lines, site: Site, nodes: int, ranks_per_node: int, walltime: str) -> 
                 f"site.{name} is None here: a {name} PBS does not know refuses the job",
             )
     return request
+
+
+def _check_shape(request: pbs.Request, site: Site, ranks: int, threads_per_rank: int) -> None:
+    """Every rank started, none sharing a GPU or a core, on as few nodes as hold them."""
+    most = ranks_per_node(site, threads_per_rank)
+    holds = (
+        f"a node of {site.name} has {site.gpus_per_node} GPU(s), one per rank"
+        if site.gpus_per_node
+        else f"a node of {site.name} gives a job {site.cores_per_node} core(s), one per thread, "
+        f"and each rank runs {threads_per_rank} thread(s)"
+    )
+    if request.ranks != ranks:
+        raise CourseError(
+            f"the lines start {request.nodes} node(s) x {request.mpiprocs} rank(s) = "
+            f"{request.ranks} rank(s); the run needs {ranks}",
+            "select=NODES:mpiprocs=M starts M ranks on each of NODES nodes",
+        )
+    if request.mpiprocs > most:
+        raise CourseError(
+            f"{request.mpiprocs} ranks per node would share what a node has: {holds}",
+            "more ranks than a node holds run slower than fewer, not faster",
+        )
+    fewest = math.ceil(ranks / most)
+    if request.nodes > fewest:
+        raise CourseError(
+            f"{request.nodes} nodes for {ranks} ranks leave part of each idle: {holds}, so "
+            f"{fewest} node(s) hold them",
+            "a job on more nodes than it needs waits longer in the queue, is charged for the "
+            "idle parts, and its ranks talk across the network where they could share a node",
+        )
+    asked = request.ompthreads or 1
+    if asked != threads_per_rank:
+        raise CourseError(
+            f"each rank runs {threads_per_rank} thread(s), and the lines ask for "
+            + (f"ompthreads={request.ompthreads}" if request.ompthreads else "no ompthreads"),
+            "PBS sets each rank's OMP_NUM_THREADS from the chunk's ompthreads (1 when not asked)",
+        )
+
+
+def _check_walltime(request: pbs.Request, epoch_seconds: float, epochs: int) -> None:
+    """Enough for the measured training and its margin, not so much that it waits for nothing."""
+    fewest, most = walltime_range(epoch_seconds, epochs)
+    training = pbs.format_walltime(math.ceil(epoch_seconds * epochs))
+    if request.walltime is None:
+        raise CourseError(
+            "the lines ask for no walltime",
+            "without one the queue's default applies, which may be shorter than the training",
+        )
+    asked = pbs.format_walltime(request.walltime)
+    if request.walltime < fewest:
+        raise CourseError(
+            f"walltime {asked} leaves too little margin: {epochs} epoch(s) of "
+            f"{epoch_seconds:.0f} s take {training}, and the margin must be at least "
+            f"{MARGIN_SHARE:.0%} of that and at least {MARGIN_SECONDS // 60} minutes, so at "
+            f"least {pbs.format_walltime(fewest)}",
+            "a job killed at its walltime resumes from its snapshot only when submitted again",
+        )
+    if request.walltime > most:
+        raise CourseError(
+            f"walltime {asked} is more than the training ({training}) and "
+            f"{MARGINS_AT_MOST} margins ({pbs.format_walltime(most)} in all)",
+            "the scheduler reserves the whole walltime: a longer request waits longer in the "
+            "queue and holds the nodes from others",
+        )
+
+
+def measured_epochs(folder: Path = Path(".")) -> tuple[float, int]:
+    """(seconds per epoch, epochs) of the student's newest traced stage-1 run: one rank's epoch
+    bounds what a rank of stage 3 takes (it trains on its part of the data)."""
+    found = [run for run in evidence.runs(stages.SINGLE_GPU.name, folder) if run.traced]
+    if not found:
+        raise CourseError(
+            "there is no traced stage-1 run in runs/ to measure an epoch's time with",
+            "run notebook 01's job first: its epoch time sets this job's walltime",
+        )
+    record = found[-1].record
+    epochs = len(record["log"])
+    # The trainer's elapsed time goes on across a resumption; the wall time is the last job's.
+    seconds = record["log"][-1].get("elapsed_time") or record["wall_seconds"]
+    return seconds / epochs, epochs
 
 
 def write(lines: list[str], folder: Path = Path(".")) -> Path:
@@ -117,18 +216,21 @@ def write(lines: list[str], folder: Path = Path(".")) -> Path:
     return script
 
 
-def use(resource_request, walltime: str, folder: Path = Path(".")) -> list[str]:
-    """Call the student's resource_request for this site's largest stage-3 run, check it, write it
-    into the job script and show the result; returns the lines."""
+def use(resource_request, folder: Path = Path(".")) -> list[str]:
+    """Call the student's resource_request for this site's largest stage-3 run, with the epoch
+    time of their stage-1 run; check it, write it into the job script and show the result; returns
+    the lines."""
     site = applied_site(folder)
-    nodes, ranks_per_node = request_shape(folder)
-    lines = resource_request(site, nodes, ranks_per_node, walltime)
-    check(lines, site, nodes, ranks_per_node, walltime)
+    nodes, per_node = siteenv.of_folder(folder).largest_run
+    threads = siteenv.of_folder(folder).threads_per_rank
+    epoch_seconds, epochs = measured_epochs(folder)
+    lines = resource_request(site, nodes * per_node, threads, epoch_seconds, epochs)
+    request = check(lines, site, nodes * per_node, threads, epoch_seconds, epochs)
     script = write(lines, folder)
     block = script.read_text().split(sites.BEGIN, 1)[1].split(sites.END, 1)[0].strip()
     print(
-        f"{Path(paths.JOBS_DIR) / script.name} now asks for {nodes} node(s) x {ranks_per_node} MPI "
-        "rank(s) "
-        f"for {walltime}:\n{block}"
+        f"{Path(paths.JOBS_DIR) / script.name} now asks for {request.nodes} node(s) x "
+        f"{request.mpiprocs} MPI rank(s) for {pbs.format_walltime(request.walltime or 0)} "
+        f"({epochs} epoch(s) of {epoch_seconds:.0f} s measured in stage 1):\n{block}"
     )
     return lines

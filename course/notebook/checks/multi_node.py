@@ -346,50 +346,54 @@ def learning_rate_schedule(
     )
 
 
-# Sites unlike the course's own, so that lines copied from the job script's defaults do not pass.
+# Sites unlike the course's own, so that lines copied from the job script's defaults do not pass:
+# (name, queue, group, GPUs per node, cores per node, ranks, threads per rank, epoch s, epochs).
 _OTHER_SITES = (
-    (
-        "pbs-gpu",
-        "h-regular",
-        "gt00",
-        2,
-        2,
-        "00:20:00",
-    ),  # the Reedbush-H hands-on's machine, 2 nodes x 2 GPUs
-    ("no-queue", None, None, 4, 1, "01:30:00"),
-    ("queue-only", "short", None, 1, 8, "00:05:00"),
+    ("pbs-gpu", "h-regular", "gt00", 2, 36, 4, 4, 95.0, 10),  # the Reedbush-H hands-on's nodes
+    ("no-queue", None, None, 0, 8, 8, 2, 1260.0, 4),  # CPU nodes: 4 ranks of 2 threads each
+    ("queue-only", "short", None, 4, 16, 2, 1, 30.0, 3),  # fewer ranks than one node's GPUs
 )
 
 
 def resource_request(
     function: Callable[..., Any],
-    cases: tuple[tuple[str, str | None, str | None, int, int, str], ...] = _OTHER_SITES,
+    cases: tuple[tuple[str, str | None, str | None, int, int, int, int, float, int], ...] = (
+        _OTHER_SITES
+    ),
     folder: Path = Path("."),
 ) -> None:
-    """The #PBS lines of resource_request(site, nodes, ranks_per_node, walltime), read with the
-    kit's directive parser, for this folder's site (when a profile is applied) and for `cases`."""
+    """The #PBS lines of resource_request(site, ranks, threads_per_rank, epoch_seconds, epochs),
+    read with the kit's directive parser, for this folder's site (when a profile is applied and a
+    stage-1 run measured an epoch) and for `cases`."""
     __tracebackhide__ = True
     from course.cluster import siteenv
     from course.errors import CourseError
     from course.notebook import directives
 
-    sites = [
-        (directives.Site(name, queue, group), nodes, ranks, walltime)
-        for name, queue, group, nodes, ranks, walltime in cases
+    asked = [
+        (directives.Site(name, queue, group, gpus, cores), ranks, threads, epoch_seconds, epochs)
+        for name, queue, group, gpus, cores, ranks, threads, epoch_seconds, epochs in cases
     ]
     if (Path(folder) / "jobs" / siteenv.FILE).is_file():
-        sites.insert(
-            0, (directives.applied_site(folder), *directives.request_shape(folder), "00:15:00")
-        )
-    for site, nodes, ranks, walltime in sites:
-        lines = call(function, site, nodes, ranks, walltime)
+        settings = siteenv.of_folder(folder)
+        try:  # without a stage-1 run yet, the other sites' cases say it all
+            measured = directives.measured_epochs(folder)
+            ranks = settings.largest_run[0] * settings.largest_run[1]
+            here = (directives.applied_site(folder), ranks, settings.threads_per_rank)
+            asked.insert(0, (*here, *measured))
+        except CourseError:
+            pass
+    for site, ranks, threads, epoch_seconds, epochs in asked:
+        lines = call(function, site, ranks, threads, epoch_seconds, epochs)
         try:
-            directives.check(lines, site, nodes, ranks, walltime)
+            directives.check(lines, site, ranks, threads, epoch_seconds, epochs)
         except CourseError as e:
             fail(
-                f"for {site!r}, {nodes} node(s) x {ranks} rank(s), {walltime}: {e.message}", e.hint
+                f"for {site!r}: {ranks} rank(s) of {threads} thread(s), {epochs} epoch(s) of "
+                f"{epoch_seconds:g} s: {e.message}",
+                e.hint,
             )
     passed(
-        f"resource_request: the right #PBS lines for {len(sites)} sites and shapes, "
-        f"e.g. {' | '.join(call(function, *sites[0]))}"
+        f"resource_request: the right #PBS lines for {len(asked)} sites and runs, "
+        f"e.g. {' | '.join(call(function, *asked[0]))}"
     )
