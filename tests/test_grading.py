@@ -248,7 +248,7 @@ def unsolved(folder: Path) -> None:
         shutil.copy(notebook, folder / notebook.name)
 
 
-CELL_TIMEOUT = 60  # seconds a test cell may run in this batch (course grade --cell-timeout):
+CELL_TIMEOUT = 120  # seconds a test cell may run in this batch (course grade --cell-timeout):
 # the stage-3 checks start MPI ranks, which a busy machine slows many times over
 # The points of the handed-in runs alone (stage-1 results 3, stage-3 efficiency 3, accuracy 2,
 # comparisons 1): an unsolved release handed in with the solved run's runs/ and logs earns these and

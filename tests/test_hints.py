@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
+import re
 from pathlib import Path
 
 import pytest
 
 from course.contracts import stages
-from tests.solutions import solution_source
+from tests.solutions import SOLUTIONS, solution_source
 
 CHECKS = Path(__file__).resolve().parent.parent / "course" / "notebook" / "checks"
 
@@ -164,4 +166,37 @@ DIRECTIVES = CHECKS.parent / "directives.py"
 )
 def test_no_hint_holds_a_solution_call(module):
     found = dictations(module)
+    assert not found, "\n".join(found)
+
+
+# The scaffolding fades: stage 1 shows every call; stages 2 and 3 name what to use, at most.
+FADED = (stages.MULTI_GPU.name, stages.MULTI_NODE.name)
+
+
+def lesson_texts(stage_name: str) -> list[tuple[int, str]]:
+    """(cell index, text) of the markdown students read in the stage's notebook (no answers)."""
+    notebook = json.loads((SOLUTIONS / stages.get(stage_name).notebook).read_text())
+    return [
+        (index, "".join(cell["source"]))
+        for index, cell in enumerate(notebook["cells"])
+        if cell["cell_type"] == "markdown"
+        and not cell["metadata"].get("nbgrader", {}).get("solution")
+    ]
+
+
+@pytest.mark.parametrize("stage_name", FADED)
+def test_stages_2_and_3_name_what_to_use_but_never_write_the_call(stage_name):
+    """No call, keyword, argument list or arithmetic of the stage's solutions in its lesson text;
+    a plain name (`MultiprocessParallelUpdater`, `site.queue`) may stand there."""
+    pieces = [
+        piece
+        for piece in _pieces(solution_source(stage_name))
+        if len(piece) >= 6 and not re.fullmatch(r"[\w.]+", piece)
+    ]
+    found = [
+        f"cell {index}: {piece}"
+        for index, text in lesson_texts(stage_name)
+        for piece in pieces
+        if piece in _normal(text)
+    ]
     assert not found, "\n".join(found)
