@@ -1,0 +1,101 @@
+"""`python -m course site verify` through a real Slurm scheduler (tests/slurm_cluster.py): on the
+one-node cluster with a profile whose stage walltimes are too short for its epochs (the failing
+case, and `course plan` reading the run), and on the two-node cluster, stage 3 and the benchmark
+across both nodes."""
+
+from __future__ import annotations
+
+import pytest
+
+from course.instructor.site_checks import NO_GPU
+from tests import site_verify_helpers as sv
+from tests import slurm_cluster
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+# One run of the one-node profile: 400 epochs of the tests' settings cannot fit 5 minutes.
+SHORT = {
+    "train_args": 'train_args = "--model vgg --width 8 --batchsize 32 --epoch 400 --warmup 2"',
+    "runs": 'runs = ["1x1", "1x2"]',  # one node: stage 3's largest run fits it
+}
+
+
+@pytest.fixture(scope="module")
+def one_node(cluster, tmp_path_factory, quick_env):
+    folder = tmp_path_factory.mktemp("verify-slurm")
+    path = sv.profile("slurm-cpu", folder)
+    text = path.read_text()
+    for start, line in SHORT.items():  # after profile(): its train_args are the tests' own
+        text = "\n".join(line if row.startswith(start) else row for row in text.splitlines())
+    text = text.replace('walltime = "00:30:00"', 'walltime = "00:05:00"')
+    path.write_text(text + "\n")
+    kit = sv.kit(folder / "kit", path)
+    run, report = sv.verify(kit, folder / "verify", cluster.env(quick_env))
+    return kit, folder / "verify", run, report
+
+
+def test_a_walltime_too_short_for_the_sites_epochs_fails_and_names_the_walltime_to_ask(one_node):
+    _, _, run, report = one_node
+    assert run.returncode == 1, run.stdout + run.stderr
+    found = sv.checks(report)
+    status, said, fix = found["stage 1: runs, and fits its walltime"]
+    assert status == "fail" and "the site's 400 epoch(s) need about" in said, said
+    assert "walltime 00:05:00" in said and "ran on localhost" in said, said
+    assert fix.startswith(
+        "the walltime is too short: set [jobs.run_single_gpu_training] walltime to at least "
+    ), fix
+    assert f"-> {fix}" in run.stdout
+    # The rest works on this cluster: the failure is the walltime's alone.
+    for name in (
+        "modules and Python environment on the compute nodes",
+        "the data set readable from the compute nodes",
+        "job logs joined",
+        "MPI reaching every node",
+        "allreduce benchmark",
+    ):
+        assert found[name][0] == "ok", (name, found[name])
+    assert found["GPUs visible per rank, and their binding"][:2] == ("skipped", NO_GPU)
+    assert found["MPI reaching every node"][1] == "2 rank(s) on localhost x2"
+    jobs = {job.what: job for job in report.jobs}
+    assert jobs["stage 1"].log == f"run_single_gpu_training.sh.o{jobs['stage 1'].job_id}"
+    assert report.scheduler == "slurm" and "queued" in run.stdout
+
+
+def test_plan_reads_the_slurm_verify_run(one_node, cluster, quick_env):
+    kit, out, _, report = one_node
+    said = sv.plan(kit, out, cluster.env(quick_env))
+    [stage1] = [job for job in report.jobs if job.what == "stage 1"]
+    assert f"single_gpu-{stage1.job_id}" in said, said
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+    try:
+        running = slurm_cluster.start(tmp_path_factory.mktemp("slurm2"), nodes=2)
+    except slurm_cluster.Unavailable as e:
+        pytest.skip(f"no two-node Slurm cluster here: {e}")
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("SLURM_CONF", str(running.conf))
+            yield running
+    finally:
+        running.stop()
+
+
+def test_on_two_nodes_stage_3_and_the_benchmark_reach_both_and_every_check_passes(
+    two_nodes, tmp_path, quick_env
+):
+    kit = sv.kit(tmp_path / "kit", sv.profile("slurm-cpu", tmp_path))  # runs up to 2x2
+    run, report = sv.verify(kit, tmp_path / "verify", two_nodes.env(quick_env))
+    assert run.returncode == 0, run.stdout + run.stderr
+    found = sv.checks(report)
+    assert found["MPI reaching every node"] == ("ok", "4 rank(s) on cnode1 x2, cnode2 x2", "")
+    jobs = {job.what: job for job in report.jobs}
+    assert jobs["stage 3"].hosts == ["cnode1", "cnode1", "cnode2", "cnode2"]
+    assert jobs["stage 3"].request == "2 node(s) x 2 rank(s)"
+    assert jobs["allreduce benchmark"].hosts == ["cnode1", "cnode2"]
+    assert found["allreduce benchmark"][:2] == (
+        "ok",
+        "2 burst(s) of recursive_doubling, ring on 4 ranks",
+    )
+    assert found["cuDNN and NCCL working"] == ("skipped", NO_GPU, "")
+    assert jobs["environment probe and GPU self-test"].hosts[0] in ("cnode1", "cnode2")
