@@ -175,6 +175,10 @@ def follow(
                     item.running = time.monotonic()
             busy = any(t.job is not None and t.ended is None for t in tracked)
             waiting = [t for t in tracked if t.job is None and not t.planned.skipped and not t.note]
+            if waiting and time.monotonic() - started > timeout:  # no time left to run them
+                for item in waiting:
+                    item.note = f"not submitted: verify's --timeout of {timeout:.0f} s had passed"
+                continue
             if waiting and not (one_at_a_time and busy):
                 _submit(waiting[0], folder, echo)
                 if waiting[0].job is not None:
