@@ -4,6 +4,7 @@ jobs on this machine (no GPU here: the GPU checks say so); `course plan` budgets
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -11,6 +12,7 @@ from course.diagnostics import probe
 from course.instructor.site_checks import NO_GPU
 from course.instructor.site_report import Report
 from tests import site_verify_helpers as sv
+from tests.helpers import PYTHON
 
 pytestmark = [pytest.mark.slow]
 
@@ -103,3 +105,21 @@ def test_a_data_set_the_nodes_cannot_read_fails_and_says_how_to_fix_it(local_kit
     assert f"-> {fix}" in run.stdout and "check(s) failed" in run.stdout
     probe_log = out / next(j.log for j in report.jobs if j.what.startswith("environment"))
     assert probe.STDERR_MARK in probe_log.read_text()
+
+
+def test_jobs_that_outlast_the_timeout_are_named_with_how_to_cancel_them(local_kit, quick_env):
+    out = local_kit.parent / "verify-timeout"
+    run, report = sv.verify(local_kit, out, quick_env, timeout=1)
+    assert run.returncode == 1, run.stdout + run.stderr
+    probe_job, *others = [job for job in report.jobs if not job.note.startswith("skipped")]
+    subprocess.run([PYTHON, "-m", "course", "cancel", probe_job.job_id], env=quick_env, check=True)
+    assert probe_job.exit_status is None
+    assert probe_job.note == (
+        "had not ended after 1 s: it goes on running; cancel it with "
+        f"python -m course cancel {probe_job.job_id}, or give verify a longer --timeout"
+    )
+    assert probe_job.note in run.stdout
+    assert [job.note for job in others] == [
+        "not submitted: verify's --timeout of 1 s had passed"
+    ] * 3
+    assert sv.checks(report)["modules and Python environment on the compute nodes"][0] == "fail"

@@ -18,7 +18,7 @@ import platform
 import sys
 
 PREFIX = "course site probe: "
-STDERR_MARK = "course site probe: this line was written to stderr"
+STDERR_MARK = "course site probe, on stderr: this line was written to the job's stderr"
 LIBRARIES = ("chainer", "chainermn", "cupy", "mpi4py")
 
 

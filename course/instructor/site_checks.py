@@ -71,7 +71,10 @@ def probe_facts(outcome: Outcome) -> dict | None:
     """What the probe job printed (course.diagnostics.probe), None where it printed nothing."""
     for line in reversed(outcome.log_text.splitlines()):
         if line.startswith(probe.PREFIX):
-            return json.loads(line[len(probe.PREFIX) :])
+            try:
+                return json.loads(line[len(probe.PREFIX) :])
+            except json.JSONDecodeError:  # cut short: the job was killed while it wrote it
+                return None
     return None
 
 
