@@ -32,6 +32,7 @@ from course.instructor import site_checks, solution_scripts
 from course.instructor.site_report import JobRun, Report
 
 PROBE_SCRIPT = "site_verify_probe.sh"
+SITE_ENV = "source jobs/site_env.sh"  # the line of every job script that sets up the site
 TIMEOUT = 3600.0  # seconds for every job to end, queueing included
 BENCHMARK_ENV = {"ROUNDS": "1", "BUDGET": "0.5"}  # one short burst per algorithm
 _EPOCH = re.compile(r"(--epoch|-e)(=|\s+)\d+")
@@ -107,11 +108,16 @@ def prepare(kit: Path, folder: Path) -> SiteSettings:
             "give another --out, or remove that folder: `course plan --measured` reads every run",
         )
     sites.copy_jobs(jobs, folder / paths.JOBS_DIR)
+    # The probe asks for what stage 1 asks for: its directives, and its lines up to site_env.sh.
     stage1 = (folder / paths.JOBS_DIR / stages.SINGLE_GPU.job_script).read_text()
-    head = stage1.split("source jobs/site_env.sh", 1)[0]
+    directives = stage1[stage1.index(sites.BEGIN) : stage1.index(sites.END) + len(sites.END)]
+    body = stage1.split(sites.END, 1)[1].split(SITE_ENV, 1)[0]
     (folder / paths.JOBS_DIR / PROBE_SCRIPT).write_text(
-        head.replace("Stage 1: train on one device", "Site check: what a compute node has", 1)
-        + "source jobs/site_env.sh\n\npython -m course.diagnostics.probe\n"
+        "#!/bin/bash\n# `course site verify`'s probe of a compute node, on the node stage 1 gets "
+        "(course/diagnostics/probe.py).\n"
+        + directives
+        + body
+        + f"{SITE_ENV}\n\npython -m course.diagnostics.probe\n"
     )
     solution_scripts.write(kit / "solutions" / paths.ASSIGNMENT, folder)
     return settings
