@@ -120,7 +120,7 @@ def test_jobs_that_outlast_the_timeout_are_named_with_how_to_cancel_them(local_k
         text=True,
     )
     assert cancel.returncode == 0 or "has already ended" in cancel.stderr, cancel.stderr
-    assert probe_job.exit_status is None
+    assert probe_job.exit_status is None, run.stdout
     assert probe_job.note == (
         "had not ended after 1 s: it goes on running; cancel it with "
         f"python -m course cancel {probe_job.job_id}, or give verify a longer --timeout"
@@ -128,5 +128,5 @@ def test_jobs_that_outlast_the_timeout_are_named_with_how_to_cancel_them(local_k
     assert probe_job.note in run.stdout
     assert [job.note for job in others] == [
         "not submitted: verify's --timeout of 1 s had passed"
-    ] * 3
+    ] * 3, run.stdout
     assert sv.checks(report)["modules and Python environment on the compute nodes"][0] == "fail"
