@@ -43,7 +43,11 @@ COMMANDS = {  # name: (module, what it does)
         "course.cluster.launch",
         "inside a job: start a command as one MPI rank per slot (-- COMMAND)",
     ),
-    "site": ("course.cluster.sites", "site profiles: list, show (what jobs/ has), apply PROFILE"),
+    "site": (
+        "course.cluster.sites",
+        "site profiles: list, show (what jobs/ has), apply PROFILE; verify: run the course's "
+        "jobs on the site and report what to fix",
+    ),
     "report": (
         "course.notebook.report",
         "the table of your runs: images/sec, speedup and efficiency vs stage 1",
@@ -77,6 +81,8 @@ COMMANDS = {  # name: (module, what it does)
         "the whole course on this machine: release, a student, the jobs, grading",
     ),
 }
+# Subcommands that live in a module of their own (an instructor's, which the students' copy lacks).
+SUBCOMMANDS = {("site", "verify"): "course.instructor.site_verify"}
 
 
 def command_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
@@ -113,8 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"course: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
+    own = SUBCOMMANDS.get((name, rest[0] if rest else ""))
+    if own:
+        name, rest = f"{name} {rest[0]}", rest[1:]
     try:
-        module = importlib.import_module(COMMANDS[name][0])
+        module = importlib.import_module(own or COMMANDS[name][0])
     except ModuleNotFoundError as e:
         if e.name and e.name.startswith(
             "course."

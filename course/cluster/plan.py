@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from course.cluster import siteenv
 from course.cluster.siteenv import SiteSettings
 from course.contracts import stages
 from course.errors import CourseError
+from course.runtime import flags
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,18 @@ def site_batch(settings: SiteSettings) -> int:
     train_args = os.environ.get("COURSE_TRAIN_ARGS") or settings.train_args
     found = re.search(r"(?:--batchsize|-b)[= ](\d+)", train_args)
     return int(found.group(1)) if found else 64  # the harness's default
+
+
+def site_epochs(settings: SiteSettings) -> int:
+    """The epochs a run trains: --epoch in COURSE_TRAIN_ARGS, taken as site_batch takes the batch
+    (a step-profile run trains one whatever this says)."""
+    return epochs_of(os.environ.get("COURSE_TRAIN_ARGS") or settings.train_args)
+
+
+def epochs_of(train_args: str) -> int:
+    """--epoch of training settings, else the harness's default."""
+    known, _ = flags.parser(stages.SINGLE_GPU.name).parse_known_args(shlex.split(train_args))
+    return int(known.epoch)
 
 
 def comparison_plan(workdir: str | Path = ".") -> list[PlannedRun]:

@@ -5,7 +5,8 @@ block of each jobs/*.sh (between the `site directives` markers) and jobs/site_en
 every job sources (modules, Python environment, data, training defaults, MPI launcher).
 Inside jobs/site_env.sh a few settings also tell `python -m course submit` and the notebooks how
 this site is run (scheduler, how to ask for nodes, which runs to compare): course.cluster.siteenv
-writes and reads them.
+writes and reads them. `python -m course site verify` (course.instructor.site_verify) then runs the
+course's jobs on the site and reports what to fix.
 """
 
 from __future__ import annotations
@@ -265,8 +266,7 @@ def copy_jobs(jobs_dir: Path, destination: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m course site list | show | apply PROFILE`."""
-
+    """`python -m course site list | show | apply PROFILE | verify [--out DIR]`."""
     parser = command_parser("course site", __doc__)
     actions = parser.add_subparsers(dest="action", required=True)
     actions.add_parser("list", help="the profiles in sites/")
@@ -275,6 +275,13 @@ def main(argv: list[str]) -> int:
         "apply", help="write a profile into jobs/ (and the release's copy)"
     )
     apply_parser.add_argument("profile", help="a name from sites/ or a path to a .toml file")
+    # course.cli hands `site verify` to its own module (course.instructor.site_verify): listed
+    # here for the help only.
+    actions.add_parser(
+        "verify",
+        help="from a login node: run the course's jobs on the applied site, report what to fix "
+        "(course site verify -h)",
+    )
     args = parser.parse_args(argv)
     root = paths.kit_root()
     jobs_dir = root / paths.JOBS_DIR
@@ -300,6 +307,10 @@ def main(argv: list[str]) -> int:
         if problems:
             print(f"  -> python -m course site apply {name}")
         return 1 if problems else 0
+    if args.action == "verify":  # only where this function is called other than by course.cli
+        raise SiteError(
+            "site verify runs through the kit's command line", "python -m course site verify"
+        )
     profile = load_profile(args.profile)
     written = apply(profile, jobs_dir)
     released = root / "notebooks" / paths.ASSIGNMENT / paths.JOBS_DIR

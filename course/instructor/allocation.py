@@ -8,10 +8,11 @@ Every job the notebooks submit is counted: stage 1's and stage 2's job once each
 the site profile declares 2 or more GPUs per node: its notebook submits nothing without them),
 stage 3's comparison and its two step profiles (course.cluster.plan), and the allreduce benchmark
 on 2 and 4 ranks of one node (the benchmark cell of 03_multi_node.ipynb; on GPU nodes only as many
-ranks as GPUs, as `course submit` allows). A job's time is the
-longest run of the same kind in DIR/runs/*/results.json (its training's wall time: the job's
-start-up is not in it), else its walltime from the job script (an upper bound: what the scheduler
-reserves). Every job is budgeted --resubmit times, for the tries that fail or are cut short.
+ranks as GPUs, as `course submit` allows). A job's time is the longest run of the same kind in
+DIR/runs/*/results.json (its training's wall time scaled to the site's epochs; the job's start-up
+is not in it; `course site verify` writes such a DIR), else its walltime from the job script (an
+upper bound: what the scheduler reserves). Every job is budgeted --resubmit times, for the tries
+that fail or are cut short.
 
 Node-hours count whole nodes (what a site that allocates whole nodes charges); GPU-hours the GPUs
 the job uses: one per rank, every GPU of the node in stage 2, none for the benchmark
@@ -118,14 +119,23 @@ def _time(
     batch: int,
     walltime: int | None,
     what: str,
+    epochs: int,
 ) -> tuple[float, str]:
-    """(seconds, where from): the longest matching measured run, else the walltime."""
+    """(seconds, where from): the longest matching measured run, its time scaled to the epochs a
+    student's run trains (`epochs`: a verify run trains one), else the walltime."""
     matching = [
         r for r in measured if _record_matches(r, stage, run, batch) and r.get("wall_seconds")
     ]
     if matching:
-        longest = max(matching, key=lambda r: r["wall_seconds"])
-        return float(longest["wall_seconds"]), Path(longest["_path"]).parent.name
+        wanted = 1 if run is not None and run.profile else epochs
+        times = {
+            Path(r["_path"]).parent.name: r["wall_seconds"]
+            * wanted
+            / (r.get("epochs_planned") or wanted)
+            for r in matching
+        }
+        longest = max(times, key=lambda name: times[name])
+        return float(times[longest]), longest
     if walltime is None:
         raise CourseError(
             f"{what}: its job script asks for no walltime and no run of it was measured",
@@ -154,11 +164,12 @@ def budget(
     settings = siteenv.of_folder(folder)
     measured = measured or []
     gpus, batch = settings.gpus_per_node, plan.site_batch(settings)
+    epochs = plan.site_epochs(settings)
     jobs, left_out = [], []
 
     def add(what: str, stage: stages.Stage, run, nodes: int, per_node: int) -> None:
         walltime = _walltime(folder, stage.job_script, settings)
-        seconds, source = _time(measured, stage.name, run, batch, walltime, what)
+        seconds, source = _time(measured, stage.name, run, batch, walltime, what, epochs)
         used = nodes * usage.gpus_used(stage.job_script, per_node, gpus)
         jobs.append(Usage(what, nodes, used, seconds, source))
 

@@ -105,6 +105,18 @@ def assemble_script(stage_name: str, functions: list | dict) -> str:
                 call,
             )
         by_name = dict(zip(names, functions))
+    return script_text(
+        stage_name,
+        {name: _source(function) for name, function in by_name.items() if function is not None},
+    )
+
+
+def script_text(stage_name: str, sources: dict[str, str]) -> str:
+    """The training script of a stage from its functions' source ({name: source}); a function
+    missing from `sources` raises NotImplementedError when called. `course site verify` writes the
+    solutions' scripts with it."""
+    stage = stages.get(stage_name)
+    expected = stage.functions
     extra = "".join(f"import {module}\n" for module in stage.extra_imports)
     parts = [
         HEADER.format(
@@ -112,9 +124,7 @@ def assemble_script(stage_name: str, functions: list | dict) -> str:
         ),
         IMPORTS.format(extra=extra),
     ]
-    parts += [
-        "\n" + (_source(by_name[name]) if by_name[name] else _missing(name)) for name in expected
-    ]
+    parts += ["\n" + (sources.get(name) or _missing(name)) for name in expected]
     parts += ["\n" + main_source(stage), '\n\nif __name__ == "__main__":\n    main()\n']
     text = "\n".join(part.rstrip("\n") + "\n" for part in parts)
     _check_names(text, expected)
