@@ -124,7 +124,7 @@ def hidden_interpreter() -> Path | None:
 def show_interpreter(folder: Path) -> list[str]:
     """Shell commands that, in a private mount namespace, let every user run this Python: the
     folder that hides it is replaced by one (made here, in `folder`) holding only the interpreter's
-    tree. None where nothing hides it."""
+    tree. None are needed where nothing hides it."""
     hidden = hidden_interpreter()
     if hidden is None:
         return []
@@ -194,7 +194,7 @@ def _stop(process: subprocess.Popen, state: Path, users: list[str]) -> list[str]
         left.append(f"the proxy, pid {pid_file.read_text().strip()}")
         _kill([int(pid_file.read_text())])
     try:  # a server's processes end with it: give them a wide margin to go on their own
-        until(lambda: not processes_of(users), timeout=30, what="", every=0.5)
+        until(lambda: not processes_of(users), timeout=30, what="their end", every=0.5)
     except AssertionError:
         left += processes_of(users)
         _kill([int(line.split()[0]) for line in processes_of(users)])
@@ -317,8 +317,10 @@ def start_server(h: Hub, user: str, timeout: float = START_TIMEOUT) -> dict:
         model = h.ok("GET", f"/hub/api/users/{user}", user)
         server = model["servers"].get("")  # type: ignore[index]
         if server is None and status != 400 and model["pending"] is None:  # type: ignore[index]
+            jobs = sorted(h.home(user).glob("jupyterhub_slurmspawner_*.log"))  # batchspawner's
+            said = "".join(f"\n{log.name}:\n{log.read_text()[-3000:]}" for log in jobs[-1:])
             raise AssertionError(
-                f"{user}'s server did not start; the hub's log:\n{h.log()[-3000:]}"
+                f"{user}'s server did not start; the hub's log:\n{h.log()[-3000:]}{said}"
             )
         return server if server and server["ready"] else None
 

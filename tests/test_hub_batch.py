@@ -104,10 +104,13 @@ def portal() -> Iterator[Portal]:
         # The hub's host resolves the nodes' names, as a login node does: the cluster's hosts file.
         with hub_server.running(config, 1, settings, cluster.folder / "hosts") as running:
             yield Portal(running, cluster)
-        # The hub stopped each server on its way out: their jobs left the queue.
-        queue = cluster.env({"PATH": "/usr/bin:/bin"})
-        left = subprocess.run(["squeue", "-h"], env=queue, capture_output=True, text=True)
-        assert left.returncode == 0 and left.stdout == "", left.stdout + left.stderr
+        # The hub stopped each server on its way out: their jobs leave the queue.
+        until(
+            lambda: Portal(running, cluster).slurm("squeue", "-h") == "",
+            timeout=60,
+            what="the queue emptying once the hub stopped",
+            every=1,
+        )
     finally:
         cluster.stop()
         shutil.rmtree(folder, ignore_errors=True)
