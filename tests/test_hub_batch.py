@@ -113,16 +113,20 @@ def portal() -> Iterator[Portal]:
         )
     finally:
         cluster.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+        try:  # slurmctld saves its state as it stops: its folder goes after it
+            daemons = ["pgrep", "-f", str(cluster.conf)]
+            until(
+                lambda: subprocess.run(daemons, capture_output=True).returncode,
+                timeout=30,
+                what="the cluster's daemons ending",
+            )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert "course-cnode" not in listed
     bridge = subprocess.run(["ip", "link", "show", slurm_cluster.BRIDGE], capture_output=True)
     assert bridge.returncode != 0, "the cluster's bridge outlived it"
-    until(
-        lambda: subprocess.run(["pgrep", "-f", str(cluster.conf)], capture_output=True).returncode,
-        timeout=30,
-        what="the cluster's daemons ending",
-    )
+    assert not folder.exists()
 
 
 def test_the_hubs_users_are_the_nodes_users(portal: Portal):
