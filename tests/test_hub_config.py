@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from course.errors import CourseError
-from course.instructor import exchange, hub
+from course.instructor import bundle, exchange, hub
 from tests.helpers import ROOT
 
 
@@ -71,3 +71,49 @@ def test_the_instructors_nbgrader_configuration_uses_nbgraders_hub_plugin(env, t
     assert "JupyterHubAuthPlugin" in text and "path_includes_course = True" in text
     assert env[exchange.ENV] in text
     compile(text, "nbgrader_config.py", "exec")
+
+
+def test_the_batch_spawners_settings_come_from_the_environment():
+    settings = hub.batch_settings(
+        {hub.HUB_IP: "10.0.0.1", hub.PARTITION: "course", hub.WALLTIME: "4:00:00"}
+    )
+    assert settings == hub.BatchSettings("10.0.0.1", "course", "4:00:00")
+    assert hub.batch_settings({hub.HUB_IP: "10.0.0.1"}).walltime == "", "the partition's limit"
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({}, "COURSE_HUB_HUB_IP='' is not an address the compute nodes can reach"),
+        ({hub.HUB_IP: "127.0.0.1"}, "not an address the compute nodes can reach"),
+        ({hub.HUB_IP: "login1"}, "set it to the hub host's IP address"),
+        ({hub.HUB_IP: "10.0.0.1", hub.WALLTIME: "4h"}, "write it as hours:minutes:seconds"),
+    ],
+)
+def test_a_wrong_batch_setting_says_how_to_set_it(settings, said):
+    with pytest.raises(CourseError) as refused:
+        hub.batch_settings(settings)
+    assert said in f"{refused.value.message} {refused.value.hint}"
+
+
+def test_the_batch_configuration_adds_slurm_to_the_kits_hub(env, tmp_path, monkeypatch):
+    """jupyterhub/batchspawner_config.py, loaded as JupyterHub loads it: the kit's hub
+    (jupyterhub_config.py) with batchspawner's SlurmSpawner. tests/test_hub_batch.py runs it."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    monkeypatch.chdir(tmp_path)  # the hub's state folder: the roles' Jupyter configuration
+    # Not the students' lab extensions (two `jupyter labextension` runs, many seconds):
+    # tests/test_hub.py checks them on the running hub.
+    monkeypatch.setattr(bundle, "student_jupyter_config", lambda folder: folder.mkdir())
+    settings = {hub.HUB_IP: "10.0.0.1", hub.PARTITION: "course", "SLURM_CONF": "/srv/slurm.conf"}
+    for name, value in {**env, **settings}.items():
+        monkeypatch.setenv(name, value)
+    loader = PyFileConfigLoader("batchspawner_config.py", str(ROOT / "jupyterhub"))
+    config = loader.load_config()
+    assert config.JupyterHub.spawner_class == "batchspawner.SlurmSpawner"
+    assert config.JupyterHub.hub_ip == "10.0.0.1", "the nodes reach the hub's API there"
+    assert config.SlurmSpawner.req_partition == "course" and config.SlurmSpawner.req_runtime == ""
+    assert config.SlurmSpawner.exec_prefix == "runuser -u {username} --"
+    assert config.Spawner.environment["SLURM_CONF"] == "/srv/slurm.conf"
+    assert config.JupyterHub.services[0]["name"] == "chainer-distributed-training"
+    assert callable(config.Spawner.pre_spawn_hook), "the roles' configuration, as on the hub"

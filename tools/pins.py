@@ -101,6 +101,10 @@ def render_environment_yml(pyproject: Path = PYPROJECT) -> str:
     lines += [
         f"      - {name}=={version}" for name, version in pins.items() if name not in conda_side
     ]
+    lines += ["      # a Jupyter portal's servers, run as jobs (jupyterhub/batchspawner_config.py)"]
+    lines += [
+        f"      - {name}=={version}" for name, version in extra_pins("hub", pyproject).items()
+    ]
     lines += ["      - -e ."]
     return "\n".join(lines) + "\n"
 

@@ -8,7 +8,9 @@ Imported by the hub's configuration only, in the hub's process.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,10 @@ STUDENTS = "COURSE_HUB_STUDENTS"  # hub users who take the course, comma-separat
 GRADER = "COURSE_HUB_GRADER"  # the account whose formgrader is the course's service
 COURSE_DIR = "COURSE_HUB_COURSE_DIR"  # the course folder, the grader's, in nbgrader's layout
 PASSWORD = "COURSE_HUB_PASSWORD"  # a shared password (SharedPasswordAuthenticator); else PAM
+# Students' servers as Slurm jobs (jupyterhub/batchspawner_config.py):
+HUB_IP = "COURSE_HUB_HUB_IP"  # the hub's address on the network the compute nodes reach
+PARTITION = "COURSE_HUB_PARTITION"  # the partition of the servers' jobs; else Slurm's default
+WALLTIME = "COURSE_HUB_WALLTIME"  # the servers' time limit (sbatch --time); else the partition's
 
 # nbgrader's JupyterHub plugin: the Assignment List offers the courses of the user's groups.
 AUTH_PLUGIN = """
@@ -81,6 +87,37 @@ def roster(env: dict[str, str] | None = None) -> Roster:
         course_dir=course_dir,
         exchange=Path(env[exchange.ENV]),
     )
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """Where the students' servers run as Slurm jobs, and how the hub is reached from there."""
+
+    hub_ip: str
+    partition: str
+    walltime: str
+
+
+def batch_settings(env: dict[str, str] | None = None) -> BatchSettings:
+    """The batch spawner's settings from the environment; a clear error for a wrong one."""
+    env = dict(os.environ if env is None else env)
+    address = env.get(HUB_IP, "").strip()
+    try:
+        reachable = not ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        reachable = False
+    if not reachable:
+        raise CourseError(
+            f"{HUB_IP}={address!r} is not an address the compute nodes can reach the hub at",
+            f"set it to the hub host's IP address on the nodes' network, e.g. {HUB_IP}=10.0.0.1",
+        )
+    walltime = env.get(WALLTIME, "").strip()
+    if walltime and not re.fullmatch(r"(\d+-)?\d+(:\d\d){0,2}", walltime):
+        raise CourseError(
+            f"{WALLTIME}={walltime!r} is not a time limit sbatch reads",
+            f"write it as hours:minutes:seconds, e.g. {WALLTIME}=4:00:00",
+        )
+    return BatchSettings(address, env.get(PARTITION, "").strip(), walltime)
 
 
 def groups(r: Roster) -> dict[str, dict[str, list[str]]]:
