@@ -55,6 +55,7 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown under `-p no:xdist`
 def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
     """Each worker's test ids, as xdist's controller gets them: under --dist loadgroup every one
     ends with its group (`...@clusters`). Where xdist dropped the groups, two workers could start
