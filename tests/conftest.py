@@ -33,10 +33,18 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 CLUSTER_MARKERS = ("slurm", "pbs")
 
 
+def _group(item: pytest.Item) -> str:
+    clusters = any(item.get_closest_marker(marker) for marker in CLUSTER_MARKERS)
+    return "clusters" if clusters else item.path.stem
+
+
+# First: xdist's worker reads the groups in its own hook of the same name; after it, they would be
+# ignored and a module's tests spread over the workers, each making the module's cluster.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        clusters = any(item.get_closest_marker(marker) for marker in CLUSTER_MARKERS)
-        item.add_marker(pytest.mark.xdist_group("clusters" if clusters else item.path.stem))
+    if config.pluginmanager.hasplugin("xdist"):  # `-p no:xdist` runs in one process: no groups
+        for item in items:
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
     if not any("gpu" in item.keywords for item in items):
         return
     found = gpu.visible_gpus() if gpu.cupy_installed() else None
@@ -45,6 +53,26 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown under `-p no:xdist`
+def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
+    """Each worker's test ids, as xdist's controller gets them: under --dist loadgroup every one
+    ends with its group (`...@clusters`). Where xdist dropped the groups, two workers could start
+    the same cluster at once, each removing the other's namespace: the run stops here instead."""
+    if node.config.getvalue("dist") != "loadgroup":
+        return
+    lost = [nodeid for nodeid in ids if nodeid.rfind("@") <= nodeid.rfind("]")]
+    if lost:
+        import xdist
+
+        pytest.exit(
+            f"pytest-xdist {xdist.__version__} dropped the test groups under pytest "
+            f"{pytest.__version__} (e.g. {lost[0]}), so a module's tests would start its cluster "
+            "on several workers at once (pytest-xdist issue 1386): install the pinned versions "
+            "(make venv), or run without -n",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
 
 
 @pytest.fixture
@@ -97,7 +125,7 @@ def quick_env(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def student_run(quick_env, tmp_path_factory, worker_id) -> Path:
+def student_run(quick_env, tmp_path_factory) -> Path:
     """A student who solved every notebook and ran each top to bottom, real jobs included.
 
     Made once per test run, also when pytest-xdist's workers share it (`make test`): the first
@@ -108,7 +136,7 @@ def student_run(quick_env, tmp_path_factory, worker_id) -> Path:
     from course.instructor import demo
 
     shared = tmp_path_factory.getbasetemp()
-    if worker_id != "master":
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker's, not `-p no:xdist`'s, folder
         shared = shared.parent  # the folder every worker's own temporary folder is in
     made = shared / "student-run.made"
     with FileLock(shared / "student-run.lock"):
@@ -178,7 +206,8 @@ def cluster(tmp_path_factory) -> Iterator[slurm_cluster.Cluster]:
 @pytest.fixture(scope="module")
 def pbs(tmp_path_factory) -> Iterator[pbs_cluster.Cluster]:
     """A real one-node OpenPBS cluster for the test module (built once, see tests/pbs_build.py);
-    skips the test where none can start. Nothing of it outlives the module, even a failed test."""
+    skips the test where none can run (no root, namespaces or OpenPBS), fails it where one could
+    but did not start. Nothing of it outlives the module, even a failed test."""
     try:
         running = pbs_cluster.start(tmp_path_factory.mktemp("pbs"))
     except pbs_cluster.Unavailable as e:
@@ -191,13 +220,8 @@ def pbs(tmp_path_factory) -> Iterator[pbs_cluster.Cluster]:
             yield running
     finally:
         running.stop()
-    assert pbs_cluster.left_running() == [] and not pbs_cluster.MOUNT_POINT.exists()
-    assert (
-        pbs_cluster.NAMESPACE
-        not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    )
-    leftover = subprocess.run(["pgrep", "-f", str(running.exec_)], capture_output=True, text=True)
-    assert leftover.stdout == "", f"PBS processes outlived the cluster: {leftover.stdout}"
+    left = pbs_cluster.leftovers(running.exec_)
+    assert left == [], f"the PBS cluster left these behind: {left}"
 
 
 # --- the unit tier's guard -----------------------------------------------------------------------

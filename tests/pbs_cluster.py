@@ -10,29 +10,37 @@ qsub and qstat reach the server at the node's address (PBS_SERVER_HOST_NAME of t
 pbs.conf), with PBS's commands first on PATH, ahead of slurm-wlm-torque's qstat. The file system
 is shared, as a cluster's home and work folders are.
 
-`Cluster.stop()` stops the daemons with PBS's own init script, then kills whatever is left in the
-node's namespace (jobs, ranks, the datastore) and removes the namespace and the veth pair; `start`
-first removes what a killed earlier run may have left.
+The namespace's name, the veth pair and PBS_HOME's mount point are fixed, so one cluster runs on
+this machine at a time: `start` holds a machine-wide lock for the cluster's life (a second test run
+waits its turn), and only then removes what a killed earlier run may have left. `Cluster.stop()`
+stops the daemons with PBS's own init script, then kills whatever is left in the node's namespace
+(jobs, ranks, the datastore), removes the namespace and the veth pair, and lets the lock go.
+
+`Unavailable` (the tests skip) is only for a machine where the cluster cannot run at all: not root,
+no namespaces, no OpenPBS or its packages. Past those checks a failure is `ClusterError`: the tests
+fail and say why.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from tests.pbs_build import Unavailable, apt_install, build, installed
 
 if TYPE_CHECKING:
     from course.cluster.submit import Job
 
-__all__ = ["Cluster", "Unavailable", "start"]
+__all__ = ["Cluster", "ClusterError", "Unavailable", "leftovers", "start"]
 
 NODE = "pnode1"
 NAMESPACE = f"course-pbs-{NODE}"
@@ -41,6 +49,8 @@ SUBNET = "10.213.47"
 LOGIN, ADDRESS = f"{SUBNET}.1", f"{SUBNET}.2"
 QUEUE = "workq"  # the queue OpenPBS creates
 MOUNT_POINT = Path("/var/spool/course-pbs")  # PBS_HOME's parent, inside the node's mount namespace
+LOCK = Path(tempfile.gettempdir()) / "course-pbs-cluster.lock"  # held while a cluster runs
+LOCK_TIMEOUT = 3600  # seconds to wait for another test run's cluster (its module: about 10 min)
 QMGR = (  # one call each: qmgr applies only the last -c
     "set server acl_roots = root@*",  # the tests submit as root
     "set server flatuid = true",  # root@<this machine> is root on the node
@@ -48,11 +58,15 @@ QMGR = (  # one call each: qmgr applies only the last -c
 )
 
 
+class ClusterError(RuntimeError):
+    """The cluster failed to start or stop on a machine that can run it; the message says why."""
+
+
 def _run(*command: str, check: bool = True, **options) -> subprocess.CompletedProcess:
     run = subprocess.run(command, capture_output=True, text=True, **options)
     if check and run.returncode != 0:
         said = (run.stderr or run.stdout).strip()[-400:]
-        raise Unavailable(f"{' '.join(command)} failed: {said}")
+        raise ClusterError(f"{' '.join(command)} failed: {said}")
     return run
 
 
@@ -61,6 +75,7 @@ class Cluster:
     folder: Path
     exec_: Path  # PBS_EXEC
     holder: subprocess.Popen | None = None  # the process that holds the node's namespaces
+    lock: IO[str] | None = None  # LOCK, open and held while the cluster may run
 
     @property
     def conf(self) -> Path:
@@ -111,20 +126,79 @@ class Cluster:
         if self.holder is not None and self.holder.poll() is None:
             try:
                 self.on_node(str(self.exec_ / "libexec" / "pbs_init.d"), "stop", timeout=120)
-            except (Unavailable, subprocess.TimeoutExpired):
+            except (ClusterError, subprocess.TimeoutExpired):
                 pass  # what is left is killed below
-        remove_network()
-        if self.holder is not None:
-            self.holder.wait(timeout=30)
+        if self.lock is None:
+            return  # another run's cluster: not this one's to remove
         try:
-            MOUNT_POINT.rmdir()  # empty here: PBS_HOME was mounted on it in the node only
-        except OSError:
-            pass
+            remove_network()
+            if self.holder is not None:
+                self.holder.wait(timeout=30)
+            try:
+                MOUNT_POINT.rmdir()  # empty here: PBS_HOME was mounted on it in the node only
+            except OSError:
+                pass
+        finally:
+            self.lock.close()  # closing lets the lock go
+            self.lock = None
 
 
 def left_running() -> list[str]:
     """The processes in the node's namespace (empty once the cluster is gone)."""
     return _run("ip", "netns", "pids", NAMESPACE, check=False).stdout.split()
+
+
+def leftovers(exec_: Path) -> list[str]:
+    """What of a cluster is still on this machine: processes, PBS's daemons, the namespace, the veth
+    pair, mounts, PBS_HOME's mount point (empty once it has stopped)."""
+    found = [f"process {pid} in {NAMESPACE}" for pid in left_running()]
+    for pattern in (str(exec_), str(MOUNT_POINT)):  # PBS's daemons; the datastore's postgres
+        pids = _run("pgrep", "-f", pattern, check=False).stdout.split()
+        found += [f"process {pid} running {pattern}" for pid in pids]
+    if NAMESPACE in _run("ip", "netns", "list", check=False).stdout:
+        found.append(f"network namespace {NAMESPACE}")
+    if _run("ip", "link", "show", OUTSIDE, check=False).returncode == 0:
+        found.append(f"link {OUTSIDE}")
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        where = line.split()[4]
+        if NAMESPACE in where or where.startswith(str(MOUNT_POINT)):
+            found.append(f"mount on {where}")
+    if MOUNT_POINT.exists():
+        found.append(f"folder {MOUNT_POINT}")
+    return found
+
+
+def _take_lock() -> IO[str]:
+    """LOCK, held: once another test run's cluster (which holds it) has stopped."""
+    lock = LOCK.open("a+")
+    deadline = time.monotonic() + LOCK_TIMEOUT
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                lock.seek(0)
+                holder = lock.read().strip()
+                lock.close()
+                raise ClusterError(
+                    f"another test run's PBS cluster ({holder}) has held {LOCK} for "
+                    f"{LOCK_TIMEOUT} s; stop that run, or wait for it and run these tests again"
+                ) from None
+            time.sleep(1)
+    lock.truncate(0)
+    lock.write(f"pid {os.getpid()}: {' '.join(sys.argv)[:200]}\n")
+    lock.flush()
+    return lock
+
+
+def _can_make_namespaces() -> None:
+    """Unavailable where this machine refuses the namespaces the node needs (a container without
+    the privilege, a kernel without them)."""
+    probe = _run("unshare", "--net", "--uts", "--mount", "--ipc", "true", check=False)
+    if probe.returncode != 0:
+        said = (probe.stderr or probe.stdout).strip()[-300:]
+        raise Unavailable(f"this machine makes no network, UTS, mount and IPC namespaces: {said}")
 
 
 def remove_network() -> None:
@@ -186,12 +260,14 @@ def start(folder: Path) -> Cluster:
     start."""
     if os.geteuid() != 0:
         raise Unavailable("the test cluster runs PBS's daemons as root")
-    for tool in ("ip", "nsenter", "unshare", "mount"):
+    for tool in ("ip", "nsenter", "unshare", "mount", "pgrep"):
         if shutil.which(tool) is None:
             raise Unavailable(f"{tool} is not installed: the PBS node needs it for its namespaces")
+    _can_make_namespaces()
     exec_ = installed() or build()
     apt_install(["postgresql"])
     cluster = Cluster(folder, exec_)
+    cluster.lock = _take_lock()
     try:
         return _start(cluster)
     except BaseException:
@@ -202,11 +278,11 @@ def start(folder: Path) -> Cluster:
 def _start(cluster: Cluster) -> Cluster:
     folder = cluster.folder
     folder.mkdir(parents=True, exist_ok=True)
-    remove_network()  # what a killed earlier run left
+    remove_network()  # what a killed earlier run left (a live one would hold the lock)
     try:
         hosts = _create_network(folder)
-    except Unavailable as e:
-        raise Unavailable(f"cannot make the node's network namespace here: {e}") from None
+    except ClusterError as e:
+        raise ClusterError(f"cannot make the node's network namespace: {e}") from None
     root = folder / "root"
     root.mkdir(mode=0o755)
     root.chmod(0o755)  # whatever the umask: PBS refuses a PBS_HOME others may write to
@@ -231,14 +307,14 @@ def _start(cluster: Cluster) -> Cluster:
     )
     assert cluster.holder.stdout is not None
     if cluster.holder.stdout.readline().strip() != "ready":
-        raise Unavailable(f"cannot make the node's namespaces: {cluster.holder.stderr.read()}")
+        raise ClusterError(f"cannot make the node's namespaces: {cluster.holder.stderr.read()}")
     init = str(cluster.exec_ / "libexec" / "pbs_init.d")
     try:  # PBS_HOME and its datastore first, so that the mom's config is in place when it starts
         cluster.on_node(str(cluster.exec_ / "libexec" / "pbs_habitat"))
         _mom_config(cluster)
         cluster.on_node(init, "start")
-    except Unavailable as e:
-        raise Unavailable(f"PBS did not start: {e}; its logs are in {root}/home/*_logs") from None
+    except ClusterError as e:
+        raise ClusterError(f"PBS did not start: {e}; its logs are in {root}/home/*_logs") from None
     for setting in QMGR:
         cluster.qmgr(setting)
     nodes = cluster.on_node(str(cluster.exec_ / "bin" / "pbsnodes"), "-a").stdout
@@ -252,7 +328,7 @@ def _start(cluster: Cluster) -> Cluster:
         if "state = free" in state:
             return cluster
         time.sleep(1)
-    raise Unavailable(f"node {NODE} did not become free (pbsnodes says {state!r}); see {root}")
+    raise ClusterError(f"node {NODE} did not become free (pbsnodes says {state!r}); see {root}")
 
 
 def reedbush_profile(path: Path, env: dict[str, str]) -> Path:

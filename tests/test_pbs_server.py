@@ -70,6 +70,15 @@ def test_stage1_submitted_with_qsub_is_traced_and_matches_pbs_accounting(
     assert account.elapsed + accounting.ELAPSED_SLACK >= run_.record["wall_seconds"] > 0, checked
 
 
+def test_the_fixtures_leftover_check_sees_the_running_cluster(pbs):
+    """The check the `pbs` fixture makes after stopping the cluster finds it while it runs."""
+    found = pbs_cluster.leftovers(pbs.exec_)
+    for what in (f"network namespace {pbs_cluster.NAMESPACE}", f"link {pbs_cluster.OUTSIDE}"):
+        assert what in found, found
+    assert f"mount on /run/netns/{pbs_cluster.NAMESPACE}" in found, found
+    assert any(str(pbs.exec_) in line for line in found), found  # PBS's daemons
+
+
 def test_someone_elses_pbs_job_is_a_problem(pbs, assignment):
     """The same run checked for a student whose cluster user is not the job's owner."""
     [run_] = evidence.runs("single_gpu", assignment, Accounting(student="bob", user="bob"))
