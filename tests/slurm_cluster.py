@@ -21,6 +21,7 @@ what a killed earlier run may have left.
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import socket
@@ -129,9 +130,29 @@ class Cluster:
             remove_network(self.nodes)
         for pid_file in reversed(self.started):
             try:
-                os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
+                pid = int(pid_file.read_text().strip())
+                os.kill(pid, signal.SIGTERM)
             except (OSError, ValueError):
                 continue
+            # Gone before the next cluster starts: a munged still exiting looks alive to its
+            # pgrep, which then starts none, and the new cluster's nodes never authenticate.
+            _wait_gone(pid, timeout=60)
+
+
+def _wait_gone(pid: int, timeout: float) -> None:
+    """Wait for process `pid` (not a child of this one) to exit; SIGKILL it past `timeout` s."""
+    try:
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        if not select.select([handle], [], [], timeout)[0]:  # readable once it has exited
+            os.kill(pid, signal.SIGKILL)
+            select.select([handle], [], [], 10)
+    except ProcessLookupError:
+        pass
+    finally:
+        os.close(handle)
 
 
 def _namespace(node: str) -> str:
