@@ -134,8 +134,7 @@ class Cluster:
                 os.kill(pid, signal.SIGTERM)
             except (OSError, ValueError):
                 continue
-            # Gone before the next cluster starts: a munged still exiting looks alive to its
-            # pgrep, which then starts none, and the new cluster's nodes never authenticate.
+            # Gone before the next cluster starts, which then starts its own munged.
             _wait_gone(pid, timeout=60)
 
 
@@ -229,7 +228,9 @@ def _start(cluster: Cluster, nodes: int) -> Cluster:
             hosts = create_network(names, folder)
         except Unavailable as e:
             raise Unavailable(f"cannot make the nodes' network namespaces here: {e}") from None
-    if subprocess.run(["pgrep", "-x", "munged"], capture_output=True).returncode != 0:
+    # Whether munged answers, not whether pgrep finds one: a munged an earlier cluster stopped stays
+    # a zombie where the machine's init does not reap it, and pgrep lists zombies.
+    if subprocess.run(["munge", "-n"], capture_output=True).returncode != 0:
         Path("/run/munge").mkdir(parents=True, exist_ok=True)
         shutil.chown("/run/munge", "munge", "munge")
         subprocess.run(["munged", "--force"], check=True, capture_output=True)
