@@ -13,6 +13,7 @@ import shlex
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -201,6 +202,30 @@ def cluster(tmp_path_factory) -> Iterator[slurm_cluster.Cluster]:
         )  # for qstat, which Job.wait runs from this process
         yield running
     running.stop()
+
+
+@pytest.fixture(scope="module")
+def two_node_cluster(tmp_path_factory) -> Iterator[slurm_cluster.Cluster]:
+    """A real two-node Slurm cluster for the test module; skips the test where none can start.
+    After the module (a failed test too) its namespaces, bridge and every daemon must be gone."""
+    try:
+        running = slurm_cluster.start(tmp_path_factory.mktemp("slurm2"), nodes=2)
+    except slurm_cluster.Unavailable as e:
+        pytest.skip(f"no two-node Slurm cluster here: {e}")
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("SLURM_CONF", str(running.conf))  # for qstat, which Job.wait runs here
+            yield running
+    finally:
+        running.stop()
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "course-cnode" not in namespaces
+    bridge = subprocess.run(["ip", "link", "show", slurm_cluster.BRIDGE], capture_output=True)
+    assert bridge.returncode != 0
+    deadline = time.monotonic() + 30
+    while subprocess.run(["pgrep", "-f", str(running.conf)], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "a daemon of the two-node cluster outlived its stop"
+        time.sleep(1)
 
 
 @pytest.fixture(scope="module")

@@ -8,30 +8,15 @@ import pytest
 
 from course.instructor.site_checks import NO_GPU
 from tests import site_verify_helpers as sv
-from tests import slurm_cluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def two_nodes(tmp_path_factory):
-    try:
-        running = slurm_cluster.start(tmp_path_factory.mktemp("slurm2"), nodes=2)
-    except slurm_cluster.Unavailable as e:
-        pytest.skip(f"no two-node Slurm cluster here: {e}")
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("SLURM_CONF", str(running.conf))
-            yield running
-    finally:
-        running.stop()
-
-
 def test_on_two_nodes_stage_3_and_the_benchmark_reach_both_and_every_check_passes(
-    two_nodes, tmp_path, quick_env
+    two_node_cluster, tmp_path, quick_env
 ):
     kit = sv.kit(tmp_path / "kit", sv.profile("slurm-cpu", tmp_path))  # runs up to 2x2
-    run, report = sv.verify(kit, tmp_path / "verify", two_nodes.env(quick_env))
+    run, report = sv.verify(kit, tmp_path / "verify", two_node_cluster.env(quick_env))
     assert run.returncode == 0, run.stdout + run.stderr
     found = sv.checks(report)
     assert found["MPI reaching every node"] == ("ok", "4 rank(s) on cnode1 x2, cnode2 x2", "")

@@ -21,31 +21,8 @@ NODES = ["cnode1", "cnode2"]
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    try:
-        running = slurm_cluster.start(tmp_path_factory.mktemp("slurm2"), nodes=2)
-    except slurm_cluster.Unavailable as e:
-        pytest.skip(f"no two-node Slurm cluster here: {e}")
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv(
-                "SLURM_CONF", str(running.conf)
-            )  # for qstat, which Job.wait runs from this process
-            yield running
-    finally:  # also after a failed test: the namespaces, the bridge and every daemon go
-        running.stop()
-    assert (
-        "course-cnode"
-        not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    )
-    assert (
-        subprocess.run(["ip", "link", "show", slurm_cluster.BRIDGE], capture_output=True).returncode
-        != 0
-    )
-    deadline = time.monotonic() + 30
-    while subprocess.run(["pgrep", "-f", str(running.conf)], capture_output=True).returncode == 0:
-        assert time.monotonic() < deadline, "a daemon of the two-node cluster outlived its stop"
-        time.sleep(1)
+def cluster(two_node_cluster):
+    return two_node_cluster
 
 
 @pytest.fixture(scope="module")
