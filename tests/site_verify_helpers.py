@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 from course import paths
 from course.cluster import sites
 from course.instructor.site_report import Report
-from tests.helpers import PYTHON, ROOT
+from tests.helpers import ROOT, python, python_ok
 
 # The tests' small settings (tests/conftest.py quick_env): verify runs one epoch of them. The
 # profile's own --epoch is what a student's run would train, against which verify judges walltimes.
@@ -44,23 +43,18 @@ def kit(folder: Path, profile_path: Path) -> Path:
 def verify(kit_folder: Path, out: Path, env: dict[str, str], timeout: float = 900):
     """`python -m course site verify` run from a login node's shell with `env`: (the process, its
     report read back from report.json)."""
-    run = subprocess.run(
-        [
-            PYTHON,
-            "-m",
-            "course",
-            "site",
-            "verify",
-            "--folder",
-            str(kit_folder),
-            "--out",
-            str(out),
-            "--timeout",
-            str(timeout),
-        ],
+    run = python(
+        "-m",
+        "course",
+        "site",
+        "verify",
+        "--folder",
+        str(kit_folder),
+        "--out",
+        str(out),
+        "--timeout",
+        str(timeout),
         env=env,
-        capture_output=True,
-        text=True,
         timeout=timeout + 120,
     )
     report = out / "report.json"
@@ -75,22 +69,15 @@ def checks(report: Report) -> dict[str, tuple[str, str, str]]:
 
 def plan(kit_folder: Path, measured: Path, env: dict[str, str]) -> str:
     """`python -m course plan` for 10 students from the verify run's measured times."""
-    run = subprocess.run(
-        [
-            PYTHON,
-            "-m",
-            "course",
-            "plan",
-            "--students",
-            "10",
-            "--folder",
-            str(kit_folder),
-            "--measured",
-            str(measured),
-        ],
+    return python_ok(
+        "-m",
+        "course",
+        "plan",
+        "--students",
+        "10",
+        "--folder",
+        str(kit_folder),
+        "--measured",
+        str(measured),
         env=env,
-        capture_output=True,
-        text=True,
-        check=True,
     )
-    return run.stdout

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from course import paths
 from course.cli import command_parser
-from course.cluster import pbs, siteenv, sites, submit
+from course.cluster import pbs, siteenv, sites, submit, usage
 from course.cluster.job import Job
 from course.cluster.siteenv import SiteSettings
 from course.contracts import stages
@@ -85,7 +85,7 @@ def plan_jobs(settings: SiteSettings, train_args: str) -> list[Planned]:
         Planned(
             "benchmark",
             "allreduce benchmark",
-            "run_allreduce_benchmark.sh",
+            usage.BENCHMARK_SCRIPT,
             nodes,
             per_node,
             dict(BENCHMARK_ENV),
