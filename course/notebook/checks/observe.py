@@ -1,0 +1,77 @@
+"""Where a check meets a student's function: an observer runs the function and describes what it
+did as plain facts (JSON data); the check then judges those facts.
+
+In a notebook both happen in the kernel, one after the other. Under the grader
+(course.instructor.verify_test) a check gets the student's functions as `Remote` handles: `observe`
+sends the observer's name and its inputs to the test's child process, which runs the observer on
+the student's real functions and sends the facts back. The judgement, and every reference it is
+compared with, stays in the grader's process, which never calls the student's code: what the child
+does reaches the grade only through facts the judge checks against what it computes itself.
+
+The facts cross as JSON in the notebook too (`plain`), so that a check judges the same data
+wherever it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Facts = Any  # JSON data: None, bool, int, float, str, lists, and objects with string keys
+# (observer's "module:name", the student's function names, the observer's inputs) -> the facts
+Ask = Callable[[str, list[str], dict[str, Any]], Facts]
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A student's function that runs in another process (the grader's test child): its name, the
+    sources of every function of its notebook (the stage-3 checks run them on MPI ranks), and how
+    to ask that process for an observation."""
+
+    name: str
+    sources: Mapping[str, str] = field(repr=False)
+    ask: Ask = field(repr=False, compare=False)
+
+    @property
+    def __name__(self) -> str:  # messages name the function as they would name a real one
+        return self.name
+
+
+def observer_name(observer: Callable[..., Facts]) -> str:
+    """How the child finds an observer: "module:name" (observers are module-level functions)."""
+    return f"{observer.__module__}:{observer.__qualname__}"
+
+
+def observe(observer: Callable[..., Facts], *functions: Any, **inputs: Any) -> Facts:
+    """observer(*functions, **inputs), as plain facts: here, or in the grader's test child where
+    the functions are Remote handles (all of them are, or none). The inputs must be JSON data."""
+    __tracebackhide__ = True
+    remote = [function for function in functions if isinstance(function, Remote)]
+    if remote:
+        if len(remote) != len(functions):
+            raise TypeError("a check observes the student's functions, all of them remote or none")
+        inputs = plain(inputs)
+        return plain(remote[0].ask(observer_name(observer), [f.name for f in remote], inputs))
+    return plain(observer(*functions, **inputs))
+
+
+def plain(facts: Facts) -> Facts:
+    """`facts` as they are after crossing as JSON (tuples become lists); TypeError naming what is
+    not JSON data. NaN and the infinities cross as they are."""
+    return json.loads(json.dumps(facts, allow_nan=True))
+
+
+def number(value: Any) -> float | None:
+    """A fact that should be a number: the float, or None when it is none (bool included)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def finite(value: Any) -> bool:
+    """Whether a fact is a finite number."""
+    found = number(value)
+    return found is not None and math.isfinite(found)
