@@ -4,11 +4,20 @@ reports."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from course.instructor import verify, verify_functions, verify_plan, verify_protocol
-from course.instructor.verify_protocol import Plan, ProtocolError, Reply, Request, Verdict
+from course.instructor.verify_protocol import (
+    Observation,
+    Observed,
+    Plan,
+    ProtocolError,
+    Reply,
+    Request,
+    Verdict,
+)
 
 # Not collected as test classes: imported under other names.
 Cell, ChildReply = verify_protocol.TestCell, verify_protocol.TestReply
@@ -105,8 +114,15 @@ def test_the_verifiers_messages_come_back_as_they_were_sent():
     plan = Plan("01.ipynb", "import course", ["make_iterators"], [Cell("check_f", "a", "b", 2)])
     request = Request("/submitted/alice", 180.0, [plan])
     assert Request.from_json(request.to_json()) == request
-    test = ChildReply([{"output_type": "error", "ename": "E", "evalue": ""}], ["course.x"], True)
+    test = ChildReply([{"output_type": "error", "ename": "E", "evalue": ""}], True, {"k": {}})
     assert ChildReply.from_json(test.to_json()) == test
+    asked = Observation("course.notebook.checks.single:x", ["f"], {"n": 3, "cases": [[1, 2]]})
+    assert Observation.from_json(asked.to_json()) == asked
+    for answer in (
+        Observed({"ids": [3, 1]}, None),
+        Observed(None, {"name": "E", "message": "m", "notes": []}),
+    ):
+        assert Observed.from_json(answer.to_json()) == answer
     verdict = Verdict(
         "01.ipynb",
         "abc",
@@ -138,9 +154,22 @@ def test_a_malformed_reply_is_refused_with_what_is_wrong(text, said):
 
 def test_a_malformed_test_reply_is_refused():
     with pytest.raises(ProtocolError, match=r"TestReply.visible_failed: 'no' is not true or false"):
-        ChildReply.from_json('{"outputs": [], "tampered": [], "visible_failed": "no"}')
+        ChildReply.from_json('{"outputs": [], "probes": {}, "visible_failed": "no"}')
     with pytest.raises(ProtocolError, match="TestReply: missing field"):
-        ChildReply.from_json('{"outputs": [{"text": "no output_type"}], "tampered": []}')
+        ChildReply.from_json('{"outputs": [{"text": "no output_type"}], "probes": {}}')
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ('{"observer": "os:system", "functions": [], "inputs": {}}', "Observation.observer"),
+        ('{"facts": 1, "raised": {"name": "E"}}', "Observed.raised"),
+        ('{"facts": 1}', "Observed: missing field(s) raised"),
+    ],
+)
+def test_a_malformed_observation_is_refused(text, said):
+    with pytest.raises(ProtocolError, match=re.escape(said)):
+        (Observation if "observer" in text else Observed).from_json(text)
 
 
 def test_a_worker_answer_that_is_not_a_reply_leaves_the_submission_ungraded(monkeypatch, tmp_path):

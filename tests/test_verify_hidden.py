@@ -1,6 +1,7 @@
-"""Hidden stays hidden: a test's child holds its own test's hidden part and no other's, so a
-student's function that searches its process for another test's hidden inputs finds nothing
-(course.instructor.verify_protocol.ASK). The real verifier, in its sandbox where it can start."""
+"""Hidden stays hidden: a student's function runs in a child that holds no hidden part, only the
+inputs it is given, so a function that searches its process for another test's hidden inputs
+finds nothing (course.instructor.verify_protocol.ASK, course.instructor.verify_test). The real
+verifier, in its sandbox where it can start."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ pytestmark = pytest.mark.integration
 
 # Every string the process's containers hold (each test's cells, as the verifier keeps them).
 STUDENT = """
-def hunt(needle):
+def hunt(parts):
     import gc
+    needle = ''.join(parts)
     found = 0
     for thing in gc.get_objects():
         if isinstance(thing, dict):
@@ -31,21 +33,27 @@ def hunt(needle):
         found += sum(1 for value in values if isinstance(value, str) and needle in value)
     return found
 """
-# The markers are only ever whole in the hidden parts: the code joins them as it runs (Python would
-# fold 'a' + 'b' into one constant of the compiled cell).
+# The markers are only ever whole in the hidden parts: the student's function joins them as it runs
+# (Python would fold 'a' + 'b' into one constant of the compiled cell).
+# The test cells call the function as the checks do: through an observer, in the child.
+SETUP = "from course.notebook.checks.observe import observe, returned"
 TESTS = [
     Cell("check_a", "print('a runs')", "secret = 'HIDDEN-A-7f3e'", 1),
     Cell(
         "check_b",
-        "print('other test:', hunt(''.join(['HIDDEN-A-', '7f3e'])))",
-        "secret = 'HIDDEN-B-91c2'\nprint('own test:', hunt(''.join(['HIDDEN-B-', '91c2'])))",
+        "print('other test:', observe(returned, hunt, args=[['HIDDEN-A-', '7f3e']]))",
+        "secret = 'HIDDEN-B-91c2'\n"
+        "print('own test:', observe(returned, hunt, args=[['HIDDEN-B-', '91c2']]))\n"
+        "print('its input:', observe(returned, hunt, args=[['INPUT-C-5d0a']]))",
         1,
     ),
 ]
 
 
 @pytest.mark.parametrize("sandboxed", [True, False], ids=["sandbox", "unsandboxed"])
-def test_a_test_finds_its_own_hidden_part_and_no_other(tmp_path: Path, monkeypatch, sandboxed):
+def test_a_students_function_finds_its_inputs_and_no_hidden_part(
+    tmp_path: Path, monkeypatch, sandboxed
+):
     if sandboxed and not bubblewrap():
         pytest.skip("the grading sandbox (bubblewrap) cannot start here")
     monkeypatch.setenv(sandbox.SWITCH, "on" if sandboxed else "off")
@@ -57,15 +65,16 @@ def test_a_test_finds_its_own_hidden_part_and_no_other(tmp_path: Path, monkeypat
     (tmp_path / "grading.toml").write_text("")
     [verdict] = verify.verify(
         folder,
-        [Plan("hunt.ipynb", "", ["code"], TESTS)],
+        [Plan("hunt.ipynb", SETUP, ["code"], TESTS)],
         hidden=[tmp_path / "hidden"],
         grading_config=tmp_path / "grading.toml",
         timeout=60,
     )
     [printed] = verdict.outputs["check_b"]
-    other, own = printed["text"].splitlines()
+    other, own, given = printed["text"].splitlines()
     assert other == "other test: 0", printed["text"]
-    assert own.startswith("own test: ") and int(own.split()[-1]) >= 1, "the hunt cannot see"
+    assert own == "own test: 0", printed["text"]  # its own hidden part stays in the judge's process
+    assert given.startswith("its input: ") and int(given.split()[-1]) >= 1, "the hunt cannot see"
 
 
 def test_the_worker_asks_for_each_hidden_part_by_notebook_and_test():

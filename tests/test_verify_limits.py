@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course.instructor import process_limit, sandbox, verify, verify_worker
+from course.instructor import process_limit, sandbox, verify, verify_test, verify_worker
 from course.instructor.verify_protocol import Plan
 from course.instructor.verify_protocol import TestCell as Cell  # not a test class
 from tests.helpers import bubblewrap
@@ -38,11 +38,13 @@ def look(path):
     time.sleep(4)
     print("left behind:", os.path.exists(path))
 """
+# The test cells call the functions as the checks do: through an observer, in the test's child.
+SETUP = "from course.notebook.checks.observe import observe, returned"
 TESTS = [
-    Cell("check_memory", "hoard()", "", 1),
-    Cell("check_output", "chatter()", "", 1),
-    Cell("check_fork", "leave_behind('/tmp/stray')", "", 1),
-    Cell("check_after", "look('/tmp/stray')", "", 1),
+    Cell("check_memory", "observe(returned, hoard, args=[])", "", 1),
+    Cell("check_output", "observe(returned, chatter, args=[])", "", 1),
+    Cell("check_fork", "observe(returned, leave_behind, args=['/tmp/stray'])", "", 1),
+    Cell("check_after", "observe(returned, look, args=['/tmp/stray'])", "", 1),
 ]
 
 
@@ -54,7 +56,7 @@ def graded(tmp_path: Path) -> dict[str, list[dict]]:
     nbformat.write(nbformat.v4.new_notebook(cells=[cell]), folder / "limits.ipynb")
     config = tmp_path / "grading.toml"
     config.write_text("")
-    plan = Plan("limits.ipynb", "", ["code"], TESTS)
+    plan = Plan("limits.ipynb", SETUP, ["code"], TESTS)
     [verdict] = verify.verify(
         folder, [plan], hidden=[tmp_path / "hidden"], grading_config=config, timeout=60
     )
@@ -72,7 +74,7 @@ def outputs(tmp_path_factory) -> dict[str, list[dict]]:
 
 def test_a_test_that_takes_too_much_memory_is_told_the_limit(outputs):
     [error] = outputs["check_memory"]
-    limit = verify_worker.MEMORY_LIMIT / 2**30
+    limit = verify_test.MEMORY_LIMIT / 2**30
     assert error["ename"] == "MemoryError"
     assert error["evalue"] == f"this test used more than the {limit:g} GiB of memory a test may use"
 
@@ -129,11 +131,14 @@ def test_a_fork_bomb_meets_the_submissions_process_limit_and_the_next_test_runs(
     folder.mkdir()
     nbformat.write(nbformat.v4.new_notebook(cells=[cell]), folder / "bomb.ipynb")
     (tmp_path / "grading.toml").write_text("")
-    tests = [Cell("check_bomb", "bomb()", "", 1), Cell("check_fine", "fine()", "", 1)]
+    tests = [
+        Cell("check_bomb", "observe(returned, bomb, args=[])", "", 1),
+        Cell("check_fine", "observe(returned, fine, args=[])", "", 1),
+    ]
     groups_before = set(process_limit._own_group().glob("course-verify-*"))
     [verdict] = verify.verify(
         folder,
-        [Plan("bomb.ipynb", "", ["code"], tests)],
+        [Plan("bomb.ipynb", SETUP, ["code"], tests)],
         hidden=[tmp_path / "hidden"],
         grading_config=tmp_path / "grading.toml",
         timeout=60,

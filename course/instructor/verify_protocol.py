@@ -2,7 +2,8 @@
 
 The parent (course.instructor.verify) sends a `Request` on the worker's stdin; the worker
 (course.instructor.verify_worker) answers with a `Reply` as the last line of its stdout, and each
-test's child process sends the worker a `TestReply` on a pipe. `course grade` also leaves each
+test's trusted process sends the worker a `TestReply` on a pipe, after asking the test's child for
+`Observation`s, each answered with an `Observed`. `course grade` also leaves each
 student's `Reply` in a file for nbgrader's step (course.instructor.nbgrader_hook). Every record's
 `from_json` refuses a missing or unknown field, or a value of the wrong type, with a ProtocolError
 that names it: a reply that does not parse is a grader's fault, never a grade.
@@ -24,11 +25,12 @@ Output = dict[str, Any]  # one nbformat output of a test cell (stream, execute_r
 # test leaves behind there is then the test's, and is ended before the next test starts.
 SANDBOXED = "COURSE_VERIFY_SANDBOXED"
 
-# Each test's hidden part reaches only that test's child: the worker asks the grader for it once the
-# child exists (a line: the JSON list [ASK, notebook, test id]); the grader answers with one line on
-# the worker's stdin (the part as a JSON string), which the child reads and closes before any of
-# the student's code runs. The worker itself never holds a hidden part, so no child forked from it
-# finds another test's in its memory, and the grader gives each part once.
+# Each test's hidden part reaches only that test's trusted process: the worker asks the grader for
+# it once that process exists (a line: the JSON list [ASK, notebook, test id]); the grader answers with
+# one line on the worker's stdin (the part as a JSON string), which that process reads, after it has
+# forked the child that runs the student's functions. The worker itself never holds a hidden part,
+# so no process forked from it finds another test's in its memory, and the grader gives each part
+# once; the child gets only the inputs of the observations it is asked for.
 ASK = "hidden part of"
 
 
@@ -188,31 +190,94 @@ class Request:
 
 @dataclass
 class TestReply:
-    """What one test's child process found: its outputs, what of the kit changed, whether the
-    visible part failed."""
+    """What one test's trusted process found: its outputs, whether the visible part failed, and
+    the stage-3 probe's facts it gathered (course.notebook.checks.mn_ranks), which the worker keeps
+    for the notebook's next tests."""
 
     outputs: list[Output]
-    tampered: list[str]  # the first few of the kit's names that changed while the test ran
     visible_failed: bool
+    probes: dict[str, Any]
 
     CHECKS: ClassVar[dict[str, Check]] = {
         "outputs": OUTPUTS,
-        "tampered": STRINGS,
         "visible_failed": BOOLEAN,
+        "probes": _map_of("probe facts", lambda value: isinstance(value, dict)),
     }
 
     def to_json(self) -> str:
         return json.dumps(
-            {
-                "outputs": self.outputs,
-                "tampered": self.tampered,
-                "visible_failed": self.visible_failed,
-            }
+            {"outputs": self.outputs, "visible_failed": self.visible_failed, "probes": self.probes}
         )
 
     @classmethod
     def from_json(cls, text: str) -> TestReply:
         return cls(**_fields("TestReply", _decode("TestReply", text), cls.CHECKS))
+
+
+# Between a test's trusted process and its child, which holds the student's functions: the child
+# runs an observer (course.notebook.checks.observe) on them and sends back plain facts, or what the
+# student's code raised. One line of JSON each way per observation.
+OBSERVERS = "course.notebook.checks."  # the only modules an observer may come from
+
+
+@dataclass
+class Observation(_Record):
+    """What the trusted process asks of the child: observer(*functions, **inputs)."""
+
+    observer: str  # "module:name", the module under OBSERVERS
+    functions: list[str]  # the student's functions, by name
+    inputs: dict[str, Any]
+
+    CHECKS: ClassVar[dict[str, Check]] = {
+        "observer": (
+            f"an observer's module:name under {OBSERVERS}",
+            lambda value: (
+                isinstance(value, str) and value.startswith(OBSERVERS) and value.count(":") == 1
+            ),
+        ),
+        "functions": STRINGS,
+        "inputs": OBJECT,
+    }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), allow_nan=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Observation:
+        return cls.from_dict(_decode("Observation", text))
+
+
+@dataclass
+class Observed(_Record):
+    """The child's answer: the facts, or the exception the student's code raised (its class name,
+    message and notes)."""
+
+    facts: Any
+    raised: dict[str, Any] | None
+
+    CHECKS: ClassVar[dict[str, Check]] = {
+        "facts": ("JSON data", lambda value: True),
+        "raised": (
+            "null or an object with a name, a message and notes",
+            lambda value: (
+                value is None
+                or (
+                    isinstance(value, dict)
+                    and set(value) == {"name", "message", "notes"}
+                    and isinstance(value["name"], str)
+                    and isinstance(value["message"], str)
+                    and STRINGS[1](value["notes"])
+                )
+            ),
+        ),
+    }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), allow_nan=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Observed:
+        return cls.from_dict(_decode("Observed", text))
 
 
 @dataclass

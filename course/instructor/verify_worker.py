@@ -1,30 +1,29 @@
-"""The verifier's sandboxed worker: each test cell runs on the student's functions in a clean child.
+"""The verifier's sandboxed worker: each test cell runs in processes of its own, forked from a
+clean one.
 
 `python -P -m course.instructor.verify_worker` (started by course.instructor.verify, inside the
 sandbox) reads a Request on stdin and writes its Reply as the last line of stdout. For each
 notebook it sets up one clean process: the setup cell, then the student's functions (defs only:
-nothing of the student's runs). Each test cell, visible and hidden part, runs in a child process
-forked from that clean process, so one test cannot prepare another; a test that changes the kit's
-code while it runs gets no points.
+nothing of the student's runs). Each test cell, visible and hidden part, runs in a trusted process
+forked from it, which judges, and that process's child, which runs the student's functions
+(course.instructor.verify_test): one test cannot prepare another, and the student's code never
+runs where the judgement is made.
 """
 
 from __future__ import annotations
 
-import ast
 import json
 import os
-import resource
 import select
 import signal
 import sys
 import tempfile
 import time
-import traceback
-import types
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from course.instructor import process_limit
+from course.instructor import process_limit, verify_test
 from course.instructor.verify_functions import digest, functions, solution_sources
 from course.instructor.verify_protocol import (
     ASK,
@@ -39,82 +38,7 @@ from course.instructor.verify_protocol import (
     Verdict,
     VerificationError,
 )
-
-# What one test may take of the machine, so that one submission cannot starve the grading of others:
-# address space per process of the test (setrlimit; its MPI ranks each get as much), and the
-# printed output kept (the rest is read and dropped, so the test does not block on a full pipe).
-MEMORY_LIMIT = 8 * 2**30
-OUTPUT_LIMIT = 2**20
-
-# Modules whose functions and classes a test must leave as they were (the kit and its libraries).
-_KIT_PREFIXES = ("course", "chainer", "chainermn", "numpy", "builtins")
-KitState = dict[tuple[str, str], int]
-
-
-def _kit_state() -> KitState:
-    """Identity of every function, class and module the kit and its libraries expose (and of class
-    members)."""
-    kinds = (
-        types.FunctionType,
-        types.BuiltinFunctionType,
-        type,
-        types.ModuleType,
-        types.MethodType,
-        staticmethod,
-        classmethod,
-        property,
-    )
-    state: KitState = {}
-    for name, module in list(sys.modules.items()):
-        if module is None or not name.startswith(_KIT_PREFIXES):
-            continue
-        for attr, value in list(vars(module).items()):
-            if isinstance(value, kinds):
-                state[(name, attr)] = id(value)
-                if isinstance(value, type) and getattr(value, "__module__", None) == name:
-                    for member, inner in list(vars(value).items()):
-                        if isinstance(inner, kinds):
-                            state[(f"{name}.{attr}", member)] = id(inner)
-    return state
-
-
-def _changed(before: KitState) -> list[str]:
-    after = _kit_state()
-    return [
-        f"{owner}.{name}"
-        for (owner, name), ident in before.items()
-        if after.get((owner, name)) != ident
-    ]
-
-
-def _run_cell(code: str, namespace: dict[str, Any]) -> object:
-    """Run a cell as IPython would; the value of its last line when that is an expression."""
-    tree = ast.parse(code)
-    last = tree.body[-1] if tree.body else None
-    if isinstance(last, ast.Expr):
-        tree.body.pop()
-    else:
-        last = None
-    exec(compile(tree, "<test cell>", "exec"), namespace)
-    return (
-        eval(compile(ast.Expression(last.value), "<test cell>", "eval"), namespace)
-        if last
-        else None
-    )
-
-
-def _own_hidden_part() -> str:
-    line = b""
-    while not line.endswith(b"\n"):
-        chunk = os.read(0, 1)
-        if not chunk:
-            raise VerificationError("the grader gave no hidden part for this test", "")
-        line += chunk
-    os.close(0)
-    hidden = json.loads(line)
-    if not isinstance(hidden, str):
-        raise VerificationError("the grader's hidden part is not text", "")
-    return hidden
+from course.notebook.checks import mn_ranks
 
 
 def _undumpable() -> None:
@@ -131,70 +55,22 @@ def _undumpable() -> None:
         )
 
 
-def _child(
-    test: TestCell, namespace: dict[str, Any], before: KitState, report: int, timeout: float
-) -> None:
-    """The body of a test's child process: take this test's hidden part from the grader, run the
-    test, send its outputs on `report`, exit."""
-    test = TestCell(test.id, test.visible, _own_hidden_part(), test.points)
-    outputs: list[Output] = []
-
-    def too_long(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"this cell ran past the {timeout:g} s limit")
-
-    signal.signal(signal.SIGALRM, too_long)
-    signal.alarm(int(timeout))
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-    visible_failed = True
-    try:
-        value = _run_cell(test.visible, namespace)
-        visible_failed = False
-        if test.hidden.strip():
-            value = _run_cell(test.hidden, namespace)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            outputs.append(
-                {
-                    "output_type": "execute_result",
-                    "execution_count": 1,
-                    "metadata": {},
-                    "data": {"text/plain": repr(value)},
-                }
-            )
-    except BaseException as e:  # the cell's error is its result, as in a kernel
-        why = (
-            f"this test used more than the {MEMORY_LIMIT / 2**30:g} GiB of memory a test may use"
-            if isinstance(e, MemoryError)
-            else str(e)
-        )
-        outputs.append(
-            {
-                "output_type": "error",
-                "ename": type(e).__name__,
-                "evalue": why,
-                "traceback": traceback.format_exception_only(type(e), e),
-            }
-        )
-    signal.alarm(0)
-    changed = _changed(before)
-    if changed:
-        outputs.append(
-            {
-                "output_type": "error",
-                "ename": "Tampering",
-                "evalue": f"the kit's code changed while this test ran ({', '.join(changed[:3])}): "
-                "no points",
-                "traceback": [],
-            }
-        )
-    os.write(report, TestReply(outputs, changed[:3], visible_failed).to_json().encode())
-    os._exit(0)
+# The printed output of a test kept (the rest is read and dropped, so the test does not block on a
+# full pipe).
+OUTPUT_LIMIT = 2**20
 
 
 def _run_test(
-    notebook: str, test: TestCell, namespace: dict[str, Any], before: KitState, timeout: float
+    notebook: str,
+    test: TestCell,
+    trusted: Mapping[str, Any],
+    student: dict[str, Any],
+    sources: Mapping[str, str],
+    timeout: float,
 ) -> tuple[list[Output], list[str], bool]:
-    """Fork a child for `test`; (its outputs, notes, whether its visible part failed), with what it
-    printed as a stream output."""
+    """Fork the trusted process of `test` (verify_test.run); (its outputs, notes, whether its
+    visible part failed), with what the test printed as a stream output. The stage-3 probe's facts
+    it gathered are kept for the notebook's next tests."""
     printed_r, printed_w = os.pipe()
     report_r, report_w = os.pipe()
     sys.stdout.flush()
@@ -206,7 +82,7 @@ def _run_test(
         os.dup2(printed_w, 2)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = sys.stdout
-        _child(test, namespace, before, report_w, timeout)
+        verify_test.run(test, trusted, student, sources, report_w, timeout)
     os.close(printed_w)
     os.close(report_w)
     sys.stdout.write(json.dumps([ASK, notebook, test.id]) + "\n")  # for the child to read
@@ -274,12 +150,8 @@ def _run_test(
             [f"the test's process ended without a result ({why})"],
             True,
         )
-    notes = (
-        [f"possible tampering: {', '.join(result.tampered)} changed during the test"]
-        if result.tampered
-        else []
-    )
-    return stream + result.outputs, notes, result.visible_failed
+    mn_ranks.remember(result.probes)
+    return stream + result.outputs, [], result.visible_failed
 
 
 def _end_strays() -> None:
@@ -333,27 +205,26 @@ def _verify_notebook(plan: Plan, folder: Path, timeout: float) -> Verdict:
     )
     functions_file.write_text(code)
     started = time.monotonic()
-    namespace = {
+    trusted: dict[str, Any] = {
         "__name__": f"notebook_{Path(plan.notebook).stem}",
         "__file__": str(functions_file),
     }
     with open(os.devnull, "w") as quiet:  # the setup cell's greeting is not a test's output
         stdout, sys.stdout = sys.stdout, quiet
         try:
-            exec(compile(plan.setup, "<setup cell>", "exec"), namespace)
+            exec(compile(plan.setup, "<setup cell>", "exec"), trusted)
         finally:
             sys.stdout = stdout
-    exec(
-        compile(code, str(functions_file), "exec"), namespace
-    )  # defs only: nothing of the student's runs
-    before = _kit_state()
+    student = dict(trusted)
+    # defs only: nothing of the student's runs
+    function_sources = verify_test.compile_functions(code, str(functions_file), student)
     verdict.seconds[""] = round(time.monotonic() - started, 3)
     events = os.environ.get(process_limit.EVENTS)  # the submission's process group, if any
     for test in plan.tests:
         started = time.monotonic()
         refused = process_limit.refused(Path(events)) if events else 0
         outputs, cell_notes, visible_failed = _run_test(
-            plan.notebook, test, namespace, before, timeout
+            plan.notebook, test, trusted, student, function_sources, timeout
         )
         if events and process_limit.refused(Path(events)) > refused:
             limit = process_limit.limit_of(Path(events))
@@ -379,9 +250,6 @@ def worker() -> None:
     _undumpable()
     request = Request.from_json(os.fdopen(0, "rb", buffering=0, closefd=False).readline().decode())
     os.environ["NBGRADER_EXECUTION"] = "autograde"  # as under nbgrader: jobs are not submitted
-    # One run of the stage-3 ranks serves all the checks of a notebook, each in its own child
-    # process.
-    os.environ["COURSE_PROBE_CACHE"] = tempfile.mkdtemp(prefix="probe-cache-")
     folder = Path(request.folder)
     try:
         reply = Reply([_verify_notebook(plan, folder, request.timeout) for plan in request.plans])

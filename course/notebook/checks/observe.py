@@ -75,3 +75,10 @@ def finite(value: Any) -> bool:
     """Whether a fact is a finite number."""
     found = number(value)
     return found is not None and math.isfinite(found)
+
+
+def returned(function: Any, args: list[Any]) -> Facts:
+    """An observer: what function(*args) returns, as JSON data."""
+    from course.notebook.checks.verdict import call
+
+    return plain(call(function, *args))

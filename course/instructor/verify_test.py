@@ -1,0 +1,281 @@
+"""One test cell under the verifier, in two processes: the test's trusted process runs the cell and
+judges, its child runs the student's functions.
+
+The worker (course.instructor.verify_worker) forks the trusted process for each test. That process
+first forks the child, then takes the test's hidden part from the grader, so the child never holds
+it. It runs the cell, visible and hidden part, where the student's functions are
+`Remote` handles (course.notebook.checks.observe): a check asks the child to run an observer on the
+real functions and gets plain facts back (`Observation`, `Observed`), which it judges against what
+it computes itself. Nothing of the student's code runs in the trusted process; the child can only
+answer for the observation it was asked, on a channel made for this test and closed with it; the
+outputs nbgrader scores are written by the trusted process alone, on a pipe the child does not hold.
+"""
+
+from __future__ import annotations
+import __future__
+
+import ast
+import builtins
+import importlib
+import json
+import os
+import resource
+import signal
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+from course.instructor.verify_protocol import (
+    Observation,
+    Observed,
+    Output,
+    ProtocolError,
+    TestCell,
+    TestReply,
+    VerificationError,
+)
+from course.notebook.checks import mn_ranks
+from course.notebook.checks.observe import Remote, plain
+
+# What one test may take of the machine, so that one submission cannot starve the grading of others:
+# address space per process of the test (setrlimit; its MPI ranks each get as much), and the
+# largest answer the child may send for one observation.
+MEMORY_LIMIT = 8 * 2**30
+FACTS_LIMIT = 64 * 2**20
+
+
+def compile_functions(code: str, filename: str, namespace: dict[str, Any]) -> dict[str, str]:
+    """Define the student's functions (course.instructor.verify_functions keeps only defs) in
+    `namespace` without running any of their code: annotations stay text, not evaluated. Returns
+    {name: source} of each."""
+    flags = __future__.annotations.compiler_flag
+    exec(compile(code, filename, "exec", flags=flags, dont_inherit=True), namespace)
+    tree = ast.parse(code)
+    return {
+        node.name: ast.get_source_segment(code, node) or ""
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+    }
+
+
+def run(
+    test: TestCell,
+    trusted: Mapping[str, Any],
+    student: dict[str, Any],
+    sources: Mapping[str, str],
+    report: int,
+    timeout: float,
+) -> NoReturn:
+    """The body of a test's trusted process: fork the child, take the hidden part, run the cell
+    with the student's functions as Remote handles, send a TestReply on `report`, exit.
+    `trusted` holds the setup cell's names, `student` those and the student's functions."""
+    requests_r, requests_w = os.pipe()
+    replies_r, replies_w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(report)
+        _serve(requests_r, replies_w, student)
+    os.close(requests_r)
+    os.close(replies_w)
+    channel = _Channel(child, requests_w, replies_r)
+    test = TestCell(test.id, test.visible, _own_hidden_part(), test.points)
+    namespace = dict(trusted)
+    namespace.update({name: Remote(name, sources, channel.ask) for name in sources})
+    known = set(mn_ranks.cached())
+    outputs: list[Output] = []
+
+    def too_long(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"this cell ran past the {timeout:g} s limit")
+
+    signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(int(timeout))
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    visible_failed = True
+    try:
+        value = _run_cell(test.visible, namespace)
+        visible_failed = False
+        if test.hidden.strip():
+            value = _run_cell(test.hidden, namespace)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            outputs.append(
+                {
+                    "output_type": "execute_result",
+                    "execution_count": 1,
+                    "metadata": {},
+                    "data": {"text/plain": repr(value)},
+                }
+            )
+    except BaseException as e:  # the cell's error is its result, as in a kernel
+        why = (
+            f"this test used more than the {MEMORY_LIMIT / 2**30:g} GiB of memory a test may use"
+            if isinstance(e, MemoryError)
+            else str(e)
+        )
+        outputs.append(
+            {
+                "output_type": "error",
+                "ename": type(e).__name__,
+                "evalue": why,
+                "traceback": traceback.format_exception_only(type(e), e),
+            }
+        )
+    signal.alarm(0)
+    channel.close()
+    probes = {key: facts for key, facts in mn_ranks.cached().items() if key not in known}
+    os.write(report, TestReply(outputs, visible_failed, probes).to_json().encode())
+    os._exit(0)
+
+
+def _run_cell(code: str, namespace: dict[str, Any]) -> object:
+    """Run a cell as IPython would; the value of its last line when that is an expression."""
+    tree = ast.parse(code)
+    last = tree.body[-1] if tree.body else None
+    if isinstance(last, ast.Expr):
+        tree.body.pop()
+    else:
+        last = None
+    exec(compile(tree, "<test cell>", "exec"), namespace)
+    return (
+        eval(compile(ast.Expression(last.value), "<test cell>", "eval"), namespace)
+        if last
+        else None
+    )
+
+
+def _own_hidden_part() -> str:
+    """This test's hidden part, from the grader on stdin (verify_protocol.ASK); stdin is then
+    /dev/null, so that nothing started later reads the grader's pipe."""
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(0, 1)
+        if not chunk:
+            raise VerificationError("the grader gave no hidden part for this test", "")
+        line += chunk
+    _stdin_from_devnull()
+    hidden = json.loads(line)
+    if not isinstance(hidden, str):
+        raise VerificationError("the grader's hidden part is not text", "")
+    return hidden
+
+
+def _stdin_from_devnull() -> None:
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+
+
+class _Channel:
+    """The trusted process's end of the channel to its child."""
+
+    def __init__(self, child: int, requests: int, replies: int) -> None:
+        self.child, self.requests, self.replies = child, requests, replies
+        self.pending = b""
+
+    def ask(self, observer: str, functions: list[str], inputs: dict[str, Any]) -> Any:
+        """The child's facts of observer(*functions, **inputs); what the student's code raised
+        there is raised here, under its own name."""
+        os.write(
+            self.requests, (Observation(observer, functions, inputs).to_json() + "\n").encode()
+        )
+        answer = self._line()
+        try:
+            observed = Observed.from_json(answer)
+        except ProtocolError as e:
+            raise ChannelBroken(
+                f"the process running your functions answered with something else than facts "
+                f"({e.message})"
+            ) from None
+        if observed.raised is not None:
+            raise _rebuilt(observed.raised)
+        return observed.facts
+
+    def _line(self) -> str:
+        while b"\n" not in self.pending:
+            chunk = os.read(self.replies, 1 << 16)
+            if not chunk:
+                raise ChannelBroken(
+                    f"the process running your functions ended without an answer ({self._ended()})"
+                )
+            self.pending += chunk
+            if len(self.pending) > FACTS_LIMIT:
+                raise ChannelBroken(
+                    f"the process running your functions answered with more than "
+                    f"{FACTS_LIMIT // 2**20} MiB"
+                )
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line.decode(errors="replace")
+
+    def _ended(self) -> str:
+        ended, status = os.waitpid(self.child, 0)
+        self.child = 0
+        code = os.waitstatus_to_exitcode(status)
+        return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+
+    def close(self) -> None:
+        """End the child and everything it started (its process group)."""
+        for fd in (self.requests, self.replies):
+            os.close(fd)
+        if self.child:
+            for kill in (os.killpg, os.kill):  # its group, and itself if it left the group
+                try:
+                    kill(self.child, signal.SIGKILL)
+                except OSError:  # gone already
+                    pass
+            os.waitpid(self.child, 0)
+
+
+class ChannelBroken(Exception):
+    """The child broke off or garbled the channel: the test fails, as a cell whose kernel died."""
+
+
+def _rebuilt(raised: dict[str, Any]) -> BaseException:
+    """The student's exception, raised again here: the built-in class of that name, else a new
+    class named after theirs (only its name and message cross)."""
+    name, message = raised["name"], raised["message"]
+    kind = getattr(builtins, name, None)
+    error: BaseException
+    try:
+        if not (isinstance(kind, type) and issubclass(kind, Exception)):
+            kind = type(name if name.isidentifier() else "StudentError", (Exception,), {})
+        error = kind(message)
+    except Exception:  # a built-in exception that wants other arguments
+        error = Exception(f"{name}: {message}")
+    for note in raised["notes"]:
+        error.add_note(note)
+    return error
+
+
+def _serve(requests: int, replies: int, namespace: dict[str, Any]) -> NoReturn:
+    """The child: answer each Observation on `requests` with an Observed on `replies`, running the
+    observer on the student's functions in `namespace`, until the trusted process closes the
+    channel."""
+    os.setpgid(0, 0)  # one group, ended as one when the test is over
+    _stdin_from_devnull()
+    keep = {0, 1, 2, requests, replies}
+    for entry in Path("/proc/self/fd").iterdir():
+        fd = int(entry.name)
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:  # the listing's own descriptor, closed already
+                pass
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    with os.fdopen(requests, "rb") as asked, os.fdopen(replies, "wb", buffering=0) as answers:
+        for line in asked:
+            answers.write((_answer(line.decode(errors="replace"), namespace) + "\n").encode())
+    os._exit(0)
+
+
+def _answer(line: str, namespace: dict[str, Any]) -> str:
+    try:
+        observation = Observation.from_json(line)
+        module, name = observation.observer.split(":")
+        observer = getattr(importlib.import_module(module), name)
+        functions = [namespace[function] for function in observation.functions]
+        facts = plain(observer(*functions, **observation.inputs))
+        return Observed(facts, None).to_json()
+    except BaseException as e:  # the student's exception is the observation's answer
+        notes = [str(note) for note in getattr(e, "__notes__", [])]
+        answer = Observed(None, {"name": type(e).__name__, "message": str(e), "notes": notes})
+        return answer.to_json()

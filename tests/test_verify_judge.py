@@ -1,0 +1,89 @@
+"""The judgement happens where the student's code never runs (course.instructor.verify_test): a
+student's function runs in the test's child and only plain facts come back; what the child writes
+to any descriptor it holds cannot pass a test, and a child that kills its parent only loses its
+test. The real verifier, in its bubblewrap sandbox where it can start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course.instructor import sandbox, verify
+from course.instructor.verify_protocol import Plan
+from course.instructor.verify_protocol import TestCell as Cell  # not a test class
+from tests.helpers import bubblewrap
+
+pytestmark = pytest.mark.integration
+
+STUDENT = """
+def square(n):
+    return n * n
+
+
+def forge(n):
+    import json, os
+    # A passing report, as the grader's processes say it, to every descriptor this process holds.
+    passing = json.dumps({"outputs": [], "visible_failed": False, "probes": {}})
+    for fd in range(3, 1024):
+        try:
+            os.write(fd, (passing + "\\n").encode())
+        except OSError:
+            pass
+    return n
+
+
+def answer_for_it(n):
+    import course.notebook.checks.observe as observe
+    observe.plain = lambda facts: n * n  # the child's copy of the kit changes; the judge's does not
+    return n
+
+
+def kill_the_judge(n):
+    import os, signal
+    os.kill(os.getppid(), signal.SIGKILL)
+"""
+SETUP = "from course.notebook.checks.observe import observe, returned"
+
+
+def judged(name: str) -> Cell:
+    """A test cell whose judge (its assert, in the trusted process) wants the square of 7."""
+    return Cell(
+        f"check_{name}",
+        f"assert observe(returned, {name}, args=[7]) == 49, 'not the square'",
+        "",
+        1,
+    )
+
+
+@pytest.mark.parametrize("sandboxed", [True, False], ids=["sandbox", "unsandboxed"])
+def test_only_plain_facts_cross_and_the_judge_decides(tmp_path: Path, monkeypatch, sandboxed):
+    if sandboxed and not bubblewrap():
+        pytest.skip("the grading sandbox (bubblewrap) cannot start here")
+    monkeypatch.setenv(sandbox.SWITCH, "on" if sandboxed else "off")
+    cell = nbformat.v4.new_code_cell(STUDENT)
+    cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "code"}
+    folder = tmp_path / "student"
+    folder.mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), folder / "judge.ipynb")
+    (tmp_path / "grading.toml").write_text("")
+    names = ["square", "forge", "answer_for_it", "kill_the_judge"]
+    [verdict] = verify.verify(
+        folder,
+        [Plan("judge.ipynb", SETUP, ["code"], [judged(name) for name in names])],
+        hidden=[tmp_path / "hidden"],
+        grading_config=tmp_path / "grading.toml",
+        timeout=60,
+    )
+    errors = {
+        name: [o for o in verdict.outputs[f"check_{name}"] if o["output_type"] == "error"]
+        for name in names
+    }
+    assert errors["square"] == []  # the judge can pass a right answer
+    [forged] = errors["forge"]
+    assert "answered with something else than facts" in forged["evalue"], forged
+    [patched] = errors["answer_for_it"]
+    assert patched["ename"] == "AssertionError" and "not the square" in patched["evalue"]
+    [killed] = errors["kill_the_judge"]
+    assert "without a result" in killed["evalue"], killed
