@@ -26,10 +26,10 @@ Output = dict[str, Any]  # one nbformat output of a test cell (stream, execute_r
 SANDBOXED = "COURSE_VERIFY_SANDBOXED"
 
 # Each test's hidden part reaches only that test's trusted process: the worker asks the grader for
-# it once that process exists (a line: the JSON list [ASK, notebook, test id]); the grader answers with
-# one line on the worker's stdin (the part as a JSON string), which that process reads, after it has
-# forked the child that runs the student's functions. The worker itself never holds a hidden part,
-# so no process forked from it finds another test's in its memory, and the grader gives each part
+# it once that process exists (a line: the JSON list [ASK, notebook, test id]); the grader answers
+# with one line on the worker's stdin (the part as a JSON string), which that process reads after it
+# has forked the child that runs the student's functions. The worker never holds a hidden part, so
+# no process forked from it finds another test's in its memory, and the grader gives each part
 # once; the child gets only the inputs of the observations it is asked for.
 ASK = "hidden part of"
 
