@@ -3,23 +3,25 @@ ran in.
 
 For each submission, one process in the sandbox (course.instructor.sandbox) takes the student's
 functions, and only those: the `def`s of the notebook's solution cells, compiled without running
-anything the student wrote (decorators and computed defaults are refused). Everything else in those
-cells, such as code that patches the checks or the IPython shell, is left out and reported. Each
-test cell, visible and hidden part, comes from the instructor's source notebook and runs in a child
-process forked from that clean process, so one test cannot prepare another; a test that changes the
-kit's code while it runs gets no points. The outputs it produces are what nbgrader scores
+anything the student wrote (decorators and computed defaults are refused, annotations stay text).
+Everything else in those cells, such as code that patches the checks or the IPython shell, is left
+out and reported. Each test cell, visible and hidden part, comes from the instructor's source
+notebook and runs in a trusted process forked from that clean process, so one test cannot prepare
+another. There the student's functions are only handles: the checks ask the test's child process to
+run them and get plain facts back, which they judge against references they compute themselves
+(course.instructor.verify_test). The outputs the trusted process produces are what nbgrader scores
 (`VerifiedExecute` replaces nbgrader's Execute), so nbgrader keeps the gradebook, the feedback and
 the export.
 
-Each test's hidden part goes to that test's child alone, when it starts (verify_protocol.ASK), and
-each submission's processes are limited (course.instructor.process_limit). Not defended: code that
-runs inside a test can read that test's own inputs, and can write to the pipe the child reports on;
-the flags (names the exercises never need) point an instructor to it.
+Each test's hidden part goes to that test's trusted process alone (verify_protocol.ASK), and each
+submission's processes are limited (course.instructor.process_limit). What the student's code can
+still do: forge the facts of its own observations, which only helps where forging them is as hard
+as answering the exercise; the flags (names the exercises never need) point an instructor to it.
 
 The verifier's parts: this module is the grader's side (start the sandboxed process, read its reply,
 what to flag of a submission); verify_plan reads the source notebook into plans, verify_functions
-takes the student's defs, verify_worker runs the tests in the sandbox, and verify_protocol holds the
-typed messages between them.
+takes the student's defs, verify_worker runs the tests in the sandbox, verify_test runs one test
+in its two processes, and verify_protocol holds the typed messages between them.
 """
 
 from __future__ import annotations
