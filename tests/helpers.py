@@ -129,6 +129,7 @@ import math
 
 import chainer
 import chainer.links as L
+import numpy as np
 from chainer import training
 from chainer.training import extensions
 {extra}
@@ -170,7 +171,7 @@ STAGE_3_CELLS = (
 def check_cells(stage_name: str) -> dict[str, str]:
     """{grade_id: source} of the notebook's graded cells that check the stage's functions on their
     own, hidden tests included (the allreduce exercise's checks read job outputs:
-    tests/test_costmodel.py has them)."""
+    tests/test_allreduce_checks.py has them)."""
     notebook = nbformat.read(SOLUTIONS / stages.get(stage_name).notebook, as_version=4)
     return {
         cell.metadata.nbgrader.grade_id: cell.source
@@ -225,9 +226,10 @@ def make_run(
     log=True,
     age=0,
     wall_seconds=None,
+    fields=None,
 ) -> tuple[Path, str]:
-    """A finished run of `stage` as job <number>.local: its results file and, with log=True, its job
-    log."""
+    """A finished run of `stage` as job <number>.local: its results file (with `fields` added or
+    replaced) and, with log=True, its job log."""
     job = stages.get(stage)
     job_id = f"{number}.local"
     path = folder / results.RUNS_DIR / f"{stage}-{job_id}" / results.FILENAME
@@ -253,6 +255,7 @@ def make_run(
     }
     if wall_seconds is not None:
         record["wall_seconds"] = wall_seconds
+    record.update(fields or {})
     digest = results.write(path, record)
     if age:  # older than the runs made after it, as results.find orders them
         os.utime(path, (path.stat().st_mtime - age,) * 2)

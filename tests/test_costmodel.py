@@ -1,10 +1,9 @@
-"""The allreduce cost model (course.costmodel), its notebook checks, its results file, reader and
-scoring."""
+"""The allreduce cost model (course.costmodel), its results file, reader and scoring (its notebook
+checks: tests/test_allreduce_checks.py)."""
 
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -15,9 +14,7 @@ from course.errors import ResultsError
 from course.instructor import scoring
 from course.notebook import allreduce_report
 from course.notebook.checks import CheckFailed
-from course.notebook.checks import allreduce as checks
 from tests.mpi_helpers import SIZES, measured
-from tests.solutions import solution_functions
 
 GRADING = """
 [allreduce]
@@ -71,102 +68,6 @@ def test_gradient_prediction_uses_four_bytes_per_parameter():
     assert one == pytest.approx(2e-6 + 4000e-9)
     per_array = costmodel.predict_gradient_allreduce([400, 600], "ring", 2, 1e-6, 1e-9)
     assert per_array == pytest.approx(4e-6 + 4000e-9)  # the naive communicator pays alpha per array
-
-
-# --- the notebook checks --------------------------------------------------------------------------
-
-
-# The notebook's solutions (solutions/.../03_multi_node.ipynb), with the setup cell's imports they
-# rely on.
-_SOLVED = {"math": math, "np": np}
-for _name in ("allreduce_time", "fit_alpha_beta"):
-    exec(solution_functions("multi_node")[_name], _SOLVED)
-allreduce_time, fit_alpha_beta = _SOLVED["allreduce_time"], _SOLVED["fit_alpha_beta"]
-
-
-def ring_with_p(algorithm, n_ranks, message_bytes, alpha, beta):
-    if algorithm == "ring":
-        return 2 * n_ranks * alpha + 2 * n_ranks / n_ranks * message_bytes * beta
-    return allreduce_time(algorithm, n_ranks, message_bytes, alpha, beta)
-
-
-def doubling_with_p(algorithm, n_ranks, message_bytes, alpha, beta):
-    if algorithm == "recursive_doubling":
-        return n_ranks * (alpha + message_bytes * beta)
-    return allreduce_time(algorithm, n_ranks, message_bytes, alpha, beta)
-
-
-def swapped_fit(sizes, seconds, algorithm, n_ranks):
-    alpha, beta = fit_alpha_beta(sizes, seconds, algorithm, n_ranks)
-    return beta, alpha
-
-
-def unweighted_fit(sizes, seconds, algorithm, n_ranks):
-    a, b = (
-        (2 * (n_ranks - 1), 2 * (n_ranks - 1) / n_ranks)
-        if algorithm == "ring"
-        else (math.log2(n_ranks),) * 2
-    )
-    rows = np.column_stack([np.full(len(sizes), a), b * np.asarray(sizes, float)])
-    (alpha, beta), *_ = np.linalg.lstsq(rows, np.asarray(seconds, float), rcond=None)
-    return alpha, beta
-
-
-def test_the_reference_solution_passes_the_checks(tmp_path, capsys):
-    checks.cost_model(allreduce_time)
-    checks.cost_model(
-        allreduce_time, cases=[("ring", 3, 12345, 1e-5, 3e-10), ("recursive_doubling", 32, 7, 1, 2)]
-    )
-    checks.cost_model(
-        lambda *args: np.float32(allreduce_time(*args)), cases=[("ring", 4, 4096, 1.0, 0.5)]
-    )
-    checks.fit(fit_alpha_beta, measured(tmp_path))
-    checks.fit(fit_alpha_beta, measured(tmp_path), alpha=1e-5, beta=1e-9)
-    checks.fit(
-        lambda *args: np.array(fit_alpha_beta(*args)), measured(tmp_path)
-    )  # an array of the two will do
-    assert capsys.readouterr().out.count("OK: ") == 6
-
-
-@pytest.mark.parametrize(
-    "wrong, said",
-    [
-        (ring_with_p, "the ring counts p where it takes p - 1"),
-        (doubling_with_p, "recursive doubling takes log2(p) steps, not p"),
-        (lambda a, p, n, al, be: allreduce_time(a, p, n, be, al), "alpha and beta are swapped"),
-        (lambda a, p, n, al, be: allreduce_time(a, p, 8 * n, al, be), "do not multiply by 8"),
-        (
-            lambda a, p, n, al, be: (
-                2 * (p - 1) * al + n * be if a == "ring" else allreduce_time(a, p, n, al, be)
-            ),
-            "the ring sends 2(p-1)/p x n bytes",
-        ),
-    ],
-)
-def test_the_cost_model_check_names_planted_mistakes(wrong, said):
-    with pytest.raises(CheckFailed) as failed:
-        checks.cost_model(wrong)
-    assert (
-        "returned" in str(failed.value)
-        and "the model gives" in str(failed.value)
-        and said in str(failed.value)
-    )
-
-
-def test_the_cost_model_check_says_what_a_wrong_type_is():
-    with pytest.raises(CheckFailed, match="returned str, not a number of seconds"):
-        checks.cost_model(lambda *args: "1 ms")
-
-
-def test_the_fit_check_fails_a_swapped_or_unweighted_fit_and_an_empty_table(tmp_path):
-    table = measured(tmp_path)
-    with pytest.raises(CheckFailed, match="the wrong way round") as failed:
-        checks.fit(swapped_fit, table)
-    assert "return (alpha, beta)" in str(failed.value)
-    with pytest.raises(CheckFailed, match="relative error"):
-        checks.fit(unweighted_fit, table)
-    with pytest.raises(CheckFailed, match="submit jobs/run_allreduce_benchmark.sh"):
-        checks.fit(fit_alpha_beta, [])
 
 
 # --- the results file and its log line ------------------------------------------------------------
@@ -254,60 +155,6 @@ def test_the_prediction_scores_within_the_factor_of_grading_toml(capsys):
         scoring.grade_allreduce_prediction(2.0, 1e-3, 0.0)
 
 
-def test_the_students_prediction_is_their_model_per_parameter_array(tmp_path):
-    table = measured(tmp_path, ranks=2)
-    arrays = allreduce_report.parameter_arrays("vgg", width=16)
-    assert (
-        sum(arrays) == 939770 and len(arrays) == 44
-    )  # VGG width 16: 0.94 M parameters in 44 arrays
-    alpha, beta = costmodel.fit(table[0].sizes, table[0].median, "ring", 2)
-    assert checks.predict(
-        allreduce_time, fit_alpha_beta, table, 2, "ring", arrays
-    ) == pytest.approx(costmodel.predict_gradient_allreduce(arrays, "ring", 2, alpha, beta))
-    assert checks.predict(
-        allreduce_time, fit_alpha_beta, table, 2, "ring", sum(arrays)
-    ) == pytest.approx(costmodel.predict_gradient_allreduce(sum(arrays), "ring", 2, alpha, beta))
-    with pytest.raises(CheckFailed, match="has not measured recursive_doubling on 2 ranks"):
-        checks.predict(allreduce_time, fit_alpha_beta, table, 2, "recursive_doubling", arrays)
-
-
-def test_the_notebooks_check_cells_pass_its_solutions_visible_and_hidden(
-    tmp_path, monkeypatch, capsys
-):
-    import nbformat
-
-    import course
-    from course.notebook import checks as notebook_checks
-    from tests.solutions import SOLUTIONS
-
-    measured(tmp_path, ranks=2)
-    monkeypatch.chdir(tmp_path)  # where the student's runs/ are
-    notebook = nbformat.read(SOLUTIONS / "03_multi_node.ipynb", as_version=4)
-    cells = {
-        cell.metadata.nbgrader.grade_id: cell.source
-        for cell in notebook.cells
-        if cell.metadata.get("nbgrader", {}).get("grade")
-    }
-    for grade_id in ("check_allreduce_time", "check_fit"):
-        exec(cells[grade_id], {"checks": notebook_checks, "course": course, **_SOLVED})
-    assert capsys.readouterr().out.count("OK: ") == 4
-
-
-def test_a_function_that_calls_the_kits_own_model_or_fit_earns_nothing():
-    def borrowed_time(algorithm, n_ranks, message_bytes, alpha, beta):
-        return costmodel.allreduce_seconds(algorithm, n_ranks, message_bytes, alpha, beta)
-
-    def borrowed_fit(sizes, seconds, algorithm, n_ranks):
-        return costmodel.fit(sizes, seconds, algorithm, n_ranks)
-
-    with pytest.raises(
-        CheckFailed, match="allreduce_time calls the kit's own allreduce_seconds, costmodel"
-    ):
-        checks.cost_model(borrowed_time)
-    with pytest.raises(CheckFailed, match="fit_alpha_beta calls the kit's own costmodel"):
-        checks.fit(borrowed_fit, [])
-
-
 def test_the_report_reads_the_time_of_each_widths_gradient_off_the_same_series(tmp_path):
     table = measured(tmp_path, ranks=2)
     sizes = allreduce_report.gradient_bytes()
@@ -322,32 +169,3 @@ def test_the_report_reads_the_time_of_each_widths_gradient_off_the_same_series(t
     )
     ratio = float(line.split(": ")[-1].split("x the time")[0])
     assert 10 < ratio < 17  # the bandwidth term dominates at these sizes, latency adds a little
-
-
-def test_on_gpus_the_graded_prediction_is_the_benchmarks_largest_size_from_the_others(
-    tmp_path, capsys
-):
-    """A GPU step's exchange is NCCL's in GPU memory, which the host-memory benchmark does not
-    measure: the cell grades the held-out largest message instead, and says why."""
-    table = measured(tmp_path, ranks=2)
-    profiled = {"run": "multi_node-9.pbs", "ranks": 2, "seconds": 2e-3, "device_kind": "gpu"}
-    predicted, graded = checks.predict_held_out_size(
-        allreduce_time, fit_alpha_beta, table, profiled
-    )
-    [series] = table
-    assert graded["seconds"] == series.median[-1] and "67,108,864-byte ring" in graded["run"]
-    assert 0.5 < predicted / graded["seconds"] < 2  # the model fits the benchmark's own series
-    said = capsys.readouterr().out
-    assert "ran on GPUs" in said and "NCCL in GPU memory" in said and "PASS" in said
-    # A model a thousand times off misses it: the point is not given for running the cell.
-    wrong, _ = checks.predict_held_out_size(
-        lambda a, p, n, alpha, beta: 1e3 * allreduce_time(a, p, n, alpha, beta),
-        fit_alpha_beta,
-        table,
-        profiled,
-    )
-    assert wrong / graded["seconds"] > 100 and "NOT YET" in capsys.readouterr().out
-    with pytest.raises(CheckFailed, match="no ring or recursive_doubling series"):
-        checks.predict_held_out_size(
-            allreduce_time, fit_alpha_beta, table, {**profiled, "ranks": 4}
-        )

@@ -3,23 +3,28 @@
     allreduce_time(algorithm, n_ranks, message_bytes, alpha, beta) -> seconds
     fit_alpha_beta(sizes, seconds, algorithm, n_ranks) -> (alpha, beta)
 
-Both are compared with the kit's reference (course.costmodel). A wrong answer that matches a known
-mistake (p for p−1, p for log2 p, α and β swapped, ...) gets a hint that names it. The hidden tests
-pass other cases, so that the visible ones cannot simply be copied.
+The checks observe what the functions return (course.notebook.checks.allreduce_observers, where
+they run with the kit's own cost model closed) and judge those numbers against the kit's reference
+(course.costmodel). A wrong answer that matches a known mistake (p for p−1, p for log2 p, α and β
+swapped, ...) gets a hint that names it. The hidden tests pass other cases, and every check adds
+cases drawn at random, so that no case can simply be copied.
 """
 
 from __future__ import annotations
 
-import math
+import random
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import course.notebook.checks.allreduce_observers as observers
 from course import costmodel
 from course.contracts import grading_rules
 from course.notebook import allreduce_report, profile_report
 from course.notebook.allreduce_report import parameter_arrays
-from course.notebook.checks.verdict import call, expect, fail, passed, real
+from course.notebook.checks.allreduce_mistakes import close, diagnosis
+from course.notebook.checks.observe import number, observe
+from course.notebook.checks.verdict import expect, fail, passed
 
 # (algorithm, ranks, bytes, alpha, beta): a laptop-like and a cluster-like link, and one rank (no
 # exchange).
@@ -30,89 +35,25 @@ VISIBLE_CASES = (
     ("recursive_doubling", 16, 4096, 2e-6, 1e-10),
     ("ring", 1, 2**20, 5e-6, 1e-9),
 )
-RELATIVE = 1e-6  # the same formula computed in another order agrees far closer than this
-
-# Mistakes the checks recognise: (the algorithm it applies to, what it is, a cost model that makes
-# it).
-_MISTAKES: tuple[tuple[str | None, str, Callable[[str, int, float, float, float], float]], ...] = (
-    (
-        None,
-        "alpha and beta are swapped",
-        lambda a, p, n, al, be: costmodel.allreduce_seconds(a, p, n, be, al),
-    ),
-    (
-        None,
-        "the message is n bytes: do not multiply by 8 (bits)",
-        lambda a, p, n, al, be: costmodel.allreduce_seconds(a, p, 8 * n, al, be),
-    ),
-    (
-        "ring",
-        "the ring counts p where it takes p - 1: 2(p-1) steps, 2(p-1)/p of the bytes",
-        lambda a, p, n, al, be: 2 * p * al + 2 * n * be,
-    ),
-    (
-        "ring",
-        "the ring sends 2(p-1)/p x n bytes, not n: reduce-scatter and allgather each move (p-1)/p "
-        "of them",
-        lambda a, p, n, al, be: 2 * (p - 1) * al + n * be,
-    ),
-    (
-        "ring",
-        "the ring takes 2(p - 1) steps, not p - 1: reduce-scatter then allgather, p - 1 steps each",
-        lambda a, p, n, al, be: (p - 1) * al + (p - 1) / p * n * be,
-    ),
-    (
-        "recursive_doubling",
-        "recursive doubling takes log2(p) steps, not p",
-        lambda a, p, n, al, be: p * (al + n * be),
-    ),
-    (
-        "recursive_doubling",
-        "recursive doubling sends the whole vector at each of its log2(p) steps: "
-        "log2(p) x n bytes, not n",
-        lambda a, p, n, al, be: math.log2(p) * al + n * be,
-    ),
-)
 
 
-def _close(value: float, expected: float, relative: float = RELATIVE) -> bool:
-    return math.isclose(value, expected, rel_tol=relative, abs_tol=1e-15)
-
-
-def _diagnosis(
-    value: float, algorithm: str, ranks: int, nbytes: float, alpha: float, beta: float
-) -> str:
-    """The known mistake `value` matches, or the formula to compare with."""
-    right = costmodel.allreduce_seconds(algorithm, ranks, nbytes, alpha, beta)
-    for applies_to, what, model in _MISTAKES:
-        if applies_to not in (None, algorithm):
-            continue
-        wrong = model(algorithm, ranks, nbytes, alpha, beta)
-        if _close(value, wrong) and not _close(wrong, right):
-            return f"it looks like {what}"
-    latency = costmodel.allreduce_seconds(algorithm, ranks, nbytes, alpha, 0.0)
-    return (
-        f"the model's {right:.6g} s is {latency:.6g} s of latency (alpha per step) plus "
-        f"{right - latency:.6g} s of transfer (beta per byte sent)"
-        f"{f'; yours is {value / right:.3g} times it' if right else ''}: count {algorithm}'s steps "
-        f"on {ranks} ranks and the bytes each rank sends, as the lesson's alpha-beta model does"
-    )
-
-
-# The kit's own model and fit (course.costmodel, and the report that calls them): a student's
-# function that calls them has written nothing.
-_KIT_NAMES = {"costmodel", "allreduce_seconds", "coefficients", "allreduce_report", "fits"}
-
-
-def _own_work(function, name: str) -> None:
-    __tracebackhide__ = True
-    used = _KIT_NAMES & set(getattr(getattr(function, "__code__", None), "co_names", ()))
-    expect(
-        not used,
-        f"{name} calls the kit's own {', '.join(sorted(used))}: the exercise is to write it "
-        "yourself",
-        "write the formulas (or the least-squares fit) in your function",
-    )
+def _drawn_cases() -> list[tuple[str, int, int, float, float]]:
+    """One case of each algorithm that nobody knows before the check runs (recursive doubling on a
+    power of two, as the lesson's cases are)."""
+    draw = random.SystemRandom()
+    return [
+        (
+            algorithm,
+            ranks,
+            draw.randint(1, 2**27),
+            10 ** draw.uniform(-7, -4),
+            10 ** draw.uniform(-11, -8),
+        )
+        for algorithm, ranks in (
+            ("ring", draw.randint(2, 64)),
+            ("recursive_doubling", 2 ** draw.randint(1, 7)),
+        )
+    ]
 
 
 def cost_model(
@@ -120,49 +61,42 @@ def cost_model(
     cases: Iterable[tuple[str, int, int, float, float]] = VISIBLE_CASES,
 ) -> None:
     """allreduce_time(algorithm, n_ranks, message_bytes, alpha, beta) gives the reference model's
-    seconds."""
+    seconds, on `cases` and on cases drawn at random."""
     __tracebackhide__ = True
-    _own_work(allreduce_time, "allreduce_time")
-    cases = list(cases)
-    for algorithm, ranks, nbytes, alpha, beta in cases:
-        returned = call(allreduce_time, algorithm, ranks, nbytes, alpha, beta)
+    drawn = _drawn_cases()
+    every = [*cases, *drawn]
+    facts = observe(observers.times, allreduce_time, cases=[list(case) for case in every])
+    for (algorithm, ranks, nbytes, alpha, beta), fact in zip(every, facts, strict=True):
         expected = costmodel.allreduce_seconds(algorithm, ranks, nbytes, alpha, beta)
         shown = f"allreduce_time({algorithm!r}, {ranks}, {nbytes}, {alpha:g}, {beta:g})"
-        value = real(returned)  # NumPy's floats too
+        value = number(fact["seconds"])
         if value is None:
-            fail(f"{shown} returned {type(returned).__name__}, not a number of seconds")
+            fail(f"{shown} returned {fact['type']}, not a number of seconds")
         expect(
-            _close(value, expected),
+            close(value, expected),
             f"{shown} returned {value:.6g} s; the model gives {expected:.6g} s",
-            _diagnosis(value, algorithm, ranks, nbytes, alpha, beta),
+            diagnosis(value, algorithm, ranks, nbytes, alpha, beta),
         )
     passed(
-        f"allreduce_time: ring and recursive doubling match the alpha-beta model in {len(cases)} "
-        "cases"
+        f"allreduce_time: ring and recursive doubling match the alpha-beta model in {len(every)} "
+        f"cases, {len(drawn)} of them drawn at random"
     )
 
 
-def _fit_of(
-    fit_alpha_beta: Callable[..., Any],
-    sizes: Sequence[int],
-    seconds: Sequence[float],
-    algorithm: str,
-    ranks: int,
-    what: str,
-) -> tuple[float, float]:
+def _fitted(fact: Any, what: str) -> tuple[float, float]:
+    """The (alpha, beta) of a fit's facts (allreduce_observers._pair), or why they are none."""
     __tracebackhide__ = True
-    result = call(fit_alpha_beta, list(sizes), list(seconds), algorithm, ranks)
+    pair = fact["pair"]
     expect(
-        not isinstance(result, str)
-        and hasattr(result, "__len__")
-        and len(result) == 2,  # a tuple, an array
-        f"fit_alpha_beta returned {type(result).__name__} on {what}, not the pair (alpha, beta)",
+        pair is not None,
+        f"fit_alpha_beta returned {fact['type']} on {what}, not the pair (alpha, beta)",
     )
-    alpha, beta = real(result[0]), real(result[1])
+    first, second = pair
+    alpha, beta = number(first), number(second)
     expect(
         alpha is not None and beta is not None,
-        f"fit_alpha_beta returned ({type(result[0]).__name__}, {type(result[1]).__name__}) on "
-        f"{what}, not two numbers",
+        f"fit_alpha_beta returned ({fact['types'][0]}, {fact['types'][1]}) on {what}, not two "
+        "numbers",
     )
     assert alpha is not None and beta is not None
     return alpha, beta
@@ -172,7 +106,7 @@ def _compare(
     got: tuple[float, float], expected: tuple[float, float], relative: float, what: str, hint: str
 ) -> None:
     __tracebackhide__ = True
-    if _close(got[0], expected[1], relative) and _close(got[1], expected[0], relative):
+    if close(got[0], expected[1], relative) and close(got[1], expected[0], relative):
         fail(
             f"fit_alpha_beta on {what} returned ({got[0]:.4g}, {got[1]:.4g}): alpha and beta the "
             "wrong way round "
@@ -180,7 +114,7 @@ def _compare(
             "return (alpha, beta): the latency first",
         )
     expect(
-        _close(got[0], expected[0], relative) and _close(got[1], expected[1], relative),
+        close(got[0], expected[0], relative) and close(got[1], expected[1], relative),
         f"fit_alpha_beta on {what} returned alpha {got[0]:.4g} s, beta {got[1]:.4g} s/byte; "
         "expected "
         f"alpha {expected[0]:.4g} s, beta {expected[1]:.4g} s/byte (within {relative:.0%})",
@@ -195,44 +129,51 @@ def fit(
     beta: float = 2e-10,
     tolerance: float = 0.02,
 ) -> None:
-    """fit_alpha_beta recovers (alpha, beta) from exact model times, and on the measured `table`
-    (the Series of course.notebook.allreduce_report.measured_table) agrees with the kit's
-    relative-error fit."""
+    """fit_alpha_beta recovers (alpha, beta) from exact model times (and a pair drawn at random),
+    and on the measured `table` (the Series of course.notebook.allreduce_report.measured_table)
+    agrees with the kit's relative-error fit."""
     __tracebackhide__ = True
-    _own_work(fit_alpha_beta, "fit_alpha_beta")
     sizes = [1024 * 4**k for k in range(1, 9)]
-    for algorithm, ranks in (("ring", 4), ("recursive_doubling", 2), ("recursive_doubling", 8)):
-        exact = [costmodel.allreduce_seconds(algorithm, ranks, n, alpha, beta) for n in sizes]
-        got = _fit_of(
-            fit_alpha_beta,
-            sizes,
-            exact,
-            algorithm,
-            ranks,
-            f"exact {algorithm} times on {ranks} ranks",
-        )
-        _compare(
-            got,
-            (alpha, beta),
-            1e-4,
-            f"exact {algorithm} times on {ranks} ranks (alpha {alpha:g}, beta {beta:g})",
-            "these times follow the model exactly, so a least-squares fit of the model's two "
-            "terms gives alpha and beta back; the terms' coefficients are those of allreduce_time",
-        )
+    draw = random.SystemRandom()
+    exact = [
+        ("ring", 4, alpha, beta),
+        ("recursive_doubling", 2, alpha, beta),
+        ("recursive_doubling", 8, alpha, beta),
+        (
+            draw.choice(costmodel.ALGORITHMS),
+            2 ** draw.randint(1, 6),
+            10 ** draw.uniform(-6, -4.5),
+            10 ** draw.uniform(-10.5, -8.5),
+        ),
+    ]
     measured = [
         s for s in table if s.algorithm in costmodel.ALGORITHMS and s.ranks > 1 and len(s.sizes) > 1
     ]
+    series = [
+        [sizes, [costmodel.allreduce_seconds(a, p, n, al, be) for n in sizes], a, p]
+        for a, p, al, be in exact
+    ] + [[s.sizes, s.median, s.algorithm, s.ranks] for s in measured]
+    facts = observe(observers.fits, fit_alpha_beta, series=series)
+    if len(facts) != len(series):
+        fail(f"fit_alpha_beta was observed on {len(facts)} series, not {len(series)}")
+    for (algorithm, ranks, a, b), fact in zip(exact, facts):
+        what = f"exact {algorithm} times on {ranks} ranks"
+        _compare(
+            _fitted(fact, what),
+            (a, b),
+            1e-4,
+            f"{what} (alpha {a:g}, beta {b:g})",
+            "these times follow the model exactly, so a least-squares fit of the model's two "
+            "terms gives alpha and beta back; the terms' coefficients are those of allreduce_time",
+        )
     expect(
         bool(measured),
         "there is no measured ring or recursive_doubling series to fit",
         "submit jobs/run_allreduce_benchmark.sh, then allreduce_report.measured_table() again",
     )
-    for s in measured:
-        got = _fit_of(
-            fit_alpha_beta, s.sizes, s.median, s.algorithm, s.ranks, f"the measured {s.label}"
-        )
+    for s, fact in zip(measured, facts[len(exact) :]):
         _compare(
-            got,
+            _fitted(fact, f"the measured {s.label}"),
             costmodel.fit(s.sizes, s.median, s.algorithm, s.ranks),
             tolerance,
             f"the measured {s.label}",
@@ -245,6 +186,41 @@ def fit(
         "measured series "
         "as the kit does"
     )
+
+
+def _predicted(
+    allreduce_time: Callable[..., Any],
+    fit_alpha_beta: Callable[..., Any],
+    sizes: Sequence[int],
+    seconds: Sequence[float],
+    algorithm: str,
+    ranks: int,
+    messages: Sequence[int],
+    what: str,
+) -> float:
+    """The seconds of the student's model summed over `messages` (bytes), with their alpha and
+    beta fitted on (sizes, seconds): a plain float, from the facts."""
+    __tracebackhide__ = True
+    facts = observe(
+        observers.prediction,
+        allreduce_time,
+        fit_alpha_beta,
+        sizes=list(sizes),
+        seconds=list(seconds),
+        algorithm=algorithm,
+        ranks=ranks,
+        messages=[int(n) for n in messages],
+    )
+    _fitted(facts["fit"], what)
+    if len(facts["times"]) != len(messages):
+        fail(f"allreduce_time was observed on {len(facts['times'])} messages, not {len(messages)}")
+    total = 0.0
+    for fact in facts["times"]:
+        value = number(fact["seconds"])
+        if value is None:
+            fail(f"allreduce_time returned {fact['type']}, not a number of seconds")
+        total += value
+    return total
 
 
 def predict(
@@ -268,24 +244,19 @@ def predict(
             f"qsub -j oe -l select=1:mpiprocs={ranks} -v ALGORITHMS={algorithm} "
             "jobs/run_allreduce_benchmark.sh",
         )
-    alpha, beta = _fit_of(
+    return _predicted(
+        allreduce_time,
         fit_alpha_beta,
         series.sizes,
         series.median,
         algorithm,
         ranks,
+        [
+            costmodel.BYTES_PER_PARAMETER * n
+            for n in ([arrays] if isinstance(arrays, int) else arrays)
+        ],
         f"the measured {series.label}",
     )
-    total = 0.0
-    for n in [arrays] if isinstance(arrays, int) else arrays:
-        returned = call(
-            allreduce_time, algorithm, ranks, costmodel.BYTES_PER_PARAMETER * n, alpha, beta
-        )
-        seconds = real(returned)
-        if seconds is None:
-            fail(f"allreduce_time returned {type(returned).__name__}, not a number of seconds")
-        total += seconds
-    return total
 
 
 def predict_profiled_step(
@@ -297,8 +268,7 @@ def predict_profiled_step(
     allreduces each on its own; one buffer with the communicators that pack them)."""
     __tracebackhide__ = True
     # The student's functions first: a stub says so before anything about the runs.
-    call(allreduce_time, "ring", 2, 1024, 1e-6, 1e-9)
-    call(fit_alpha_beta, [1024, 4096], [3e-6, 9e-6], "ring", 2)
+    observe(observers.tried, allreduce_time, fit_alpha_beta)
     measured = profile_report.measured_allreduce_seconds(folder)
     if measured is None:
         fail(
@@ -353,19 +323,17 @@ def predict_held_out_size(
             "ranks, the rank count of the profiled step",
             f"qsub -j oe -l select=1:mpiprocs={ranks} jobs/run_allreduce_benchmark.sh",
         )
-    alpha, beta = _fit_of(
+    largest = series.sizes[-1]
+    predicted = _predicted(
+        allreduce_time,
         fit_alpha_beta,
         series.sizes[:-1],
         series.median[:-1],
         series.algorithm,
         ranks,
+        [largest],
         f"the measured {series.label} without its largest size",
     )
-    largest = series.sizes[-1]
-    returned = call(allreduce_time, series.algorithm, ranks, largest, alpha, beta)
-    predicted = real(returned)
-    if predicted is None:
-        fail(f"allreduce_time returned {type(returned).__name__}, not a number of seconds")
     what = f"the benchmark's {largest:,}-byte {series.algorithm} allreduce on {ranks} ranks"
     print(
         f"{profiled['run']} ran on GPUs: its gradient went through NCCL in GPU memory "
