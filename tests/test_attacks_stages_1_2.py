@@ -92,7 +92,7 @@ CHECKS = {
     "devices": (multi_gpu.devices, "multi_gpu", "make_devices"),
     "learning_rate": (multi_gpu.learning_rate, "multi_gpu", "scaled_learning_rate"),
 }
-JUNK = ["forged", True, 1, 0.5, None, [], {}, [True]]
+JUNK = ["forged", 0.5, None, {}, [True]]  # a true fact is replaced by "forged"
 
 
 def forging(function, key, junk) -> Remote:
