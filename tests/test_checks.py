@@ -13,6 +13,8 @@ and layout: one case per mistake.
 from __future__ import annotations
 
 import inspect
+import itertools
+import linecache
 import os
 import textwrap
 
@@ -28,15 +30,30 @@ from tests.helpers import (
     replaced_once,
     run_stage_3_checks,
 )
+from tests.remote import RemoteRaised, remote
 from tests.solutions import solution_functions
 
 
 def planted(function, old: str, new: str = ""):
-    """The solution `function` with `old` in its source replaced by `new`: a planted mistake."""
+    """The solution `function` with `old` in its source replaced by `new`: a planted mistake, in a
+    copy of its notebook's namespace (where a Remote handle finds it by name) and with its source
+    where inspect finds it (a Remote handle carries the sources)."""
     source = replaced_once(textwrap.dedent(inspect.getsource(function)), old, new)
-    namespace = {}
-    exec(compile(source, f"<planted {function.__name__}>", "exec"), function.__globals__, namespace)
+    filename = f"<planted {function.__name__} {next(_PLANTED)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = dict(function.__globals__)
+    exec(compile(source, filename, "exec"), namespace)
     return namespace[function.__name__]
+
+
+_PLANTED = itertools.count()
+
+
+@pytest.fixture(params=["here", "remote"])
+def handle(request):
+    """How a check gets the student's function: as it is (in a notebook), or as a Remote handle
+    whose observations run in a forked child (under the grader). Either way, the same verdict."""
+    return (lambda function: function) if request.param == "here" else remote
 
 
 # --- stage 1: 01_single_gpu.ipynb
@@ -48,17 +65,17 @@ def stage_1(tmp_path_factory):
     return notebook_module(tmp_path_factory.mktemp("stage1"), "single_gpu")
 
 
-def test_stage_1_solutions_pass_the_visible_and_hidden_checks(stage_1, capsys):
-    single.iterators(stage_1.make_iterators)
-    single.iterators(stage_1.make_iterators, n_train=50, n_test=13, batchsize=5)
-    single.model_and_optimizer(stage_1.make_model_and_optimizer)
+def test_stage_1_solutions_pass_the_visible_and_hidden_checks(stage_1, handle, capsys):
+    single.iterators(handle(stage_1.make_iterators))
+    single.iterators(handle(stage_1.make_iterators), n_train=50, n_test=13, batchsize=5)
+    single.model_and_optimizer(handle(stage_1.make_model_and_optimizer))
     single.model_and_optimizer(
-        stage_1.make_model_and_optimizer, model_name="resnet", width=4, lr=0.03
+        handle(stage_1.make_model_and_optimizer), model_name="resnet", width=4, lr=0.03
     )
-    single.trainer(stage_1.build_trainer)
-    single.trainer(stage_1.build_trainer, epochs=3, batchsize=4)
-    single.snapshots(stage_1.add_snapshots)
-    single.snapshots(stage_1.add_snapshots, epochs=4, batchsize=3)
+    single.trainer(handle(stage_1.build_trainer))
+    single.trainer(handle(stage_1.build_trainer), epochs=3, batchsize=4)
+    single.snapshots(handle(stage_1.add_snapshots))
+    single.snapshots(handle(stage_1.add_snapshots), epochs=4, batchsize=3)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 8 and all(line.startswith("OK: ") for line in lines), lines
     assert "trained 3 epochs" in lines[-3]
@@ -111,9 +128,9 @@ def test_stage_1_solutions_pass_the_visible_and_hidden_checks(stage_1, capsys):
         "one iterator",
     ],
 )
-def test_make_iterators_mistakes(stage_1, old, new, words):
+def test_make_iterators_mistakes(stage_1, handle, old, new, words):
     with pytest.raises(CheckFailed, match=words):
-        single.iterators(planted(stage_1.make_iterators, old, new))
+        single.iterators(handle(planted(stage_1.make_iterators, old, new)))
 
 
 @pytest.mark.parametrize(
@@ -131,12 +148,17 @@ def test_make_iterators_mistakes(stage_1, old, new, words):
             "course.models.build(args.model, width=args.width)",
             "the model should be L.Classifier around the network",
         ),
+        (
+            "chainer.optimizers.MomentumSGD(args.lr)",
+            'type("MomentumSGD", (chainer.optimizers.MomentumSGD,), {"lr": args.lr})(3 * args.lr)',
+            r"moved the weights as a learning rate of 0.06 would, not as args.lr \(0.02\)",
+        ),
     ],
-    ids=["lr", "not set up", "width", "no classifier"],
+    ids=["lr", "not set up", "width", "no classifier", "says one rate, steps at another"],
 )
-def test_make_model_and_optimizer_mistakes(stage_1, old, new, words):
+def test_make_model_and_optimizer_mistakes(stage_1, handle, old, new, words):
     with pytest.raises(CheckFailed, match=words):
-        single.model_and_optimizer(planted(stage_1.make_model_and_optimizer, old, new))
+        single.model_and_optimizer(handle(planted(stage_1.make_model_and_optimizer, old, new)))
 
 
 @pytest.mark.parametrize(
@@ -168,12 +190,17 @@ def test_make_model_and_optimizer_mistakes(stage_1, old, new, words):
             "StandardUpdater(test_iter, optimizer, device=device)",
             "the trainer's updater should be a StandardUpdater of train_iter and optimizer",
         ),
+        (
+            "trainer.extend(course.Throughput(args.batchsize, warmup=args.warmup))",
+            'trainer.extend(course.Throughput(args.batchsize, warmup=1), trigger=(2, "iteration"))',
+            r"Throughput timed \[6\] of the 12 steps",
+        ),
     ],
-    ids=["no Evaluator", "no Throughput", "no LogReport", "epochs", "out", "updater"],
+    ids=["no Evaluator", "no Throughput", "no LogReport", "epochs", "out", "updater", "half timed"],
 )
-def test_build_trainer_mistakes(stage_1, old, new, words):
+def test_build_trainer_mistakes(stage_1, handle, old, new, words):
     with pytest.raises(CheckFailed, match=words):
-        single.trainer(planted(stage_1.build_trainer, old, new))
+        single.trainer(handle(planted(stage_1.build_trainer, old, new)))
 
 
 @pytest.mark.parametrize(
@@ -204,19 +231,19 @@ def test_build_trainer_mistakes(stage_1, old, new, words):
     ],
     ids=["not the trainer", "every snapshot kept", "not per epoch", "another name", "none"],
 )
-def test_add_snapshots_mistakes(stage_1, old, new, words):
+def test_add_snapshots_mistakes(stage_1, handle, old, new, words):
     with pytest.raises(CheckFailed, match=words):
-        single.snapshots(planted(stage_1.add_snapshots, old, new))
+        single.snapshots(handle(planted(stage_1.add_snapshots, old, new)))
 
 
-def test_a_resume_that_loses_the_random_state_is_caught(stage_1, monkeypatch):
+def test_a_resume_that_loses_the_random_state_is_caught(stage_1, handle, monkeypatch):
     """The check compares weights: a snapshot without the generators' states ends elsewhere
     (dropout, shuffle)."""
     from course.runtime import checkpoint
 
     monkeypatch.setattr(checkpoint.ResumeState, "serialize", lambda self, serializer: None)
     with pytest.raises(CheckFailed, match="the run ends with other weights"):
-        single.snapshots(stage_1.add_snapshots)
+        single.snapshots(handle(stage_1.add_snapshots))
 
 
 def test_the_students_own_errors_pass_through_with_a_note(stage_1):
@@ -237,6 +264,8 @@ def test_the_students_own_errors_pass_through_with_a_note(stage_1):
     with pytest.raises(NotImplementedError) as raised:
         single.iterators(stub)
     assert "make_iterators still has its PUT YOUR CODE HERE stub" in raised.value.__notes__[0]
+    with pytest.raises(RemoteRaised, match="^NameError: name 'SerialIterator' is not defined"):
+        single.iterators(remote(bare))  # the grader's child sends what the function raised
 
 
 # --- stage 2: 02_multi_gpu.ipynb ------------------------------------------------------------------
@@ -247,17 +276,17 @@ def stage_2(tmp_path_factory):
     return notebook_module(tmp_path_factory.mktemp("stage2"), "multi_gpu")
 
 
-def test_stage_2_solutions_pass_the_visible_and_hidden_checks(stage_2, capsys):
-    multi_gpu.train_iterators(stage_2.make_train_iterators)
-    multi_gpu.train_iterators(stage_2.make_train_iterators, n=65, n_devices=3, batchsize=4)
-    multi_gpu.devices(stage_2.make_devices)
-    multi_gpu.devices(stage_2.make_devices, id_lists=([7, 3], [0, 1, 2]))
-    multi_gpu.learning_rate(stage_2.scaled_learning_rate)
+def test_stage_2_solutions_pass_the_visible_and_hidden_checks(stage_2, handle, capsys):
+    multi_gpu.train_iterators(handle(stage_2.make_train_iterators))
+    multi_gpu.train_iterators(handle(stage_2.make_train_iterators), n=65, n_devices=3, batchsize=4)
+    multi_gpu.devices(handle(stage_2.make_devices))
+    multi_gpu.devices(handle(stage_2.make_devices), id_lists=([7, 3], [0, 1, 2]))
+    multi_gpu.learning_rate(handle(stage_2.scaled_learning_rate))
     multi_gpu.learning_rate(
-        stage_2.scaled_learning_rate, cases=((0.2, 16, 64, 0.8), (0.05, 100, 50, 0.025))
+        handle(stage_2.scaled_learning_rate), cases=((0.2, 16, 64, 0.8), (0.05, 100, 50, 0.025))
     )
-    multi_gpu.trainer(stage_2.build_trainer)
-    multi_gpu.trainer(stage_2.build_trainer, **HIDDEN_TRAINER_2)
+    multi_gpu.trainer(handle(stage_2.build_trainer))
+    multi_gpu.trainer(handle(stage_2.build_trainer), **HIDDEN_TRAINER_2)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 8 and all(line.startswith("OK: ") for line in lines), lines
     assert "{'main': 0, 'gpu1': 1}" in lines[2]
@@ -291,44 +320,59 @@ def total_batch_each(train, batchsize, n_devices):
         (total_batch_each, r"the iterators draw \[4, 4\] examples per step"),
     ],
 )
-def test_make_train_iterators_mistakes(mistake, words):
+def test_make_train_iterators_mistakes(handle, mistake, words):
     with pytest.raises(CheckFailed, match=words):
-        multi_gpu.train_iterators(mistake)
+        multi_gpu.train_iterators(handle(mistake))
+
+
+def no_main(ids):
+    return {f"gpu{i}": gpu for i, gpu in enumerate(ids)}
+
+
+def two_gpus(ids):
+    return {"main": ids[0], "gpu1": ids[1]}
+
+
+def the_list(ids):
+    return ids
 
 
 @pytest.mark.parametrize(
     "mistake,words",
     [
-        (
-            lambda ids: {f"gpu{i}": gpu for i, gpu in enumerate(ids)},
-            r"make_devices\(\[0, 1\]\) gives 'main' = None",
-        ),
-        (
-            lambda ids: {"main": ids[0], "gpu1": ids[1]},
-            r"make_devices\(\[2, 3, 4, 5\]\) = \{'main': 2, 'gpu1': 3\}",
-        ),
-        (lambda ids: ids, r"make_devices\(\[0, 1\]\) returned list, not a dict"),
+        (no_main, r"make_devices\(\[0, 1\]\) gives 'main' = None"),
+        (two_gpus, r"make_devices\(\[2, 3, 4, 5\]\) = \{'main': 2, 'gpu1': 3\}"),
+        (the_list, r"make_devices\(\[0, 1\]\) returned list, not a dict"),
     ],
 )
-def test_make_devices_mistakes(mistake, words):
+def test_make_devices_mistakes(handle, mistake, words):
     with pytest.raises(CheckFailed, match=words):
-        multi_gpu.devices(mistake)
+        multi_gpu.devices(handle(mistake))
+
+
+def square_root_rule(lr, base, total):
+    return lr * (total / base) ** 0.5
+
+
+def not_scaled(lr, base, total):
+    return lr
+
+
+def inverse_rule(lr, base, total):
+    return lr * base / total
 
 
 @pytest.mark.parametrize(
     "mistake,words",
     [
-        (
-            lambda lr, base, total: lr * (total / base) ** 0.5,
-            r"scaled_learning_rate\(0.05, 64, 128\) = 0.0707",
-        ),
-        (lambda lr, base, total: lr, r"scaled_learning_rate\(0.05, 64, 128\) = 0.05, expected 0.1"),
-        (lambda lr, base, total: lr * base / total, r"= 0.025, expected 0.1"),
+        (square_root_rule, r"scaled_learning_rate\(0.05, 64, 128\) = 0.0707"),
+        (not_scaled, r"scaled_learning_rate\(0.05, 64, 128\) = 0.05, expected 0.1"),
+        (inverse_rule, r"= 0.025, expected 0.1"),
     ],
 )
-def test_scaled_learning_rate_that_is_not_linear(mistake, words):
+def test_scaled_learning_rate_that_is_not_linear(handle, mistake, words):
     with pytest.raises(CheckFailed, match=words):
-        multi_gpu.learning_rate(mistake)
+        multi_gpu.learning_rate(handle(mistake))
 
 
 MPU = (
@@ -415,9 +459,9 @@ HIDDEN_TRAINER_2 = dict(
         "no LogReport",
     ],
 )
-def test_multi_gpu_trainer_mistakes(stage_2, old, new, words, hidden):
+def test_multi_gpu_trainer_mistakes(stage_2, handle, old, new, words, hidden):
     """Each fails the check (`hidden`: only its hidden test, on 3 GPUs)."""
-    mistake = planted(stage_2.build_trainer, old, new)
+    mistake = handle(planted(stage_2.build_trainer, old, new))
     if hidden:
         multi_gpu.trainer(mistake)  # the visible check, on 2 GPUs, cannot tell
     with pytest.raises(CheckFailed, match=words):
@@ -447,6 +491,8 @@ def test_multi_gpu_trainer_of_a_stub(stage_2):
     with pytest.raises(NotImplementedError) as raised:
         multi_gpu.trainer(stub)
     assert "build_trainer still has its PUT YOUR CODE HERE stub" in raised.value.__notes__[0]
+    with pytest.raises(RemoteRaised, match="^NotImplementedError"):
+        multi_gpu.trainer(remote(stub))
 
 
 # --- stage 3 on MPI ranks of simulated nodes: the solutions of 03_multi_node.ipynb, one mistake per
@@ -664,3 +710,13 @@ def test_a_number_that_lies_about_itself_is_read_for_what_it_is():
         multi_gpu.learning_rate(lambda lr, base, total: _Liar(0.0))
     with pytest.raises(CheckFailed, match="returned 0 s; the model gives"):
         allreduce.cost_model(lambda *args: _Liar(0.0))
+
+
+def lying_rate(lr, base, total):
+    return _Liar(0.0)
+
+
+def test_a_learning_rate_that_lies_about_itself_is_read_for_what_it_is(handle):
+    """Read where the function ran: what crosses to the check is the number's own value."""
+    with pytest.raises(CheckFailed, match=r"= 0.0, expected 0.1"):
+        multi_gpu.learning_rate(handle(lying_rate))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import random
 import shutil
 import tempfile
 from typing import Any
@@ -12,10 +13,11 @@ from typing import Any
 import numpy as np
 
 
-def labelled_dataset(n: int, size: int = 32, seed: int = 0) -> Any:
-    """n images whose label is their index modulo 10, and whose pixel [0, 0, 0] is their index.
+def labelled_dataset(n: int, size: int = 32, seed: int = 0, first: int = 0) -> Any:
+    """n images whose label is their index modulo 10, and whose pixel [0, 0, 0] is their id: the
+    index plus `first` (a check may draw it, so that no one knows the ids beforehand).
 
-    The index lets a check tell which examples ended up where (split, scatter, shuffle).
+    The id lets a check tell which examples ended up where (split, scatter, shuffle).
     """
     from chainer.datasets import TupleDataset
 
@@ -23,8 +25,14 @@ def labelled_dataset(n: int, size: int = 32, seed: int = 0) -> Any:
 
     images, _ = synthetic.generate(n, size=size, seed=seed)
     images = images.astype(np.float32) / 255.0
-    images[:, 0, 0, 0] = np.arange(n)
+    images[:, 0, 0, 0] = first + np.arange(n)  # exact below 2**24
     return TupleDataset(images, (np.arange(n) % 10).astype(np.int32))
+
+
+def hidden_seed() -> int:
+    """A number no one can know beforehand: a check draws its inputs' seeds with it, so that the
+    facts it is given cannot have been computed before it asked."""
+    return random.SystemRandom().randrange(1 << 20)
 
 
 def example_ids(dataset: Any) -> list[int]:

@@ -1,54 +1,57 @@
 """Checks of stage 2 (MultiprocessParallelUpdater), on a CPU. The updater itself needs NCCL and
-GPUs: the trainer's check records what build_trainer gives it (a stand-in in its place), and the GPU
-job runs it."""
+GPUs: the trainer's observer records what build_trainer gives it (a stand-in in its place), and the
+GPU job runs it. The observers (course.notebook.checks.multi_gpu_observers) run the student's
+functions; the checks here judge the facts they return."""
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from collections.abc import Callable
 from typing import Any
 
-import chainer
-import chainer.links as L
-from chainer import training
-from chainer.training import extensions
-
-from course.notebook.checks.inputs import example_ids, labelled_dataset, small_args
+from course.notebook.checks import multi_gpu_observers as seen
+from course.notebook.checks.inputs import hidden_seed
+from course.notebook.checks.observe import number, observe
 from course.notebook.checks.trainers import (
-    built_trainer,
     expect_epochs,
-    expect_meters_and_log,
-    of_type,
+    expect_reports,
+    expect_throughput,
+    expect_trained,
+    expect_trainer,
 )
-from course.notebook.checks.verdict import call, expect, passed, real
-from course.runtime import models
+from course.notebook.checks.verdict import expect, passed
 
 
 def train_iterators(
     make_train_iterators: Callable[..., Any], n: int = 64, n_devices: int = 2, batchsize: int = 8
 ) -> None:
     __tracebackhide__ = True
-    train = labelled_dataset(n)
-    iterators = call(make_train_iterators, train, batchsize, n_devices)
-    expect(
-        isinstance(iterators, (list, tuple)) and len(iterators) == n_devices,
-        f"make_train_iterators should return a list of {n_devices} iterators, one per GPU; "
-        f"it returned {type(iterators).__name__}",
+    first = hidden_seed()  # the examples' ids: no one knows them before the check asks
+    facts = observe(
+        seen.train_iterators_facts,
+        make_train_iterators,
+        n=n,
+        n_devices=n_devices,
+        batchsize=batchsize,
+        first=first,
     )
     expect(
-        all(isinstance(it, chainer.dataset.Iterator) for it in iterators),
+        facts["list"] is True and len(facts["iterators"]) == n_devices,
+        f"make_train_iterators should return a list of {n_devices} iterators, one per GPU; "
+        f"it returned {facts['returned']}",
+    )
+    expect(
+        all(iterator is True for iterator in facts["iterators"]),
         "every element should be a Chainer iterator",
-        f"found {sorted({type(it).__name__ for it in iterators})}: each GPU's worker draws its "
+        f"found {facts['kinds']}: each GPU's worker draws its "
         "minibatches from an iterator of its own",
     )
-    sizes = [it.batch_size for it in iterators]
+    sizes = facts["sizes"]
     expect(
-        sizes == [batchsize] * n_devices,
+        sizes == [batchsize] * n_devices and all(number(size) is not None for size in sizes),
         f"the iterators draw {sizes} examples per step; each GPU should draw batchsize={batchsize}",
         f"the total batch is then {batchsize} x {n_devices}: that is how data parallelism grows it",
     )
-    parts = [example_ids(it.dataset) for it in iterators]
+    parts = facts["parts"]
     lengths = {len(part) for part in parts}
     expect(
         len(lengths) == 1,
@@ -64,7 +67,7 @@ def train_iterators(
         "parallelism gives each GPU a different part, so that one epoch sees every example once",
     )
     expect(
-        len(everything) > n - n_devices,
+        len(everything) > n - n_devices and set(everything) <= set(range(first, first + n)),
         f"the parts hold {len(everything)} of the {n} training examples",
         "together they must cover the training set "
         "(only the remainder of n / GPUs may be left out)",
@@ -80,24 +83,29 @@ def devices(
     make_devices: Callable[..., Any], id_lists: tuple[list[int], ...] = ([0, 1], [2, 3, 4, 5])
 ) -> None:
     __tracebackhide__ = True
-    for ids in id_lists:
-        result = call(make_devices, list(ids))
+    found = observe(seen.devices_facts, make_devices, id_lists=[list(ids) for ids in id_lists])
+    expect(len(found) == len(id_lists), "make_devices was not asked for every list of GPUs")
+    for ids, facts in zip(id_lists, found):
+        items = facts["items"]
         expect(
-            isinstance(result, dict),
-            f"make_devices({ids}) returned {type(result).__name__}, not a dict",
+            items is not None,
+            f"make_devices({ids}) returned {facts['returned']}, not a dict",
             "MultiprocessParallelUpdater takes its devices as a dict from a name to a GPU id",
         )
+        result = {key: value for key, value in items}
         expect(
-            result.get("main") == ids[0],
+            result.get("main") == ids[0] and number(result.get("main")) is not None,
             f"make_devices({ids}) gives 'main' = {result.get('main')!r}",
             f"the first GPU ({ids[0]}) is the main one, under the key 'main'",
         )
+        values = [value for _, value in items]
         expect(
-            sorted(result.values()) == sorted(ids) and len(result) == len(ids),
+            sorted(values, key=str) == sorted(ids, key=str)
+            and len(result) == len(items) == len(ids),
             f"make_devices({ids}) = {result}: every GPU once",
             "one entry per GPU id",
         )
-    passed(f"make_devices: e.g. {call(make_devices, list(id_lists[0]))}")
+    passed(f"make_devices: e.g. {dict((key, value) for key, value in found[0]['items'])}")
 
 
 def learning_rate(
@@ -109,64 +117,21 @@ def learning_rate(
     ),
 ) -> None:
     __tracebackhide__ = True
-    for base_lr, base_batch, total_batch, expected in cases:
-        got = call(scaled_learning_rate, base_lr, base_batch, total_batch)
-        value = real(got)
+    found = observe(
+        seen.learning_rate_facts,
+        scaled_learning_rate,
+        cases=[[base_lr, base_batch, total] for base_lr, base_batch, total, _ in cases],
+    )
+    expect(len(found) == len(cases), "scaled_learning_rate was not asked for every case")
+    for (base_lr, base_batch, total_batch, expected), facts in zip(cases, found):
+        value = number(facts["value"])
         expect(
             value is not None and abs(value - expected) < 1e-9 * max(1.0, expected),
             f"scaled_learning_rate({base_lr}, {base_batch}, {total_batch}) = "
-            f"{got if value is None else value!r}, expected {expected}",
+            f"{facts['shown'] if value is None else value!r}, expected {expected}",
             "the linear scaling rule: the learning rate grows in proportion to the total batch",
         )
     passed("scaled_learning_rate follows the linear scaling rule (lr x total batch / base batch)")
-
-
-class _RecordingUpdater(training.updaters.StandardUpdater):
-    """Stands in for MultiprocessParallelUpdater while the check builds a trainer.
-
-    The real one refuses to start without NCCL and GPUs, which this machine (and a grader's) may not
-    have, and would fork workers from the notebook's kernel: this one takes the same arguments,
-    keeps them for the check, and trains on the CPU from the first iterator, as the real one's main
-    process does on devices['main']. The job runs the real one."""
-
-    def __init__(
-        self,
-        iterators,
-        optimizer,
-        converter=chainer.dataset.concat_examples,
-        devices=None,
-        auto_new_epoch=True,
-    ):
-        self.iterators, self.devices = iterators, devices
-        first = iterators[0] if isinstance(iterators, (list, tuple)) and iterators else iterators
-        super().__init__(first, optimizer, converter=converter, auto_new_epoch=auto_new_epoch)
-
-
-@contextlib.contextmanager
-def _recording_updater(namespace: dict):
-    """MultiprocessParallelUpdater is _RecordingUpdater wherever build_trainer can find it:
-    Chainer's modules and the names the notebook bound it to (from ... import
-    MultiprocessParallelUpdater)."""
-    updaters: Any = training.updaters  # chainer exports the class only where it imports
-    real = updaters.MultiprocessParallelUpdater
-    modules: tuple[Any, ...] = (updaters, sys.modules[real.__module__])
-    names = [name for name, value in namespace.items() if value is real]
-    for module in modules:
-        module.MultiprocessParallelUpdater = _RecordingUpdater
-    namespace.update(dict.fromkeys(names, _RecordingUpdater))
-    try:
-        yield
-    finally:
-        for module in modules:
-            module.MultiprocessParallelUpdater = real
-        namespace.update(dict.fromkeys(names, real))
-
-
-def _main_first(devices) -> list:
-    """The devices in MultiprocessParallelUpdater's order: 'main' first, from a dict or a list."""
-    if isinstance(devices, dict):
-        return [devices.get("main"), *(d for key, d in devices.items() if key != "main")]
-    return list(devices) if isinstance(devices, (list, tuple)) else []
 
 
 def trainer(
@@ -176,79 +141,62 @@ def trainer(
     its extensions are stage 1's with Throughput over every GPU; then the trainer runs on the
     CPU."""
     __tracebackhide__ = True
-    args = small_args("multi_gpu", epoch=epochs, batchsize=batchsize, warmup=1)
-    parts = chainer.datasets.split_dataset_n_random(
-        labelled_dataset(3 * batchsize * n_devices), n_devices, seed=0
-    )
-    train_iters = [chainer.iterators.SerialIterator(part, batchsize) for part in parts]
-    test = labelled_dataset(2 * batchsize, seed=1)
-    model = L.Classifier(models.build("vgg", width=4))
-    optimizer = chainer.optimizers.MomentumSGD(args.lr)
-    optimizer.setup(model)
-    # CPU devices stand for the GPU ids (MultiprocessParallelUpdater takes either): the Evaluator
-    # can run here
-    devices = {
-        "main" if i == 0 else f"gpu{i}": chainer.get_device("@numpy") for i in range(n_devices)
-    }
-    with _recording_updater(build_trainer.__globals__):
-        built = built_trainer(build_trainer, args, train_iters, test, model, optimizer, devices)
-    updater = built.updater
+    inputs = dict(n_devices=n_devices, epochs=epochs, batchsize=batchsize)
+    facts = observe(seen.trainer_facts, build_trainer, run=False, **inputs)
+    expect_trainer(facts)
+    updater = facts["updater"]
     expect(
-        isinstance(updater, _RecordingUpdater),
-        f"the trainer trains with a {type(updater).__name__}, not a MultiprocessParallelUpdater",
+        updater["recording"] is True,
+        f"the trainer trains with a {updater.get('kind')}, not a MultiprocessParallelUpdater",
         "stage 2 runs one worker process per GPU; the updater that starts them and exchanges "
         "their gradients is the lesson's MultiprocessParallelUpdater",
     )
-    given = updater.iterators
+    given = updater["iterators"]
     expect(
-        isinstance(given, (list, tuple))
-        and len(given) == n_devices
-        and all(a is b for a, b in zip(given, train_iters)),
+        isinstance(given, list) and given == [True] * n_devices,
         "MultiprocessParallelUpdater gets "
-        f"{len(given) if isinstance(given, (list, tuple)) else 'no list of'} "
+        f"{len(given) if isinstance(given, list) else 'no list of'} "
         f"iterator(s) for {n_devices} GPUs, not train_iters",
         "one iterator per GPU: pass train_iters as it is",
     )
     expect(
-        updater.get_optimizer("main") is optimizer,
+        updater["optimizer"] is True,
         "MultiprocessParallelUpdater is not given the optimizer",
         "the main process's optimizer is the one whose weights the workers copy and update",
     )
     expect(
-        updater.devices is not None,
+        updater["devices"] is True,
         "MultiprocessParallelUpdater is not given the devices",
         "without them it does not know which GPU each worker uses; note that its third "
         "positional parameter is the converter, not the devices (see its reference page)",
     )
-    order = _main_first(updater.devices)
     expect(
-        len(order) == n_devices
-        and order[0] is devices["main"]
-        and {id(d) for d in order} == {id(d) for d in devices.values()},
+        updater["device_count"] == n_devices
+        and updater["main_first"] is True
+        and updater["every_device"] is True,
         f"MultiprocessParallelUpdater is given other devices than the {n_devices} of `devices` "
         "with 'main' first",
-        f"it got {len(order)} device(s): every GPU of `devices` runs one worker, and 'main' is "
-        "the one the main process trains and evaluates on",
+        f"it got {updater['device_count']} device(s): every GPU of `devices` runs one worker, "
+        "and 'main' is the one the main process trains and evaluates on",
     )
-    expect_epochs(built, epochs, args.out, "the job's log and results file go there")
-    evaluators = of_type(built, extensions.Evaluator)
+    expect_epochs(facts, epochs, "the job's log and results file go there")
+    evaluators = facts["evaluators"]
     expect(
         len(evaluators) == 1
-        and evaluators[0].get_iterator("main").dataset is test
-        and not evaluators[0].get_iterator("main").repeat,
+        and evaluators[0]["on_test"] is True
+        and evaluators[0]["repeats"] is False,
         "the trainer needs one Evaluator on one pass over test",
         f"it has {len(evaluators)} Evaluator(s): as in stage 1, evaluation reads an iterator "
         "over the test set until it is exhausted, so it must not repeat",
     )
     expect(
-        evaluators[0].device is devices["main"],
+        evaluators[0]["on_main"] is True,
         "the Evaluator does not run on devices['main'], the GPU where the updater keeps the model",
-        f"it runs on {evaluators[0].device}: the main process holds the model there, and "
+        f"it runs on {evaluators[0]['device']}: the main process holds the model there, and "
         "evaluating on another device would copy every weight first",
     )
-    log = expect_meters_and_log(
-        built,
-        epochs,
+    expect_throughput(
+        facts,
         batchsize * n_devices,
         none=(
             "build_trainer adds no course.Throughput",
@@ -257,6 +205,16 @@ def trainer(
         moved=f"{n_devices} GPUs x {batchsize} move {batchsize * n_devices}",
         fix="every GPU draws its own minibatch at each step, so one step moves a minibatch per "
         "worker: tell Throughput how many workers there are",
+    )
+    expect_reports(facts)
+    facts = observe(seen.trainer_facts, build_trainer, run=True, **inputs)
+    log = expect_trained(facts, epochs, steps=3)  # the observer's parts hold 3 batches each
+    expect(
+        [facts["updates"], facts["epochs_drawn"]] == [epochs * 3, epochs],
+        f"the optimizer made {facts['updates']} updates and train_iters[0] went through "
+        f"{facts['epochs_drawn']} epochs; the trainer ran {epochs * 3} updates over {epochs} "
+        "epochs",
+        "the updater trains with the optimizer and the iterators build_trainer is given",
     )
     passed(
         f"build_trainer: MultiprocessParallelUpdater of the {n_devices} iterators, the optimizer "

@@ -1,18 +1,20 @@
 """What the trainer checks of stages 1 and 2 both verify of a built Trainer: its length in epochs,
-its Throughput, its reports, and the log of a short run."""
+its Throughput, its reports, and the log of a short run. The observers describe the Trainer as facts
+(`described`, `ran`), in the process that ran the student's build_trainer; the checks judge those
+facts (`expect_*`)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Callable
 from typing import Any
 
 from chainer import training
 from chainer.training import extensions
 
 from course.notebook.checks.inputs import labelled_dataset, scratch_folder
-from course.notebook.checks.verdict import call, expect
+from course.notebook.checks.observe import finite, number
+from course.notebook.checks.verdict import call, expect, real
 from course.runtime.throughput import Throughput
 
 
@@ -26,83 +28,141 @@ def of_type(trainer: training.Trainer, kind: type) -> list:
     return [ext for ext in extensions_of(trainer).values() if isinstance(ext, kind)]
 
 
-def built_trainer(build_trainer: Callable[..., Any], *args: Any) -> training.Trainer:
-    """build_trainer(*args), which must return a Trainer."""
-    __tracebackhide__ = True
-    built = call(build_trainer, *args)
-    expect(
-        isinstance(built, training.Trainer),
-        f"build_trainer returned {type(built).__name__}, not a Trainer",
-    )
-    return built
+def fact(value: Any) -> Any:
+    """A setting of the student's objects as a fact: a JSON primitive as it is (a subclass is read
+    as its built-in type when it crosses), anything else in words."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
 
 
-def expect_epochs(built: training.Trainer, epochs: int, out: str, out_fix: str) -> None:
-    """The trainer stops after args.epoch epochs and writes to args.out (`out`; else the hint
-    `out_fix`)."""
-    __tracebackhide__ = True
+def weights(link: Any) -> dict[str, list]:
+    """{name: values} of a link's initialised parameters, as facts."""
+    return {
+        name: param.array.tolist() for name, param in link.namedparams() if param.array is not None
+    }
+
+
+def described(built: Any, out: str) -> dict[str, Any]:
+    """The facts the trainer checks of stages 1 and 2 judge of what build_trainer returned (the
+    job's flags had `out`): its length, folder, Throughput meters and reports."""
+    if not isinstance(built, training.Trainer):
+        return {"built": type(built).__name__, "trainer": False}
     stop = built.stop_trigger
-    expect(
-        (getattr(stop, "period", None), getattr(stop, "unit", None)) == (epochs, "epoch"),
-        f"the trainer stops after {getattr(stop, 'period', '?')} {getattr(stop, 'unit', '?')}(s), "
-        f"not args.epoch ({epochs}) epochs",
-        "the stop trigger sets how long the trainer runs: the job script passes the epochs in "
-        "args.epoch (see Trainer in Chainer's reference)",
-    )
-    expect(
-        built.out == out,
-        f"the trainer writes to another folder than args.out ({built.out!r}, not {out!r})",
-        out_fix,
-    )
+    return {
+        "built": type(built).__name__,
+        "trainer": True,
+        "stop": [fact(getattr(stop, "period", None)), fact(getattr(stop, "unit", None))],
+        "out": [fact(built.out), out],
+        "throughput": [fact(meter.images_per_iteration) for meter in of_type(built, Throughput)],
+        "reports": [
+            bool(of_type(built, extensions.LogReport)),
+            bool(of_type(built, extensions.PrintReport)),
+        ],
+    }
 
 
-def expect_throughput(
-    built: training.Trainer, images: int, none: tuple[str, str], moved: str, fix: str
-) -> None:
-    """The trainer has one course.Throughput (else CheckFailed with `none`: message and hint), and
-    it counts the `images` a step moves (else "Throughput counts N images per step; `moved`")."""
-    __tracebackhide__ = True
-    meters = of_type(built, Throughput)
-    expect(len(meters) == 1, *none)
-    counted = meters[0].images_per_iteration
-    expect(counted == images, f"Throughput counts {counted} images per step; {moved}", fix)
-
-
-def expect_reports(built: training.Trainer) -> None:
-    """The trainer has a LogReport and a PrintReport."""
-    __tracebackhide__ = True
-    expect(
-        bool(of_type(built, extensions.LogReport) and of_type(built, extensions.PrintReport)),
-        "the trainer needs a LogReport and a PrintReport",
-        "the job log shows the PrintReport table per epoch",
-    )
-
-
-def expect_meters_and_log(
-    built: training.Trainer, epochs: int, images: int, none: tuple[str, str], moved: str, fix: str
-) -> list[dict]:
-    """expect_throughput (of `images` a step), expect_reports, then the trained_log of a run."""
-    __tracebackhide__ = True
-    expect_throughput(built, images, none=none, moved=moved, fix=fix)
-    expect_reports(built)
-    return trained_log(built, epochs)
-
-
-def trained_log(built: training.Trainer, epochs: int) -> list[dict]:
-    """Run the trainer quietly; its LogReport's entries, one per epoch with the training loss and
-    the validation accuracy."""
+def ran(built: training.Trainer) -> dict[str, Any]:
+    """Run the trainer quietly; what it did, as facts: the updates, how many steps each Throughput
+    timed, and the first LogReport's entries (their numbers)."""
     __tracebackhide__ = True
     for report in of_type(built, extensions.PrintReport):
         report._out = io.StringIO()  # it holds on to sys.stdout from when it was made
     with contextlib.redirect_stdout(io.StringIO()):
         call(built.run)
-    log = of_type(built, extensions.LogReport)[0].log
+    logs = of_type(built, extensions.LogReport)
+    return {
+        "iteration": fact(built.updater.iteration),
+        "timed": [meter._seen for meter in of_type(built, Throughput)],
+        "log": [
+            {key: real(value) for key, value in entry.items() if real(value) is not None}
+            for entry in logs[0].log
+        ]
+        if logs
+        else None,
+    }
+
+
+def expect_trainer(facts: Any) -> None:
+    """build_trainer returned a Trainer."""
+    __tracebackhide__ = True
+    expect(facts["trainer"] is True, f"build_trainer returned {facts['built']}, not a Trainer")
+
+
+def expect_epochs(facts: Any, epochs: int, out_fix: str) -> None:
+    """The trainer stops after args.epoch epochs and writes to args.out (else the hint
+    `out_fix`)."""
+    __tracebackhide__ = True
+    period, unit = facts["stop"]
+    expect(
+        [period, unit] == [epochs, "epoch"] and number(period) is not None,
+        f"the trainer stops after {'?' if period is None else period} "
+        f"{'?' if unit is None else unit}(s), not args.epoch ({epochs}) epochs",
+        "the stop trigger sets how long the trainer runs: the job script passes the epochs in "
+        "args.epoch (see Trainer in Chainer's reference)",
+    )
+    out, wanted = facts["out"]
+    expect(
+        out == wanted and isinstance(out, str),
+        f"the trainer writes to another folder than args.out ({out!r}, not {wanted!r})",
+        out_fix,
+    )
+
+
+def expect_throughput(facts: Any, images: int, none: tuple[str, str], moved: str, fix: str) -> None:
+    """The trainer has one course.Throughput (else CheckFailed with `none`: message and hint), and
+    it counts the `images` a step moves (else "Throughput counts N images per step; `moved`")."""
+    __tracebackhide__ = True
+    meters = facts["throughput"]
+    expect(len(meters) == 1, *none)
+    counted = meters[0]
+    expect(
+        counted == images and number(counted) is not None,
+        f"Throughput counts {counted} images per step; {moved}",
+        fix,
+    )
+
+
+def expect_reports(facts: Any) -> None:
+    """The trainer has a LogReport and a PrintReport."""
+    __tracebackhide__ = True
+    expect(
+        facts["reports"] == [True, True],
+        "the trainer needs a LogReport and a PrintReport",
+        "the job log shows the PrintReport table per epoch",
+    )
+
+
+def expect_trained(facts: Any, epochs: int, steps: int) -> list[dict]:
+    """What the run did: `epochs` epochs of `steps` updates, every one timed by the Throughput, and
+    one LogReport entry per epoch with a finite training loss and the validation accuracy; the
+    log."""
+    __tracebackhide__ = True
+    log = facts["log"] or []
     expect(
         len(log) == epochs and all(k in log[-1] for k in ("main/loss", "validation/main/accuracy")),
         f"after {epochs} epochs the log has {len(log)} entries with "
         f"{sorted(log[-1]) if log else []}",
         "the checks and the report read one LogReport entry per epoch, with main/* from the "
         "training and validation/main/* from the Evaluator",
+    )
+    losses = [entry.get("main/loss") for entry in log]
+    expect(
+        all(finite(loss) for loss in losses),
+        f"the training loss in the log is {losses}, not a number at every epoch",
+        "a loss that is not finite means the weights diverged: the learning rate or the model's "
+        "settings are not the job's",
+    )
+    updates = epochs * steps
+    expect(
+        facts["iteration"] == updates and number(facts["iteration"]) is not None,
+        f"the trainer ran {facts['iteration']} updates; {epochs} epochs of {steps} steps are "
+        f"{updates}",
+    )
+    expect(
+        facts["timed"] == [updates],
+        f"Throughput timed {facts['timed']} of the {updates} steps",
+        "it measures the time between two steps, so it runs after every step",
     )
     return log
 
