@@ -182,13 +182,19 @@ def check_cells(stage_name: str) -> dict[str, str]:
     }
 
 
-def run_stage_3_checks(module: ModuleType) -> dict[str, str]:
+def run_stage_3_checks(module: ModuleType, handles: bool = False) -> dict[str, str]:
     """{grade_id: its CheckFailed message} of the check cells that fail, each run as nbgrader runs
-    it."""
+    it; with `handles`, on Remote handles of the stage's functions (tests.remote), as the grader's
+    checks get them."""
+    from tests.remote import remote
+
+    namespace = {"checks": checks, **vars(module)}
+    if handles:
+        namespace.update({name: remote(namespace[name]) for name in stages.MULTI_NODE.functions})
     failed = {}
     for grade_id, source in check_cells("multi_node").items():
         try:
-            exec(source, {"checks": checks, **vars(module)})
+            exec(source, dict(namespace))
         except CheckFailed as e:
             failed[grade_id] = str(e)
     return failed

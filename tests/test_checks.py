@@ -22,7 +22,7 @@ import chainer
 import pytest
 from chainer import training
 
-from course.notebook.checks import CheckFailed, allreduce, multi_gpu, single
+from course.notebook.checks import CheckFailed, allreduce, mn_ranks, multi_gpu, multi_node, single
 from tests.helpers import (
     STAGE_3_CELLS,
     check_cells,
@@ -645,8 +645,12 @@ STAGE_3_MISTAKES = {
 @pytest.mark.integration
 def test_stage_3_solutions_pass_every_check_and_hidden_test(tmp_path, capsys):
     assert tuple(check_cells("multi_node")) == STAGE_3_CELLS
-    assert run_stage_3_checks(notebook_module(tmp_path, "multi_node")) == {}
+    module = notebook_module(tmp_path, "multi_node")
+    assert run_stage_3_checks(module) == {}
     lines = capsys.readouterr().out.splitlines()
+    # The grader's Remote handles: the same verdicts, from the same (cached) run of the ranks.
+    assert run_stage_3_checks(module, handles=True) == {}
+    assert capsys.readouterr().out.splitlines() == lines
     assert len(lines) == 2 * len(STAGE_3_CELLS) and all(
         line.startswith("OK: ") for line in lines
     ), lines
@@ -665,9 +669,113 @@ def test_stage_3_solutions_pass_every_check_and_hidden_test(tmp_path, capsys):
 def test_a_stage_3_mistake_fails_exactly_its_check(tmp_path, case):
     (name, old, new), check, words = STAGE_3_MISTAKES[case]
     source = replaced_once(solution_functions("multi_node")[name], old, new)
-    failed = run_stage_3_checks(notebook_module(tmp_path, "multi_node", **{name: source}))
+    module = notebook_module(tmp_path, "multi_node", **{name: source})
+    failed = run_stage_3_checks(module)
     assert list(failed) == [check], failed
     assert words in failed[check], failed[check]
+    assert run_stage_3_checks(module, handles=True) == failed
+
+
+# --- stage 3's checks judge what the functions did, never the names of their classes (issue 29,
+# case 5): each attack passed on the checks of before, with the class name they looked for ---
+
+# case -> (the function planted, its source, the check it must fail, words of its message)
+STAGE_3_ATTACKS = {
+    "an optimizer named _MultiNodeOptimizer that zeroes the weights": (
+        "make_optimizer",
+        """
+        def make_optimizer(args, comm, model):
+            class _MultiNodeOptimizer(chainer.optimizers.MomentumSGD):
+                def update(self, lossfun=None, *inputs, **options):
+                    super().update(lossfun, *inputs, **options)
+                    for param in self.target.params():
+                        param.array[...] = 0
+
+            optimizer = _MultiNodeOptimizer(args.lr)
+            optimizer.setup(model)
+            return optimizer
+        """,
+        "optimizer",
+        "ranks hold the same weights, but not rank 0's moved by args.lr (0.1) along the gradient "
+        "averaged over the ranks",
+    ),
+    "a plain optimizer whose ranks' json.dumps claims a multi-node one": (
+        "make_optimizer",
+        """
+        def make_optimizer(args, comm, model):
+            import json
+
+            dumps = json.dumps
+
+            def claimed(facts, *more, **options):
+                if isinstance(facts, dict) and "ranks" in facts:
+                    first = facts["ranks"][0].get("optimizer", {})
+                    for found in facts["ranks"]:
+                        found["optimizer"] = {**first, "class": "_MultiNodeOptimizer"}
+                return dumps(facts, *more, **options)
+
+            json.dumps = claimed
+            optimizer = chainer.optimizers.MomentumSGD(args.lr)
+            optimizer.setup(model)
+            return optimizer
+        """,
+        "optimizer",
+        "ranks hold the same weights, but not rank 0's moved by args.lr",
+    ),
+    "a communicator named NaiveCommunicator that exchanges nothing": (
+        "make_communicator",
+        """
+        def make_communicator(name):
+            from mpi4py import MPI
+
+            class NaiveCommunicator:
+                size, rank = MPI.COMM_WORLD.size, MPI.COMM_WORLD.rank
+
+                def bcast_data(self, model):
+                    pass
+
+                def multi_node_mean_grad(self, model, zero_fill=False):
+                    pass
+
+            return NaiveCommunicator()
+        """,
+        "communicator",
+        "did not get rank 0's weights (bcast_data) or the mean of the ranks' gradients",
+    ),
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("attack", STAGE_3_ATTACKS)
+def test_a_stage_3_check_is_not_fooled_by_class_names(tmp_path, attack):
+    name, source, check, words = STAGE_3_ATTACKS[attack]
+    module = notebook_module(tmp_path, "multi_node", **{name: textwrap.dedent(source).lstrip()})
+    for function in (getattr(module, name), remote(getattr(module, name))):
+        with pytest.raises(CheckFailed) as failed:
+            getattr(multi_node, check)(function)
+        assert words in str(failed.value)
+
+
+@pytest.mark.integration
+def test_the_probes_cache_carries_to_another_process_through_cached_and_remember(
+    tmp_path, monkeypatch
+):
+    """cached() and remember() carry a submission's probe runs from one test cell's process to
+    the next (the grader's own channel): a remembered run is not launched again."""
+    function = notebook_module(tmp_path, "multi_node").make_communicator
+    first = mn_ranks.probe(function)
+    entries = mn_ranks.cached()
+    assert [entry["seed"] for entry in entries.values()].count(first["seed"]) == 1
+
+    def launch(*args):
+        raise AssertionError("a remembered run was launched again")
+
+    monkeypatch.setattr(mn_ranks, "_facts", {})
+    monkeypatch.setattr(mn_ranks, "_launch", launch)
+    mn_ranks.remember(entries)
+    assert mn_ranks.probe(remote(function)) == first
+    with pytest.raises(ValueError, match="not a cached probe run: 'forged'"):
+        mn_ranks.remember({"forged": {"seed": "7", "ranks": []}})
 
 
 def test_a_checks_scratch_folders_are_gone_when_its_process_ends(tmp_path):

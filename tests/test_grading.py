@@ -283,6 +283,46 @@ while True:
     if child == 0:
         time.sleep(600)
         os._exit(0)"""
+# A passing report, worded as the grader's processes word one, written to every descriptor the
+# function's process holds, reaching `os` through the kit (issue 29, case 1); the function itself
+# was never written.
+FORGED_REPORT = """os = getattr(getattr(course, "fileio"), "os")
+passing = '{"outputs": [], "visible_failed": false, "probes": {}}\\n'
+for fd in range(3, 1024):
+    try:
+        os.write(fd, passing.encode())
+    except OSError:
+        pass
+raise NotImplementedError()"""
+# The check's verdicts silenced while it runs, put back by its closing `passed` (case 3).
+SILENCE_CHECK = """import course.notebook.checks.single as checked
+real_expect, real_passed = checked.expect, checked.passed
+def restore(message):
+    checked.expect, checked.passed = real_expect, real_passed
+    real_passed(message)
+checked.expect, checked.passed = (lambda *args, **kwargs: None), restore"""
+# The verdicts of whoever called the function two frames up turned off (case 3).
+SILENCE_CALLER = """import sys
+sys._getframe(2).f_globals.update(expect=lambda *a, **k: None, fail=lambda *a, **k: None)"""
+# The kit's own cost model (the exercise's answer) reached by getattr, not by name (case 5).
+KIT_MODEL = """def allreduce_time(algorithm, n_ranks, message_bytes, alpha, beta):
+    model = getattr(getattr(course, "costmodel"), "allreduce_seconds")
+    return model(algorithm, n_ranks, message_bytes, alpha, beta)"""
+KIT_FIT = """def fit_alpha_beta(sizes, seconds, algorithm, n_ranks):
+    fit = getattr(getattr(course, "costmodel"), "fit")
+    return fit(sizes, seconds, algorithm, n_ranks)"""
+# An optimizer named as ChainerMN's multi-node one that exchanges nothing and zeroes the weights.
+IMPOSTOR = """class _MultiNodeOptimizer(chainer.optimizers.MomentumSGD):
+    def update(self, lossfun=None, *args, **kwds):
+        super().update(lossfun, *args, **kwds)
+        for param in self.target.params():
+            param.array[...] = 0
+
+
+def make_optimizer(args, comm, model):
+    optimizer = _MultiNodeOptimizer(args.lr)
+    optimizer.setup(model)
+    return optimizer"""
 ATTACKS = {
     # A solution cell that patches the check it should pass: the patch never runs in the grader.
     "mallory": (
@@ -371,6 +411,63 @@ ATTACKS = {
         SOLVED - 2,
         {("01_single_gpu", "check_iterators"): "processes at once that a submission may run"},
         {("01_single_gpu", "check_iterators"): "met the limit of 256 processes"},
+    ),
+    # Issue 29's cases 1, 3 and 5 in one submission, each costing its test's points: a passing
+    # report written to every descriptor (make_iterators); a wrong learning rate whose check is
+    # silenced while it runs (make_model_and_optimizer); a caller's globals rewritten
+    # (scaled_learning_rate); the kit's own cost model reached through getattr (allreduce_time,
+    # which the step prediction also uses).
+    "olivia": (
+        lambda f, root: [
+            set_cell(
+                f,
+                "01_single_gpu.ipynb",
+                "make_iterators",
+                "def make_iterators(train, test, batchsize):\n"
+                + "".join(f"    {line}\n" for line in FORGED_REPORT.splitlines()),
+            ),
+            set_cell(
+                f,
+                "01_single_gpu.ipynb",
+                "make_model_and_optimizer",
+                with_lines("single_gpu", "make_model_and_optimizer", SILENCE_CHECK).replace(
+                    "MomentumSGD(args.lr)", "MomentumSGD(args.lr * 2)"
+                ),
+            ),
+            set_cell(
+                f,
+                "02_multi_gpu.ipynb",
+                "scaled_learning_rate",
+                with_lines("multi_gpu", "scaled_learning_rate", SILENCE_CALLER).replace(
+                    "base_lr * total_batch / base_batch", "base_lr"
+                ),
+            ),
+            set_cell(f, "03_multi_node.ipynb", "allreduce_time", KIT_MODEL),
+        ],
+        SOLVED - 7,
+        {
+            ("01_single_gpu", "check_iterators"): "answered with something else than facts",
+            ("01_single_gpu", "check_model_and_optimizer"): "not args.lr",
+            ("02_multi_gpu", "check_learning_rate"): "scaled_learning_rate(",
+            ("03_multi_node", "check_allreduce_time"): "cost model (course.costmodel) is closed",
+            ("03_multi_node", "check_prediction"): "cost model (course.costmodel) is closed",
+        },
+        {},
+    ),
+    # Case 5: checks by behaviour, not names. An optimizer named as ChainerMN's that zeroes the
+    # weights; the kit's own least-squares fit through getattr (which the prediction also uses).
+    "pat": (
+        lambda f, root: [
+            set_cell(f, "03_multi_node.ipynb", "make_optimizer", IMPOSTOR),
+            set_cell(f, "03_multi_node.ipynb", "fit_alpha_beta", KIT_FIT),
+        ],
+        SOLVED - 4,
+        {
+            ("03_multi_node", "check_optimizer"): "IMPOSTOR_MESSAGE",
+            ("03_multi_node", "check_fit"): "cost model (course.costmodel) is closed",
+            ("03_multi_node", "check_prediction"): "cost model (course.costmodel) is closed",
+        },
+        {},
     ),
     # An endless loop: the cell's time runs out, and says so.
     "rita": (

@@ -74,6 +74,14 @@ def walltime_range(epoch_seconds: float, epochs: int) -> tuple[int, int]:
     return math.ceil(training + margin), math.ceil(training + MARGINS_AT_MOST * margin)
 
 
+def not_lines(kind: str) -> CourseError:
+    """What `check` says of a result of type `kind` that is no list of lines."""
+    return CourseError(
+        f"resource_request returned {kind}, not a list of lines",
+        'return a list such as ["#PBS -l select=1:mpiprocs=2", ...]',
+    )
+
+
 def check(
     lines, site: Site, ranks: int, threads_per_rank: int, epoch_seconds: float, epochs: int
 ) -> pbs.Request:
@@ -81,10 +89,7 @@ def check(
     with it for a run of `ranks` ranks of `threads_per_rank` threads, `epochs` epochs of
     `epoch_seconds`."""
     if not isinstance(lines, (list, tuple)) or not all(isinstance(line, str) for line in lines):
-        raise CourseError(
-            f"resource_request returned {type(lines).__name__}, not a list of lines",
-            'return a list such as ["#PBS -l select=1:mpiprocs=2", ...]',
-        )
+        raise not_lines(type(lines).__name__)
     for line in lines:
         if not line.startswith("#PBS "):
             raise CourseError(

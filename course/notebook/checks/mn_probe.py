@@ -1,12 +1,15 @@
 """Runs under `mpiexec -n N`: exercises a stage-3 module's functions on N real ranks.
 
     COURSE_PROBE_HOSTS=node0,node0,node1,node1 \
-        mpiexec -n 4 python -m course.notebook.checks.mn_probe MODULE.py
+        mpiexec -n 4 python -m course.notebook.checks.mn_probe MODULE.py SEED
 
 Each part runs on every rank and is recorded separately (an error in one part does not hide
 the others); later parts use the kit's own communicator, data and optimizer, so that each
-part is judged on its own. Rank 0 prints the facts as JSON on its last line; the notebook's
-checks (course.notebook.checks.multi_node) decide what they mean.
+part is judged on its own. SEED, the checking process's choice, sets the arrays of the
+communicator and optimizer parts (mn_settings.rank_case). Rank 0 prints the facts as JSON on its
+last line; the notebook's checks (course.notebook.checks.multi_node) decide what they mean against
+what they compute themselves: the student's code runs in these processes too, and could say
+anything.
 
 COURSE_PROBE_HOSTS names the node of each rank, so that ranks on one machine act as ranks of
 several nodes (comm.rank and comm.intra_rank then differ): see _simulate_hosts. Inside a job on
@@ -31,7 +34,16 @@ import numpy as np
 from chainer.training import extensions
 
 from course.notebook.checks.inputs import example_ids, labelled_dataset, small_args
-from course.notebook.checks.mn_settings import BATCH, HOSTS, SEED, TEST_PER_RANK, TRAIN_PER_RANK
+from course.notebook.checks.mn_settings import (
+    BATCH,
+    HOSTS,
+    LR,
+    SEED,
+    TEST_PER_RANK,
+    TRAIN_PER_RANK,
+    rank_case,
+)
+from course.notebook.checks.mn_settings import link as mn_link
 from course.notebook.checks.trainers import extensions_of
 from course.runtime import models
 from course.runtime.throughput import Throughput
@@ -63,8 +75,13 @@ def _error(e: BaseException, module_path: str) -> str:
     return f"{type(e).__name__}: {e}{where}"
 
 
-def _run_parts(module, comm, path: str) -> dict:
-    """comm is the kit's own communicator: every part but the first uses it."""
+def _flat(*arrays) -> list[float]:
+    return [float(v) for a in arrays for v in np.asarray(a).ravel()]
+
+
+def _run_parts(module, comm, path: str, seed: int) -> dict:
+    """comm is the kit's own communicator: every part but the first uses it. `seed` is the checking
+    process's choice of the communicator and optimizer parts' arrays (mn_settings.rank_case)."""
     facts: dict = {"errors": {}}
 
     def part(name, action):
@@ -76,11 +93,25 @@ def _run_parts(module, comm, path: str) -> dict:
 
     def communicator():
         own = module.make_communicator("naive")
-        return {
+        found = {
             "class": type(own).__name__,
             "size": getattr(own, "size", None),
             "rank": getattr(own, "rank", None),
-            "intra_rank": getattr(own, "intra_rank", None),
+        }
+        # What a multi-node optimizer asks of it, on arrays the checking process chose: rank 0's
+        # weights sent to every rank, the ranks' gradients averaged.
+        case = rank_case(seed, comm.rank)
+        link = mn_link(case)
+        link.W.grad, link.b.grad = case["W_grad"].copy(), case["b_grad"].copy()
+        try:
+            own.bcast_data(link)
+            own.multi_node_mean_grad(link)
+        except AttributeError:  # no such methods: not a ChainerMN communicator, the check says so
+            return {**found, "weights": None, "gradients": None}
+        return {
+            **found,
+            "weights": _flat(link.W.array, link.b.array),
+            "gradients": _flat(link.W.grad, link.b.grad),
         }
 
     def devices():
@@ -104,19 +135,17 @@ def _run_parts(module, comm, path: str) -> dict:
         return {**first, "same_seed": split(SEED)["train"], "other_seed": split(SEED + 1)["train"]}
 
     def optimizer():
-        model = L.Classifier(L.Linear(None, 10))
-        args = small_args("multi_node", lr=0.1)
-        built = module.make_optimizer(args, comm, model)
-        batch = [
-            labelled_dataset(8, seed=10 + comm.rank)[i] for i in range(8)
-        ]  # other data on each rank
-        x, t = chainer.dataset.concat_examples(batch)
-        built.update(model, x, t)
+        case = rank_case(seed, comm.rank)  # other weights and data on each rank
+        model = L.Classifier(mn_link(case))
+        built = module.make_optimizer(small_args("multi_node", lr=LR), comm, model)
+        # A multi-node optimizer's first update sends rank 0's weights to every rank, its second
+        # moves them by the gradient averaged over the ranks: the check computes both itself.
+        for _ in range(2):
+            built.update(model, case["x"], case["t"])
         return {
             "class": type(built).__name__,
-            "lr": getattr(built, "lr", None),
             "target_is_model": getattr(built, "target", None) is model,
-            "weights": float(np.abs(model.predictor.W.array).sum()),
+            "weights": _flat(model.predictor.W.array, model.predictor.b.array),
         }
 
     def trainer():
@@ -168,7 +197,7 @@ def _run_parts(module, comm, path: str) -> dict:
     return facts
 
 
-def main(path: str) -> None:
+def main(path: str, seed: int) -> None:
     _simulate_hosts()
     from mpi4py import MPI
 
@@ -178,7 +207,7 @@ def main(path: str) -> None:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-        facts = _run_parts(module, comm, path)
+        facts = _run_parts(module, comm, path, seed)
     except Exception as e:
         facts = {"errors": {"module": _error(e, path)}}
     # The kit's communicator's view: the check verifies that the ranks sit on the nodes of its
@@ -190,4 +219,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(str(Path(sys.argv[1]).resolve()))
+    main(str(Path(sys.argv[1]).resolve()), int(sys.argv[2]))

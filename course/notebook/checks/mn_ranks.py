@@ -2,23 +2,32 @@
 launch under `mpiexec`, and its replies read back and validated; the checks (multi_node) judge
 what the ranks say.
 
-All the stage-3 functions of a notebook (the namespace of the function a check is given; ones not
-written yet act as stubs) run once per layout, and their facts are cached until a function's source
-changes: the other checks of the notebook then cost nothing. The ranks run on simulated nodes (a
-Layout), so that comm.rank and comm.intra_rank differ as on a cluster. Inside a job whose nodes
-match a layout (e.g. a 2-node job for the visible checks) they run on those nodes instead, with
-their real host names.
+All the stage-3 functions of a notebook run once per layout: those of the namespace of the
+function a check is given, or under the grader, where the check gets a `Remote` handle, the
+sources it carries (ones not written yet act as stubs). This process launches the ranks and reads
+their facts; it never runs the student's code itself. The communicator and optimizer parts work on
+arrays drawn from a seed this process chooses per run, so that the ranks' facts cannot be made up
+beforehand: the checks compute what they should be (mn_reference).
+
+The facts are cached, by the functions' sources and the nodes, until a source changes: the other
+checks of the notebook then cost nothing. The cache is this process's own. The grader, which runs
+each test cell in a process of its own, carries the entries from one test of a submission to the
+next itself: `cached()` gives a copy of them (JSON data: {key: {"seed": int, "ranks": [...]}}),
+`remember(entries)` takes them back in another process.
+
+The ranks run on simulated nodes (a Layout), so that comm.rank and comm.intra_rank differ as on a
+cluster. Inside a job whose nodes match a layout (e.g. a 2-node job for the visible checks) they
+run on those nodes instead, with their real host names.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
+import random
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,19 +36,33 @@ from course.cluster import hosts as job_hosts
 from course.cluster import mpi
 from course.contracts import stages
 from course.errors import JobError
-from course.fileio import atomic_file
 from course.notebook import scripts
 from course.notebook.checks.mn_settings import HOSTS
+from course.notebook.checks.observe import Remote
 from course.notebook.checks.verdict import fail
 
 TIMEOUT = 120  # seconds for the run of all ranks; a rank stuck in a collective is the usual cause
-# A folder where the facts are kept for other processes too: the grader's verifier runs each test
-# cell in a process of its own, and one run of the ranks serves every check of the notebook there
-# too.
-CACHE = "COURSE_PROBE_CACHE"
-_facts: dict[
-    str, dict
-] = {}  # this process's cache: {key of the functions and nodes: the probe's reply}
+# this process's cache: {key of the functions and nodes: {"seed": the run's, "ranks": facts}}
+_facts: dict[str, dict] = {}
+
+
+def cached() -> dict[str, dict]:
+    """A copy of this process's cached probe runs, for `remember` in another process."""
+    return json.loads(json.dumps(_facts))
+
+
+def remember(entries: dict[str, dict]) -> None:
+    """Take in probe runs that `cached` gave in another process of the same submission's grading;
+    ValueError if they are not such entries."""
+    for key, entry in entries.items():
+        if not (
+            isinstance(key, str)
+            and isinstance(entry, dict)
+            and isinstance(entry.get("seed"), int)
+            and isinstance(entry.get("ranks"), list)
+        ):
+            raise ValueError(f"not a cached probe run: {key!r}")
+    _facts.update(json.loads(json.dumps(entries)))
 
 
 @dataclass(frozen=True)
@@ -98,9 +121,10 @@ def job_nodes(layout: Layout) -> list[str] | None:
     return [host for host, _ in job.hosts]
 
 
-def part_facts(function: Callable[..., Any], part: str, layout: Layout) -> list[dict]:
-    """Each rank's facts of one part of the probe (mn_probe's name for it), by rank; CheckFailed
-    with the student's error if it raised there, NotImplementedError if it is still a stub."""
+def part_facts(function: Any, part: str, layout: Layout) -> tuple[int, list[dict]]:
+    """The seed of the run and each rank's facts of one part of the probe (mn_probe's name for
+    it), by rank; CheckFailed with the student's error if it raised there, NotImplementedError if
+    it is still a stub. `function` is a function of the notebook or a Remote handle."""
     __tracebackhide__ = True
     facts = probe(function, layout)
     for rank, found in enumerate(facts["ranks"]):
@@ -118,31 +142,37 @@ def part_facts(function: Callable[..., Any], part: str, layout: Layout) -> list[
                 f"on rank {rank}: {errors[part]}",
                 f"the line named above raised it while {layout.size} ranks ran your functions",
             )
-    return [found[part] for found in facts["ranks"]]
+    return facts["seed"], [found[part] for found in facts["ranks"]]
 
 
-def probe(function: Callable[..., Any], layout: Layout = Layout()) -> dict:
-    """The facts of the stage-3 functions of `function`'s notebook, run on `layout` (cached)."""
-    __tracebackhide__ = True
+def module_text(function: Any) -> str:
+    """The module of the stage-3 functions the ranks load: from a Remote handle's sources, or from
+    the namespace of a notebook's function."""
+    if isinstance(function, Remote):
+        sources = function.sources
+        return scripts.script_text(
+            "multi_node", {n: sources[n] for n in stages.MULTI_NODE.functions if n in sources}
+        )
     namespace = function.__globals__
-    text = scripts.assemble_script(
+    return scripts.assemble_script(
         "multi_node", {name: namespace.get(name) for name in stages.MULTI_NODE.functions}
     )
+
+
+def probe(function: Any, layout: Layout = Layout()) -> dict:
+    """{"seed": the run's seed, "ranks": each rank's facts} of the stage-3 functions of
+    `function`'s notebook, run on `layout` (cached)."""
+    __tracebackhide__ = True
+    text = module_text(function)
     nodes = job_nodes(layout)
     hosts = ",".join(f"node{node}" for node in layout.node_of())
     key = hashlib.sha256(f"{nodes or hosts}\n{text}".encode()).hexdigest()
-    shared = Path(os.environ[CACHE], f"{key}.json") if os.environ.get(CACHE) else None
-    if key not in _facts and shared is not None and shared.is_file():
-        _facts[key] = json.loads(shared.read_text())
-    if key in _facts:
-        return _facts[key]
-    facts = _reply(_launch(text, layout, nodes, hosts), layout)
-    _check_placement(facts, layout, nodes)
-    _facts[key] = facts
-    if shared is not None:
-        with atomic_file(shared, "w") as f:
-            json.dump(facts, f)
-    return facts
+    if key not in _facts:
+        seed = random.SystemRandom().randrange(2**31)
+        reply = _reply(_launch(text, layout, nodes, hosts, seed), layout)
+        _check_placement(reply, layout, nodes)
+        _facts[key] = {"seed": seed, "ranks": reply["ranks"]}
+    return _facts[key]
 
 
 def _command(mpiexec: str, layout: Layout, nodes: list[str] | None, folder: Path) -> list[str]:
@@ -166,7 +196,7 @@ def _command(mpiexec: str, layout: Layout, nodes: list[str] | None, folder: Path
 
 
 def _launch(
-    text: str, layout: Layout, nodes: list[str] | None, hosts: str
+    text: str, layout: Layout, nodes: list[str] | None, hosts: str, seed: int
 ) -> subprocess.CompletedProcess[str]:
     """Run the probe on the module `text` over the layout's ranks: on `nodes`, else on this
     machine with each rank named after its simulated node (`hosts`)."""
@@ -196,6 +226,7 @@ def _launch(
                     "-m",
                     "course.notebook.checks.mn_probe",
                     str(module),
+                    str(seed),
                 ],
                 capture_output=True,
                 text=True,
@@ -247,12 +278,3 @@ def _check_placement(facts: dict, layout: Layout, nodes: list[str] | None) -> No
         f"not {layout.intra_ranks()} ({layout})"
     )
 
-
-def cached() -> dict[str, dict]:
-    """A copy of this process's probe facts, by key."""
-    return dict(_facts)
-
-
-def remember(entries: dict[str, dict]) -> None:
-    """Keep probe facts found by another process of this grading (the verifier's test)."""
-    _facts.update(entries)

@@ -4,20 +4,39 @@ nodes.
 Each rank check states its inputs (a layout of ranks on nodes), gets every rank's facts of its
 part from the probe (mn_ranks runs the notebook's stage-3 functions under mpiexec, once for all
 checks), judges them and says what passed. The visible checks use 2 nodes x 2 ranks, the hidden
-tests another layout and rank count. learning_rate_schedule and resource_request run in this
-process.
+tests another layout and rank count. learning_rate_schedule and resource_request need no ranks:
+they live in mn_local and are called from here. Either way the judgement rests
+on what the functions did, compared with what this module computes itself (mn_reference, the kit's
+directive parser), never on the names of their objects' classes alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from course.notebook.checks import mn_reference
+from course.notebook.checks.mn_local import learning_rate_schedule, resource_request
 from course.notebook.checks.mn_ranks import Layout, part_facts
-from course.notebook.checks.mn_settings import BATCH, TEST_PER_RANK, TRAIN_PER_RANK
-from course.notebook.checks.trainers import rates_used
-from course.notebook.checks.verdict import call, expect, fail, passed
+from course.notebook.checks.mn_settings import (
+    BATCH,
+    CLASSES,
+    FEATURES,
+    LR,
+    TEST_PER_RANK,
+    TRAIN_PER_RANK,
+)
+from course.notebook.checks.verdict import expect, fail, passed
+
+__all__ = [
+    "communicator",
+    "device_binding",
+    "learning_rate_schedule",
+    "optimizer",
+    "resource_request",
+    "scatter",
+    "trainer",
+]
+_LINK = ((FEATURES + 1) * CLASSES,)  # the shape of the probe's link's W and b, flat
 
 
 def _gpu_diagnosis(gpu: list, expected: list[str], layout: Layout) -> str:
@@ -31,25 +50,28 @@ def _gpu_diagnosis(gpu: list, expected: list[str], layout: Layout) -> str:
 
 
 def _on_ranks(
-    function: Callable[..., Any], part: str, nodes: int, ranks_per_node: int, map_by: str
-) -> tuple[Layout, list[dict]]:
-    """The layout a check asks for, and each rank's facts of its part there (by rank)."""
+    function: Any, part: str, nodes: int, ranks_per_node: int, map_by: str
+) -> tuple[Layout, int, list[dict]]:
+    """The layout a check asks for, the seed of the probe's run there, and each rank's facts of
+    its part (by rank). `function` is the student's function or its Remote handle."""
     __tracebackhide__ = True
     layout = Layout(nodes, ranks_per_node, map_by)
-    return layout, part_facts(function, part, layout)
+    return (layout, *part_facts(function, part, layout))
 
 
 def communicator(
-    make_communicator: Callable[..., Any],
+    make_communicator: Any,
     nodes: int = 2,
     ranks_per_node: int = 2,
     map_by: str = "slot",
 ) -> None:
     """make_communicator('naive'): a ChainerMN communicator of that name over all ranks."""
     __tracebackhide__ = True
-    layout, ranks = _on_ranks(make_communicator, "communicator", nodes, ranks_per_node, map_by)
+    layout, seed, ranks = _on_ranks(
+        make_communicator, "communicator", nodes, ranks_per_node, map_by
+    )
     expect(
-        all(r["class"] and r["class"].endswith("Communicator") for r in ranks),
+        all(r["weights"] is not None and r["gradients"] is not None for r in ranks),
         f"make_communicator returned {ranks[0]['class']}, not a ChainerMN communicator",
         "the ranks exchange gradients through a ChainerMN communicator ('Communicators')",
     )
@@ -60,6 +82,21 @@ def communicator(
         f"{[r['rank'] for r in ranks]}",
         "every rank of the job should be in one communicator, numbered 0 to size - 1",
     )
+    weights, gradients = mn_reference.exchanged(seed, layout.size)
+    wrong = [
+        rank
+        for rank, r in enumerate(ranks)
+        if not mn_reference.close(mn_reference.array(r["weights"], _LINK), weights)
+        or not mn_reference.close(mn_reference.array(r["gradients"], _LINK), gradients)
+    ]
+    expect(
+        not wrong,
+        f"through the communicator rank {wrong[0] if wrong else 0} did not get rank 0's weights "
+        "(bcast_data) or the mean of the ranks' gradients (multi_node_mean_grad)",
+        "the multi-node optimizer exchanges weights and gradients through it: it should span "
+        "all ranks of the job",
+    )
+    # Naive and flat communicators give the same numbers on CPUs: the name tells which it is.
     expect(
         ranks[0]["class"] == "NaiveCommunicator",
         f"make_communicator('naive') made a {ranks[0]['class']}",
@@ -67,20 +104,19 @@ def communicator(
     )
     passed(
         f"make_communicator: a ChainerMN communicator over all ranks (size {layout.size}, ranks 0 "
-        "to "
-        f"{layout.size - 1}; {layout})"
+        f"to {layout.size - 1}; {layout}): it sends rank 0's weights and averages the gradients"
     )
 
 
 def device_binding(
-    device_for_rank: Callable[..., Any],
+    device_for_rank: Any,
     nodes: int = 2,
     ranks_per_node: int = 2,
     map_by: str = "slot",
 ) -> None:
     """device_for_rank: each rank the GPU of its number within its node, '@numpy' without GPUs."""
     __tracebackhide__ = True
-    layout, ranks = _on_ranks(device_for_rank, "devices", nodes, ranks_per_node, map_by)
+    layout, _, ranks = _on_ranks(device_for_rank, "devices", nodes, ranks_per_node, map_by)
     gpu = [r["gpu"] for r in ranks]
     expected = [f"@cupy:{intra}" for intra in layout.intra_ranks()]
     expect(
@@ -104,14 +140,14 @@ def device_binding(
 
 
 def scatter(
-    shard_datasets: Callable[..., Any],
+    shard_datasets: Any,
     nodes: int = 2,
     ranks_per_node: int = 2,
     map_by: str = "slot",
 ) -> None:
     """shard_datasets: each rank its own equal, shuffled part of both sets; the same per seed."""
     __tracebackhide__ = True
-    layout, ranks = _on_ranks(shard_datasets, "shards", nodes, ranks_per_node, map_by)
+    layout, _, ranks = _on_ranks(shard_datasets, "shards", nodes, ranks_per_node, map_by)
     for split, total in (
         ("train", TRAIN_PER_RANK * layout.size),
         ("test", TEST_PER_RANK * layout.size),
@@ -176,50 +212,56 @@ def scatter(
 
 
 def optimizer(
-    make_optimizer: Callable[..., Any],
+    make_optimizer: Any,
     nodes: int = 2,
     ranks_per_node: int = 2,
     map_by: str = "slot",
 ) -> None:
     """make_optimizer: a multi-node optimizer at args.lr; the ranks' weights stay equal."""
     __tracebackhide__ = True
-    layout, ranks = _on_ranks(make_optimizer, "optimizer", nodes, ranks_per_node, map_by)
+    layout, seed, ranks = _on_ranks(make_optimizer, "optimizer", nodes, ranks_per_node, map_by)
     expect(
-        all(r["class"] == "_MultiNodeOptimizer" for r in ranks),
+        all(r["target_is_model"] is True for r in ranks),
+        "the optimizer is not set up on the model",
+        "the optimizer updates only the link it was set up on, and that is not `model`",
+    )
+    start, gradient = mn_reference.multi_node_step(seed, layout.size)
+    weights = [mn_reference.array(r["weights"], start.shape) for r in ranks]
+    first = weights[0] if weights[0] is not None else start + float("nan")  # a fact of no weights
+    expect(
+        all(mn_reference.close(w, first) for w in weights),
         f"make_optimizer returned a {ranks[0]['class']}, which does not exchange gradients between "
         "ranks",
         "each rank's model would follow its own gradient and drift apart ('Optimizers')",
     )
-    expect(
-        all(r["target_is_model"] for r in ranks),
-        "the optimizer is not set up on the model",
-        "the optimizer updates only the link it was set up on, and that is not `model`",
-    )
-    expect(
-        all(r["lr"] is not None and abs(r["lr"] - 0.1) < 1e-9 for r in ranks),
-        f"with args.lr = 0.1 on {layout.size} ranks the optimizer starts at {ranks[0]['lr']}",
-        "start at args.lr, the single-worker rate: learning_rate_schedule (and --lr-rule) scales "
-        "it up",
-    )
-    weights = [r["weights"] for r in ranks]
-    expect(
-        all(abs(w - weights[0]) <= 1e-5 * max(1.0, abs(weights[0])) for w in weights),
-        "after one update on different data the ranks' weights differ",
-        "the gradients were not averaged over the ranks before the update",
-    )
+    if not mn_reference.close(first, start - LR * gradient):
+        rate = mn_reference.rate_of(first - start, gradient)
+        expect(
+            rate is None,
+            f"with args.lr = {LR} on {layout.size} ranks the optimizer starts at {rate or 0:.3g}",
+            "start at args.lr, the single-worker rate: learning_rate_schedule (and --lr-rule) "
+            "scales it up",
+        )
+        fail(
+            f"after an update on different data the {layout.size} ranks hold the same weights, "
+            f"but not rank 0's moved by args.lr ({LR}) along the gradient averaged over the ranks",
+            "a multi-node optimizer sends rank 0's weights to every rank at its first update, "
+            "then averages the ranks' gradients and takes the usual step: something else changed "
+            "the weights",
+        )
     passed(
         "make_optimizer: a multi-node optimizer at args.lr; after an update on different data all "
-        f"{layout.size} "
-        "ranks hold the same weights"
+        f"{layout.size} ranks hold the same weights, rank 0's moved by args.lr along the mean "
+        "gradient"
     )
 
 
 def trainer(
-    build_trainer: Callable[..., Any], nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot"
+    build_trainer: Any, nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot"
 ) -> None:
     """build_trainer: a multi-node Evaluator, Throughput over all ranks, reports on rank 0 only."""
     __tracebackhide__ = True
-    layout, ranks = _on_ranks(build_trainer, "trainer", nodes, ranks_per_node, map_by)
+    layout, _, ranks = _on_ranks(build_trainer, "trainer", nodes, ranks_per_node, map_by)
     expect(
         all(r["updater"] == "StandardUpdater" for r in ranks),
         f"the updater is a {ranks[0]['updater']}",
@@ -276,124 +318,4 @@ def trainer(
         "build_trainer: StandardUpdater, a multi-node Evaluator (the same result on all "
         f"{layout.size} ranks), "
         "Throughput over all ranks, LogReport and PrintReport on rank 0 only"
-    )
-
-
-def learning_rate_schedule(
-    schedule: Callable[..., Any],
-    base_lr: float = 0.1,
-    n_workers: int = 4,
-    warmup_iterations: int = 8,
-) -> None:
-    """The rates the optimizer really uses: base_lr at the first update, n_workers x base_lr after
-    the warm-up."""
-    __tracebackhide__ = True
-    import chainer
-
-    extension = call(schedule, base_lr, n_workers, warmup_iterations)
-    expect(
-        isinstance(extension, chainer.training.Extension) or callable(extension),
-        f"learning_rate_schedule returned {type(extension).__name__}, not a trainer extension",
-        "the trainer runs extensions; one of Chainer's (see 'Extensions' in its reference) "
-        "changes an optimizer attribute linearly over a number of iterations",
-    )
-    updates = warmup_iterations + 4
-    used = rates_used(extension, base_lr, updates)
-    ramp = [
-        base_lr * (1 + (n_workers - 1) * min(t, warmup_iterations) / warmup_iterations)
-        for t in range(updates)
-    ]
-    shown = ", ".join(f"{r:.3g}" for r in used)
-    target = base_lr * n_workers
-
-    def close(a: float, b: float) -> bool:
-        return abs(a - b) <= 1e-6 * max(1.0, abs(b))
-
-    expect(len(used) == updates, f"{len(used)} updates ran instead of {updates}")
-    expect(
-        close(used[-1], target) or not close(used[-1], base_lr),
-        f"with {n_workers} workers the rate stays at the single-worker rate {base_lr} (rates used: "
-        f"{shown}): "
-        "no scaling",
-        f"the linear scaling rule: {n_workers} workers move {n_workers} times the batch per "
-        f"update, so the rate should reach {target:g}",
-    )
-    expect(
-        close(used[-1], target),
-        f"after the warm-up the rate is {used[-1]:.3g}, not base_lr x n_workers = "
-        f"{target:g} (rates used: {shown})",
-        f"the ramp should end at the scaled rate, {n_workers} times the single-worker rate",
-    )
-    expect(
-        close(used[0], base_lr),
-        f"the first update used the rate {used[0]:.3g}, not the single-worker rate "
-        f"{base_lr} (rates used: {shown}): no warm-up, so the first updates of a large batch take "
-        "too large "
-        "steps",
-        "a gradual warm-up (Goyal et al. 2017, in the lesson) starts from the single-worker "
-        "rate while the weights are still random",
-    )
-    expect(
-        all(close(a, b) for a, b in zip(used, ramp)),
-        f"the rates used were {shown}; a linear ramp over {warmup_iterations} updates gives "
-        f"{', '.join(f'{r:.3g}' for r in ramp)}",
-        f"the warm-up should reach the scaled rate at update {warmup_iterations} and stay there",
-    )
-    passed(
-        f"learning_rate_schedule: the rate ramps linearly from {base_lr} to {target:g} over "
-        f"{warmup_iterations} "
-        f"updates, then stays ({shown})"
-    )
-
-
-# Sites unlike the course's own, so that lines copied from the job script's defaults do not pass:
-# (name, queue, group, GPUs per node, cores per node, ranks, threads per rank, epoch s, epochs).
-_OTHER_SITES = (
-    ("pbs-gpu", "h-regular", "gt00", 2, 36, 4, 4, 95.0, 10),  # the Reedbush-H hands-on's nodes
-    ("no-queue", None, None, 0, 8, 8, 2, 1260.0, 4),  # CPU nodes: 4 ranks of 2 threads each
-    ("queue-only", "short", None, 4, 16, 2, 1, 30.0, 3),  # fewer ranks than one node's GPUs
-)
-
-
-def resource_request(
-    function: Callable[..., Any],
-    cases: tuple[tuple[str, str | None, str | None, int, int, int, int, float, int], ...] = (
-        _OTHER_SITES
-    ),
-    folder: Path = Path("."),
-) -> None:
-    """The #PBS lines of resource_request(site, ranks, threads_per_rank, epoch_seconds, epochs),
-    read with the kit's directive parser, for this folder's site (when a profile is applied and a
-    stage-1 run measured an epoch) and for `cases`."""
-    __tracebackhide__ = True
-    from course.cluster import siteenv
-    from course.errors import CourseError
-    from course.notebook import directives
-
-    asked = [
-        (directives.Site(name, queue, group, gpus, cores), ranks, threads, epoch_seconds, epochs)
-        for name, queue, group, gpus, cores, ranks, threads, epoch_seconds, epochs in cases
-    ]
-    if (Path(folder) / "jobs" / siteenv.FILE).is_file():
-        settings = siteenv.of_folder(folder)
-        try:  # without a stage-1 run yet, the other sites' cases say it all
-            measured = directives.measured_epochs(folder)
-            ranks = settings.largest_run[0] * settings.largest_run[1]
-            here = (directives.applied_site(folder), ranks, settings.threads_per_rank)
-            asked.insert(0, (*here, *measured))
-        except CourseError:
-            pass
-    for site, ranks, threads, epoch_seconds, epochs in asked:
-        lines = call(function, site, ranks, threads, epoch_seconds, epochs)
-        try:
-            directives.check(lines, site, ranks, threads, epoch_seconds, epochs)
-        except CourseError as e:
-            fail(
-                f"for {site!r}: {ranks} rank(s) of {threads} thread(s), {epochs} epoch(s) of "
-                f"{epoch_seconds:g} s: {e.message}",
-                e.hint,
-            )
-    passed(
-        f"resource_request: the right #PBS lines for {len(asked)} sites and runs, "
-        f"e.g. {' | '.join(call(function, *asked[0]))}"
     )
