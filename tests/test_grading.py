@@ -463,7 +463,10 @@ ATTACKS = {
         ],
         SOLVED - 4,
         {
-            ("03_multi_node", "check_optimizer"): "IMPOSTOR_MESSAGE",
+            (
+                "03_multi_node",
+                "check_optimizer",
+            ): "ranks hold the same weights, but not rank 0's moved by args.lr",
             ("03_multi_node", "check_fit"): "cost model (course.costmodel) is closed",
             ("03_multi_node", "check_prediction"): "cost model (course.costmodel) is closed",
         },

@@ -277,4 +277,3 @@ def _check_placement(facts: dict, layout: Layout, nodes: list[str] | None) -> No
         f"{where} did not take the layout: the kit's communicator has intra ranks {found}, "
         f"not {layout.intra_ranks()} ({layout})"
     )
-

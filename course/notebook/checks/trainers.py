@@ -12,7 +12,6 @@ from typing import Any
 from chainer import training
 from chainer.training import extensions
 
-from course.notebook.checks.inputs import labelled_dataset, scratch_folder
 from course.notebook.checks.observe import finite, number
 from course.notebook.checks.verdict import call, expect, real
 from course.runtime.throughput import Throughput
@@ -165,27 +164,3 @@ def expect_trained(facts: Any, epochs: int, steps: int) -> list[dict]:
         "it measures the time between two steps, so it runs after every step",
     )
     return log
-
-
-def rates_used(extension: Any, base_lr: float, updates: int) -> list[float]:
-    """The learning rate of each of `updates` updates of a small trainer that has `extension`."""
-    import chainer
-    import chainer.links as L
-    from chainer import training
-
-    model = L.Classifier(L.Linear(None, 10))
-    optimizer = chainer.optimizers.MomentumSGD(base_lr)
-    optimizer.setup(model)
-    used: list[float] = []
-    optimizer.add_hook(
-        lambda opt: used.append(float(opt.lr)), name="record_lr"
-    )  # runs inside each update
-    iterator = chainer.iterators.SerialIterator(labelled_dataset(8, size=4), 4)
-    trainer = training.Trainer(
-        training.updaters.StandardUpdater(iterator, optimizer),
-        (updates, "iteration"),
-        out=scratch_folder(),
-    )
-    trainer.extend(extension, name="learning_rate_schedule")
-    trainer.run(show_loop_exception_msg=False)
-    return used
