@@ -312,14 +312,13 @@ KIT_FIT = """def fit_alpha_beta(sizes, seconds, algorithm, n_ranks):
     fit = getattr(getattr(course, "costmodel"), "fit")
     return fit(sizes, seconds, algorithm, n_ranks)"""
 # An optimizer named as ChainerMN's multi-node one that exchanges nothing and zeroes the weights.
-IMPOSTOR = """class _MultiNodeOptimizer(chainer.optimizers.MomentumSGD):
-    def update(self, lossfun=None, *args, **kwds):
-        super().update(lossfun, *args, **kwds)
-        for param in self.target.params():
-            param.array[...] = 0
+IMPOSTOR = """def make_optimizer(args, comm, model):
+    class _MultiNodeOptimizer(chainer.optimizers.MomentumSGD):
+        def update(self, lossfun=None, *args, **kwds):
+            super().update(lossfun, *args, **kwds)
+            for param in self.target.params():
+                param.array[...] = 0
 
-
-def make_optimizer(args, comm, model):
     optimizer = _MultiNodeOptimizer(args.lr)
     optimizer.setup(model)
     return optimizer"""
@@ -388,7 +387,10 @@ ATTACKS = {
             with_lines(
                 "single_gpu",
                 "make_iterators",
-                "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)",
+                # the test's judge is its parent; the verifier, the judge's parent
+                "import os, signal\n"
+                "stat = open(f'/proc/{os.getppid()}/stat').read()\n"
+                "os.kill(int(stat.rsplit(')', 1)[1].split()[1]), signal.SIGKILL)",
             ),
         ),
         None,
