@@ -582,6 +582,31 @@ STAGE_3_MISTAKES = {
         "check_device_binding",
         "ranks 0-5 would use ['@cupy:0', '@cupy:1', '@cupy:0', '@cupy:1', '@cupy:0', '@cupy:1']",
     ),
+    # The stage-3 trainer is judged on what it did (issue 29: behaviour, not class names).
+    "reports on every rank": (
+        ("build_trainer", "if comm.rank == 0:", "if True:"),
+        "check_trainer",
+        "rank 1 also reports (LogReport, PrintReport)",
+    ),
+    "evaluates its own test part only": (
+        (
+            "build_trainer",
+            "trainer.extend(chainermn.create_multi_node_evaluator(evaluator, comm))",
+            "trainer.extend(evaluator)",
+        ),
+        "check_trainer",
+        "the ranks evaluate only their own test part",
+    ),
+    "trains with an optimizer of its own": (
+        (
+            "build_trainer",
+            "StandardUpdater(train_iter, optimizer, device=device)",
+            "StandardUpdater(train_iter, chainer.optimizers.SGD(args.lr).setup(model), "
+            "device=device)",
+        ),
+        "check_trainer",
+        "the optimizer it was given 0 updates after its first",
+    ),
     "Throughput of 2 workers": (
         ("build_trainer", "comm=comm", "workers=2"),
         "check_trainer",

@@ -24,14 +24,15 @@ import io
 import json
 import os
 import sys
+import tempfile
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 import chainer
 import chainer.links as L
 import chainermn
 import numpy as np
-from chainer.training import extensions
 
 from course.notebook.checks.inputs import example_ids, labelled_dataset, small_args
 from course.notebook.checks.mn_settings import (
@@ -65,6 +66,27 @@ def _simulate_hosts() -> None:
 
         name = names.split(",")[MPI.COMM_WORLD.rank]
         MPI.Get_processor_name = lambda: name
+
+
+@contextlib.contextmanager
+def _printed() -> Iterator[list[str]]:
+    """What this process writes on its standard output meanwhile (PrintReport writes to the stream
+    it found when it was made), as the one text of the list it yields, once it is over; the output
+    is put back afterwards."""
+    sys.stdout.flush()
+    saved, text = os.dup(1), list[str]()
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 1)
+        try:
+            yield text
+        finally:
+            sys.stdout.flush()
+            if sys.__stdout__ is not None:
+                sys.__stdout__.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+            captured.seek(0)
+            text.append(captured.read().decode(errors="replace"))
 
 
 def _error(e: BaseException, module_path: str) -> str:
@@ -166,23 +188,23 @@ def _run_parts(module, comm, path: str, seed: int) -> dict:
         built = module.build_trainer(
             args, comm, train, test, model, optimizer, chainer.get_device("@numpy")
         )
-        found = extensions_of(built)
-        for ext in found.values():
-            if isinstance(ext, extensions.PrintReport):
-                ext._out = io.StringIO()
-        built.run()
-        evaluators = [ext for ext in found.values() if isinstance(ext, extensions.Evaluator)]
-        evaluation = None
-        if evaluators:
-            with built.reporter.scope({}):  # evaluate() reports into the active reporter
-                evaluation = {k: float(v) for k, v in evaluators[0].evaluate().items()}
-        meters = [ext for ext in found.values() if isinstance(ext, Throughput)]
+        with _printed() as printed:
+            built.run()
+        log = Path(args.out, "log")
+        meters = [ext for ext in extensions_of(built).values() if isinstance(ext, Throughput)]
         return {
-            "extensions": sorted(type(ext).__name__ for ext in found.values()),
-            "evaluators": len(evaluators),
-            "evaluation": evaluation,
+            # what the run did: its steps, the given optimizer's updates, the validation values
+            # reported at the epoch's end, the log it wrote and the table it printed
+            "iterations": built.updater.iteration,
+            "updates": optimizer.t,
+            "evaluation": {
+                key: float(value)
+                for key, value in built.observation.items()
+                if key.startswith("validation/")
+            },
+            "log": len(json.loads(log.read_text())) if log.is_file() else None,
+            "printed": "main/loss" in printed[0],
             "throughput_images": meters[0].images_per_iteration if meters else None,
-            "updater": type(built.updater).__name__,
             "out": built.out == args.out,
         }
 
