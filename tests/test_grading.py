@@ -283,17 +283,17 @@ while True:
     if child == 0:
         time.sleep(600)
         os._exit(0)"""
-# A passing report, worded as the grader's processes word one, written to every descriptor the
-# function's process holds, reaching `os` through the kit (issue 29, case 1); the function itself
-# was never written.
+# A passing report, worded as the grader's test processes worded one before the judge left the
+# student's process, written to every descriptor the function's process holds, which then ends at
+# once; `os` reached through the kit (issue 29, case 1). The function itself was never written.
 FORGED_REPORT = """os = getattr(getattr(course, "fileio"), "os")
-passing = '{"outputs": [], "visible_failed": false, "probes": {}}\\n'
+passing = '{"outputs": [], "tampered": [], "visible_failed": false}\\n'
 for fd in range(3, 1024):
     try:
         os.write(fd, passing.encode())
     except OSError:
         pass
-raise NotImplementedError()"""
+os._exit(0)"""
 # The check's verdicts silenced while it runs, put back by its closing `passed` (case 3).
 SILENCE_CHECK = """import course.notebook.checks.single as checked
 real_expect, real_passed = checked.expect, checked.passed
