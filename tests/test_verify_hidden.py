@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from course.instructor import sandbox, verify
-from course.instructor.verify_protocol import Plan
 from course.instructor.verify_protocol import TestCell as Cell  # not a test class
 from tests.helpers import bubblewrap
+from tests.verify_helpers import verified
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +35,6 @@ def hunt(parts):
 # The markers are only ever whole in the hidden parts: the student's function joins them as it runs
 # (Python would fold 'a' + 'b' into one constant of the compiled cell).
 # The test cells call the function as the checks do: through an observer, in the child.
-SETUP = "from course.notebook.checks.observe import observe, returned"
 TESTS = [
     Cell("check_a", "print('a runs')", "secret = 'HIDDEN-A-7f3e'", 1),
     Cell(
@@ -57,19 +55,7 @@ def test_a_students_function_finds_its_inputs_and_no_hidden_part(
     if sandboxed and not bubblewrap():
         pytest.skip("the grading sandbox (bubblewrap) cannot start here")
     monkeypatch.setenv(sandbox.SWITCH, "on" if sandboxed else "off")
-    cell = nbformat.v4.new_code_cell(STUDENT)
-    cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "code"}
-    folder = tmp_path / "student"
-    folder.mkdir()
-    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), folder / "hunt.ipynb")
-    (tmp_path / "grading.toml").write_text("")
-    [verdict] = verify.verify(
-        folder,
-        [Plan("hunt.ipynb", SETUP, ["code"], TESTS)],
-        hidden=[tmp_path / "hidden"],
-        grading_config=tmp_path / "grading.toml",
-        timeout=60,
-    )
+    verdict = verified(tmp_path, STUDENT, TESTS)
     [printed] = verdict.outputs["check_b"]
     other, own, given = printed["text"].splitlines()
     assert other == "other test: 0", printed["text"]

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import pytest
 
-from course.instructor import sandbox, verify
-from course.instructor.verify_protocol import Plan
+from course.instructor import sandbox
 from course.instructor.verify_protocol import TestCell as Cell  # not a test class
 from tests.helpers import bubblewrap
+from tests.verify_helpers import verified
 
 pytestmark = pytest.mark.integration
 
@@ -44,7 +43,6 @@ def kill_the_judge(n):
     import os, signal
     os.kill(os.getppid(), signal.SIGKILL)
 """
-SETUP = "from course.notebook.checks.observe import observe, returned"
 
 
 def judged(name: str) -> Cell:
@@ -62,20 +60,8 @@ def test_only_plain_facts_cross_and_the_judge_decides(tmp_path: Path, monkeypatc
     if sandboxed and not bubblewrap():
         pytest.skip("the grading sandbox (bubblewrap) cannot start here")
     monkeypatch.setenv(sandbox.SWITCH, "on" if sandboxed else "off")
-    cell = nbformat.v4.new_code_cell(STUDENT)
-    cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "code"}
-    folder = tmp_path / "student"
-    folder.mkdir()
-    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), folder / "judge.ipynb")
-    (tmp_path / "grading.toml").write_text("")
     names = ["square", "forge", "answer_for_it", "kill_the_judge"]
-    [verdict] = verify.verify(
-        folder,
-        [Plan("judge.ipynb", SETUP, ["code"], [judged(name) for name in names])],
-        hidden=[tmp_path / "hidden"],
-        grading_config=tmp_path / "grading.toml",
-        timeout=60,
-    )
+    verdict = verified(tmp_path, STUDENT, [judged(name) for name in names])
     errors = {
         name: [o for o in verdict.outputs[f"check_{name}"] if o["output_type"] == "error"]
         for name in names

@@ -4,15 +4,12 @@ start."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import nbformat
 import pytest
 
-from course.instructor import process_limit, sandbox, verify, verify_test, verify_worker
-from course.instructor.verify_protocol import Plan
+from course.instructor import process_limit, sandbox, verify_test, verify_worker
 from course.instructor.verify_protocol import TestCell as Cell  # not a test class
 from tests.helpers import bubblewrap
+from tests.verify_helpers import verified
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +36,6 @@ def look(path):
     print("left behind:", os.path.exists(path))
 """
 # The test cells call the functions as the checks do: through an observer, in the test's child.
-SETUP = "from course.notebook.checks.observe import observe, returned"
 TESTS = [
     Cell("check_memory", "observe(returned, hoard, args=[])", "", 1),
     Cell("check_output", "observe(returned, chatter, args=[])", "", 1),
@@ -48,28 +44,13 @@ TESTS = [
 ]
 
 
-def graded(tmp_path: Path) -> dict[str, list[dict]]:
-    cell = nbformat.v4.new_code_cell(STUDENT)
-    cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "code"}
-    folder = tmp_path / "student"
-    folder.mkdir()
-    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), folder / "limits.ipynb")
-    config = tmp_path / "grading.toml"
-    config.write_text("")
-    plan = Plan("limits.ipynb", SETUP, ["code"], TESTS)
-    [verdict] = verify.verify(
-        folder, [plan], hidden=[tmp_path / "hidden"], grading_config=config, timeout=60
-    )
-    return verdict.outputs
-
-
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory) -> dict[str, list[dict]]:
     if not bubblewrap():
         pytest.skip("the grading sandbox (bubblewrap) cannot start here")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(sandbox.SWITCH, "on")
-        return graded(tmp_path_factory.mktemp("limits"))
+        return verified(tmp_path_factory.mktemp("limits"), STUDENT, TESTS).outputs
 
 
 def test_a_test_that_takes_too_much_memory_is_told_the_limit(outputs):
@@ -125,24 +106,12 @@ def test_a_fork_bomb_meets_the_submissions_process_limit_and_the_next_test_runs(
     unlimited = process_limit.unavailable()
     if unlimited:
         pytest.skip(f"no process limit here ({unlimited}): no fork bomb is let loose")
-    cell = nbformat.v4.new_code_cell(BOMB)
-    cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "code"}
-    folder = tmp_path / "student"
-    folder.mkdir()
-    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), folder / "bomb.ipynb")
-    (tmp_path / "grading.toml").write_text("")
     tests = [
         Cell("check_bomb", "observe(returned, bomb, args=[])", "", 1),
         Cell("check_fine", "observe(returned, fine, args=[])", "", 1),
     ]
     groups_before = set(process_limit._own_group().glob("course-verify-*"))
-    [verdict] = verify.verify(
-        folder,
-        [Plan("bomb.ipynb", SETUP, ["code"], tests)],
-        hidden=[tmp_path / "hidden"],
-        grading_config=tmp_path / "grading.toml",
-        timeout=60,
-    )
+    verdict = verified(tmp_path, BOMB, tests)
     limit = process_limit.MAX_PROCESSES
     printed, error = verdict.outputs["check_bomb"][0]["text"], verdict.outputs["check_bomb"][-1]
     assert 0 < int(printed.split()[-1]) < limit, printed
