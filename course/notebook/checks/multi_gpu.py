@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from course.notebook.checks import multi_gpu_observers as seen
+import course.notebook.checks.multi_gpu_observers as seen
 from course.notebook.checks.inputs import hidden_seed
 from course.notebook.checks.observe import number, observe
 from course.notebook.checks.trainers import (

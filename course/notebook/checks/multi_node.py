@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from course.notebook.checks import mn_reference
+import course.notebook.checks.mn_reference as mn_reference
 from course.notebook.checks.mn_local import learning_rate_schedule, resource_request
 from course.notebook.checks.mn_ranks import Layout, part_facts
 from course.notebook.checks.mn_settings import (

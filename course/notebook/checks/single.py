@@ -12,7 +12,7 @@ import chainer
 import chainer.links as L
 import numpy as np
 
-from course.notebook.checks import single_observers as seen
+import course.notebook.checks.single_observers as seen
 from course.notebook.checks.inputs import hidden_seed, labelled_dataset
 from course.notebook.checks.observe import finite, number, observe
 from course.notebook.checks.trainers import (
