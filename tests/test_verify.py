@@ -60,6 +60,39 @@ def test_only_the_functions_are_taken_and_what_else_runs_code_is_reported():
     assert "broken: a syntax error at line 1" in joined
 
 
+def test_code_hidden_behind_another_line_break_is_never_taken():
+    """Python's parser breaks lines at \\n only; str.splitlines also at U+2028, form feeds and
+    others. A def is written out from its syntax tree, so code the parser saw inside a string
+    never becomes part of the functions (a red-team finding: it ran in the verifier's worker)."""
+    hidden = "import course.instructor.verify_test as v; v._run_cell = None  # "
+    sources = {
+        "make_iterators": '"""a\u2028c\n' + hidden + '"""\n'
+        "def make_iterators(train, test, batchsize):\n    return None\n",
+        "build_trainer": "def build_trainer(x, table={[]: 1}):\n    return x\n",
+    }
+    code, notes = verify_functions.functions(sources)
+    assert "verify_test" not in code and "_run_cell" not in code
+    assert "def make_iterators(train, test, batchsize):" in code
+    assert "build_trainer" not in code  # a default that fails to build is no plain default
+    assert any("build_trainer computes a default value" in note for note in notes), notes
+    namespace: dict = {}
+    exec(compile(code, "<functions>", "exec"), namespace)
+    assert namespace["make_iterators"](1, 2, 3) is None
+
+
+def test_what_forging_an_answer_takes_is_flagged():
+    source = (
+        "def make_communicator(name):\n"
+        "    from course.instructor import verify_test\n"
+        "    import pathlib, json\n"
+        "    return verify_test._answer, pathlib.Path, json.dumps\n"
+    )
+    _, notes = verify_functions.functions({"make_communicator": source})
+    [note] = notes
+    for name in ("_answer", "instructor", "json", "pathlib"):
+        assert name in note, note
+
+
 def test_a_test_shown_passing_in_the_handed_in_notebook_but_failing_in_the_verifier_is_named(
     tmp_path,
 ):
@@ -116,11 +149,11 @@ def test_the_verifiers_messages_come_back_as_they_were_sent():
     assert Request.from_json(request.to_json()) == request
     test = ChildReply([{"output_type": "error", "ename": "E", "evalue": ""}], True, {"k": {}})
     assert ChildReply.from_json(test.to_json()) == test
-    asked = Observation("course.notebook.checks.single:x", ["f"], {"n": 3, "cases": [[1, 2]]})
+    asked = Observation("course.notebook.checks.single:x", ["f"], {"n": 3, "cases": [[1, 2]]}, "t")
     assert Observation.from_json(asked.to_json()) == asked
     for answer in (
-        Observed({"ids": [3, 1]}, None),
-        Observed(None, {"name": "E", "message": "m", "notes": []}),
+        Observed({"ids": [3, 1]}, None, "t"),
+        Observed(None, {"name": "E", "message": "m", "notes": []}, "t"),
     ):
         assert Observed.from_json(answer.to_json()) == answer
     verdict = Verdict(
@@ -162,9 +195,12 @@ def test_a_malformed_test_reply_is_refused():
 @pytest.mark.parametrize(
     "text, said",
     [
-        ('{"observer": "os:system", "functions": [], "inputs": {}}', "Observation.observer"),
-        ('{"facts": 1, "raised": {"name": "E"}}', "Observed.raised"),
-        ('{"facts": 1}', "Observed: missing field(s) raised"),
+        (
+            '{"observer": "os:system", "functions": [], "inputs": {}, "token": "t"}',
+            "Observation.observer",
+        ),
+        ('{"facts": 1, "raised": {"name": "E"}, "token": "t"}', "Observed.raised"),
+        ('{"facts": 1}', "Observed: missing field(s) raised, token"),
     ],
 )
 def test_a_malformed_observation_is_refused(text, said):

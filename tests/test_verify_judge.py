@@ -34,8 +34,15 @@ def forge(n):
 
 
 def answer_for_it(n):
+    # The kit's code that writes the child's answers, changed from the student's function (a
+    # red-team route): the answers are made with what was bound before any student code ran.
+    import json
+    import course.instructor.verify_test as verify_test
     import course.notebook.checks.observe as observe
-    observe.plain = lambda facts: n * n  # the child's copy of the kit changes; the judge's does not
+    forged = '{"facts": 49, "raised": null, "token": "any"}'
+    json.dumps = lambda *args, **kwargs: forged
+    observe.plain = lambda facts: n * n
+    verify_test._answer = lambda line, namespace: forged
     return n
 
 

@@ -48,6 +48,14 @@ SUSPICIOUS = {
     "__dict__",
     "_getframe",
     "modules",
+    # the grader's own package, the kit's references, and what forging a test's answer takes
+    "instructor",
+    "mn_reference",
+    "pathlib",
+    "json",
+    "threading",
+    "atexit",
+    "weakref",
 }
 
 
@@ -77,9 +85,9 @@ def _names(node: ast.AST) -> set[str]:
         elif isinstance(sub, ast.Attribute):
             found.add(sub.attr)
         elif isinstance(sub, (ast.Import, ast.ImportFrom)):
-            found |= {alias.name.split(".")[0] for alias in sub.names}
+            found |= {part for alias in sub.names for part in alias.name.split(".")}
             if isinstance(sub, ast.ImportFrom) and sub.module:
-                found.add(sub.module.split(".")[0])
+                found |= set(sub.module.split("."))
     return found
 
 
@@ -96,7 +104,6 @@ def functions(sources: dict[str, str]) -> tuple[str, list[str]]:
                 "missing"
             )
             continue
-        lines = source.splitlines(keepends=True)
         for node in tree.body:
             if not isinstance(node, ast.FunctionDef):
                 if not isinstance(node, (ast.Import, ast.ImportFrom, ast.Pass)) and not (
@@ -121,25 +128,38 @@ def functions(sources: dict[str, str]) -> tuple[str, list[str]]:
                     "out"
                 )
                 continue
-            suspicious = _names(node) & SUSPICIOUS
+            suspicious = _suspicious(node)
             if suspicious:
                 notes.append(
                     f"{grade_id}: {node.name} uses {', '.join(sorted(suspicious))}, which the "
                     "exercise "
                     "never needs: read it"
                 )
-            kept.append("".join(lines[node.lineno - 1 : node.end_lineno]))
+            # The def as the parser read it, written out again from its syntax tree: never a slice
+            # of the cell's lines, which other line breaks (form feeds, U+2028...) would shift
+            # onto code the parser saw inside a string.
+            kept.append(ast.unparse(node))
     return "\n\n".join(kept) + "\n", notes
 
 
 def _literal(node: ast.AST) -> bool:
     try:
         ast.literal_eval(node)
-    except ValueError:
+    except Exception:  # not a literal, or one that fails to build ({[]: 1}): not a plain default
         return False
     return True
 
 
+def _suspicious(node: ast.AST) -> set[str]:
+    """The names of `node` that no exercise needs: SUSPICIOUS, and the private ones (a single
+    leading underscore) of the kit and its libraries."""
+    return {
+        name
+        for name in _names(node)
+        if name in SUSPICIOUS or (name[:1] == "_" and name[:2] != "__" and name != "_")
+    }
+
+
 def _uses(node: ast.AST) -> str:
-    suspicious = _names(node) & SUSPICIOUS
+    suspicious = _suspicious(node)
     return f"; it uses {', '.join(sorted(suspicious))}" if suspicious else ""

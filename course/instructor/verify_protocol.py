@@ -227,6 +227,7 @@ class Observation(_Record):
     observer: str  # "module:name", the module under OBSERVERS
     functions: list[str]  # the student's functions, by name
     inputs: dict[str, Any]
+    token: str  # drawn for this observation; the answer must carry it
 
     CHECKS: ClassVar[dict[str, Check]] = {
         "observer": (
@@ -237,6 +238,7 @@ class Observation(_Record):
         ),
         "functions": STRINGS,
         "inputs": OBJECT,
+        "token": STRING,
     }
 
     def to_json(self) -> str:
@@ -254,9 +256,11 @@ class Observed(_Record):
 
     facts: Any
     raised: dict[str, Any] | None
+    token: str  # the observation's
 
     CHECKS: ClassVar[dict[str, Check]] = {
         "facts": ("JSON data", lambda value: True),
+        "token": STRING,
         "raised": (
             "null or an object with a name, a message and notes",
             lambda value: (

@@ -20,13 +20,16 @@ import importlib
 import json
 import os
 import resource
+import secrets
 import signal
+import sys
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
 from course.instructor.verify_protocol import (
+    OBSERVERS,
     Observation,
     Observed,
     Output,
@@ -36,7 +39,7 @@ from course.instructor.verify_protocol import (
     VerificationError,
 )
 from course.notebook.checks import mn_ranks
-from course.notebook.checks.observe import Remote, plain
+from course.notebook.checks.observe import Remote
 
 # What one test may take of the machine, so that one submission cannot starve the grading of others:
 # address space per process of the test (setrlimit; its MPI ranks each get as much), and the
@@ -175,9 +178,9 @@ class _Channel:
     def ask(self, observer: str, functions: list[str], inputs: dict[str, Any]) -> Any:
         """The child's facts of observer(*functions, **inputs); what the student's code raised
         there is raised here, under its own name."""
-        os.write(
-            self.requests, (Observation(observer, functions, inputs).to_json() + "\n").encode()
-        )
+        token = secrets.token_hex(16)
+        asked = Observation(observer, functions, inputs, token)
+        os.write(self.requests, (asked.to_json() + "\n").encode())
         answer = self._line()
         try:
             observed = Observed.from_json(answer)
@@ -186,6 +189,10 @@ class _Channel:
                 f"the process running your functions answered with something else than facts "
                 f"({e.message})"
             ) from None
+        if observed.token != token:
+            raise ChannelBroken(
+                "the process running your functions answered another question than the one asked"
+            )
         if observed.raised is not None:
             raise _rebuilt(observed.raised)
         return observed.facts
@@ -261,21 +268,41 @@ def _serve(requests: int, replies: int, namespace: dict[str, Any]) -> NoReturn:
             except OSError:  # the listing's own descriptor, closed already
                 pass
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-    with os.fdopen(requests, "rb") as asked, os.fdopen(replies, "wb", buffering=0) as answers:
+    # What the answers are made with, bound before any of the student's code runs, so that what a
+    # function later changes in the kit's modules (this one, json, the protocol, the observers)
+    # does not write the next answers. (A student can still forge the facts of their own
+    # observations by other means; the judge's references and the flags are there for that.)
+    dumps, write, parse = json.dumps, os.write, Observation.from_json
+    observers = {
+        f"{name}:{attr}": value
+        for name, module in list(sys.modules.items())
+        if name.startswith(OBSERVERS) and module is not None
+        for attr, value in list(vars(module).items())
+        if callable(value) and getattr(value, "__module__", None) == name
+    }
+
+    def answer(line: str) -> str:
+        token = ""
+        try:
+            observation = parse(line)
+            token = observation.token
+            observer = observers.get(observation.observer) or _imported(observation.observer)
+            functions = [namespace[function] for function in observation.functions]
+            found = observer(*functions, **observation.inputs)
+            # Observed's fields
+            return dumps({"facts": found, "raised": None, "token": token}, allow_nan=True)
+        except BaseException as e:  # the student's exception is the observation's answer
+            notes = [str(note) for note in getattr(e, "__notes__", [])]
+            raised = {"name": type(e).__name__, "message": str(e), "notes": notes}
+            return dumps({"facts": None, "raised": raised, "token": token}, allow_nan=True)
+
+    with os.fdopen(requests, "rb") as asked:
         for line in asked:
-            answers.write((_answer(line.decode(errors="replace"), namespace) + "\n").encode())
+            write(replies, (answer(line.decode(errors="replace")) + "\n").encode())
     os._exit(0)
 
 
-def _answer(line: str, namespace: dict[str, Any]) -> str:
-    try:
-        observation = Observation.from_json(line)
-        module, name = observation.observer.split(":")
-        observer = getattr(importlib.import_module(module), name)
-        functions = [namespace[function] for function in observation.functions]
-        facts = plain(observer(*functions, **observation.inputs))
-        return Observed(facts, None).to_json()
-    except BaseException as e:  # the student's exception is the observation's answer
-        notes = [str(note) for note in getattr(e, "__notes__", [])]
-        answer = Observed(None, {"name": type(e).__name__, "message": str(e), "notes": notes})
-        return answer.to_json()
+def _imported(observer: str) -> Any:
+    """An observer of a module the worker had not imported yet."""
+    module, name = observer.split(":")
+    return getattr(importlib.import_module(module), name)
