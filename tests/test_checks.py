@@ -745,7 +745,9 @@ STAGE_3_ATTACKS = {
             return optimizer
         """,
         "optimizer",
-        "ranks hold the same weights, but not rank 0's moved by args.lr",
+        # the probe writes its facts with what it bound before the student's module ran: the
+        # wrapped json.dumps never sees them, and the real weights differ
+        "which does not exchange gradients between ranks",
     ),
     "a communicator named NaiveCommunicator that exchanges nothing": (
         "make_communicator",

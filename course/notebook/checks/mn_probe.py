@@ -224,6 +224,17 @@ def main(path: str, seed: int) -> None:
     from mpi4py import MPI
 
     comm = chainermn.create_communicator("naive")
+    # What the facts are gathered and written with, bound before the student's module runs: their
+    # functions get `comm`, and could otherwise swap its MPI communicator, json or stdout.
+    gather, dumps, write, rank, size = (
+        comm.mpi_comm.gather,
+        json.dumps,
+        os.write,
+        comm.rank,
+        comm.size,
+    )
+    host, intra_rank, out = MPI.Get_processor_name(), comm.intra_rank, os.dup(1)
+    finalize, leave = MPI.Finalize, os._exit
     spec = importlib.util.spec_from_file_location("student_stage3", path)
     assert spec is not None and spec.loader is not None  # a .py file always has both
     module = importlib.util.module_from_spec(spec)
@@ -234,10 +245,12 @@ def main(path: str, seed: int) -> None:
         facts = {"errors": {"module": _error(e, path)}}
     # The kit's communicator's view: the check verifies that the ranks sit on the nodes of its
     # layout.
-    facts["intra_rank"], facts["host"] = comm.intra_rank, MPI.Get_processor_name()
-    gathered = comm.mpi_comm.gather(facts, root=0)
-    if comm.rank == 0:
-        print(json.dumps({"size": comm.size, "ranks": gathered}))
+    facts["intra_rank"], facts["host"] = intra_rank, host
+    gathered = gather(facts, root=0)
+    finalize()
+    if rank == 0:
+        write(out, ("\n" + dumps({"size": size, "ranks": gathered}) + "\n").encode())
+    leave(0)  # nothing of the student's (exit handlers, finalizers) runs after the facts' line
 
 
 if __name__ == "__main__":
