@@ -46,6 +46,14 @@ def answer_for_it(n):
     return n
 
 
+def forge_the_answer(n):
+    # json is not the kit's: changed, it still does not write the child's answers, which use what
+    # was bound before any student code ran.
+    import json
+    json.dumps = lambda *args, **kwargs: '{"facts": 49, "raised": null, "token": "any"}'
+    return n
+
+
 def kill_the_judge(n):
     import os, signal
     os.kill(os.getppid(), signal.SIGKILL)
@@ -67,7 +75,7 @@ def test_only_plain_facts_cross_and_the_judge_decides(tmp_path: Path, monkeypatc
     if sandboxed and not bubblewrap():
         pytest.skip("the grading sandbox (bubblewrap) cannot start here")
     monkeypatch.setenv(sandbox.SWITCH, "on" if sandboxed else "off")
-    names = ["square", "forge", "answer_for_it", "kill_the_judge"]
+    names = ["square", "forge", "answer_for_it", "forge_the_answer", "kill_the_judge"]
     verdict = verified(tmp_path, STUDENT, [judged(name) for name in names])
     errors = {
         name: [o for o in verdict.outputs[f"check_{name}"] if o["output_type"] == "error"]
@@ -76,7 +84,12 @@ def test_only_plain_facts_cross_and_the_judge_decides(tmp_path: Path, monkeypatc
     assert errors["square"] == []  # the judge can pass a right answer
     [forged] = errors["forge"]
     assert "answered with something else than facts" in forged["evalue"], forged
-    [patched] = errors["answer_for_it"]
-    assert patched["ename"] == "AssertionError" and "not the square" in patched["evalue"]
+    [patched] = errors["answer_for_it"]  # the kit's modules refuse to be changed in the child
+    assert patched["ename"] == "AttributeError", patched
+    assert "is the kit's and cannot be changed" in patched["evalue"], patched
+    [forged_answer] = errors["forge_the_answer"]  # what is not the kit's changes nothing
+    assert (
+        forged_answer["ename"] == "AssertionError" and "not the square" in forged_answer["evalue"]
+    )
     [killed] = errors["kill_the_judge"]
     assert "without a result" in killed["evalue"], killed

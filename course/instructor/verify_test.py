@@ -39,7 +39,7 @@ from course.instructor.verify_protocol import (
     VerificationError,
 )
 from course.notebook.checks import mn_ranks
-from course.notebook.checks.observe import Remote
+from course.notebook.checks.observe import Remote, freeze_kit
 
 # What one test may take of the machine, so that one submission cannot starve the grading of others:
 # address space per process of the test (setrlimit; its MPI ranks each get as much), and the
@@ -268,6 +268,7 @@ def _serve(requests: int, replies: int, namespace: dict[str, Any]) -> NoReturn:
             except OSError:  # the listing's own descriptor, closed already
                 pass
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    freeze_kit()
     # What the answers are made with, bound before any of the student's code runs, so that what a
     # function later changes in the kit's modules (this one, json, the protocol, the observers)
     # does not write the next answers. (A student can still forge the facts of their own

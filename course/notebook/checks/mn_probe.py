@@ -45,6 +45,7 @@ from course.notebook.checks.mn_settings import (
     rank_case,
 )
 from course.notebook.checks.mn_settings import link as mn_link
+from course.notebook.checks.observe import freeze_kit
 from course.notebook.checks.trainers import extensions_of
 from course.runtime import models
 from course.runtime.throughput import Throughput
@@ -235,6 +236,7 @@ def main(path: str, seed: int) -> None:
     )
     host, intra_rank, out = MPI.Get_processor_name(), comm.intra_rank, os.dup(1)
     finalize, leave = MPI.Finalize, os._exit
+    freeze_kit()
     spec = importlib.util.spec_from_file_location("student_stage3", path)
     assert spec is not None and spec.loader is not None  # a .py file always has both
     module = importlib.util.module_from_spec(spec)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,3 +84,31 @@ def returned(function: Any, args: list[Any]) -> Facts:
     from course.notebook.checks.verdict import call
 
     return plain(call(function, *args))
+
+
+class _Frozen(types.ModuleType):
+    """A kit module whose names cannot be rebound (new ones, such as a submodule imported later,
+    can be added)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.__dict__:
+            raise AttributeError(
+                f"{self.__name__}.{name} is the kit's and cannot be changed while your functions "
+                "are checked"
+            )
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(
+            f"{self.__name__}.{name} is the kit's and cannot be removed while your functions are "
+            "checked"
+        )
+
+
+def freeze_kit() -> None:
+    """Make the kit's loaded modules refuse to have their names rebound, in a process about to run
+    a student's functions for the grader (the test's child, the stage-3 probe's ranks): patching a
+    helper an observer calls would otherwise change the facts it sends."""
+    for name, module in list(sys.modules.items()):
+        if (name == "course" or name.startswith("course.")) and type(module) is types.ModuleType:
+            module.__class__ = _Frozen
