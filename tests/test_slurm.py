@@ -119,6 +119,10 @@ def test_a_job_killed_at_its_walltime_is_continued_by_the_next_from_its_snapshot
     [run_] = evidence.runs("single_gpu", assignment)
     # Every job's log's end too: a failure here once left no trace of why (issue 24's race).
     logs = [job.find_log().read_text()[-1500:] for job in jobs]
+    if not run_.traced:  # whole, in the captured output: pytest shortens an assertion's message
+        print(run_.problems, "complete:", run_.record.get("complete"), "job:", run_.record["job"])
+        for job in jobs:
+            print(f"--- {job.find_log()}\n{job.find_log().read_text()}")
     assert run_.traced, (run_.problems, run_.record.get("complete"), logs)
     assert [segment["job"]["id"] for segment in run_.segments] == [job.id for job in jobs], logs
     for job in jobs[1:]:
