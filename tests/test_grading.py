@@ -449,7 +449,8 @@ ATTACKS = {
         SOLVED - 7,
         {
             ("01_single_gpu", "check_iterators"): "answered with something else than facts",
-            ("01_single_gpu", "check_model_and_optimizer"): "not args.lr",
+            # the kit refuses the patch in the child: the function raises, the test fails
+            ("01_single_gpu", "check_model_and_optimizer"): "is the kit's and cannot be changed",
             ("02_multi_gpu", "check_learning_rate"): "scaled_learning_rate(",
             ("03_multi_node", "check_allreduce_time"): "cost model (course.costmodel) is closed",
             ("03_multi_node", "check_prediction"): "cost model (course.costmodel) is closed",
