@@ -73,6 +73,10 @@ MULTI_NODE = Stage(
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (SINGLE_GPU, MULTI_GPU, MULTI_NODE)}
 NAMES = tuple(STAGES)
+# The notebooks beyond the stages': lessons that model, measure or train without a stage of their
+# own. The course's notebooks are both, in file-name order (the order students take them).
+LESSON_NOTEBOOKS: tuple[str, ...] = ()
+NOTEBOOKS = tuple(sorted({stage.notebook for stage in STAGES.values()} | set(LESSON_NOTEBOOKS)))
 BASELINE = SINGLE_GPU  # speedup and efficiency are measured against the student's own stage-1 run
 
 # How the learning rate follows the total batch of N workers (Goyal et al. 2017, "Accurate, large

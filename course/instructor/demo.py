@@ -53,7 +53,7 @@ from course.instructor import (
 from course.notebook import allreduce_report, handin, report
 from course.runtime import data, data_prepare
 
-NOTEBOOKS = tuple(stage.notebook for stage in stages.STAGES.values())
+NOTEBOOKS = stages.NOTEBOOKS
 CLASS_REPORT = class_report.DEFAULT_NAME
 
 
