@@ -734,3 +734,14 @@ def test_the_comparison_plan_adds_the_other_lr_rules_on_the_most_ranks(tmp_path,
             "-v COMMUNICATOR=naive,LR_RULE=linear jobs/run_multi_node_training.sh"
         )
     )
+
+
+def test_a_one_rank_stage_3_run_names_no_learning_rate_rule(compared, capsys):
+    """On one worker every rule gives stage 1's rate: the table and the accuracy lines say so
+    instead of naming a rule that changed nothing (issue 24)."""
+    traced_run(compared, "multi_node", 5, REACHES_AT_100, workers=1, lr_rule="warmup")
+    [one] = [row for row in report.rows(compared) if row["run"] == "multi_node-5.local"]
+    assert one["setting"] == "naive, lr of one worker"
+    report.check_accuracy(compared, "single_gpu-1.local")
+    [line] = [x for x in capsys.readouterr().out.splitlines() if x.startswith("multi_node-5")]
+    assert "1 worker(s), lr of one worker: final accuracy" in line and "warmup" not in line

@@ -46,6 +46,11 @@ def _rules() -> grading_rules.GradingRules | None:
         return None
 
 
+def _rate(run: evidence.Run) -> str:
+    """The learning-rate rule of a stage-3 run; on one worker every rule is stage 1's rate."""
+    return f"lr {run.lr_rule}" if run.workers > 1 else "lr of one worker"
+
+
 def _target(base: evidence.Run | None) -> float | None:
     """The course's accuracy target for the baseline's data set (grading.toml), where it can be
     found."""
@@ -69,7 +74,9 @@ def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
             scaling = comparison.scaling(run, base) if base is not None and run.traced else None
             compared_with = base if scaling is not None else None
             tta = run.time_to_accuracy(target) if target is not None else None
-            setting = f"{run.setting}, lr {run.lr_rule}" if stage == stages.MULTI_NODE.name else "-"
+            setting = (
+                f"{run.setting}, {_rate(run)}" if stage == stages.MULTI_NODE.name else "-"
+            )
             if run.profiled:
                 setting += ", profiled"
             table.append(
@@ -335,7 +342,13 @@ def check_accuracy(folder: Path = Path("."), baseline: str | None = None) -> lis
             if target is not None
             else ""
         )
-        rule = f", lr rule {run.lr_rule}" if run is not base else " (stage 1)"
+        rule = (
+            " (stage 1)"
+            if run is base
+            else f", lr rule {run.lr_rule}"
+            if run.workers > 1
+            else ", lr of one worker"
+        )
         final = (
             "no evaluation"
             if run.final_accuracy is None
