@@ -27,6 +27,9 @@ PACKAGES = ("openssh-server", "openssh-client")
 MARK = "course-pbs-sshd"  # in every sshd's command line (its config's name): leftovers find it
 CLIENT_CONFIG = Path("/etc/ssh/ssh_config")  # replaced in the nodes' mount namespaces only
 SSHD = Path("/usr/sbin/sshd")  # sshd re-executes itself, so it must be started by absolute path
+# sshd's privilege-separation folder, fixed when it was built; Debian's init script makes it, so
+# where the package's service never ran, the cluster makes it, and removes it when it goes.
+PRIVSEP = Path("/run/sshd")
 REACH_TIMEOUT = 60  # seconds for every node's sshd to answer the other node
 
 
@@ -53,6 +56,12 @@ def files(cluster_folder: Path) -> list[Path]:
 
 
 def remove(cluster_folder: Path) -> None:
+    """The keys and settings, and PRIVSEP if `start` made it (once the nodes' sshd are gone)."""
+    if (_folder(cluster_folder) / "made-privsep").exists():
+        try:
+            PRIVSEP.rmdir()
+        except OSError:
+            pass  # something else has put files there since: not the cluster's any more
     shutil.rmtree(_folder(cluster_folder), ignore_errors=True)
 
 
@@ -94,6 +103,10 @@ def start(cluster: Cluster) -> None:
     """sshd on every node; returns once each node has run `hostname` on the others over ssh, as
     Open MPI's launcher will."""
     folder = _folder(cluster.folder)
+    if not PRIVSEP.exists():
+        (folder / "made-privsep").touch()
+        PRIVSEP.mkdir(mode=0o755)
+        PRIVSEP.chmod(0o755)  # whatever the umask: sshd refuses one others may write to
     for node in cluster.nodes:
         pid_file = f"PidFile={folder / f'sshd-{node}.pid'}"  # not /run's, which is this machine's
         cluster.on_node(str(SSHD), "-f", str(folder / f"{MARK}_config"), "-o", pid_file, node=node)
