@@ -228,13 +228,12 @@ def two_node_cluster(tmp_path_factory) -> Iterator[slurm_cluster.Cluster]:
         time.sleep(1)
 
 
-@pytest.fixture(scope="module")
-def pbs(tmp_path_factory) -> Iterator[pbs_cluster.Cluster]:
-    """A real one-node OpenPBS cluster for the test module (built once, see tests/pbs_build.py);
-    skips the test where none can run (no root, namespaces or OpenPBS), fails it where one could
-    but did not start. Nothing of it outlives the module, even a failed test."""
+def _pbs(tmp_path_factory, nodes: int) -> Iterator[pbs_cluster.Cluster]:
+    """A real OpenPBS cluster of `nodes` moms (built once, see tests/pbs_build.py); skips the test
+    where none can run (no root, namespaces or OpenPBS), fails it where one could but did not start.
+    Nothing of it outlives the module, even a failed test."""
     try:
-        running = pbs_cluster.start(tmp_path_factory.mktemp("pbs"))
+        running = pbs_cluster.start(tmp_path_factory.mktemp("pbs"), nodes=nodes)
     except pbs_cluster.Unavailable as e:
         pytest.skip(f"no OpenPBS cluster here: {e}")
     try:
@@ -245,8 +244,21 @@ def pbs(tmp_path_factory) -> Iterator[pbs_cluster.Cluster]:
             yield running
     finally:
         running.stop()
-    left = pbs_cluster.leftovers(running.exec_)
+    left = pbs_cluster.leftovers(running)
     assert left == [], f"the PBS cluster left these behind: {left}"
+
+
+@pytest.fixture(scope="module")
+def pbs(tmp_path_factory) -> Iterator[pbs_cluster.Cluster]:
+    """A real one-node OpenPBS cluster for the test module."""
+    yield from _pbs(tmp_path_factory, 1)
+
+
+@pytest.fixture(scope="module")
+def pbs_two_nodes(tmp_path_factory) -> Iterator[pbs_cluster.Cluster]:
+    """A real OpenPBS cluster of one server and two moms for the test module; where Open MPI cannot
+    reach the second node, its `ssh` says why."""
+    yield from _pbs(tmp_path_factory, 2)
 
 
 # --- the unit tier's guard -----------------------------------------------------------------------

@@ -1,20 +1,23 @@
 """A real OpenPBS cluster for the tests: pbs_server with its PostgreSQL datastore, pbs_sched,
-pbs_comm and pbs_mom, on one node `pnode1` (tests/pbs_build.py finds or builds OpenPBS).
+pbs_comm and pbs_mom on node `pnode1`, and with `start(folder, nodes=2)` a second pbs_mom on
+`pnode2` (tests/pbs_build.py finds or builds OpenPBS; tests/pbs_ssh.py lets Open MPI's launcher
+reach the second node).
 
-pbs_server refuses a loopback address, so the node is a network namespace of its own, joined to
-this machine by a veth pair on a private subnet, with a UTS namespace (its host name), a mount
-namespace (an /etc/hosts naming the node and this machine, and PBS_HOME on a fixed path outside
-any world-writable folder, which PBS's file checks demand) and an IPC namespace (the datastore's
-shared memory goes with it). The tests stay in this machine's namespaces as on a login node: their
-qsub and qstat reach the server at the node's address (PBS_SERVER_HOST_NAME of the client's
-pbs.conf), with PBS's commands first on PATH, ahead of slurm-wlm-torque's qstat. The file system
-is shared, as a cluster's home and work folders are.
+pbs_server refuses a loopback address, so each node is a network namespace of its own, joined to
+this machine and the other node by a bridge on a private subnet, with a UTS namespace (its host
+name), a mount namespace (an /etc/hosts naming the nodes and this machine, and PBS_HOME, the
+node's own, on a fixed path outside any world-writable folder, which PBS's file checks demand) and
+an IPC namespace (the datastore's shared memory goes with it). The tests stay in this machine's
+namespaces as on a login node: their qsub and qstat reach the server at the first node's address
+(PBS_SERVER_HOST_NAME of the client's pbs.conf), with PBS's commands first on PATH, ahead of
+slurm-wlm-torque's qstat. The file system is shared, as a cluster's home and work folders are.
 
-The namespace's name, the veth pair and PBS_HOME's mount point are fixed, so one cluster runs on
-this machine at a time: `start` holds a machine-wide lock for the cluster's life (a second test run
-waits its turn), and only then removes what a killed earlier run may have left. `Cluster.stop()`
-stops the daemons with PBS's own init script, then kills whatever is left in the node's namespace
-(jobs, ranks, the datastore), removes the namespace and the veth pair, and lets the lock go.
+The namespaces' names, the bridge and PBS_HOME's mount point are fixed, so one cluster runs on this
+machine at a time: `start` holds a machine-wide lock for the cluster's life (a second test run waits
+its turn), and only then removes what a killed earlier run may have left. `Cluster.stop()` stops the
+daemons with PBS's own init script, then kills whatever is left in the nodes' namespaces (jobs,
+ranks, sshd, the datastore), removes the namespaces, the bridge and the ssh keys, and lets the lock
+go.
 
 `Unavailable` (the tests skip) is only for a machine where the cluster cannot run at all: not root,
 no namespaces, no OpenPBS or its packages. Past those checks a failure is `ClusterError`: the tests
@@ -31,10 +34,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from tests import pbs_ssh
 from tests.pbs_build import Unavailable, apt_install, build, installed
 
 if TYPE_CHECKING:
@@ -42,11 +46,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Cluster", "ClusterError", "Unavailable", "leftovers", "start"]
 
-NODE = "pnode1"
-NAMESPACE = f"course-pbs-{NODE}"
-OUTSIDE = "crs-pbs0"  # this machine's end of the veth pair
-SUBNET = "10.213.47"
-LOGIN, ADDRESS = f"{SUBNET}.1", f"{SUBNET}.2"
+NODES = ("pnode1", "pnode2")  # the first runs the server, scheduler, comm and datastore too
+NODE = NODES[0]
+BRIDGE = "crs-pbsbr0"  # this machine's end of the nodes' network
+SUBNET = "10.213.47"  # on no other network: the namespaces have no route beyond it
+LOGIN, ADDRESS = f"{SUBNET}.1", f"{SUBNET}.2"  # this machine's and the server's addresses
 QUEUE = "workq"  # the queue OpenPBS creates
 MOUNT_POINT = Path("/var/spool/course-pbs")  # PBS_HOME's parent, inside the node's mount namespace
 LOCK = Path(tempfile.gettempdir()) / "course-pbs-cluster.lock"  # held while a cluster runs
@@ -55,7 +59,13 @@ QMGR = (  # one call each: qmgr applies only the last -c
     "set server acl_roots = root@*",  # the tests submit as root
     "set server flatuid = true",  # root@<this machine> is root on the node
     "set server job_history_enable = true",  # qstat -x: finished jobs, for accounting
+    # Nodes are allocated whole, as on Reedbush-H: select=2 is two nodes, not two chunks of one.
+    "set server resources_default.place = scatter:excl",
 )
+
+
+def namespace(node: str) -> str:
+    return f"course-pbs-{node}"
 
 
 class ClusterError(RuntimeError):
@@ -74,8 +84,10 @@ def _run(*command: str, check: bool = True, **options) -> subprocess.CompletedPr
 class Cluster:
     folder: Path
     exec_: Path  # PBS_EXEC
-    holder: subprocess.Popen | None = None  # the process that holds the node's namespaces
+    nodes: tuple[str, ...] = (NODE,)
+    holders: dict[str, subprocess.Popen] = field(default_factory=dict)  # each holds a node's
     lock: IO[str] | None = None  # LOCK, open and held while the cluster may run
+    ssh: str = ""  # why Open MPI cannot reach the other node over ssh; "" where it can
 
     @property
     def conf(self) -> Path:
@@ -89,18 +101,19 @@ class Cluster:
         path = f"{self.exec_ / 'bin'}{os.pathsep}{bin_dir}{os.pathsep}{base.get('PATH', '')}"
         return {**base, "PBS_CONF_FILE": str(self.conf), "PATH": path}
 
-    def on_node(self, *command: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        """`command` run as root on the node (PBS's manager commands, the init script)."""
-        assert self.holder is not None
+    def on_node(
+        self, *command: str, node: str = NODE, timeout: float = 300
+    ) -> subprocess.CompletedProcess:
+        """`command` run as root on `node` (PBS's manager commands, the init script)."""
         return _run(
             "nsenter",
-            f"--target={self.holder.pid}",
+            f"--target={self.holders[node].pid}",
             "--net",
             "--uts",
             "--mount",
             "--ipc",
             "env",
-            f"PBS_CONF_FILE={self.folder / 'pbs-node.conf'}",
+            f"PBS_CONF_FILE={self.folder / f'pbs-{node}.conf'}",
             *command,
             timeout=timeout,
         )
@@ -123,17 +136,20 @@ class Cluster:
         return submit.Job(run.stdout.strip(), folder, "qsub")
 
     def stop(self) -> None:
-        if self.holder is not None and self.holder.poll() is None:
-            try:
-                self.on_node(str(self.exec_ / "libexec" / "pbs_init.d"), "stop", timeout=120)
-            except (ClusterError, subprocess.TimeoutExpired):
-                pass  # what is left is killed below
+        for node in reversed(self.nodes):  # the moms before the server
+            if node in self.holders and self.holders[node].poll() is None:
+                try:
+                    init = str(self.exec_ / "libexec" / "pbs_init.d")
+                    self.on_node(init, "stop", node=node, timeout=120)
+                except (ClusterError, subprocess.TimeoutExpired):
+                    pass  # what is left is killed below
         if self.lock is None:
             return  # another run's cluster: not this one's to remove
         try:
-            remove_network()
-            if self.holder is not None:
-                self.holder.wait(timeout=30)
+            remove_network()  # sshd too: it runs in the nodes' namespaces
+            pbs_ssh.remove(self.folder)
+            for holder in self.holders.values():
+                holder.wait(timeout=30)
             try:
                 MOUNT_POINT.rmdir()  # empty here: PBS_HOME was mounted on it in the node only
             except OSError:
@@ -143,28 +159,34 @@ class Cluster:
             self.lock = None
 
 
-def left_running() -> list[str]:
+def left_running(node: str) -> list[str]:
     """The processes in the node's namespace (empty once the cluster is gone)."""
-    return _run("ip", "netns", "pids", NAMESPACE, check=False).stdout.split()
+    return _run("ip", "netns", "pids", namespace(node), check=False).stdout.split()
 
 
-def leftovers(exec_: Path) -> list[str]:
-    """What of a cluster is still on this machine: processes, PBS's daemons, the namespace, the veth
-    pair, mounts, PBS_HOME's mount point (empty once it has stopped)."""
-    found = [f"process {pid} in {NAMESPACE}" for pid in left_running()]
-    for pattern in (str(exec_), str(MOUNT_POINT)):  # PBS's daemons; the datastore's postgres
+def leftovers(cluster: Cluster) -> list[str]:
+    """What of a cluster is still on this machine: processes (PBS's daemons, sshd), the namespaces,
+    the bridge and its links, mounts, PBS_HOME's mount point, the ssh keys (none once it has
+    stopped)."""
+    found = [f"process {pid} in {namespace(node)}" for node in NODES for pid in left_running(node)]
+    # PBS's daemons; the datastore's postgres; the nodes' sshd
+    for pattern in (str(cluster.exec_), str(MOUNT_POINT), pbs_ssh.MARK):
         pids = _run("pgrep", "-f", pattern, check=False).stdout.split()
         found += [f"process {pid} running {pattern}" for pid in pids]
-    if NAMESPACE in _run("ip", "netns", "list", check=False).stdout:
-        found.append(f"network namespace {NAMESPACE}")
-    if _run("ip", "link", "show", OUTSIDE, check=False).returncode == 0:
-        found.append(f"link {OUTSIDE}")
+    namespaces = _run("ip", "netns", "list", check=False).stdout.split()
+    found += [
+        f"network namespace {namespace(node)}" for node in NODES if namespace(node) in namespaces
+    ]
+    for link in (BRIDGE, *(_outside(node) for node in NODES)):
+        if _run("ip", "link", "show", link, check=False).returncode == 0:
+            found.append(f"link {link}")
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         where = line.split()[4]
-        if NAMESPACE in where or where.startswith(str(MOUNT_POINT)):
+        if "course-pbs-" in where or where.startswith(str(MOUNT_POINT)):
             found.append(f"mount on {where}")
     if MOUNT_POINT.exists():
         found.append(f"folder {MOUNT_POINT}")
+    found += [f"ssh file {path}" for path in pbs_ssh.files(cluster.folder)]
     return found
 
 
@@ -202,62 +224,84 @@ def _can_make_namespaces() -> None:
 
 
 def remove_network() -> None:
-    """Kill everything in the node's namespace, remove it and the veth pair (no error for what is
+    """Kill everything in the nodes' namespaces, remove them and the bridge (no error for what is
     already gone)."""
     deadline = time.monotonic() + 60
-    while pids := left_running():  # a dying daemon may still start a process: until none is left
-        for pid in pids:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except (OSError, ValueError):
-                continue
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"processes {pids} in {NAMESPACE} outlived SIGKILL for 60 s")
-        time.sleep(0.2)
-    _run("ip", "netns", "del", NAMESPACE, check=False)
-    _run("ip", "link", "del", OUTSIDE, check=False)
+    for node in NODES:
+        while pids := left_running(node):  # a dying daemon may start a process: until none is left
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (OSError, ValueError):
+                    continue
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"processes {pids} in {namespace(node)} outlived SIGKILL for 60 s"
+                )
+            time.sleep(0.2)
+        _run("ip", "netns", "del", namespace(node), check=False)
+        _run("ip", "link", "del", _outside(node), check=False)
+    _run("ip", "link", "del", BRIDGE, check=False)
 
 
-def _create_network(folder: Path) -> Path:
-    """The namespace, its veth pair and addresses; returns the node's hosts file."""
-    _run("ip", "netns", "add", NAMESPACE)
-    _run("ip", "link", "add", OUTSIDE, "type", "veth", "peer", "name", "eth0", "netns", NAMESPACE)
-    _run("ip", "addr", "add", f"{LOGIN}/24", "dev", OUTSIDE)
-    _run("ip", "link", "set", OUTSIDE, "up")
-    for command in (
-        ["ip", "addr", "add", f"{ADDRESS}/24", "dev", "eth0"],
-        ["ip", "link", "set", "eth0", "up"],
-        ["ip", "link", "set", "lo", "up"],
-    ):
-        _run("ip", "netns", "exec", NAMESPACE, *command)
+def _outside(node: str) -> str:
+    """This machine's end of the node's veth pair, on the bridge."""
+    return f"crs-{node}"
+
+
+def address(node: str) -> str:
+    return f"{SUBNET}.{NODES.index(node) + 2}"
+
+
+def _create_network(folder: Path, nodes: tuple[str, ...]) -> Path:
+    """The bridge, the nodes' namespaces with their veth pairs and addresses; returns the nodes'
+    hosts file."""
+    _run("ip", "link", "add", BRIDGE, "type", "bridge")
+    _run("ip", "addr", "add", f"{LOGIN}/24", "dev", BRIDGE)
+    _run("ip", "link", "set", BRIDGE, "up")
+    for node in nodes:
+        space, outside = namespace(node), _outside(node)
+        _run("ip", "netns", "add", space)
+        _run("ip", "link", "add", outside, "type", "veth", "peer", "name", "eth0", "netns", space)
+        _run("ip", "link", "set", outside, "master", BRIDGE, "up")
+        for command in (
+            ["ip", "addr", "add", f"{address(node)}/24", "dev", "eth0"],
+            ["ip", "link", "set", "eth0", "up"],
+            ["ip", "link", "set", "lo", "up"],
+        ):
+            _run("ip", "netns", "exec", space, *command)
     hosts = folder / "hosts"
     # This machine (the login node) by its own name: the server names a job's owner by it.
-    hosts.write_text(f"127.0.0.1 localhost\n{ADDRESS} {NODE}\n{LOGIN} {os.uname().nodename}\n")
+    names = "".join(f"{address(node)} {node}\n" for node in nodes)
+    hosts.write_text(f"127.0.0.1 localhost\n{names}{LOGIN} {os.uname().nodename}\n")
     return hosts
 
 
 def _write_confs(cluster: Cluster) -> None:
     home = MOUNT_POINT / "home"  # made by pbs_habitat at the first start
     common = f"PBS_SERVER={NODE}\nPBS_EXEC={cluster.exec_}\nPBS_HOME={home}\n"
-    (cluster.folder / "pbs-node.conf").write_text(
-        common
-        + "PBS_START_SERVER=1\nPBS_START_SCHED=1\nPBS_START_COMM=1\nPBS_START_MOM=1\n"
-        + "PBS_CORE_LIMIT=unlimited\nPBS_SCP=/usr/bin/scp\n"
-    )
+    for node in cluster.nodes:
+        server = int(node == NODE)  # the other node runs a mom alone
+        (cluster.folder / f"pbs-{node}.conf").write_text(
+            common
+            + f"PBS_START_SERVER={server}\nPBS_START_SCHED={server}\nPBS_START_COMM={server}\n"
+            + "PBS_START_MOM=1\nPBS_CORE_LIMIT=unlimited\nPBS_SCP=/usr/bin/scp\n"
+        )
     cluster.conf.write_text(common + f"PBS_SERVER_HOST_NAME={ADDRESS}\n")
 
 
-def _mom_config(cluster: Cluster) -> None:
+def _mom_config(cluster: Cluster, node: str) -> None:
     """The mom copies a job's log into the submit folder itself (`$usecp`): the folder is shared.
     It checks its jobs' limits every 1 to 5 s, not every 10 to 120 s, so that a test's walltime
     kill comes on time."""
-    config = cluster.folder / "root" / "home" / "mom_priv" / "config"
+    config = cluster.folder / node / "home" / "mom_priv" / "config"
     config.write_text(f"$clienthost {NODE}\n$usecp *:/ /\n$min_check_poll 1\n$max_check_poll 5\n")
 
 
-def start(folder: Path) -> Cluster:
-    """The cluster, its node free; Unavailable (with nothing left running) where it cannot
-    start."""
+def start(folder: Path, nodes: int = 1) -> Cluster:
+    """The cluster with `nodes` (1 or 2) moms, free; Unavailable (with nothing left running) where
+    it cannot start. With two, `Cluster.ssh` says why Open MPI cannot reach the second node, if it
+    cannot."""
     if os.geteuid() != 0:
         raise Unavailable("the test cluster runs PBS's daemons as root")
     for tool in ("ip", "nsenter", "unshare", "mount", "pgrep"):
@@ -266,7 +310,7 @@ def start(folder: Path) -> Cluster:
     _can_make_namespaces()
     exec_ = installed() or build()
     apt_install(["postgresql"])
-    cluster = Cluster(folder, exec_)
+    cluster = Cluster(folder, exec_, NODES[:nodes])
     cluster.lock = _take_lock()
     try:
         return _start(cluster)
@@ -280,95 +324,71 @@ def _start(cluster: Cluster) -> Cluster:
     folder.mkdir(parents=True, exist_ok=True)
     remove_network()  # what a killed earlier run left (a live one would hold the lock)
     try:
-        hosts = _create_network(folder)
+        hosts = _create_network(folder, cluster.nodes)
     except ClusterError as e:
-        raise ClusterError(f"cannot make the node's network namespace: {e}") from None
-    root = folder / "root"
-    root.mkdir(mode=0o755)
-    root.chmod(0o755)  # whatever the umask: PBS refuses a PBS_HOME others may write to
+        raise ClusterError(f"cannot make the nodes' network namespaces: {e}") from None
     MOUNT_POINT.mkdir(mode=0o755, parents=True, exist_ok=True)
     _write_confs(cluster)
-    cluster.holder = subprocess.Popen(
+    client = None
+    if len(cluster.nodes) > 1:
+        cluster.ssh = pbs_ssh.missing()
+        client = None if cluster.ssh else pbs_ssh.prepare(folder, {n: address(n) for n in NODES})
+    for node in cluster.nodes:
+        cluster.holders[node] = _hold_namespaces(folder, node, hosts, client)
+    init = str(cluster.exec_ / "libexec" / "pbs_init.d")
+    for node in cluster.nodes:
+        try:  # PBS_HOME (the datastore) first, so that the mom's config is there when it starts
+            cluster.on_node(str(cluster.exec_ / "libexec" / "pbs_habitat"), node=node)
+            _mom_config(cluster, node)
+            cluster.on_node(init, "start", node=node)
+        except ClusterError as e:
+            logs = folder / node / "home"
+            raise ClusterError(f"PBS did not start on {node}: {e}; see {logs}/*_logs") from None
+    for setting in QMGR:
+        cluster.qmgr(setting)
+    pbsnodes = str(cluster.exec_ / "bin" / "pbsnodes")
+    known = cluster.on_node(pbsnodes, "-a").stdout
+    for node in cluster.nodes:
+        if node not in known:
+            cluster.qmgr(f"create node {node}")
+    if client is not None:
+        pbs_ssh.start(cluster)
+    deadline = time.monotonic() + 120
+    for node in cluster.nodes:
+        while "state = free" not in (state := cluster.on_node(pbsnodes, node).stdout):
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"node {node} did not become free (pbsnodes says {state!r}); see {folder}"
+                )
+            time.sleep(1)
+    return cluster
+
+
+def _hold_namespaces(folder: Path, node: str, hosts: Path, client: Path | None) -> subprocess.Popen:
+    """A process in the node's namespaces, with its host name, /etc/hosts, PBS_HOME and (`client`)
+    ssh's client settings in place, that lives until the namespace is removed."""
+    root = folder / node
+    root.mkdir(mode=0o755)
+    root.chmod(0o755)  # whatever the umask: PBS refuses a PBS_HOME others may write to
+    ssh = f"mount --bind {client} {pbs_ssh.CLIENT_CONFIG} && " if client else ""
+    holder = subprocess.Popen(
         [
             "nsenter",
-            f"--net=/run/netns/{NAMESPACE}",
+            f"--net=/run/netns/{namespace(node)}",
             "unshare",
             "--uts",
             "--mount",
             "--ipc",
             "sh",
             "-c",
-            f"hostname {NODE} && mount --bind {hosts} /etc/hosts && "
+            f"hostname {node} && mount --bind {hosts} /etc/hosts && {ssh}"
             f"mount --bind {root} {MOUNT_POINT} && echo ready && exec sleep infinity",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-    assert cluster.holder.stdout is not None
-    if cluster.holder.stdout.readline().strip() != "ready":
-        raise ClusterError(f"cannot make the node's namespaces: {cluster.holder.stderr.read()}")
-    init = str(cluster.exec_ / "libexec" / "pbs_init.d")
-    try:  # PBS_HOME and its datastore first, so that the mom's config is in place when it starts
-        cluster.on_node(str(cluster.exec_ / "libexec" / "pbs_habitat"))
-        _mom_config(cluster)
-        cluster.on_node(init, "start")
-    except ClusterError as e:
-        raise ClusterError(f"PBS did not start: {e}; its logs are in {root}/home/*_logs") from None
-    for setting in QMGR:
-        cluster.qmgr(setting)
-    nodes = cluster.on_node(str(cluster.exec_ / "bin" / "pbsnodes"), "-a").stdout
-    if NODE not in nodes:
-        cluster.qmgr(f"create node {NODE}")
-    deadline = time.monotonic() + 120
-    state = ""
-    while time.monotonic() < deadline:
-        pbsnodes = str(cluster.exec_ / "bin" / "pbsnodes")
-        state = _run(pbsnodes, NODE, env=cluster.env(dict(os.environ)), check=False).stdout
-        if "state = free" in state:
-            return cluster
-        time.sleep(1)
-    raise ClusterError(f"node {NODE} did not become free (pbsnodes says {state!r}); see {root}")
-
-
-def reedbush_profile(path: Path, env: dict[str, str]) -> Path:
-    """sites/reedbush-h.toml for this cluster, written to `path`: its queue, group and MPI lines
-    changed to this cluster's (one node, no InfiniBand), and, as this machine has no modules,
-    conda, /lustre or GPU, its environment lines to the kit's Python environment and the quick
-    settings of `env`."""
-    text = (Path(__file__).resolve().parent.parent / "sites" / "reedbush-h.toml").read_text()
-    venv = Path(sys.executable).parent.parent
-    changes = {
-        'queue = "h-regular"': f'queue = "{QUEUE}"',
-        'other_queues = ["h-tutorial", "h-short"]': "other_queues = []",
-        'group = "gt00"': 'group = "root"',
-        '"module load cuda/12.4 openmpi/4.1.6",\n': "",
-        '"source /lustre/gt00/share/course/miniconda3/etc/profile.d/conda.sh",\n': "",
-        '"conda activate chainer-course",': f'"source {venv}/bin/activate",',
-        'dataset = "cifar10_256px_5p"': f'dataset = "{env["COURSE_DATASET"]}"',
-        'dataset_root = "/lustre/gt00/share/course/dataset"': (
-            f'dataset_root = "{env["CHAINER_DATASET_ROOT"]}"'
-        ),
-        'train_args = "--model vgg --width 64 --batchsize 32 --epoch 4"': (
-            f'train_args = "{env["COURSE_TRAIN_ARGS"]}"'
-        ),
-        "threads_per_rank = 4": "threads_per_rank = 1",
-        "--mca btl_openib_want_cuda_gdr 1 ": "",
-        "[jobs.run_multi_node_training]\nnodes = 2": "[jobs.run_multi_node_training]\nnodes = 1",
-    }
-    for old, new in changes.items():
-        assert old in text, f"sites/reedbush-h.toml no longer has {old!r}: update this test"
-        text = text.replace(old, new, 1)
-    path.write_text(text)
-    return path
-
-
-def assignment(student_run: Path, folder: Path, env: dict[str, str]) -> Path:
-    """A copy of the solved assignment without its job outputs, its job scripts set up with
-    reedbush_profile."""
-    from course.cluster import sites
-
-    shutil.copytree(student_run, folder, ignore=shutil.ignore_patterns("runs", "*.o*"))
-    profile = reedbush_profile(folder.parent / "reedbush-h-here.toml", env)
-    sites.apply(sites.load_profile(str(profile)), folder / "jobs")
-    return folder
+    assert holder.stdout is not None and holder.stderr is not None
+    if holder.stdout.readline().strip() != "ready":
+        raise ClusterError(f"cannot make {node}'s namespaces: {holder.stderr.read()}")
+    return holder

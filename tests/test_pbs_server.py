@@ -1,6 +1,7 @@
-"""The course's job scripts on a real OpenPBS server (tests/pbs_cluster.py), set up with the kit's
-`reedbush-h` profile and submitted with `qsub -j oe` as students do; the evidence checked against
-PBS's own accounting (`qstat -x -f`). tests/test_pbs.py tests the directives without a server."""
+"""The course's job scripts on a real OpenPBS server with two moms (tests/pbs_cluster.py), set up
+with the kit's `reedbush-h` profile and submitted with `qsub -j oe` as students do: one-node jobs on
+whichever node PBS picks, and stage 3 across both nodes; the evidence checked against PBS's own
+accounting (`qstat -x -f`). tests/test_pbs.py tests the directives without a server."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
+import course
 from course import evidence, paths
 from course.cluster import accounting, submit
 from course.cluster.accounting import Accounting
 from course.contracts import jobend, joblog, results
-from tests import pbs_cluster
+from tests import pbs_cluster, pbs_profile, pbs_ssh
 from tests.helpers import PYTHON
 
 # The first test's set-up may build OpenPBS (about 5 min on two idle cores, 10 under load).
@@ -23,11 +25,17 @@ pytestmark = [pytest.mark.pbs, pytest.mark.slow, pytest.mark.timeout(2400)]
 
 
 @pytest.fixture(scope="module")
+def pbs(pbs_two_nodes):
+    """One cluster for the module: the second mom costs seconds, a second server a minute."""
+    return pbs_two_nodes
+
+
+@pytest.fixture(scope="module")
 def assignment(student_run, quick_env, tmp_path_factory):
     """The solved assignment, its job scripts set up with reedbush-h as this cluster needs it, its
     job outputs removed."""
     folder = tmp_path_factory.mktemp("pbs-student") / paths.ASSIGNMENT
-    return pbs_cluster.assignment(student_run, folder, quick_env)
+    return pbs_profile.assignment(student_run, folder, quick_env)
 
 
 def fresh_copy(assignment: Path, folder: Path) -> Path:
@@ -41,6 +49,11 @@ def qstat_fields(job: submit.Job) -> dict[str, str]:
         ["qstat", "-x", "-f", job.id], capture_output=True, text=True, check=True
     ).stdout
     return accounting.qstat_fields(said)
+
+
+def exec_hosts(fields: dict[str, str]) -> list[str]:
+    """The nodes PBS ran a job on, from `exec_host` (`pnode1/0+pnode2/0`)."""
+    return [chunk.split("/")[0] for chunk in fields["exec_host"].split("+")]
 
 
 def test_stage1_submitted_with_qsub_is_traced_and_matches_pbs_accounting(
@@ -62,7 +75,8 @@ def test_stage1_submitted_with_qsub_is_traced_and_matches_pbs_accounting(
         "scheduler": "pbs",
         "name": "run_single_gpu_training.sh",
     }
-    assert run_.record["hosts"] == [pbs_cluster.NODE]
+    assert run_.record["hosts"] == exec_hosts(fields)
+    assert exec_hosts(fields)[0] in pbs_cluster.NODES
     [checked] = [note for note in run_.notes if note.startswith(f"job {job.id} checked against")]
     account = accounting.lookup("pbs", job.id).account
     assert account is not None and account.source == "qstat -x -f"
@@ -72,11 +86,16 @@ def test_stage1_submitted_with_qsub_is_traced_and_matches_pbs_accounting(
 
 def test_the_fixtures_leftover_check_sees_the_running_cluster(pbs):
     """The check the `pbs` fixture makes after stopping the cluster finds it while it runs."""
-    found = pbs_cluster.leftovers(pbs.exec_)
-    for what in (f"network namespace {pbs_cluster.NAMESPACE}", f"link {pbs_cluster.OUTSIDE}"):
-        assert what in found, found
-    assert f"mount on /run/netns/{pbs_cluster.NAMESPACE}" in found, found
+    found = pbs_cluster.leftovers(pbs)
+    assert f"link {pbs_cluster.BRIDGE}" in found, found
+    for node in pbs_cluster.NODES:
+        space = pbs_cluster.namespace(node)
+        assert f"network namespace {space}" in found and f"link crs-{node}" in found, found
+        assert f"mount on /run/netns/{space}" in found, found
     assert any(str(pbs.exec_) in line for line in found), found  # PBS's daemons
+    if not pbs.ssh:
+        assert any(pbs_ssh.MARK in line for line in found), found  # the nodes' sshd
+        assert any(line.startswith("ssh file ") and "/id" in line for line in found), found
 
 
 def test_someone_elses_pbs_job_is_a_problem(pbs, assignment):
@@ -91,12 +110,43 @@ def test_stage3_submitted_with_qsub_runs_its_mpi_ranks_on_the_node(pbs, assignme
     job = pbs.start_qsub(assignment, quick_env, "jobs/run_multi_node_training.sh")
     code = job.wait(timeout=900, echo=None, poll=1)
     assert code == 0, job.log_text()[-3000:]
-    assert qstat_fields(job)["Resource_List.select"] == "1:mpiprocs=2"
+    fields = qstat_fields(job)
+    assert fields["Resource_List.select"] == "1:mpiprocs=2"
     [run_] = evidence.runs("multi_node", assignment, Accounting(student="s", user="root"))
     assert run_.traced, run_.problems
     assert (run_.workers, run_.record["job"]["scheduler"]) == (2, "pbs")
-    assert run_.record["hosts"] == [pbs_cluster.NODE] * 2
+    assert run_.record["hosts"] == exec_hosts(fields) * 2
     assert any(note.startswith(f"job {job.id} checked against qstat") for note in run_.notes)
+
+
+def test_stage3_submitted_on_two_nodes_runs_a_rank_on_each_mom(pbs, assignment, tmp_path):
+    """`course.submit(..., nodes=2, per_node=1)` as a student calls it: `qsub -j oe -l
+    select=2:mpiprocs=1`; the job's first node starts the rank on the second over ssh."""
+    if pbs.ssh:
+        pytest.skip(pbs.ssh)
+    folder = fresh_copy(assignment, tmp_path / "two-nodes")
+    job = course.submit(
+        "jobs/run_multi_node_training.sh", nodes=2, per_node=1, workdir=folder, echo=None
+    )
+    assert job is not None and job.scheduler == "qsub"
+    code = job.wait(timeout=900, echo=None, poll=1)
+    log = job.log_text()
+    assert code == 0, log[-3000:]
+    [launch] = joblog.launches(log)
+    assert (launch["slots"], launch["nodes"]) == (2, 2), log[-3000:]
+    places = sorted((place.rank, place.host, place.inter_rank) for place in joblog.rank_places(log))
+    by_rank = [host for _, host, _ in places]
+    assert sorted(by_rank) == list(pbs_cluster.NODES), log[-3000:]  # a rank on each mom
+    assert [(rank, inter) for rank, _, inter in places] == [(0, 0), (1, 1)], places
+    fields = qstat_fields(job)
+    assert (fields["Exit_status"], fields["Resource_List.select"]) == ("0", "2:mpiprocs=1")
+    assert sorted(exec_hosts(fields)) == list(pbs_cluster.NODES), fields["exec_host"]
+    [run_] = evidence.runs("multi_node", folder, Accounting(student="s", user="root"))
+    assert run_.traced, run_.problems
+    assert run_.record["hosts"] == exec_hosts(fields) == by_rank
+    assert any(note.startswith(f"job {job.id} checked against qstat") for note in run_.notes)
+    account = accounting.lookup("pbs", job.id).account
+    assert account is not None and (account.user, account.nodes) == ("root", 2)
 
 
 def test_a_job_killed_at_its_walltime_is_said_so_and_continued_by_the_next_qsub(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from course.instructor.site_checks import NO_GPU
-from tests import pbs_cluster
+from tests import pbs_cluster, pbs_profile
 from tests import site_verify_helpers as sv
 
 # The first set-up may build OpenPBS (about 5 min on two idle cores, 10 under load).
@@ -20,7 +20,7 @@ CPU_NODE = {
 
 
 def test_every_check_passes_through_qsub_on_pbs(pbs, tmp_path, quick_env):
-    profile = pbs_cluster.reedbush_profile(tmp_path / "reedbush-h-here.toml", quick_env)
+    profile = pbs_profile.reedbush_profile(tmp_path / "reedbush-h-here.toml", quick_env)
     text = profile.read_text()
     for old, new in CPU_NODE.items():
         assert old in text, old
