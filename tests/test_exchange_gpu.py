@@ -28,7 +28,7 @@ dtype, double_buffering = sys.argv[1], sys.argv[2] == "1"
 comm = chainermn.create_communicator(
     "pure_nccl", allreduce_grad_dtype=None if dtype == "float32" else dtype
 )
-chainer.cuda.get_device_from_id(comm.intra_rank).use()
+chainer.backends.cuda.get_device_from_id(comm.intra_rank).use()
 model = L.Classifier(models.build("vgg", width=8))
 model.to_gpu()
 optimizer = chainermn.create_multi_node_optimizer(

@@ -56,7 +56,10 @@ def ring_fit(ranks: int, folder: Path = Path(".")) -> tuple[float, float, str] |
 
 
 def server_lines(
-    table: list[Series], parameter_server_time: Callable[..., Any], folder: Path = Path(".")
+    table: list[Series],
+    parameter_server_time: Callable[..., Any],
+    folder: Path = Path("."),
+    whose: str = "your model",
 ) -> list[str]:
     """Per rank count and size: the measured server/ring ratio and the models' ratio."""
     by = {(s.ranks, s.algorithm): s for s in table}
@@ -80,7 +83,7 @@ def server_lines(
             model_server = float(parameter_server_time(ranks, n, alpha, beta))
             said.append(
                 f"  {_bytes(n):>8}: server {t_server * 1e3:8.3f} ms, ring "
-                f"{t_ring * 1e3:8.3f} ms, measured ratio {t_server / t_ring:5.2f}; your model: "
+                f"{t_ring * 1e3:8.3f} ms, measured ratio {t_server / t_ring:5.2f}; {whose}: "
                 f"server {model_server * 1e3:8.3f} ms, ratio {model_server / model_ring:5.2f}"
             )
     return said
@@ -168,26 +171,27 @@ _NO_PROFILE = (
 )
 
 
-def _profile_and_fit(folder: Path) -> tuple[dict, float, float, str] | None:
+def _profile_and_fit(folder: Path) -> tuple[dict, float, float, str] | str:
+    """The profiled run with layers and (α, β, where from) for its ranks, or what is missing."""
     profiled = profiled_layers(folder)
     if profiled is None:
-        print(_NO_PROFILE)
-        return None
+        return _NO_PROFILE
     fit = ring_fit(profiled["ranks"], folder)
     if fit is None:
-        print(
+        return (
             f"No ring benchmark on {profiled['ranks']} ranks to fit alpha and beta on: run "
             "notebook 03's benchmark cell, then this cell again."
         )
-        return None
     return profiled, *fit
 
 
-def show_overlap(overlapped_backward: Callable[..., Any], folder: Path = Path(".")) -> dict | None:
-    """The profiled run's backward and exchange, without overlap and with your layer-wise model."""
+def overlap_lines(
+    overlapped_backward: Callable[..., Any], folder: Path = Path("."), whose: str = "your model"
+) -> list[str]:
+    """The profiled run's backward and exchange, without overlap and with the layer-wise model."""
     found = _profile_and_fit(folder)
-    if found is None:
-        return None
+    if isinstance(found, str):
+        return [found]
     profiled, alpha, beta, source = found
     ranks, layers = profiled["ranks"], profiled["layers"]
     backward = [layer["backward_ms"] / 1e3 for layer in layers]
@@ -200,34 +204,26 @@ def show_overlap(overlapped_backward: Callable[..., Any], folder: Path = Path(".
     serial = sum(backward) + sum(exchange)
     overlapped = float(overlapped_backward(backward, exchange))
     hidden = serial - overlapped
-    print(
+    return [
         f"{profiled['run']} ({ranks} ranks), rank 0: {len(layers)} layers with parameters, "
         f"backward {sum(backward) * 1e3:.2f} ms; one ring allreduce per layer with alpha "
         f"{alpha * 1e6:.2f} us, beta {beta * 1e9:.3f} ns/byte (from {source}): "
-        f"{sum(exchange) * 1e3:.3f} ms of exchange"
-    )
-    print(
-        f"without overlap {serial * 1e3:.3f} ms; layer by layer (your model) "
+        f"{sum(exchange) * 1e3:.3f} ms of exchange",
+        f"without overlap {serial * 1e3:.3f} ms; layer by layer ({whose}) "
         f"{overlapped * 1e3:.3f} ms: {hidden * 1e3:.3f} ms hidden, "
         f"{hidden / sum(exchange):.0%} of the exchange"
         if sum(exchange) > 0
-        else "no exchange to hide"
-    )
-    return {
-        "run": profiled["run"],
-        "serial": serial,
-        "overlapped": overlapped,
-        "exchange": sum(exchange),
-    }
+        else "no exchange to hide",
+    ]
 
 
-def show_half_precision(
-    half_precision_saving: Callable[..., Any], folder: Path = Path(".")
-) -> dict | None:
-    """The saving your model predicts for the profiled run's gradient in one float16 buffer."""
+def half_precision_lines(
+    half_precision_saving: Callable[..., Any], folder: Path = Path("."), whose: str = "your model"
+) -> list[str]:
+    """The saving the model predicts for the profiled run's gradient in one float16 buffer."""
     found = _profile_and_fit(folder)
-    if found is None:
-        return None
+    if isinstance(found, str):
+        return [found]
     profiled, alpha, beta, source = found
     ranks = profiled["ranks"]
     parameters = sum(layer["parameters"] for layer in profiled["layers"])
@@ -236,10 +232,41 @@ def show_half_precision(
         "ring", ranks, costmodel.BYTES_PER_PARAMETER * parameters, alpha, beta
     )
     step = sum(value or 0 for value in profiled["median_ms"].values()) / 1e3
-    print(
+    return [
         f"{profiled['run']}: {parameters:,} parameters on {ranks} ranks, one ring allreduce of "
         f"one buffer (alpha, beta from {source}): float32 {whole * 1e3:.3f} ms; float16 saves "
-        f"{saved * 1e3:.3f} ms by your model, {saved / step:.2%} of the measured "
+        f"{saved * 1e3:.3f} ms by {whose}, {saved / step:.2%} of the measured "
         f"{step * 1e3:.1f} ms step"
-    )
-    return {"run": profiled["run"], "saved": saved, "float32": whole, "step": step}
+    ]
+
+
+def show_overlap(overlapped_backward: Callable[..., Any], folder: Path = Path(".")) -> list[str]:
+    """Print (and return) overlap_lines for the student's function."""
+    said = overlap_lines(overlapped_backward, folder)
+    print("\n".join(said))
+    return said
+
+
+def show_half_precision(
+    half_precision_saving: Callable[..., Any], folder: Path = Path(".")
+) -> list[str]:
+    """Print (and return) half_precision_lines for the student's function."""
+    said = half_precision_lines(half_precision_saving, folder)
+    print("\n".join(said))
+    return said
+
+
+def summary(folder: Path = Path(".")) -> list[str]:
+    """For a terminal (the demo): notebook 04's measurement and figures, by the kit's models."""
+    from course import exchangemodel
+
+    whose = "the kit's model"
+    table = server_table(folder)
+    lines = server_lines(table, exchangemodel.parameter_server_seconds, folder, whose) or [
+        "no parameter-server measurement (notebook 04's benchmark cell)"
+    ]
+    return [
+        *lines,
+        *overlap_lines(exchangemodel.overlapped_seconds, folder, whose),
+        *half_precision_lines(exchangemodel.half_precision_saving, folder, whose),
+    ]
