@@ -8,10 +8,10 @@ Every job the notebooks submit is counted: stage 1's and stage 2's job once each
 the site profile declares 2 or more GPUs per node: its notebook submits nothing without them),
 stage 3's comparison and its two step profiles (course.cluster.plan), and the allreduce benchmark
 on 2 and 4 ranks of one node, twice (the benchmark cells of 03_multi_node.ipynb and of
-04_the_exchange.ipynb; on GPU nodes only as many ranks as GPUs, as `course submit` allows). A job's time is the longest run of the same kind in
-DIR/runs/*/results.json (its training's wall time scaled to the site's epochs; the job's start-up
-is not in it; `course site verify` writes such a DIR), else its walltime from the job script (an
-upper bound: what the scheduler reserves). Every job is budgeted --resubmit times, for the tries
+04_the_exchange.ipynb; on GPU nodes only as many ranks as GPUs, as `course submit` allows). A
+job's time is the longest run of the same kind in DIR/runs/*/results.json (its training's wall
+time scaled to the site's epochs; the job's start-up is not in it; `course site verify` writes
+such a DIR), else its walltime from the job script (an upper bound: what the scheduler reserves). Every job is budgeted --resubmit times, for the tries
 that fail or are cut short.
 
 Node-hours count whole nodes (what a site that allocates whole nodes charges); GPU-hours the GPUs
@@ -193,7 +193,8 @@ def budget(
                 raise CourseError(
                     f"jobs/{usage.BENCHMARK_SCRIPT} asks for no walltime, and its time is not "
                     "measured",
-                    "set it in the site profile ([jobs.run_allreduce_benchmark] walltime), apply it",
+                    "set it in the site profile ([jobs.run_allreduce_benchmark] walltime), "
+                    "apply it",
                 )
             what = f"{kind}: {nodes} node(s) x {per_node} ranks"
             used = nodes * usage.gpus_used(usage.BENCHMARK_SCRIPT, per_node, gpus)
