@@ -11,8 +11,8 @@ on 2 and 4 ranks of one node, twice (the benchmark cells of 03_multi_node.ipynb 
 04_the_exchange.ipynb; on GPU nodes only as many ranks as GPUs, as `course submit` allows). A
 job's time is the longest run of the same kind in DIR/runs/*/results.json (its training's wall
 time scaled to the site's epochs; the job's start-up is not in it; `course site verify` writes
-such a DIR), else its walltime from the job script (an upper bound: what the scheduler reserves). Every job is budgeted --resubmit times, for the tries
-that fail or are cut short.
+such a DIR), else its walltime from the job script (an upper bound: what the scheduler reserves).
+Every job is budgeted --resubmit times, for the tries that fail or are cut short.
 
 Node-hours count whole nodes (what a site that allocates whole nodes charges); GPU-hours the GPUs
 the job uses: one per rank, every GPU of the node in stage 2, none for the benchmark
