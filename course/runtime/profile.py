@@ -42,7 +42,7 @@ class Layer(TypedDict):
 
     name: str  # the link's path in the model, e.g. "/predictor/conv1"
     parameters: int  # its gradient's size, in parameters (4 bytes each in float32)
-    backward_ms: float  # median ms from the previous layer's gradient (or the pass's start) to its
+    backward_ms: float  # median ms from the previous layer's gradient (or the pass's start)
 
 
 class _Cuts(chainer.FunctionHook):
@@ -90,7 +90,7 @@ class StepProfile:
             layer = name.rsplit("/", 1)[0]
             self._layer_of[id(param)] = layer
             self._params.setdefault(layer, []).append(param)
-        self._ready: dict[str, float] = {}  # the step under way: when each layer's gradient was
+        self._ready: dict[str, float] = {}  # the step under way: when each layer's gradient came
         self.layer_steps: list[dict[str, float]] = []  # per steady step: seconds per layer
         self.hook = _Cuts(self)
         self._wrap(trainer.updater, "update", start="data", end="end")
