@@ -146,7 +146,7 @@ def show_server(parameter_server_time: Callable[..., Any], folder: Path = Path("
 
 def profiled_layers(folder: Path = Path(".")) -> dict | None:
     """The profiled stage-3 run on the most ranks whose profile has layers: rank 0's layers (in
-    backward order), its phases (ms) and the run's setting. None without one."""
+    backward order) and its phases (ms). None without one."""
     runs = [
         run
         for run in profile_report.profiled_runs(folder)
@@ -161,7 +161,6 @@ def profiled_layers(folder: Path = Path(".")) -> dict | None:
         "ranks": run.workers,
         "layers": rank["layers"],
         "median_ms": rank["median_ms"],
-        "communicator": run.record.get("communicator"),
     }
 
 
