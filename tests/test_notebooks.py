@@ -40,6 +40,16 @@ def test_solved_notebooks_run_top_to_bottom_on_cpu(student_run):
     assert errors(student_run / "01_single_gpu.ipynb") == {}
     assert errors(student_run / "03_multi_node.ipynb") == {}
     assert errors(student_run / "04_the_exchange.ipynb") == {}
+    # notebook 04 sets its measurement and the profiled run's layers beside the student's models
+    for cell, said in (
+        ("server_report", "measured ratio"),
+        ("overlap_report", "of the exchange"),
+        ("half_report", "float16 saves"),
+    ):
+        text = "".join(
+            o.get("text", "") for o in outputs(student_run / "04_the_exchange.ipynb", cell)
+        )
+        assert said in text, (cell, text)
     # Stage 2's job needs two GPUs: its submit cell says so and Run All goes on to the report.
     assert errors(student_run / "02_multi_gpu.ipynb") == {}
     said = "".join(o.get("text", "") for o in outputs(student_run / "02_multi_gpu.ipynb", "submit"))
