@@ -21,8 +21,10 @@ MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 @functools.cache
 def solution_cells(stage_name: str) -> tuple[str, ...]:
-    """The stage's solution code cells in notebook order, without their marker lines."""
-    notebook = nbformat.read(SOLUTIONS / stages.get(stage_name).notebook, as_version=4)
+    """The stage's solution code cells in notebook order, without their marker lines. A lesson
+    notebook's (stages.LESSON_NOTEBOOKS) are named by its file name."""
+    name = stage_name if stage_name in stages.LESSON_NOTEBOOKS else stages.get(stage_name).notebook
+    notebook = nbformat.read(SOLUTIONS / name, as_version=4)
     return tuple(
         "\n".join(line for line in cell.source.splitlines() if line.strip() not in MARKERS).strip()
         + "\n"

@@ -60,7 +60,7 @@ def solution_pieces() -> dict[str, str]:
     """{normalised piece: the stage it comes from} of every stage's solution cells."""
     return {
         piece: stage
-        for stage in stages.STAGES
+        for stage in (*stages.STAGES, *stages.LESSON_NOTEBOOKS)
         for piece in _pieces(solution_source(stage))
         if len(piece) >= 6
     }
@@ -142,6 +142,8 @@ def test_the_solutions_give_the_pieces_a_hint_must_not_hold():
         "base_lr*n_workers",
         "chainermn.scatter_dataset(train,comm,shuffle=True,seed=seed)",
         "course.Throughput(",
+        "alpha+message_bytes*beta",
+        "max(ready,link_free)+send",
     ):
         assert piece in pieces, piece
 
@@ -169,13 +171,15 @@ def test_no_hint_holds_a_solution_call(module):
     assert not found, "\n".join(found)
 
 
-# The scaffolding fades: stage 1 shows every call; stages 2 and 3 name what to use, at most.
-FADED = (stages.MULTI_GPU.name, stages.MULTI_NODE.name)
+# The scaffolding fades: stage 1 shows every call; stages 2 and 3 and the lessons after them name
+# what to use, at most.
+FADED = (stages.MULTI_GPU.name, stages.MULTI_NODE.name, *stages.LESSON_NOTEBOOKS)
 
 
 def lesson_texts(stage_name: str) -> list[tuple[int, str]]:
     """(cell index, text) of the markdown students read in the stage's notebook (no answers)."""
-    notebook = json.loads((SOLUTIONS / stages.get(stage_name).notebook).read_text())
+    name = stage_name if stage_name in stages.LESSON_NOTEBOOKS else stages.get(stage_name).notebook
+    notebook = json.loads((SOLUTIONS / name).read_text())
     return [
         (index, "".join(cell["source"]))
         for index, cell in enumerate(notebook["cells"])

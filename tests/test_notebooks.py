@@ -39,6 +39,17 @@ def errors(path) -> dict[str, str]:
 def test_solved_notebooks_run_top_to_bottom_on_cpu(student_run):
     assert errors(student_run / "01_single_gpu.ipynb") == {}
     assert errors(student_run / "03_multi_node.ipynb") == {}
+    assert errors(student_run / "04_the_exchange.ipynb") == {}
+    # notebook 04 sets its measurement and the profiled run's layers beside the student's models
+    for cell, said in (
+        ("server_report", "measured ratio"),
+        ("overlap_report", "of the exchange"),
+        ("half_report", "float16 saves"),
+    ):
+        text = "".join(
+            o.get("text", "") for o in outputs(student_run / "04_the_exchange.ipynb", cell)
+        )
+        assert said in text, (cell, text)
     # Stage 2's job needs two GPUs: its submit cell says so and Run All goes on to the report.
     assert errors(student_run / "02_multi_gpu.ipynb") == {}
     said = "".join(o.get("text", "") for o in outputs(student_run / "02_multi_gpu.ipynb", "submit"))
@@ -160,14 +171,26 @@ def test_released_notebooks_fail_only_at_their_stubs(quick_env, tmp_path):
             "check_fit",
             "check_prediction",
         },
+        # its measurement shows the student's model beside it: the stub raises there too
+        "04_the_exchange.ipynb": {
+            "check_exchange_traffic",
+            "check_parameter_server_time",
+            "server_report",
+            "check_overlap",
+            "check_half_precision",
+        },
     }
     for name, cells in expected.items():
         demo.run_notebook(folder / name, env=quick_env)
         found = errors(folder / name)
         assert set(found) == cells, name
         assert set(found.values()) == {"NotImplementedError"}, (name, found)
-    # no training job ran; the allreduce benchmark needs no student code, and ran
-    assert {path.name.split("-")[0] for path in (folder / "runs").iterdir()} == {"allreduce"}
+    # no training job ran; the allreduce benchmark needs no student code, and ran (notebook 04's
+    # jobs into runs/exchange-*)
+    assert {path.name.split("-")[0] for path in (folder / "runs").iterdir()} == {
+        "allreduce",
+        "exchange",
+    }
 
 
 def test_submit_does_nothing_while_nbgrader_runs_the_notebook(student_run, quick_env, tmp_path):

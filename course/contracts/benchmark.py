@@ -21,10 +21,18 @@ from course.errors import ResultsError
 SCHEMA = "course-allreduce/1"
 PREFIX = "allreduce"  # the run folder is runs/allreduce-<job id>
 DEFAULT_ALGORITHM = "default"  # no --allreduce: Open MPI's own decision rules pick per size
+# Not an allreduce: rank 0 gathers every rank's gradient and sends the sum back to each, one message
+# at a time (course.runtime.allreduce_bench --pattern parameter_server). Its files carry it as their
+# `algorithm`.
+PARAMETER_SERVER = "parameter_server"
+# Notebook 04's jobs (ring against the parameter server) write to runs/exchange-<job id>, so that
+# notebook 03's table, which reads runs/allreduce-*, keeps its own job's series.
+EXCHANGE_PREFIX = "exchange"
+PREFIXES = (PREFIX, EXCHANGE_PREFIX)
 
 
-def run_folder(root: Path, tag: str) -> Path:
-    return Path(root) / results.RUNS_DIR / f"{PREFIX}-{tag}"
+def run_folder(root: Path, tag: str, prefix: str = PREFIX) -> Path:
+    return Path(root) / results.RUNS_DIR / f"{prefix}-{tag}"
 
 
 def next_path(folder: Path, algorithm: str, ranks: int) -> Path:
@@ -61,9 +69,9 @@ def load(path: Path) -> dict:
     return data
 
 
-def find(folder: Path = Path(".")) -> list[Path]:
-    """Every benchmark file under folder/runs, in name order."""
-    return sorted((Path(folder) / results.RUNS_DIR).glob(f"{PREFIX}-*/*.json"))
+def find(folder: Path = Path("."), prefix: str = PREFIX) -> list[Path]:
+    """Every benchmark file under folder/runs/<prefix>-*, in name order."""
+    return sorted((Path(folder) / results.RUNS_DIR).glob(f"{prefix}-*/*.json"))
 
 
 def summarize(seconds: list[float]) -> tuple[float, float, float]:

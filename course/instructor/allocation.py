@@ -7,12 +7,12 @@ allocation or reservation request.
 Every job the notebooks submit is counted: stage 1's and stage 2's job once each (stage 2 only where
 the site profile declares 2 or more GPUs per node: its notebook submits nothing without them),
 stage 3's comparison and its two step profiles (course.cluster.plan), and the allreduce benchmark
-on 2 and 4 ranks of one node (the benchmark cell of 03_multi_node.ipynb; on GPU nodes only as many
-ranks as GPUs, as `course submit` allows). A job's time is the longest run of the same kind in
-DIR/runs/*/results.json (its training's wall time scaled to the site's epochs; the job's start-up
-is not in it; `course site verify` writes such a DIR), else its walltime from the job script (an
-upper bound: what the scheduler reserves). Every job is budgeted --resubmit times, for the tries
-that fail or are cut short.
+on 2 and 4 ranks of one node, twice (the benchmark cells of 03_multi_node.ipynb and of
+04_the_exchange.ipynb; on GPU nodes only as many ranks as GPUs, as `course submit` allows). A
+job's time is the longest run of the same kind in DIR/runs/*/results.json (its training's wall
+time scaled to the site's epochs; the job's start-up is not in it; `course site verify` writes
+such a DIR), else its walltime from the job script (an upper bound: what the scheduler reserves).
+Every job is budgeted --resubmit times, for the tries that fail or are cut short.
 
 Node-hours count whole nodes (what a site that allocates whole nodes charges); GPU-hours the GPUs
 the job uses: one per rank, every GPU of the node in stage 2, none for the benchmark
@@ -184,16 +184,21 @@ def budget(
     for run in plan.comparison_plan(folder) + plan.profile_plan(folder):
         what = "stage 3: " + run.describe(settings.select).split(":  qsub")[0]
         add(what, stages.MULTI_NODE, run, run.nodes, run.per_node)
-    for nodes, per_node in plan.benchmark_plan(folder):
-        seconds = _walltime(folder, usage.BENCHMARK_SCRIPT, settings)
-        if seconds is None:
-            raise CourseError(
-                f"jobs/{usage.BENCHMARK_SCRIPT} asks for no walltime, and its time is not measured",
-                "set it in the site profile ([jobs.run_allreduce_benchmark] walltime), apply it",
-            )
-        what = f"allreduce benchmark: {nodes} node(s) x {per_node} ranks"
-        used = nodes * usage.gpus_used(usage.BENCHMARK_SCRIPT, per_node, gpus)
-        jobs.append(Usage(what, nodes, used, seconds, "walltime"))
+    # Notebook 03's benchmark, then notebook 04's (the ring against a parameter server): the same
+    # job script on the same ranks.
+    for kind in ("allreduce benchmark", "allreduce benchmark, ring against parameter server"):
+        for nodes, per_node in plan.benchmark_plan(folder):
+            seconds = _walltime(folder, usage.BENCHMARK_SCRIPT, settings)
+            if seconds is None:
+                raise CourseError(
+                    f"jobs/{usage.BENCHMARK_SCRIPT} asks for no walltime, and its time is not "
+                    "measured",
+                    "set it in the site profile ([jobs.run_allreduce_benchmark] walltime), "
+                    "apply it",
+                )
+            what = f"{kind}: {nodes} node(s) x {per_node} ranks"
+            used = nodes * usage.gpus_used(usage.BENCHMARK_SCRIPT, per_node, gpus)
+            jobs.append(Usage(what, nodes, used, seconds, "walltime"))
     return Budget(settings.site, jobs, students, resubmit, left_out, gpus, usage.limits(settings))
 
 

@@ -16,7 +16,8 @@ apps.
 5. the instructor: `course grade --exchange` (nbgrader collect, the sandboxed verifier, nbgrader
    autograde, generate_feedback, the CSV export), then `nbgrader release_feedback`;
 6. each student fetches their feedback (`nbgrader fetch_feedback`);
-7-8. the gradebook, the solved student's scaling figures and where their step time goes;
+7-8. the gradebook, the solved student's scaling figures and where their step time goes, and
+   notebook 04's parameter server against the ring, overlap and float16 figures;
 9. the class report (`python -m course class-report`), whose path it prints last.
 
 Everything goes to build/demo/ in the kit's folder (the exchange too: build/demo/exchange). On a
@@ -50,7 +51,7 @@ from course.instructor import (
     sandbox,
     verify,
 )
-from course.notebook import allreduce_report, handin, report
+from course.notebook import allreduce_report, exchange_report, handin, report
 from course.runtime import data, data_prepare
 
 NOTEBOOKS = stages.NOTEBOOKS
@@ -351,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
         "measured"
     )
     for line in allreduce_report.summary(solved):
+        print(line)
+    print(f"\n== 8b. {STUDENTS[0].name}'s gradient exchange up close (notebook 04)")
+    for line in exchange_report.summary(solved):
         print(line)
     print("\n== 9. The class report: every student's runs and where the class lost points")
     class_report.main(["--course-dir", str(out / "course")])

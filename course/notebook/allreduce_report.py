@@ -47,11 +47,11 @@ class Series:
         return self.nodes == 1 and self.ranks > self.cores
 
 
-def measured_table(folder: Path = Path(".")) -> list[Series]:
-    """Every (ranks, algorithm) the benchmark measured in folder/runs, ordered by ranks then
-    algorithm; files whose seal does not match are left out with a note."""
+def measured_table(folder: Path = Path("."), prefix: str = benchmark.PREFIX) -> list[Series]:
+    """Every (ranks, algorithm) the benchmark measured in folder/runs/<prefix>-*, ordered by ranks
+    then algorithm; files whose seal does not match are left out with a note."""
     by_job: dict[tuple[int, str], dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for path in benchmark.find(folder):
+    for path in benchmark.find(folder, prefix):
         try:
             record = benchmark.load(path)
         except ResultsError as e:

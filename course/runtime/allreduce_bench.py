@@ -8,6 +8,12 @@ share of --budget seconds (at least MIN_REPEATS times), which bounds a burst's t
 the algorithm at MPI_Init from its MCA parameters, which `course launch --allreduce NAME` sets (and
 COURSE_ALLREDUCE names it), so one burst measures one algorithm; the job script alternates them.
 Rank 0 writes the sealed file (course.contracts.benchmark) and prints its log line and a summary.
+
+`--pattern parameter_server` times a parameter server's exchange instead (notebook 04): rank 0
+gathers every rank's vector (MPI_Gather, which Open MPI does with one receive per rank at the root
+for these few ranks), sums them, and sends the sum to each other rank with its own MPI_Send. Not
+MPI_Reduce and MPI_Bcast: they work along trees whose inner ranks add and forward, so the root's
+link would not carry every rank's bytes, which is what makes a parameter server what it is.
 """
 
 from __future__ import annotations
@@ -42,6 +48,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--out", default=".", help="the folder whose runs/ gets the file (the submit folder)"
     )
+    parser.add_argument(
+        "--pattern",
+        choices=("allreduce", benchmark.PARAMETER_SERVER),
+        default="allreduce",
+        help="what is timed: MPI_Allreduce, or a parameter server's gather and sends via rank 0",
+    )
+    parser.add_argument(
+        "--prefix",
+        choices=benchmark.PREFIXES,
+        default=benchmark.PREFIX,
+        help="the run folder's name before the job id: runs/<prefix>-<job id>",
+    )
     return parser.parse_args(argv)
 
 
@@ -49,36 +67,54 @@ def _format_bytes(n: int) -> str:
     return f"{n // 2**20} MiB" if n >= 2**20 else f"{n // 1024} KiB"
 
 
-def measure(comm, sizes: list[int], budget: float) -> list[dict] | None:
+def _exchange(comm, pattern: str, largest: int):
+    """exchange(send, received): one exchange of `pattern` that leaves the sum in `received`."""
+    from mpi4py import MPI
+
+    if pattern == "allreduce":
+        return lambda send, received: comm.Allreduce(send, received, op=MPI.SUM)
+    gathered = np.empty(comm.size * largest, dtype=np.float32) if comm.rank == 0 else None
+
+    def server(send, received):
+        n = len(send)
+        comm.Gather(send, gathered[: comm.size * n] if gathered is not None else None, root=0)
+        if gathered is None:
+            comm.Recv(received, source=0)
+            return
+        np.sum(gathered[: comm.size * n].reshape(comm.size, n), axis=0, out=received)
+        for rank in range(1, comm.size):  # one message at a time through the server's link
+            comm.Send(received, dest=rank)
+
+    return server
+
+
+def measure(comm, sizes: list[int], budget: float, pattern: str = "allreduce") -> list[dict] | None:
     """{bytes, repeats, seconds} per size (seconds: the slowest rank's time of each repeat) on rank
     0; None on the other ranks."""
     from mpi4py import MPI
 
     largest = max(sizes) // 4
+    exchange = _exchange(comm, pattern, largest)
     send = np.full(largest, comm.rank + 1, dtype=np.float32)
     received = np.empty(
         largest, dtype=np.float32
     )  # touched by the warm-up calls, before any timing
     expected = comm.size * (comm.size + 1) / 2
-    comm.Allreduce(
-        send[:1], received[:1], op=MPI.SUM
-    )  # connections are set up at the first call: not timed
+    exchange(send[:1], received[:1])  # connections are set up at the first call: not timed
     share = budget / len(sizes)
     measured = []
     for nbytes in sizes:
         n = nbytes // 4
-        comm.Allreduce(
-            send[:n], received[:n], op=MPI.SUM
-        )  # warm-up: first touch of the pages, not timed
+        exchange(send[:n], received[:n])  # warm-up: first touch of the pages, not timed
         if received[0] != expected or received[n - 1] != expected:
             raise RuntimeError(
-                f"allreduce of {nbytes} bytes summed to {received[0]}, not {expected}"
+                f"{pattern} of {nbytes} bytes summed to {received[0]}, not {expected}"
             )
         times, began = [], time.perf_counter()
         while True:
             comm.Barrier()
             start = time.perf_counter()
-            comm.Allreduce(send[:n], received[:n], op=MPI.SUM)
+            exchange(send[:n], received[:n])
             times.append(time.perf_counter() - start)
             # Rank 0's clock decides for all, outside the timed call, so that every rank repeats
             # alike.
@@ -115,13 +151,17 @@ def main(argv: list[str] | None = None) -> int:
     # Each copy alone (another MPI's launcher started it) would measure nothing: stop it.
     mpi.check_world(comm.Get_size())
     started = time.time()
-    measured = measure(comm, sorted(set(args.sizes)), args.budget)
+    measured = measure(comm, sorted(set(args.sizes)), args.budget, args.pattern)
     names = comm.gather(MPI.Get_processor_name(), root=0)
     if measured is None:  # not rank 0
         return 0
     job = hosts.detect()
-    algorithm = os.environ.get("COURSE_ALLREDUCE") or benchmark.DEFAULT_ALGORITHM
-    folder = benchmark.run_folder(args.out, _run_tag(job))
+    algorithm = (
+        benchmark.PARAMETER_SERVER
+        if args.pattern == benchmark.PARAMETER_SERVER
+        else os.environ.get("COURSE_ALLREDUCE") or benchmark.DEFAULT_ALGORITHM
+    )
+    folder = benchmark.run_folder(args.out, _run_tag(job), args.prefix)
     path = benchmark.next_path(folder, algorithm, comm.size)
     # cores: the node's (rank 0 itself is bound to one); mca: the Open MPI settings that chose the
     # algorithm.
@@ -138,10 +178,11 @@ def main(argv: list[str] | None = None) -> int:
         "sizes": measured,
     }
     sha256 = benchmark.write(path, record)
+    what = algorithm if args.pattern == benchmark.PARAMETER_SERVER else f"allreduce {algorithm}"
     for size in measured:
         median, q1, q3 = benchmark.summarize(size["seconds"])
         print(
-            f"allreduce {algorithm} on {comm.size} rank(s), {_format_bytes(size['bytes']):>7}: "
+            f"{what} on {comm.size} rank(s), {_format_bytes(size['bytes']):>7}: "
             "median "
             f"{median * 1e6:10.1f} us (quartiles {q1 * 1e6:.1f}-{q3 * 1e6:.1f}) over "
             f"{size['repeats']} repeats"

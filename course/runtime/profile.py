@@ -10,8 +10,16 @@ objects, wrapped on the student's trainer: the updater's `update` (a step), a `c
 GPU (the kernels run asynchronously), and each phase is an NVTX range, so that Nsight Systems shows
 the same phases in its timeline (`qsub -v PROFILE=nsys`).
 
+Within the backward pass each layer's gradient is ready when the function that takes the layer's
+parameters has run its backward (a `backward_postprocess` hook): `layers` gives every layer with
+parameters in the order the backward pass reaches it, its parameter count and its share of the
+backward pass (from the previous layer's gradient, or the pass's start, to its own), for notebook
+04's model of overlapping the exchange with the backward pass. On a GPU each of these moments waits
+for the GPU too, which slows the profiled steps a little.
+
 The contract of the results file's `profile` field (written by the harness, read by the report) is
-here: `{"phases": [...], "ranks": [{"rank", "host", "steps", "median_ms": {phase: ms}}]}`.
+here: `{"phases": [...], "ranks": [{"rank", "host", "steps", "median_ms": {phase: ms},
+"layers": [Layer]}]}` (`layers` since notebook 04; older runs have none).
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from __future__ import annotations
 import socket
 import statistics
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 import chainer
 import numpy
@@ -27,6 +35,14 @@ import numpy
 PHASES = ("data", "forward", "backward", "wait", "allreduce", "update", "other")
 # The moments that begin each phase after "data", in order within a step, and the step's end.
 _CUTS = (*PHASES[1:], "end")
+
+
+class Layer(TypedDict):
+    """One layer of a rank's profile, in the order the backward pass reaches it."""
+
+    name: str  # the link's path in the model, e.g. "/predictor/conv1"
+    parameters: int  # its gradient's size, in parameters (4 bytes each in float32)
+    backward_ms: float  # median ms from the previous layer's gradient (or the pass's start)
 
 
 class _Cuts(chainer.FunctionHook):
@@ -43,6 +59,9 @@ class _Cuts(chainer.FunctionHook):
 
     def backward_preprocess(self, function, in_data, out_grad) -> None:
         self._profile.cut("backward")
+
+    def backward_postprocess(self, function, in_data, out_grad) -> None:
+        self._profile.gradient_ready(function)
 
 
 class StepProfile:
@@ -63,6 +82,16 @@ class StepProfile:
                 "chainermn.create_multi_node_optimizer(optimizer, comm)"
             )
         self._gpu = optimizer.target.xp is not numpy
+        # Each parameter's layer (the link that holds it), by the parameter object's identity: the
+        # backward functions see the parameters' nodes, whose variable is the parameter itself.
+        self._layer_of: dict[int, str] = {}
+        self._params: dict[str, list] = {}
+        for name, param in optimizer.target.namedparams():
+            layer = name.rsplit("/", 1)[0]
+            self._layer_of[id(param)] = layer
+            self._params.setdefault(layer, []).append(param)
+        self._ready: dict[str, float] = {}  # the step under way: when each layer's gradient came
+        self.layer_steps: list[dict[str, float]] = []  # per steady step: seconds per layer
         self.hook = _Cuts(self)
         self._wrap(trainer.updater, "update", start="data", end="end")
         # Before the exchange every rank waits at a barrier for the slowest: the allreduce phase is
@@ -117,6 +146,7 @@ class StepProfile:
 
     def _begin(self) -> None:
         self._times = {"start": self._now()}
+        self._ready = {}
         self._nvtx("data")
 
     def cut(self, name: str) -> None:
@@ -126,6 +156,15 @@ class StepProfile:
             return
         self._times[name] = self._now()
         self._nvtx(name if name in PHASES else None)
+
+    def gradient_ready(self, function) -> None:
+        """The moment the gradients of the layers whose parameters `function` takes are ready."""
+        if self._times is None:
+            return
+        for node in function.inputs:
+            layer = self._layer_of.get(id(node.get_variable_or_none()))
+            if layer is not None and layer not in self._ready:
+                self._ready[layer] = self._now()
 
     def _finish(self) -> None:
         times, self._times = self._times, None
@@ -140,6 +179,10 @@ class StepProfile:
             self.steps.append(
                 {phase: moments[i + 1] - moments[i] for i, phase in enumerate(PHASES)}
             )
+            previous, layers = times["backward"], {}
+            for layer, moment in sorted(self._ready.items(), key=lambda item: item[1]):
+                layers[layer], previous = moment - previous, moment
+            self.layer_steps.append(layers)
 
     def summary(self) -> dict:
         """This rank's median milliseconds per phase over its steady steps."""
@@ -154,7 +197,24 @@ class StepProfile:
             "host": socket.gethostname(),
             "steps": len(self.steps),
             "median_ms": median,
+            "layers": self.layers(),
         }
+
+    def layers(self) -> list[Layer]:
+        """Every layer the last steady step saw, in its backward order, with its median share of
+        the backward pass over the steady steps."""
+        if not self.layer_steps:
+            return []
+        return [
+            Layer(
+                name=layer,
+                parameters=sum(param.size for param in self._params[layer]),
+                backward_ms=round(
+                    1000 * statistics.median(s[layer] for s in self.layer_steps if layer in s), 4
+                ),
+            )
+            for layer in self.layer_steps[-1]
+        ]
 
     def gathered(self) -> dict:
         """Every rank's summary (every rank must call this; rank 0 gets them all)."""

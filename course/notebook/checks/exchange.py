@@ -1,0 +1,192 @@
+"""Checks of notebook 04's exercises, the gradient exchange up close:
+
+    exchange_traffic(pattern, n_ranks, message_bytes) -> bytes on the busiest link
+    parameter_server_time(n_ranks, message_bytes, alpha, beta) -> seconds
+    overlapped_backward(backward_seconds, exchange_seconds) -> seconds
+    half_precision_saving(n_ranks, n_parameters, alpha, beta) -> seconds
+
+The observer (course.notebook.checks.exchange_observers) runs the student's function with the kit's
+models closed and returns its numbers; the judge here compares them with the kit's models
+(course.exchangemodel), on the lesson's cases, the hidden test's and cases drawn at random, and
+names a known mistake (course.notebook.checks.exchange_mistakes) that a wrong number matches.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import course.notebook.checks.exchange_mistakes as mistakes
+import course.notebook.checks.exchange_observers as observers
+from course import exchangemodel
+from course.notebook.checks.allreduce_mistakes import close
+from course.notebook.checks.observe import number, observe
+from course.notebook.checks.verdict import expect, fail, passed
+
+_DRAW = random.SystemRandom()
+
+TRAFFIC_CASES = (
+    ("parameter_server", 4, 2**20),
+    ("ring", 4, 2**20),
+    ("parameter_server", 16, 1000),
+    ("ring", 16, 1000),
+    ("parameter_server", 1, 2**20),
+)
+PARAMETER_SERVER_CASES = (
+    (4, 2**20, 5e-6, 1e-9),
+    (16, 64 * 2**20, 2e-6, 1e-10),
+    (2, 4096, 1e-5, 3e-10),
+    (1, 2**20, 5e-6, 1e-9),
+)
+# (backward per layer, exchange per layer), in the order the backward pass reaches the layers: one
+# where every known mistake gives its own number, the exchange shorter than the backward, longer,
+# one layer's exchange much longer, one layer.
+OVERLAP_CASES = (
+    ([2.0, 0.5, 1.0, 1.5], [0.25, 1.0, 2.5, 1.5]),
+    ([1.0, 1.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5]),
+    ([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]),
+    ([0.2, 3.0, 0.5, 1.0], [4.0, 0.1, 0.1, 0.3]),
+    ([2.0], [1.5]),
+)
+HALF_PRECISION_CASES = (
+    (4, 1_000_000, 5e-6, 1e-9),
+    (16, 25_000_000, 2e-6, 1e-10),
+    (2, 300_000, 1e-5, 4e-10),
+    (1, 1_000_000, 5e-6, 1e-9),
+)
+
+
+# The messages, with named placeholders (they will go through gettext).
+OBSERVED_COUNT = "{name} was observed on {observed} cases, not {cases}"
+NOT_A_NUMBER = "{shown} returned {kind}, not a number of {unit}"
+WRONG_NUMBER = "{shown} returned {value:.6g} {unit}; the model gives {expected:.6g} {unit}"
+
+
+def _check(
+    function: Callable[..., Any],
+    cases: list[tuple[Any, ...]],
+    reference: Callable[..., float],
+    known: tuple[mistakes.Mistake, ...],
+    unit: str,
+    hint: str,
+) -> int:
+    """Judge function(*case) against reference(*case) on every case; the number of cases."""
+    __tracebackhide__ = True
+    facts = observe(observers.values, function, cases=[list(case) for case in cases])
+    if len(facts) != len(cases):
+        fail(OBSERVED_COUNT.format(name=function.__name__, observed=len(facts), cases=len(cases)))
+    for case, fact in zip(cases, facts):
+        expected = reference(*case)
+        shown = "{name}({args})".format(
+            name=function.__name__, args=", ".join(_shown(value) for value in case)
+        )
+        value = number(fact["value"])
+        if value is None:
+            fail(NOT_A_NUMBER.format(shown=shown, kind=fact["type"], unit=unit))
+        expect(
+            close(value, expected),
+            WRONG_NUMBER.format(shown=shown, value=value, unit=unit, expected=expected),
+            mistakes.diagnosis(value, expected, known, case) or hint,
+        )
+    return len(cases)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_shown(item) for item in value) + "]"
+    return repr(value)
+
+
+def _rate() -> tuple[float, float]:
+    return 10 ** _DRAW.uniform(-7, -4), 10 ** _DRAW.uniform(-11, -8)
+
+
+def traffic(
+    exchange_traffic: Callable[..., Any],
+    cases: Iterable[tuple[str, int, int]] = TRAFFIC_CASES,
+) -> None:
+    """exchange_traffic gives the bytes of the busiest link, for both patterns."""
+    __tracebackhide__ = True
+    drawn = [
+        (pattern, _DRAW.randint(2, 64), _DRAW.randint(1, 2**27))
+        for pattern in ("parameter_server", "ring")
+    ]
+    count = _check(
+        exchange_traffic,
+        [*cases, *drawn],
+        exchangemodel.busiest_link_bytes,
+        mistakes.TRAFFIC,
+        "bytes",
+        "count the messages that cross the busiest rank's link, in and out, and the bytes of each",
+    )
+    passed(
+        f"exchange_traffic: both patterns match the kit's model in {count} cases, 2 drawn at random"
+    )
+
+
+def parameter_server(
+    parameter_server_time: Callable[..., Any],
+    cases: Iterable[tuple[int, int, float, float]] = PARAMETER_SERVER_CASES,
+) -> None:
+    """parameter_server_time gives the model's seconds."""
+    __tracebackhide__ = True
+    drawn = [(_DRAW.randint(2, 64), _DRAW.randint(1, 2**27), *_rate())]
+    count = _check(
+        parameter_server_time,
+        [*cases, *drawn],
+        exchangemodel.parameter_server_seconds,
+        mistakes.PARAMETER_SERVER,
+        "s",
+        "each message pays alpha once and beta per byte, and the server's link sends or receives "
+        "one message at a time: count its messages",
+    )
+    passed(f"parameter_server_time: matches the kit's model in {count} cases, 1 drawn at random")
+
+
+def _drawn_layers() -> tuple[list[float], list[float]]:
+    layers = _DRAW.randint(3, 12)
+    backward = [round(_DRAW.uniform(0.1, 3.0), 3) for _ in range(layers)]
+    exchange = [round(_DRAW.uniform(0.0, 3.0), 3) for _ in range(layers)]
+    return backward, exchange
+
+
+def overlap(
+    overlapped_backward: Callable[..., Any],
+    cases: Iterable[tuple[Sequence[float], Sequence[float]]] = OVERLAP_CASES,
+) -> None:
+    """overlapped_backward gives when the last exchange ends, each layer's starting as soon as its
+    gradient is ready and the link is free."""
+    __tracebackhide__ = True
+    every = [(list(b), list(c)) for b, c in [*cases, _drawn_layers(), _drawn_layers()]]
+    count = _check(
+        overlapped_backward,
+        every,
+        exchangemodel.overlapped_seconds,
+        mistakes.OVERLAP,
+        "s",
+        "follow the layers one by one: when is each gradient ready, when is the link free, and "
+        "when does each exchange end?",
+    )
+    passed(f"overlapped_backward: matches the kit's timeline in {count} cases, 2 drawn at random")
+
+
+def half_precision(
+    half_precision_saving: Callable[..., Any],
+    cases: Iterable[tuple[int, int, float, float]] = HALF_PRECISION_CASES,
+) -> None:
+    """half_precision_saving gives the seconds float16 saves on one ring allreduce."""
+    __tracebackhide__ = True
+    drawn = [(_DRAW.randint(2, 64), _DRAW.randint(1, 10**8), *_rate())]
+    count = _check(
+        half_precision_saving,
+        [*cases, *drawn],
+        exchangemodel.half_precision_saving,
+        mistakes.HALF_PRECISION,
+        "s",
+        "compare the ring allreduce of the float32 gradient with that of the float16 one: which "
+        "terms change?",
+    )
+    passed(f"half_precision_saving: matches the kit's model in {count} cases, 1 drawn at random")
