@@ -77,7 +77,7 @@ def _derivation_misses(
     """What of a predicted derivation is wrong against `count` updates (what the run `made`, or
     what the kit expects)."""
     misses = []
-    updates = returned.get("updates_per_epoch")
+    updates: Any = returned.get("updates_per_epoch")
     if not finite(updates) or abs(updates - train_per_worker / batch) >= 1:
         misses.append(
             f"updates per epoch: predicted {updates}, but each worker's {train_per_worker} "
@@ -179,8 +179,8 @@ def _verdict(points: float, parts: list[tuple[str, list[str]]]) -> float:
     if not right:
         fail(
             "; ".join(missed),
-            "work the numbers out again from the lesson, and say in the written answer why they "
-            "differ",
+            "set each number beside what the run shows, and find the fact of the lesson it leaves "
+            "out",
         )
     for line in missed:
         print(f"MISSED {line}")
@@ -339,7 +339,7 @@ def _ratio_misses(function: Any, cases: Sequence[Sequence[float]], keys: list[st
     for ms, xs, b in cases:
         returned = _returned(function, [ms, xs, b], keys)
         for key, want in (("ratio", ms / xs), ("break_even_batch", b * xs / ms)):
-            got = returned.get(key)
+            got: Any = returned.get(key)
             if not finite(got) or abs(got - want) > RATIO_TOLERANCE * abs(want):
                 misses.append(
                     f"{key} for compute {ms:.4g} ms, exchange {xs:.4g} ms, batch {b}: {got}, "
@@ -374,7 +374,7 @@ def exchange_ratio(
 
     compute = median([r["median_ms"]["forward"] + r["median_ms"]["backward"] for r in medians])
     exchange = median([r["median_ms"]["allreduce"] for r in medians])
-    batch = (run.record.get("batch_size") or {}).get("per_worker")
+    batch: Any = (run.record.get("batch_size") or {}).get("per_worker")
     misses += _ratio_misses(compute_to_exchange, [(compute, exchange, batch)], keys)
     print(
         f"{run.describe()}: compute {compute:.1f} ms, exchange {exchange:.2f} ms per step at "
