@@ -273,7 +273,7 @@ def _order(
             if option == choice:
                 print(f"{what}: {shown}: {option} wins beyond the noise, as predicted")
                 return []
-            return [f"{what}: {shown}: {option} wins beyond the noise ({noise:g}), not {choice}"]
+            return [f"{shown}: {option} wins beyond the noise ({noise:g}), not {choice}"]
     print(f"{what}: {shown}: within the noise ({noise:g}), so either answer counts")
     return []
 
