@@ -110,8 +110,8 @@ def test_a_term_from_the_student_bundle_alone(tmp_path, quick_env, monkeypatch):
     with open(course / "grades.csv") as f:
         rows = {row["student_id"]: row for row in csv.DictReader(f)}
     assert list(rows) == ["ada"]
-    # Every autograded point of notebook 01 (its checks and its job's run); its written answer (2
-    # points) is graded by hand.
+    # Every autograded point of notebook 01 (its checks, its job's run and the prediction of it);
+    # its written answers (2 + 1 points) are graded by hand.
     assert float(rows["ada"]["score"]) == 12
     feedback = course / "feedback" / "ada" / A / NOTEBOOK.replace(".ipynb", ".html")
-    assert "Score: 12.0 / 14.0" in feedback.read_text()
+    assert "Score: 12.0 / 15.0" in feedback.read_text()

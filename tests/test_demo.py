@@ -50,11 +50,11 @@ def test_a_term_through_nbgraders_exchange(tmp_path, quick_env, monkeypatch, cap
         assert fetched == sorted(n.replace(".ipynb", ".html") for n in demo.NOTEBOOKS)
     ada = next((folders["ada"] / "feedback").rglob("01_single_gpu.html")).read_text()
     ben = next((folders["ben"] / "feedback").rglob("01_single_gpu.html")).read_text()
-    assert "Score: 4.0 / 14.0" in ada and "Score: 0.0 / 14.0" in ben, "each fetched their own"
+    assert "Score: 4.0 / 15.0" in ada and "Score: 0.0 / 15.0" in ben, "each fetched their own"
     # The class report of this term: both students, neither with a run.
     assert class_report.main(["--course-dir", str(course)]) == 0
     page = (course / class_report.DEFAULT_NAME).read_text()
-    assert "<td>ada</td><td>4/58</td>" in page and "<td>ben</td><td>0/58</td>" in page
+    assert "<td>ada</td><td>4/63</td>" in page and "<td>ben</td><td>0/63</td>" in page
 
 
 @pytest.mark.integration

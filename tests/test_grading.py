@@ -45,8 +45,9 @@ def speed_up_ring_run(folder):
 # and barely learns: seeded, its 2-rank warm-up runs end near chance, at a figure that depends on
 # the CPU's BLAS kernels (0.125 on one machine, 0.086 on another). The test is about the grading
 # path, not the lesson, so the target is the best accuracy the solved runs reached (solved_target).
-# all the automatic points but stage 2's throughput (4), which needs two GPUs this machine lacks
-SOLVED = 44
+# all the automatic points but stage 2's throughput and prediction (2 + 2), which need two GPUs this
+# machine lacks
+SOLVED = 46
 
 
 def set_schedule(first: str, last: str):
@@ -108,16 +109,21 @@ PLANTED = {
         SOLVED - 1,
         {("03_multi_node", "check_device_binding"): "'@cupy:0', '@cupy:0'"},
     ),
+    # The comparison then has one setting on 2 ranks: the predicted faster one cannot be graded.
     "grace": (
         speed_up_ring_run,
-        SOLVED - 1,
-        {("03_multi_node", "check_comparisons"): "edited after the job wrote it"},
+        SOLVED - 2,
+        {
+            ("03_multi_node", "check_comparisons"): "edited after the job wrote it",
+            ("03_multi_node", "check_predict_comparison"): "",
+        },
     ),
     "heidi": (
         lambda f: [log.unlink() for log in f.glob("run_single_gpu_training.sh.o*")],
-        SOLVED - 8,
+        SOLVED - 5,
         {
             ("01_single_gpu", "check_results"): "no job log",
+            ("01_single_gpu", "check_predict_run"): "there is no traced single_gpu run",
             ("03_multi_node", "check_efficiency"): "no traced stage-1 run",
             ("03_multi_node", "check_accuracy"): "no traced stage-1 run",
         },
@@ -156,9 +162,10 @@ PLANTED = {
             )
             for log in f.glob("run_single_gpu_training.sh.o*")
         ],
-        SOLVED - 8,
+        SOLVED - 5,
         {
             ("01_single_gpu", "check_results"): "a job prints one: the log was edited",
+            ("01_single_gpu", "check_predict_run"): "there is no traced single_gpu run",
             ("03_multi_node", "check_efficiency"): "no traced stage-1 run",
             ("03_multi_node", "check_accuracy"): "no traced stage-1 run",
         },
@@ -174,12 +181,14 @@ PLANTED = {
             )
             for log in f.glob("run_multi_node_training.sh.o*")
         ],
-        SOLVED - 7,
+        SOLVED - 9,
         {
             ("03_multi_node", "check_efficiency"): "course launch started 1 rank(s)",
             ("03_multi_node", "check_comparisons"): "",
             ("03_multi_node", "check_accuracy"): "",
             ("03_multi_node", "check_prediction"): "no profiled stage-3 run on 2 or more ranks",
+            ("03_multi_node", "check_predict_comparison"): "no traced stage-3 run on 2 or more",
+            ("03_multi_node", "check_exchange_ratio"): "no traced stage-3 run with a step profile",
         },
     ),
     # Wrong code that passed the checks of two ranks on one node: hidden and visible checks now
@@ -250,10 +259,10 @@ def unsolved(folder: Path) -> None:
 
 CELL_TIMEOUT = 120  # seconds a test cell may run in this batch (course grade --cell-timeout):
 # the stage-3 checks start MPI ranks, which a busy machine slows many times over
-# The points of the handed-in runs alone (stage-1 results 3, stage-3 efficiency 3, accuracy 2,
-# comparisons 1): an unsolved release handed in with the solved run's runs/ and logs earns these and
-# no more.
-RUN_POINTS = 9
+# The points of the handed-in runs alone (stage-1 results 1, stage-3 efficiency 1, accuracy 1,
+# comparisons 1; the predictions need the student's functions): an unsolved release handed in with
+# the solved run's runs/ and logs earns these and no more.
+RUN_POINTS = 4
 
 # A student's code trying to reach what is not theirs, as a function the checks call (course root
 # filled in).
@@ -510,7 +519,8 @@ def solved_target(folder: Path) -> float:
 
 def course_settings(config: Path, target: float) -> None:
     """The test's grading.toml: a target the tiny runs reach; every time-to-accuracy speedup and
-    every CPU stage-3 efficiency earning all its points, and any allreduce prediction within 1000x
+    every CPU stage-3 efficiency earning all its points, every predicted choice within the noise,
+    and any allreduce prediction within 1000x
     of the profiled step (tiny runs on a shared machine time too coarsely for a tier: the other
     tests of `make test` run beside them, a busy core stretches one allreduce many times over, and
     the runs and their baseline ran minutes apart; tests/test_scoring.py and
@@ -521,6 +531,8 @@ def course_settings(config: Path, target: float) -> None:
     )
     changed = re.sub(r"(\[accuracy\.speedup\]\ntiers = )\[.*\]", r"\1[[0.0, 1.0]]", changed)
     changed = re.sub(r"\nprediction_factor = [0-9.]+\n", "\nprediction_factor = 1000.0\n", changed)
+    changed = re.sub(r"\nthroughput_noise = [0-9.]+\n", "\nthroughput_noise = 100.0\n", changed)
+    changed = re.sub(r"\naccuracy_noise = [0-9.]+\n", "\naccuracy_noise = 1.0\n", changed)
     changed = re.sub(
         r"(\[efficiency\.multi_node\.cpu\]\ntiers = )\[.*\]\nsuspicious_above = [0-9.]+",
         r"\1[[0.0, 1.0]]\nsuspicious_above = 100.0",
@@ -531,6 +543,8 @@ def course_settings(config: Path, target: float) -> None:
         and changed.count("[[0.0, 1.0]]") == 2
         and "prediction_factor = 1000.0" in changed
         and "suspicious_above = 100.0" in changed
+        and changed.count("throughput_noise = 100.0") == 2
+        and "accuracy_noise = 1.0" in changed
     ), "grading.toml changed shape: update this test"
     config.write_text(changed)
 
@@ -593,15 +607,17 @@ def lost(details, student):
 
 
 NO_GPU = ("02_multi_gpu", "check_efficiency")  # stage 2's throughput: this machine has no GPUs
+NO_GPU_PREDICTION = ("02_multi_gpu", "check_predict_run")  # and the prediction of that run
 
 
 def test_solutions_get_every_point_the_machine_allows(graded):
     run, totals, details, _ = graded
-    # Everything but stage 2's throughput (4 points), which needs two GPUs this machine does not
-    # have.
+    # Everything but stage 2's throughput and its prediction (2 + 2 points), which need two GPUs
+    # this machine does not have.
     assert totals["alice"] == SOLVED
-    assert list(lost(details, "alice")) == [NO_GPU]
+    assert sorted(lost(details, "alice")) == [NO_GPU, NO_GPU_PREDICTION]
     assert "there is no multi_gpu run" in lost(details, "alice")[NO_GPU]
+    assert "there is no traced multi_gpu run" in lost(details, "alice")[NO_GPU_PREDICTION]
 
 
 def test_the_untouched_release_gets_nothing(graded):
@@ -628,7 +644,7 @@ def test_the_untouched_release_gets_nothing(graded):
         for row in details
         if row["student"] == "bob" and row["test"].startswith("answer_")
     ]
-    assert answers == [grade_report.UNANSWERED] * 4
+    assert answers == [grade_report.UNANSWERED] * 6
 
 
 @pytest.mark.parametrize("student", sorted(PLANTED))
@@ -637,7 +653,7 @@ def test_a_planted_mistake_costs_exactly_its_points(graded, student):
     _, expected_score, messages = PLANTED[student]
     found = lost(details, student)
     assert totals[student] == expected_score, found
-    assert set(found) == set(messages) | {NO_GPU}
+    assert set(found) == set(messages) | {NO_GPU, NO_GPU_PREDICTION}
     for test, words in messages.items():
         assert words in found[test], (test, found[test])
 
@@ -794,7 +810,7 @@ def test_the_class_report_shows_every_student_their_runs_and_the_failed_exercise
         if run.traced and not run.profiled and comparison.scaling(run, base)
     ]
     cells = table_row(page, "alice")
-    assert cells[0] == f"{totals['alice']:g}/58"
+    assert cells[0] == f"{totals['alice']:g}/63"
     assert cells[1:3] == [
         "1",
         f"{json.loads(base.path.read_text())['throughput']['images_per_sec']:.1f}",

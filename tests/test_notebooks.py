@@ -154,6 +154,7 @@ def test_released_notebooks_fail_only_at_their_stubs(quick_env, tmp_path):
             "check_trainer",
             "check_snapshots",
             "submit",
+            "check_predict_run",
         },
         "02_multi_gpu.ipynb": {
             "check_train_iterators",
@@ -161,6 +162,7 @@ def test_released_notebooks_fail_only_at_their_stubs(quick_env, tmp_path):
             "check_learning_rate",
             "check_trainer",
             "submit",
+            "check_predict_run",
         },
         "03_multi_node.ipynb": {
             *STAGE_3_CELLS,
@@ -170,6 +172,8 @@ def test_released_notebooks_fail_only_at_their_stubs(quick_env, tmp_path):
             "check_allreduce_time",
             "check_fit",
             "check_prediction",
+            "check_predict_comparison",
+            "check_exchange_ratio",
         },
         # its measurement shows the student's model beside it: the stub raises there too
         "04_the_exchange.ipynb": {

@@ -25,6 +25,10 @@ PUBLIC = Path(__file__).with_name("grading_public.json")
 PRIVATE = ("accounting",)  # sections students do not get: who is who on the cluster
 SUSPICIOUS_ABOVE = 1.05  # efficiency above which runs do not compare, where grading.toml sets none
 PREDICTION_FACTOR = 4.0  # how far the allreduce prediction may be off, where grading.toml sets none
+# Predict, then run: the gaps within which a predicted choice is not graded, where grading.toml sets
+# none (images/sec: relative, per device kind; final accuracy: absolute).
+THROUGHPUT_NOISE = {"gpu": 0.1, "cpu": 0.4}
+ACCURACY_NOISE = 0.05
 
 Tiers = list[tuple[float, float]]  # [(minimum, share of the points)], best first
 
@@ -78,6 +82,19 @@ class GradingRules:
     def prediction_factor(self) -> float:
         """How far the allreduce prediction may be from the measurement ([allreduce])."""
         return float(self.data.get("allreduce", {}).get("prediction_factor", PREDICTION_FACTOR))
+
+    def throughput_noise(self, kind: str) -> float:
+        """The relative images/sec gap within which two runs' order is noise on `kind` (gpu or cpu)
+        ([prediction.<kind>], else [prediction])."""
+        settings = self.data.get("prediction", {})
+        value = settings.get(kind, {}).get("throughput_noise", settings.get("throughput_noise"))
+        return float(value if value is not None else THROUGHPUT_NOISE.get(kind, 0.1))
+
+    @property
+    def accuracy_noise(self) -> float:
+        """The gap of final validation accuracy within which two runs' order is noise
+        ([prediction])."""
+        return float(self.data.get("prediction", {}).get("accuracy_noise", ACCURACY_NOISE))
 
     @property
     def references(self) -> dict[str, dict[str, float]]:

@@ -27,6 +27,9 @@ class Stage:
     model_functions: tuple[
         str, ...
     ] = ()  # what the student writes to model the measurements (in no script)
+    prediction_functions: tuple[
+        str, ...
+    ] = ()  # what the student predicts of the jobs, graded against their runs (in no script)
 
     @property
     def job_path(self) -> str:
@@ -41,6 +44,7 @@ SINGLE_GPU = Stage(
     "train_cifar_single.py",
     "run_single_gpu_training.sh",
     ("make_iterators", "make_model_and_optimizer", "build_trainer", "add_snapshots"),
+    prediction_functions=("predict_run",),
 )
 MULTI_GPU = Stage(
     "multi_gpu",
@@ -50,6 +54,7 @@ MULTI_GPU = Stage(
     "train_cifar_multi_gpu.py",
     "run_multi_gpu_training.sh",
     ("make_train_iterators", "make_devices", "scaled_learning_rate", "build_trainer"),
+    prediction_functions=("predict_run",),
 )
 MULTI_NODE = Stage(
     "multi_node",
@@ -69,6 +74,7 @@ MULTI_NODE = Stage(
     extra_imports=("chainermn",),
     job_functions=("resource_request",),
     model_functions=("allreduce_time", "fit_alpha_beta"),
+    prediction_functions=("predict_comparison", "compute_to_exchange"),
 )
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (SINGLE_GPU, MULTI_GPU, MULTI_NODE)}

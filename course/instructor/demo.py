@@ -22,7 +22,7 @@ apps.
 
 Everything goes to build/demo/ in the kit's folder (the exchange too: build/demo/exchange). On a
 machine without GPUs stage 2's job cannot run: its notebook says so at that cell, and its throughput
-earns no points.
+and the prediction of that run earn no points (the solved student gets every other automatic point).
 """
 
 from __future__ import annotations
