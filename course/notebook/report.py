@@ -74,9 +74,7 @@ def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
             scaling = comparison.scaling(run, base) if base is not None and run.traced else None
             compared_with = base if scaling is not None else None
             tta = run.time_to_accuracy(target) if target is not None else None
-            setting = (
-                f"{run.setting}, {_rate(run)}" if stage == stages.MULTI_NODE.name else "-"
-            )
+            setting = f"{run.setting}, {_rate(run)}" if stage == stages.MULTI_NODE.name else "-"
             if run.profiled:
                 setting += ", profiled"
             table.append(
