@@ -31,46 +31,50 @@ def test_a_gpu_site_budgets_every_job_the_notebooks_submit(site):
     # Reedbush-H: 2 GPUs per node, walltime 20 min per training job, 10 for the benchmark;
     # stage 3 compares 1x2 and 2x2 with pure_nccl, then on 2x2: non_cuda_aware, the constant and
     # linear rules, strong scaling (32 // 4 = 8 per rank); two step profiles (1x1, 2x2); the
-    # benchmark on 2 ranks of one node and 4 ranks on two (one rank per GPU), 10 min each.
+    # benchmark on 2 ranks of one node and 4 ranks on two (one rank per GPU), 10 min each; notebook
+    # 05's model-parallel job on 2 CPU ranks of one node, 10 min.
     budget = allocation.budget(site("reedbush-h"), students=30, resubmit=2)
-    nodes = [1, 1] + [1, 2, 2, 2, 2, 2] + [1, 2] + [1, 2]  # stages 1, 2, 3, profiles, benchmark
-    gpus = [1, 2] + [2, 4, 4, 4, 4, 4] + [1, 4] + [0, 0]
-    minutes = [20] * 10 + [10, 10]
+    nodes = [1, 1] + [1, 2, 2, 2, 2, 2] + [1, 2] + [1, 2] + [1]  # stages 1-3, profiles, benchmark
+    gpus = [1, 2] + [2, 4, 4, 4, 4, 4] + [1, 4] + [0, 0] + [0]
+    minutes = [20] * 10 + [10, 10, 10]
     assert [job.nodes for job in budget.jobs] == nodes
     assert [job.gpus for job in budget.jobs] == gpus
     assert [job.seconds for job in budget.jobs] == [60 * m for m in minutes]
     assert {job.source for job in budget.jobs} == {"walltime"}
-    # per student: (10 x 20 min on 1 or 2 nodes, 10 min on 1 and on 2) = 5.83 node-hours, 10
+    # per student: (10 x 20 min on 1 or 2 nodes, 10 min on 1, on 2 and on 1) = 6 node-hours, 10
     # GPU-hours; x2
-    assert budget.node_hours == pytest.approx(2 * (16 * 20 + 10 + 20) / 60) == pytest.approx(35 / 3)
+    assert budget.node_hours == pytest.approx(2 * (16 * 20 + 10 + 20 + 10) / 60) == 12
     assert budget.gpu_hours == pytest.approx(2 * 30 * 20 / 60) == pytest.approx(20.0)
     assert (budget.peak_nodes, budget.peak_gpus) == (60, 120)
-    assert budget.reservation_hours == pytest.approx(2 * 220 / 60)
+    assert budget.reservation_hours == pytest.approx(2 * 230 / 60)
     assert "stage 3: 2 node(s) x 2 rank(s), pure_nccl, lr rule constant, strong scaling (8" in (
         budget.jobs[7].what
     )
-    assert budget.jobs[-1].what == "allreduce benchmark: 2 node(s) x 2 ranks"
+    assert budget.jobs[-2].what == "allreduce benchmark: 2 node(s) x 2 ranks"
+    assert (
+        budget.jobs[-1].what == "model against data parallelism (notebook 05): 1 node(s) x 2 ranks"
+    )
     assert budget.left_out == []
     said = allocation.render(budget)
-    assert "class of 30: 350.0 node-hours, 600.0 GPU-hours" in said
+    assert "class of 30: 360.0 node-hours, 600.0 GPU-hours" in said
     assert "largest simultaneous demand: 60 nodes (120 GPUs)" in said
-    assert "We request 350.0 node-hours (600.0 GPU-hours) on reedbush-h" in said
-    assert "reservation (or a dedicated queue) of 60 nodes for 7.33 hours" in said
+    assert "We request 360.0 node-hours (600.0 GPU-hours) on reedbush-h" in said
+    assert "reservation (or a dedicated queue) of 60 nodes for 7.67 hours" in said
 
 
 def test_a_cpu_site_leaves_stage_2_out_and_counts_no_gpu(site):
     # slurm-cpu: no GPUs, 30 min per training job; stage 3 on 1x1, 1x2, 2x2 with naive, then on
     # 2x2: naive/ring, constant, linear, strong (64 // 4 = 16); profiles 1x1 and 2x2; benchmark
-    # on 2 and 4 ranks of one node, 10 min each.
+    # on 2 and 4 ranks of one node and the model-parallel job on 2, 10 min each.
     budget = allocation.budget(site("slurm-cpu"), students=12, resubmit=1.5)
-    assert [job.nodes for job in budget.jobs] == [1, 1, 1, 2, 2, 2, 2, 2, 1, 2, 1, 1]
+    assert [job.nodes for job in budget.jobs] == [1, 1, 1, 2, 2, 2, 2, 2, 1, 2, 1, 1, 1]
     assert {job.gpus for job in budget.jobs} == {0}
     assert budget.left_out[0].startswith("stage 2: the site profile declares 0 GPU(s) per node")
-    node_hours = 1.5 * ((1 + 12 + 3) * 30 + 2 * 10) / 60
-    assert budget.node_hours == pytest.approx(node_hours) == pytest.approx(12.5)
+    node_hours = 1.5 * ((1 + 12 + 3) * 30 + 3 * 10) / 60
+    assert budget.node_hours == pytest.approx(node_hours) == pytest.approx(12.75)
     assert (budget.gpu_hours, budget.peak_nodes, budget.peak_gpus) == (0, 24, 0)
     text = allocation.request(budget)
-    assert "We request 150.0 node-hours on slurm-cpu" in text and "GPU" not in text
+    assert "We request 153.0 node-hours on slurm-cpu" in text and "GPU" not in text
 
 
 def test_bad_input_is_said_with_its_fix(site, tmp_path, capsys):

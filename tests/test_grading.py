@@ -46,7 +46,8 @@ def speed_up_ring_run(folder):
 # the CPU's BLAS kernels (0.125 on one machine, 0.086 on another). The test is about the grading
 # path, not the lesson, so the target is the best accuracy the solved runs reached (solved_target).
 # all the automatic points but stage 2's throughput (4), which needs two GPUs this machine lacks
-SOLVED = 39
+# (notebook 05 adds 4: its three counts and its run)
+SOLVED = 43
 
 
 def set_schedule(first: str, last: str):
@@ -794,7 +795,7 @@ def test_the_class_report_shows_every_student_their_runs_and_the_failed_exercise
         if run.traced and not run.profiled and comparison.scaling(run, base)
     ]
     cells = table_row(page, "alice")
-    assert cells[0] == f"{totals['alice']:g}/51"
+    assert cells[0] == f"{totals['alice']:g}/57"
     assert cells[1:3] == [
         "1",
         f"{json.loads(base.path.read_text())['throughput']['images_per_sec']:.1f}",
