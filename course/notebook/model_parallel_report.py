@@ -26,6 +26,22 @@ NO_RUN = (
     "No model-parallel run yet: submit jobs/{script} (the cell above), wait for it to end, then "
     "run this cell again."
 )
+HEADER = (
+    "{run}: VGG width {width} ({parameters:,} parameters), {batch} images a step, {ranks} ranks on "
+    "{nodes} node(s) of {cores} cores"
+)
+COLUMNS = "{empty:16} {ms:>9} {rate:>9} {moved:>20}"
+MS, RATE, MOVED = "ms/step", "images/s", "bytes moved a step"
+DATA, SPLIT = "data parallel", "model parallel"
+DATA_ROW = (
+    "{name:16} {ms:9.1f} {rate:9.1f} {moved:20,}  (ring allreduce of {gradient:,} bytes of "
+    "gradient)"
+)
+SPLIT_ROW = (
+    "{name:16} {ms:9.1f} {rate:9.1f} {moved:20,}  (activations {shape} per image after block "
+    "{block}, forward and back)"
+)
+VERDICT = "model parallel took {times:.2f} times as long a step, moving {bytes:.2g} times the bytes"
 
 
 @dataclass(frozen=True)
@@ -111,19 +127,34 @@ def lines(run: Run) -> list[str]:
     """The two settings side by side: time a step, images/sec, bytes a step."""
     ring = parallelism.gradient_bytes(run.parameters, run.ranks)
     data, split = run.median("data_parallel"), run.median("model_parallel")
-    rows = [
-        f"{run.run}: VGG width {run.width} ({run.parameters:,} parameters), {run.batch} images a "
-        f"step, {run.ranks} ranks on {len(set(run.hosts))} node(s) of {run.cores} cores",
-        f"{'':16} {'ms/step':>9} {'images/s':>9} {'bytes moved a step':>20}",
-        f"{'data parallel':16} {data * 1e3:9.1f} {run.batch / data:9.1f} {ring:20,}  "
-        f"(ring allreduce of {run.gradient_bytes_per_rank:,} bytes of gradient)",
-        f"{'model parallel':16} {split * 1e3:9.1f} {run.batch / split:9.1f} "
-        f"{run.activation_bytes:20,}  (activations {list(run.cut_shape)} per image after block "
-        f"{run.cut_after}, forward and back)",
-        f"model parallel took {split / data:.2f} times as long a step, moving "
-        f"{run.activation_bytes / ring:.2g} times the bytes",
+    return [
+        HEADER.format(
+            run=run.run,
+            width=run.width,
+            parameters=run.parameters,
+            batch=run.batch,
+            ranks=run.ranks,
+            nodes=len(set(run.hosts)),
+            cores=run.cores,
+        ),
+        COLUMNS.format(empty="", ms=MS, rate=RATE, moved=MOVED),
+        DATA_ROW.format(
+            name=DATA,
+            ms=data * 1e3,
+            rate=run.batch / data,
+            moved=ring,
+            gradient=run.gradient_bytes_per_rank,
+        ),
+        SPLIT_ROW.format(
+            name=SPLIT,
+            ms=split * 1e3,
+            rate=run.batch / split,
+            moved=run.activation_bytes,
+            shape=list(run.cut_shape),
+            block=run.cut_after,
+        ),
+        VERDICT.format(times=split / data, bytes=run.activation_bytes / ring),
     ]
-    return rows
 
 
 def summary(run: Run) -> dict:

@@ -30,6 +30,12 @@ from course.cluster import hosts, mpi
 from course.contracts import model_parallel
 from course.runtime.allreduce_bench import _run_tag
 
+# Student-facing (named placeholders, for translation).
+TWO_RANKS = (
+    "model_parallel_bench splits the network over 2 ranks; this job has {ranks}: submit it with "
+    "-l select=1:mpiprocs=2"
+)
+
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = command_parser("python -m course.runtime.model_parallel_bench", __doc__)
@@ -164,11 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     mpi.check_world(MPI.COMM_WORLD.Get_size())
     if MPI.COMM_WORLD.Get_size() != 2:
         if MPI.COMM_WORLD.Get_rank() == 0:
-            print(
-                f"model_parallel_bench splits the network over 2 ranks; this job has "
-                f"{MPI.COMM_WORLD.Get_size()}: submit it with -l select=1:mpiprocs=2",
-                file=sys.stderr,
-            )
+            print(TWO_RANKS.format(ranks=MPI.COMM_WORLD.Get_size()), file=sys.stderr)
         return 2
     # MultiNodeChainList and its send and recv warn, on every rank, that they are experimental.
     chainer.disable_experimental_feature_warning = True

@@ -21,6 +21,7 @@ from typing import Any
 
 import course.notebook.checks.model_parallel_observers as observers
 from course import parallelism
+from course.contracts import model_parallel
 from course.notebook import model_parallel_report
 from course.notebook.checks.observe import number, observe
 from course.notebook.checks.verdict import expect, fail, passed
@@ -34,6 +35,29 @@ GRADIENT_CASES = ((1_000_000, 2), (25_600_000, 4), (25_600_000, 8), (5_000, 1))
 IDLE_CASES = ((2, 1), (4, 1), (4, 8), (2, 16), (1, 4))
 
 RELATIVE = 1e-9  # the same count in another order agrees far closer
+
+# Student-facing messages (named placeholders, for translation).
+NOT_A_NUMBER = "{call} returned {type}, not a number of {unit}"
+WRONG = "{call} returned {value:.6g}; the kit counts {expected:.6g} {unit}"
+LOOKS_LIKE = "it looks like {mistakes}"
+OR = "; or "
+HOW_FAR = "the kit counts {expected:.6g}{ratio}: go through the step again as the lesson describes"
+RATIO = "; yours is {ratio:.4g} times it"
+OBSERVED = "{name} was observed on {found} cases, not {cases}"
+PASSED = "{name}: the kit's {what} in {count} cases, one of them drawn at random"
+NO_RUN = "there is no traced model-parallel run in runs/"
+NO_RUN_FIX = "submit jobs/{script} (the cell above), wait for it, then run this cell"
+RUN_NOT_A_NUMBER = "{name} returned {type} on your run's setting, not a number of bytes"
+RUN_WRONG = (
+    "{name} on your run's setting (batch {batch}, cut {cut}, {parameters:,} parameters, {ranks} "
+    "ranks) returned {value:.6g}; the run counted {expected:,} bytes"
+)
+RUN_WRONG_FIX = (
+    "the check of {name} above names what is off: fix it there, then run this cell again"
+)
+RUN_PASSED = (
+    "your counts are {run}'s: the split moved {activation:,} bytes a step, the ring {gradient:,}"
+)
 
 Mistake = tuple[str, Callable[..., float]]
 _ACTIVATION_MISTAKES: tuple[Mistake, ...] = (
@@ -106,9 +130,9 @@ def _diagnosis(value: float, right: float, mistakes: Iterable[Mistake], case: tu
         if close(value, wrong := model(*case)) and not close(wrong, right)
     ]
     if matched:
-        return "it looks like " + "; or ".join(matched)
-    ratio = f"; yours is {value / right:.4g} times it" if right else ""
-    return f"the kit counts {right:.6g}{ratio}: go through the step again as the lesson describes"
+        return LOOKS_LIKE.format(mistakes=OR.join(matched))
+    ratio = RATIO.format(ratio=value / right) if right else ""
+    return HOW_FAR.format(expected=right, ratio=ratio)
 
 
 def _judge(
@@ -122,16 +146,16 @@ def _judge(
     __tracebackhide__ = True
     facts = observe(observers.values, function, cases=[list(case) for case in cases])
     if len(facts) != len(cases):
-        fail(f"{function.__name__} was observed on {len(facts)} cases, not {len(cases)}")
+        fail(OBSERVED.format(name=function.__name__, found=len(facts), cases=len(cases)))
     for case, fact in zip(cases, facts, strict=True):
-        shown = f"{function.__name__}({', '.join(repr(part) for part in case)})"
+        shown = "{}({})".format(function.__name__, ", ".join(repr(part) for part in case))
         value = number(fact["value"])
         if value is None:
-            fail(f"{shown} returned {fact['type']}, not a number of {unit}")
+            fail(NOT_A_NUMBER.format(call=shown, type=fact["type"], unit=unit))
         expected = reference(*case)
         expect(
             close(value, expected),
-            f"{shown} returned {value:.6g}; the kit counts {expected:.6g} {unit}",
+            WRONG.format(call=shown, value=value, expected=expected, unit=unit),
             _diagnosis(value, expected, mistakes, case),
         )
     return len(cases)
@@ -152,7 +176,7 @@ def activation(
     count = _judge(
         activation_bytes, every, parallelism.activation_bytes, _ACTIVATION_MISTAKES, "bytes"
     )
-    passed(f"activation_bytes: the kit's count in {count} cases, one of them drawn at random")
+    passed(PASSED.format(name="activation_bytes", what="count", count=count))
 
 
 def gradient(gradient_bytes: Callable[..., Any], cases: Iterable[tuple] = GRADIENT_CASES) -> None:
@@ -161,7 +185,7 @@ def gradient(gradient_bytes: Callable[..., Any], cases: Iterable[tuple] = GRADIE
     draw = _draw()
     every = [*cases, (draw.randint(1_000, 10**9), draw.randint(3, 256))]
     count = _judge(gradient_bytes, every, parallelism.gradient_bytes, _GRADIENT_MISTAKES, "bytes")
-    passed(f"gradient_bytes: the kit's count in {count} cases, one of them drawn at random")
+    passed(PASSED.format(name="gradient_bytes", what="count", count=count))
 
 
 def idle(idle_fraction: Callable[..., Any], cases: Iterable[tuple] = IDLE_CASES) -> None:
@@ -172,7 +196,7 @@ def idle(idle_fraction: Callable[..., Any], cases: Iterable[tuple] = IDLE_CASES)
     count = _judge(
         idle_fraction, every, parallelism.idle_fraction, _IDLE_MISTAKES, "(a share of the step)"
     )
-    passed(f"idle_fraction: the kit's share in {count} cases, one of them drawn at random")
+    passed(PASSED.format(name="idle_fraction", what="share", count=count))
 
 
 def measured_run(
@@ -186,10 +210,7 @@ def measured_run(
     __tracebackhide__ = True
     run = model_parallel_report.newest(folder)
     if run is None:
-        fail(
-            "there is no traced model-parallel run in runs/",
-            "submit jobs/run_model_parallel.sh (the cell above), wait for it, then run this cell",
-        )
+        fail(NO_RUN, NO_RUN_FIX.format(script=model_parallel.JOB_SCRIPT))
     facts = observe(
         observers.traffic,
         activation_bytes,
@@ -207,18 +228,25 @@ def measured_run(
         value = number(facts[key]["value"])
         expect(
             value is not None,
-            f"{name} returned {facts[key]['type']} on your run's setting, not a number of bytes",
+            RUN_NOT_A_NUMBER.format(name=name, type=facts[key]["type"]),
         )
         assert value is not None
         expect(
             close(value, expected),
-            f"{name} on your run's setting (batch {run.batch}, cut {list(run.cut_shape)}, "
-            f"{run.parameters:,} parameters, {run.ranks} ranks) returned {value:.6g}; the run "
-            f"counted {expected:,} bytes",
-            "the check above passes with the same inputs: look at how your function reads them",
+            RUN_WRONG.format(
+                name=name,
+                batch=run.batch,
+                cut=list(run.cut_shape),
+                parameters=run.parameters,
+                ranks=run.ranks,
+                value=value,
+                expected=expected,
+            ),
+            RUN_WRONG_FIX.format(name=name),
         )
     passed(
-        f"your counts are {run.run}'s: the split moved {run.activation_bytes:,} bytes a step, the "
-        f"ring {counted['gradient'][1]:,}"
+        RUN_PASSED.format(
+            run=run.run, activation=run.activation_bytes, gradient=counted["gradient"][1]
+        )
     )
     return model_parallel_report.summary(run)
