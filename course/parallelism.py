@@ -35,4 +35,5 @@ def gradient_bytes(parameters: int, ranks: int) -> int:
 
 def idle_fraction(stages: int, micro_batches: int) -> float:
     """The share of a step each of `stages` equal pipeline stages waits, with `micro_batches`."""
-    return (stages - 1) / (micro_batches + stages - 1)
+    fill_and_drain = stages - 1  # steps of a micro-batch's time in which some stage waits
+    return fill_and_drain / (fill_and_drain + micro_batches)
