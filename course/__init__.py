@@ -21,6 +21,8 @@ notebook uses are imported on first use:
     course.one_node.show()      stage 2 beside stage 3 on one node's GPUs (course.notebook.one_node)
     course.allreduce_report.show()  the allreduce benchmark, fitted and compared
                                     (course.notebook.allreduce_report)
+    course.model_parallel_report.show()  model against data parallelism, time and bytes
+                                    (course.notebook.model_parallel_report)
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ _LAZY = {
     "profile_report": ("course.notebook.profile_report", None),
     "one_node": ("course.notebook.one_node", None),
     "allreduce_report": ("course.notebook.allreduce_report", None),
+    "model_parallel_report": ("course.notebook.model_parallel_report", None),
     "report": ("course.notebook.report", None),
 }
 

@@ -19,12 +19,17 @@ SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions" / "distributed_
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 
+def notebook_of(name: str) -> str:
+    """The notebook file of a stage's name, or `name` itself when it is a notebook's file name
+    (a lesson notebook of stages.LESSON_NOTEBOOKS has no stage)."""
+    return name if name.endswith(".ipynb") else stages.get(name).notebook
+
+
 @functools.cache
 def solution_cells(stage_name: str) -> tuple[str, ...]:
-    """The stage's solution code cells in notebook order, without their marker lines. A lesson
-    notebook's (stages.LESSON_NOTEBOOKS) are named by its file name."""
-    name = stage_name if stage_name in stages.LESSON_NOTEBOOKS else stages.get(stage_name).notebook
-    notebook = nbformat.read(SOLUTIONS / name, as_version=4)
+    """The solution code cells of a stage's notebook (or of a notebook by file name) in notebook
+    order, without their marker lines."""
+    notebook = nbformat.read(SOLUTIONS / notebook_of(stage_name), as_version=4)
     return tuple(
         "\n".join(line for line in cell.source.splitlines() if line.strip() not in MARKERS).strip()
         + "\n"

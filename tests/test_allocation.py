@@ -32,50 +32,55 @@ def test_a_gpu_site_budgets_every_job_the_notebooks_submit(site):
     # stage 3 compares 1x2 and 2x2 with pure_nccl, then on 2x2: non_cuda_aware, the constant and
     # linear rules, strong scaling (32 // 4 = 8 per rank); two step profiles (1x1, 2x2); the
     # benchmark on 2 ranks of one node and 4 ranks on two (one rank per GPU), 10 min each, for
-    # notebook 03 and again for notebook 04.
+    # notebook 03 and again for notebook 04; notebook 05's model-parallel job on 2 CPU ranks of one
+    # node, 10 min.
     budget = allocation.budget(site("reedbush-h"), students=30, resubmit=2)
-    # stages 1, 2, 3, profiles, the two benchmarks
-    nodes = [1, 1] + [1, 2, 2, 2, 2, 2] + [1, 2] + [1, 2] + [1, 2]
-    gpus = [1, 2] + [2, 4, 4, 4, 4, 4] + [1, 4] + [0, 0] + [0, 0]
-    minutes = [20] * 10 + [10, 10] * 2
+    # stages 1, 2, 3, profiles, the two benchmarks, the model-parallel job
+    nodes = [1, 1] + [1, 2, 2, 2, 2, 2] + [1, 2] + [1, 2] + [1, 2] + [1]
+    gpus = [1, 2] + [2, 4, 4, 4, 4, 4] + [1, 4] + [0, 0] + [0, 0] + [0]
+    minutes = [20] * 10 + [10, 10] * 2 + [10]
     assert [job.nodes for job in budget.jobs] == nodes
     assert [job.gpus for job in budget.jobs] == gpus
     assert [job.seconds for job in budget.jobs] == [60 * m for m in minutes]
     assert {job.source for job in budget.jobs} == {"walltime"}
-    # per student: (10 x 20 min on 1 or 2 nodes, twice 10 min on 1 and on 2) = 6.33 node-hours,
-    # 10 GPU-hours; x2
-    assert budget.node_hours == pytest.approx(2 * (16 * 20 + 2 * 30) / 60) == pytest.approx(38 / 3)
+    # per student: (10 x 20 min on 1 or 2 nodes, twice 10 min on 1 and on 2, 10 min on 1) = 6.5
+    # node-hours, 10 GPU-hours; x2
+    assert budget.node_hours == pytest.approx(2 * (16 * 20 + 2 * 30 + 10) / 60) == pytest.approx(13)
     assert budget.gpu_hours == pytest.approx(2 * 30 * 20 / 60) == pytest.approx(20.0)
     assert (budget.peak_nodes, budget.peak_gpus) == (60, 120)
-    assert budget.reservation_hours == pytest.approx(2 * 240 / 60)
+    assert budget.reservation_hours == pytest.approx(2 * 250 / 60)
     assert "stage 3: 2 node(s) x 2 rank(s), pure_nccl, lr rule constant, strong scaling (8" in (
         budget.jobs[7].what
     )
-    assert budget.jobs[-3].what == "allreduce benchmark: 2 node(s) x 2 ranks"
-    assert budget.jobs[-1].what == (
+    assert budget.jobs[-4].what == "allreduce benchmark: 2 node(s) x 2 ranks"
+    assert budget.jobs[-2].what == (
         "allreduce benchmark, ring against parameter server: 2 node(s) x 2 ranks"
+    )
+    assert (
+        budget.jobs[-1].what == "model against data parallelism (notebook 05): 1 node(s) x 2 ranks"
     )
     assert budget.left_out == []
     said = allocation.render(budget)
-    assert "class of 30: 380.0 node-hours, 600.0 GPU-hours" in said
+    assert "class of 30: 390.0 node-hours, 600.0 GPU-hours" in said
     assert "largest simultaneous demand: 60 nodes (120 GPUs)" in said
-    assert "We request 380.0 node-hours (600.0 GPU-hours) on reedbush-h" in said
-    assert "reservation (or a dedicated queue) of 60 nodes for 8.00 hours" in said
+    assert "We request 390.0 node-hours (600.0 GPU-hours) on reedbush-h" in said
+    assert "reservation (or a dedicated queue) of 60 nodes for 8.33 hours" in said
 
 
 def test_a_cpu_site_leaves_stage_2_out_and_counts_no_gpu(site):
     # slurm-cpu: no GPUs, 30 min per training job; stage 3 on 1x1, 1x2, 2x2 with naive, then on
     # 2x2: naive/ring, constant, linear, strong (64 // 4 = 16); profiles 1x1 and 2x2; benchmark
-    # on 2 and 4 ranks of one node, 10 min each, for notebooks 03 and 04.
+    # on 2 and 4 ranks of one node, 10 min each, for notebooks 03 and 04, and the model-parallel
+    # job on 2, 10 min.
     budget = allocation.budget(site("slurm-cpu"), students=12, resubmit=1.5)
-    assert [job.nodes for job in budget.jobs] == [1, 1, 1, 2, 2, 2, 2, 2, 1, 2, 1, 1, 1, 1]
+    assert [job.nodes for job in budget.jobs] == [1, 1, 1, 2, 2, 2, 2, 2, 1, 2, 1, 1, 1, 1, 1]
     assert {job.gpus for job in budget.jobs} == {0}
     assert budget.left_out[0].startswith("stage 2: the site profile declares 0 GPU(s) per node")
-    node_hours = 1.5 * ((1 + 12 + 3) * 30 + 4 * 10) / 60
-    assert budget.node_hours == pytest.approx(node_hours) == pytest.approx(13.0)
+    node_hours = 1.5 * ((1 + 12 + 3) * 30 + 5 * 10) / 60
+    assert budget.node_hours == pytest.approx(node_hours) == pytest.approx(13.25)
     assert (budget.gpu_hours, budget.peak_nodes, budget.peak_gpus) == (0, 24, 0)
     text = allocation.request(budget)
-    assert "We request 156.0 node-hours on slurm-cpu" in text and "GPU" not in text
+    assert "We request 159.0 node-hours on slurm-cpu" in text and "GPU" not in text
 
 
 def test_bad_input_is_said_with_its_fix(site, tmp_path, capsys):

@@ -131,6 +131,7 @@ def test_what_a_job_and_a_run_use_on_a_gpu_site(applied):
     assert job("run_multi_gpu_training.sh") == (1, 2, 1200)
     assert job("run_multi_node_training.sh", "-l", "select=2:mpiprocs=2") == (2, 4, 1200)
     assert job("run_allreduce_benchmark.sh") == (2, 0, 600)
+    assert job("run_model_parallel.sh") == (1, 0, 600)  # notebook 05's: CPU ranks only
     assert job("run_single_gpu_training.sh", "-l", "walltime=00:06:00") == (1, 1, 360)
     run = {
         "stage": "multi_node",

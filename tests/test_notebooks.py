@@ -50,6 +50,7 @@ def test_solved_notebooks_run_top_to_bottom_on_cpu(student_run):
             o.get("text", "") for o in outputs(student_run / "04_the_exchange.ipynb", cell)
         )
         assert said in text, (cell, text)
+    assert errors(student_run / "05_beyond_data_parallel.ipynb") == {}  # its job ran on 2 CPU ranks
     # Stage 2's job needs two GPUs: its submit cell says so and Run All goes on to the report.
     assert errors(student_run / "02_multi_gpu.ipynb") == {}
     said = "".join(o.get("text", "") for o in outputs(student_run / "02_multi_gpu.ipynb", "submit"))
@@ -65,6 +66,7 @@ def test_every_check_says_what_it_verified(student_run):
         ("01_single_gpu.ipynb", "check_trainer"),
         ("02_multi_gpu.ipynb", "check_devices"),
         ("03_multi_node.ipynb", "check_scatter"),
+        ("05_beyond_data_parallel.ipynb", "check_model_parallel_run"),
     ):
         text = "".join(o.get("text", "") for o in outputs(student_run / name, check))
         assert text.startswith("OK: "), (name, check, text)
@@ -183,17 +185,24 @@ def test_released_notebooks_fail_only_at_their_stubs(quick_env, tmp_path):
             "check_overlap",
             "check_half_precision",
         },
+        "05_beyond_data_parallel.ipynb": {
+            "check_activation_bytes",
+            "check_gradient_bytes",
+            "check_idle_fraction",
+            "check_model_parallel_run",
+        },
     }
     for name, cells in expected.items():
         demo.run_notebook(folder / name, env=quick_env)
         found = errors(folder / name)
         assert set(found) == cells, name
         assert set(found.values()) == {"NotImplementedError"}, (name, found)
-    # no training job ran; the allreduce benchmark needs no student code, and ran (notebook 04's
-    # jobs into runs/exchange-*)
+    # no training job ran; the allreduce benchmark and the model-parallel job need no student code,
+    # and ran (notebook 04's benchmark jobs into runs/exchange-*)
     assert {path.name.split("-")[0] for path in (folder / "runs").iterdir()} == {
         "allreduce",
         "exchange",
+        "model_parallel",
     }
 
 

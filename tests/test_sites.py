@@ -88,8 +88,9 @@ def test_slurm_profile_adds_what_pbs_syntax_cannot_say(jobs_dir):
 def test_a_slurm_jobs_log_keeps_every_attempt_of_a_rerun(jobs_dir, name):
     """Slurm truncates a requeued job's log when it reruns it, unless the job appends to it."""
     sites.apply(sites.load_profile(name), jobs_dir)
-    appends = [sites.SLURM_APPEND in script.read_text() for script in sites.job_scripts(jobs_dir)]
-    assert appends == [name.startswith("slurm")] * 4
+    scripts = sites.job_scripts(jobs_dir)
+    appends = [sites.SLURM_APPEND in script.read_text() for script in scripts]
+    assert len(scripts) == 5 and appends == [name.startswith("slurm")] * len(scripts)
 
 
 def test_site_env_is_valid_bash_and_env_overrides_its_defaults(tmp_path):

@@ -32,12 +32,14 @@ from pathlib import Path
 from course.cluster import job as following
 from course.cluster import localsched, pbs
 from course.cluster.siteenv import SiteSettings
-from course.contracts import jobend, joblog, results, stages
+from course.contracts import jobend, joblog, model_parallel, results, stages
 from course.errors import JobError, ResultsError
 from course.fileio import atomic_file
 
 NODE_HOURS, GPU_HOURS = "node-hours", "GPU-hours"
 BENCHMARK_SCRIPT = "run_allreduce_benchmark.sh"  # MPI between ranks: it uses no GPU
+# The jobs that run on CPU ranks only, wherever they run: the benchmark and notebook 05's split.
+CPU_SCRIPTS = (BENCHMARK_SCRIPT, model_parallel.JOB_SCRIPT)
 LEDGER = "submitted-jobs.json"
 
 # Student-facing messages (named placeholders, for translation).
@@ -88,9 +90,10 @@ class Usage:
 
 def gpus_used(script: str, ranks_per_node: int, site_gpus: int, asked: int = 0) -> int:
     """The GPUs per node a job of `script` (a jobs/ file name) uses: none for the allreduce
-    benchmark, every GPU of the node for stage 2 (one process drives them all), else the ngpus it
-    asks for or one per rank; `site_gpus`: the profile's gpus_per_node (0: whatever is there)."""
-    if script == BENCHMARK_SCRIPT:
+    benchmark and the model-parallel job (CPU_SCRIPTS), every GPU of the node for stage 2 (one
+    process drives them all), else the ngpus it asks for or one per rank; `site_gpus`: the
+    profile's gpus_per_node (0: whatever is there)."""
+    if script in CPU_SCRIPTS:
         return 0
     if script == stages.MULTI_GPU.job_script:
         return site_gpus or asked

@@ -81,7 +81,10 @@ STAGES: dict[str, Stage] = {stage.name: stage for stage in (SINGLE_GPU, MULTI_GP
 NAMES = tuple(STAGES)
 # The notebooks beyond the stages': lessons that model, measure or train without a stage of their
 # own. The course's notebooks are both, in file-name order (the order students take them).
-LESSON_NOTEBOOKS: tuple[str, ...] = ("04_the_exchange.ipynb",)
+LESSON_NOTEBOOKS: tuple[str, ...] = (
+    "04_the_exchange.ipynb",  # the gradient exchange: parameter server, overlap, float16
+    "05_beyond_data_parallel.ipynb",  # model parallelism against data parallelism (its own job)
+)
 NOTEBOOKS = tuple(sorted({stage.notebook for stage in STAGES.values()} | set(LESSON_NOTEBOOKS)))
 BASELINE = SINGLE_GPU  # speedup and efficiency are measured against the student's own stage-1 run
 

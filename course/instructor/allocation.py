@@ -32,7 +32,7 @@ from course.cli import command_parser
 from course.cluster import pbs, plan, siteenv, usage
 from course.cluster.siteenv import SiteSettings
 from course.cluster.usage import Usage
-from course.contracts import results, stages
+from course.contracts import model_parallel, results, stages
 from course.errors import CourseError, ResultsError
 
 RESUBMIT = 2.0  # each job twice: a try that fails or is cut short, and the one that counts
@@ -184,21 +184,26 @@ def budget(
     for run in plan.comparison_plan(folder) + plan.profile_plan(folder):
         what = "stage 3: " + run.describe(settings.select).split(":  qsub")[0]
         add(what, stages.MULTI_NODE, run, run.nodes, run.per_node)
+
+    def add_walltime(what: str, script: str, nodes: int, per_node: int) -> None:
+        """A job whose time is its walltime (its time is not measured): on CPU ranks only."""
+        seconds = _walltime(folder, script, settings)
+        if seconds is None:
+            raise CourseError(
+                f"jobs/{script} asks for no walltime, and its time is not measured",
+                f"set it in the site profile ([jobs.{script[:-3]}] walltime), apply it",
+            )
+        used = nodes * usage.gpus_used(script, per_node, gpus)
+        jobs.append(
+            Usage(f"{what}: {nodes} node(s) x {per_node} ranks", nodes, used, seconds, "walltime")
+        )
+
     # Notebook 03's benchmark, then notebook 04's (the ring against a parameter server): the same
     # job script on the same ranks.
     for kind in ("allreduce benchmark", "allreduce benchmark, ring against parameter server"):
         for nodes, per_node in plan.benchmark_plan(folder):
-            seconds = _walltime(folder, usage.BENCHMARK_SCRIPT, settings)
-            if seconds is None:
-                raise CourseError(
-                    f"jobs/{usage.BENCHMARK_SCRIPT} asks for no walltime, and its time is not "
-                    "measured",
-                    "set it in the site profile ([jobs.run_allreduce_benchmark] walltime), "
-                    "apply it",
-                )
-            what = f"{kind}: {nodes} node(s) x {per_node} ranks"
-            used = nodes * usage.gpus_used(usage.BENCHMARK_SCRIPT, per_node, gpus)
-            jobs.append(Usage(what, nodes, used, seconds, "walltime"))
+            add_walltime(kind, usage.BENCHMARK_SCRIPT, nodes, per_node)
+    add_walltime("model against data parallelism (notebook 05)", model_parallel.JOB_SCRIPT, 1, 2)
     return Budget(settings.site, jobs, students, resubmit, left_out, gpus, usage.limits(settings))
 
 

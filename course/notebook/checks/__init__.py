@@ -11,7 +11,15 @@ The notebooks call `checks.<stage module>.<check>(...)`: the package loads every
 
 from __future__ import annotations
 
-from course.notebook.checks import allreduce, exchange, multi_gpu, multi_node, predictions, single
+from course.notebook.checks import (
+    allreduce,
+    exchange,
+    model_parallel,
+    multi_gpu,
+    multi_node,
+    predictions,
+    single,
+)
 from course.notebook.checks.inputs import SMALL, example_ids, labelled_dataset, small_args
 from course.notebook.checks.verdict import CheckFailed, call, expect, fail, passed
 
@@ -25,6 +33,7 @@ __all__ = [
     "expect",
     "fail",
     "labelled_dataset",
+    "model_parallel",
     "multi_gpu",
     "multi_node",
     "passed",

@@ -1,0 +1,252 @@
+"""Checks of the model-parallel exercise (notebook 05): the student's byte counts and pipeline idle.
+
+    activation_bytes(batch, cut_shape) -> bytes across the cut of a 2-stage split, per step
+    gradient_bytes(parameters, ranks) -> bytes all ranks send in one ring allreduce of the gradient
+    idle_fraction(stages, micro_batches) -> the share of a step a pipeline stage waits
+
+The checks observe what the functions return (course.notebook.checks.model_parallel_observers, with
+the kit's reference closed) and judge those numbers against course.parallelism. A wrong number that
+matches a known mistake gets a hint that names it; every check adds a case drawn at random, and the
+hidden tests pass other cases, so that no case can simply be copied. `measured_run` compares the
+student's counts with what the model-parallel job counted on this machine.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import course.notebook.checks.model_parallel_observers as observers
+from course import parallelism
+from course.contracts import model_parallel
+from course.notebook import model_parallel_report
+from course.notebook.checks.observe import number, observe
+from course.notebook.checks.verdict import expect, fail, passed
+
+# (batch, (C, H, W)): the course's VGG cut after block 2 at width 16, a wider one, one image of the
+# input, an ImageNet-sized activation.
+ACTIVATION_CASES = ((32, (32, 8, 8)), (64, (64, 4, 4)), (1, (3, 32, 32)), (128, (256, 14, 14)))
+# (parameters, ranks): the course's VGG at width 16 on 2 ranks, ResNet-50 on 4 and 8, one rank.
+GRADIENT_CASES = ((1_000_000, 2), (25_600_000, 4), (25_600_000, 8), (5_000, 1))
+# (stages, micro-batches): the naive splits, pipelines, one stage (never idle).
+IDLE_CASES = ((2, 1), (4, 1), (4, 8), (2, 16), (1, 4))
+
+RELATIVE = 1e-9  # the same count in another order agrees far closer
+
+# Student-facing messages (named placeholders, for translation).
+NOT_A_NUMBER = "{call} returned {type}, not a number of {unit}"
+WRONG = "{call} returned {value:.6g}; the kit counts {expected:.6g} {unit}"
+LOOKS_LIKE = "it looks like {mistakes}"
+OR = "; or "
+HOW_FAR = "the kit counts {expected:.6g}{ratio}: go through the step again as the lesson describes"
+RATIO = "; yours is {ratio:.4g} times it"
+OBSERVED = "{name} was observed on {found} cases, not {cases}"
+PASSED = "{name}: the kit's {what} in {count} cases, one of them drawn at random"
+NO_RUN = "there is no traced model-parallel run in runs/"
+NO_RUN_FIX = "submit jobs/{script} (the cell above), wait for it, then run this cell"
+RUN_NOT_A_NUMBER = "{name} returned {type} on your run's setting, not a number of bytes"
+RUN_WRONG = (
+    "{name} on your run's setting (batch {batch}, cut {cut}, {parameters:,} parameters, {ranks} "
+    "ranks) returned {value:.6g}; the run counted {expected:,} bytes"
+)
+RUN_WRONG_FIX = (
+    "the check of {name} above names what is off: fix it there, then run this cell again"
+)
+RUN_PASSED = (
+    "your counts are {run}'s: the split moved {activation:,} bytes a step, the ring {gradient:,}"
+)
+
+Mistake = tuple[str, Callable[..., float]]
+_ACTIVATION_MISTAKES: tuple[Mistake, ...] = (
+    (
+        "it counts the forward pass only: a training step also sends the gradient of every "
+        "activation back across the cut, as many values again",
+        lambda b, shape: parallelism.activation_bytes(b, shape) / 2,
+    ),
+    (
+        "it counts values, not bytes: each float32 value takes 4 bytes",
+        lambda b, shape: parallelism.activation_bytes(b, shape) / parallelism.BYTES_PER_VALUE,
+    ),
+    (
+        "it counts bits: the question asks for bytes",
+        lambda b, shape: parallelism.activation_bytes(b, shape) * 8,
+    ),
+    (
+        "it counts one image: every image of the batch crosses the cut",
+        lambda b, shape: parallelism.activation_bytes(1, shape),
+    ),
+)
+_GRADIENT_MISTAKES: tuple[Mistake, ...] = (
+    (
+        "it counts what one rank sends: the question asks for all ranks together",
+        lambda n, p: parallelism.gradient_bytes(n, p) / p,
+    ),
+    (
+        "it counts half the ring: an allreduce is a reduce-scatter and then an allgather, and each "
+        "sends its share",
+        lambda n, p: parallelism.gradient_bytes(n, p) / 2,
+    ),
+    (
+        "it counts values, not bytes: each float32 gradient takes 4 bytes",
+        lambda n, p: parallelism.gradient_bytes(n, p) / parallelism.BYTES_PER_VALUE,
+    ),
+    (
+        "every rank sends its whole gradient to every other rank there: a ring passes each rank "
+        "one share of it at a time",
+        lambda n, p: p * (p - 1) * n * parallelism.BYTES_PER_VALUE,
+    ),
+)
+_IDLE_MISTAKES: tuple[Mistake, ...] = (
+    (
+        "it leaves the micro-batches out: with more of them, the fill and drain are a smaller "
+        "share of the step",
+        lambda s, m: parallelism.idle_fraction(s, 1),
+    ),
+    (
+        "that is the share a stage works: the question asks for the share it waits",
+        lambda s, m: 1 - parallelism.idle_fraction(s, m),
+    ),
+    (
+        "the step is longer than the micro-batches alone: it also holds the time the pipeline "
+        "takes to fill and drain",
+        lambda s, m: (s - 1) / m,
+    ),
+)
+
+
+def close(value: float, expected: float) -> bool:
+    return math.isclose(value, expected, rel_tol=RELATIVE, abs_tol=1e-12)
+
+
+def _diagnosis(value: float, right: float, mistakes: Iterable[Mistake], case: tuple) -> str:
+    """The known mistakes `value` matches (on 2 ranks, one rank's share is also half the ring),
+    or how far it is from the kit's count."""
+    matched = [
+        what
+        for what, model in mistakes
+        if close(value, wrong := model(*case)) and not close(wrong, right)
+    ]
+    if matched:
+        return LOOKS_LIKE.format(mistakes=OR.join(matched))
+    ratio = RATIO.format(ratio=value / right) if right else ""
+    return HOW_FAR.format(expected=right, ratio=ratio)
+
+
+def _judge(
+    function: Callable[..., Any],
+    cases: list[tuple],
+    reference: Callable[..., float],
+    mistakes: Iterable[Mistake],
+    unit: str,
+) -> int:
+    """Observe `function` on `cases`, judge each against `reference`; the number of cases."""
+    __tracebackhide__ = True
+    facts = observe(observers.values, function, cases=[list(case) for case in cases])
+    if len(facts) != len(cases):
+        fail(OBSERVED.format(name=function.__name__, found=len(facts), cases=len(cases)))
+    for case, fact in zip(cases, facts, strict=True):
+        shown = "{}({})".format(function.__name__, ", ".join(repr(part) for part in case))
+        value = number(fact["value"])
+        if value is None:
+            fail(NOT_A_NUMBER.format(call=shown, type=fact["type"], unit=unit))
+        expected = reference(*case)
+        expect(
+            close(value, expected),
+            WRONG.format(call=shown, value=value, expected=expected, unit=unit),
+            _diagnosis(value, expected, mistakes, case),
+        )
+    return len(cases)
+
+
+def _draw() -> random.SystemRandom:
+    return random.SystemRandom()
+
+
+def activation(
+    activation_bytes: Callable[..., Any], cases: Iterable[tuple] = ACTIVATION_CASES
+) -> None:
+    """activation_bytes(batch, cut_shape) counts the kit's bytes on `cases` and one drawn case."""
+    __tracebackhide__ = True
+    draw = _draw()
+    drawn = (draw.randint(2, 512), (draw.randint(1, 512), draw.randint(1, 64), draw.randint(1, 64)))
+    every = [(batch, tuple(shape)) for batch, shape in cases] + [drawn]
+    count = _judge(
+        activation_bytes, every, parallelism.activation_bytes, _ACTIVATION_MISTAKES, "bytes"
+    )
+    passed(PASSED.format(name="activation_bytes", what="count", count=count))
+
+
+def gradient(gradient_bytes: Callable[..., Any], cases: Iterable[tuple] = GRADIENT_CASES) -> None:
+    """gradient_bytes(parameters, ranks) counts the kit's bytes on `cases` and one drawn case."""
+    __tracebackhide__ = True
+    draw = _draw()
+    every = [*cases, (draw.randint(1_000, 10**9), draw.randint(3, 256))]
+    count = _judge(gradient_bytes, every, parallelism.gradient_bytes, _GRADIENT_MISTAKES, "bytes")
+    passed(PASSED.format(name="gradient_bytes", what="count", count=count))
+
+
+def idle(idle_fraction: Callable[..., Any], cases: Iterable[tuple] = IDLE_CASES) -> None:
+    """idle_fraction(stages, micro_batches) gives the kit's share on `cases` and one drawn case."""
+    __tracebackhide__ = True
+    draw = _draw()
+    every = [*cases, (draw.randint(2, 64), draw.randint(2, 256))]
+    count = _judge(
+        idle_fraction, every, parallelism.idle_fraction, _IDLE_MISTAKES, "(a share of the step)"
+    )
+    passed(PASSED.format(name="idle_fraction", what="share", count=count))
+
+
+def measured_run(
+    activation_bytes: Callable[..., Any],
+    gradient_bytes: Callable[..., Any],
+    folder: Path = Path("."),
+) -> dict[str, Any]:
+    """The student's two counts on the setting of their traced model-parallel run equal what the
+    run counted (the split's bytes) and the kit's ring count of the gradient the run exchanged.
+    Returns the run's summary (course.notebook.model_parallel_report.summary)."""
+    __tracebackhide__ = True
+    run = model_parallel_report.newest(folder)
+    if run is None:
+        fail(NO_RUN, NO_RUN_FIX.format(script=model_parallel.JOB_SCRIPT))
+    facts = observe(
+        observers.traffic,
+        activation_bytes,
+        gradient_bytes,
+        batch=run.batch,
+        cut_shape=list(run.cut_shape),
+        parameters=run.parameters,
+        ranks=run.ranks,
+    )
+    counted = {
+        "activation": ("activation_bytes", run.activation_bytes),
+        "gradient": ("gradient_bytes", parallelism.gradient_bytes(run.parameters, run.ranks)),
+    }
+    for key, (name, expected) in counted.items():
+        value = number(facts[key]["value"])
+        expect(
+            value is not None,
+            RUN_NOT_A_NUMBER.format(name=name, type=facts[key]["type"]),
+        )
+        assert value is not None
+        expect(
+            close(value, expected),
+            RUN_WRONG.format(
+                name=name,
+                batch=run.batch,
+                cut=list(run.cut_shape),
+                parameters=run.parameters,
+                ranks=run.ranks,
+                value=value,
+                expected=expected,
+            ),
+            RUN_WRONG_FIX.format(name=name),
+        )
+    passed(
+        RUN_PASSED.format(
+            run=run.run, activation=run.activation_bytes, gradient=counted["gradient"][1]
+        )
+    )
+    return model_parallel_report.summary(run)

@@ -1,0 +1,179 @@
+"""Notebook 05's view of the model-parallel job (jobs/run_model_parallel.sh): its runs traced to
+their job logs, and the two settings side by side, time and bytes per step.
+
+A file counts only when its seal holds and the log of its job names it with the file's SHA-256
+(course.contracts.model_parallel's line): a file copied from elsewhere or edited is left out, with a
+note saying why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from course import parallelism
+from course.contracts import joblog, model_parallel
+from course.errors import ResultsError
+
+# Student-facing notes (named placeholders, for translation).
+LEFT_OUT = "note: left out {path}: {why}"
+NO_LOG = "no job log of job {job} is in this folder"
+NOT_LOGGED = "the log {log} does not name this file with its SHA-256 (copied or edited?)"
+NO_RUN = (
+    "No model-parallel run yet: submit jobs/{script} (the cell above), wait for it to end, then "
+    "run this cell again."
+)
+HEADER = (
+    "{run}: VGG width {width} ({parameters:,} parameters), {batch} images a step, {ranks} ranks on "
+    "{nodes} node(s) of {cores} cores"
+)
+COLUMNS = "{empty:16} {ms:>9} {rate:>9} {moved:>20}"
+MS, RATE, MOVED = "ms/step", "images/s", "bytes moved a step"
+DATA, SPLIT = "data parallel", "model parallel"
+DATA_ROW = (
+    "{name:16} {ms:9.1f} {rate:9.1f} {moved:20,}  (ring allreduce of {gradient:,} bytes of "
+    "gradient)"
+)
+SPLIT_ROW = (
+    "{name:16} {ms:9.1f} {rate:9.1f} {moved:20,}  (activations {shape} per image after block "
+    "{block}, forward and back)"
+)
+VERDICT = "model parallel took {times:.2f} times as long a step, moving {bytes:.2g} times the bytes"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One traced model-parallel file: the setting both ways ran in, and what each took."""
+
+    run: str  # runs/<folder>/<file>, as its log names it
+    started: float
+    ranks: int
+    cores: int
+    hosts: tuple[str, ...]
+    width: int
+    batch: int
+    images: int
+    parameters: int
+    cut_after: int
+    cut_shape: tuple[int, ...]
+    activation_bytes: int
+    gradient_bytes_per_rank: int
+    data_seconds: tuple[float, ...]
+    model_seconds: tuple[float, ...]
+
+    def median(self, setting: str) -> float:
+        """The median seconds of a step of `setting` (course.contracts.model_parallel.SETTINGS)."""
+        seconds = self.data_seconds if setting == "data_parallel" else self.model_seconds
+        return float(np.median(seconds))
+
+
+def _run(record: dict, name: str) -> Run:
+    return Run(
+        run=name,
+        started=record["started"],
+        ranks=record["ranks"],
+        cores=record.get("cores") or 0,
+        hosts=tuple(record["hosts"]),
+        width=record["model"]["width"],
+        batch=record["batch"],
+        images=record["images"],
+        parameters=record["model"]["parameters"],
+        cut_after=record["cut"]["after_block"],
+        cut_shape=tuple(record["cut"]["shape"]),
+        activation_bytes=record["model_parallel"]["activation_bytes"],
+        gradient_bytes_per_rank=record["data_parallel"]["gradient_bytes_per_rank"],
+        data_seconds=tuple(record["data_parallel"]["seconds"]),
+        model_seconds=tuple(record["model_parallel"]["seconds"]),
+    )
+
+
+def traced(folder: Path = Path(".")) -> list[Run]:
+    """Every model-parallel file of folder/runs whose seal holds and whose job's log names it with
+    its SHA-256; the others are left out with a note that says why."""
+    found = []
+    for path in model_parallel.find(folder):
+        name = path.relative_to(folder).as_posix()
+        try:
+            record = model_parallel.load(path)
+        except ResultsError as e:
+            print(LEFT_OUT.format(path=name, why=e.message))
+            continue
+        job = record["job"]
+        log = joblog.find(Path(folder), job["id"] or "", job["name"]) if job["id"] else None
+        if log is None:
+            print(LEFT_OUT.format(path=name, why=NO_LOG.format(job=job["id"] or "?")))
+            continue
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if not any(
+            line["path"] == name and line["sha256"] == digest
+            for line in model_parallel.logged(joblog.read(log))
+        ):
+            print(LEFT_OUT.format(path=name, why=NOT_LOGGED.format(log=log.name)))
+            continue
+        found.append(_run(record, name))
+    return found
+
+
+def newest(folder: Path = Path(".")) -> Run | None:
+    """The traced run that started last, or None."""
+    runs = traced(folder)
+    return max(runs, key=lambda run: run.started) if runs else None
+
+
+def lines(run: Run) -> list[str]:
+    """The two settings side by side: time a step, images/sec, bytes a step."""
+    ring = parallelism.gradient_bytes(run.parameters, run.ranks)
+    data, split = run.median("data_parallel"), run.median("model_parallel")
+    return [
+        HEADER.format(
+            run=run.run,
+            width=run.width,
+            parameters=run.parameters,
+            batch=run.batch,
+            ranks=run.ranks,
+            nodes=len(set(run.hosts)),
+            cores=run.cores,
+        ),
+        COLUMNS.format(empty="", ms=MS, rate=RATE, moved=MOVED),
+        DATA_ROW.format(
+            name=DATA,
+            ms=data * 1e3,
+            rate=run.batch / data,
+            moved=ring,
+            gradient=run.gradient_bytes_per_rank,
+        ),
+        SPLIT_ROW.format(
+            name=SPLIT,
+            ms=split * 1e3,
+            rate=run.batch / split,
+            moved=run.activation_bytes,
+            shape=list(run.cut_shape),
+            block=run.cut_after,
+        ),
+        VERDICT.format(times=split / data, bytes=run.activation_bytes / ring),
+    ]
+
+
+def summary(run: Run) -> dict:
+    """The figures a student's answer cites, as plain numbers."""
+    return {
+        "run": run.run,
+        "data_parallel_ms": run.median("data_parallel") * 1e3,
+        "model_parallel_ms": run.median("model_parallel") * 1e3,
+        "activation_bytes": run.activation_bytes,
+        "gradient_bytes": parallelism.gradient_bytes(run.parameters, run.ranks),
+    }
+
+
+def show(folder: Path = Path(".")) -> Run | None:
+    """Print the newest traced run's comparison (or how to get one); return it."""
+    run = newest(folder)
+    if run is None:
+        print(NO_RUN.format(script=model_parallel.JOB_SCRIPT))
+        return None
+    for line in lines(run):
+        print(line)
+    return run
