@@ -28,12 +28,12 @@ def profile_with(folder: Path, budget: str, base: str = "local") -> Path:
     [
         (
             "node_hours_per_student = 0",
-            ":53: `budget.node_hours_per_student` = 0 is not a number of hours above 0, e.g. 12.5",
+            ":58: `budget.node_hours_per_student` = 0 is not a number of hours above 0, e.g. 12.5",
             "fix the profile, or leave the key out for no budget",
         ),
         (
             "gpu_hours_per_student = -4.5",
-            ":53: `budget.gpu_hours_per_student` = -4.5 is not a number of hours above 0"
+            ":58: `budget.gpu_hours_per_student` = -4.5 is not a number of hours above 0"
             ", e.g. 12.5",
             "fix the profile, or leave the key out for no budget",
         ),
@@ -44,19 +44,19 @@ def profile_with(folder: Path, budget: str, base: str = "local") -> Path:
         ),
         (
             "node_hours_per_student = nan",
-            ":53: `budget.node_hours_per_student` = nan is not a number of hours above 0"
+            ":58: `budget.node_hours_per_student` = nan is not a number of hours above 0"
             ", e.g. 12.5",
             "fix the profile, or leave the key out for no budget",
         ),
         (
             "node_hour_per_student = 10",
-            ":53: unknown key `budget.node_hour_per_student`",
+            ":58: unknown key `budget.node_hour_per_student`",
             "did you mean `node_hours_per_student`? [budget] takes node_hours_per_student, "
             "gpu_hours_per_student",
         ),
         (
             "",
-            ":52: [budget] sets nothing",
+            ":57: [budget] sets nothing",
             "e.g. node_hours_per_student = 12.5 and/or gpu_hours_per_student = 25, or leave the "
             "table out",
         ),
@@ -98,21 +98,21 @@ def applied(tmp_path, monkeypatch):
 
 
 def test_plan_shows_the_budget_and_warns_where_its_estimate_exceeds_it(applied):
-    # Reedbush-H's plan: 11.67 node-hours and 20 GPU-hours per student (tests/test_allocation.py).
+    # Reedbush-H's plan: 13 node-hours and 20 GPU-hours per student (tests/test_allocation.py).
     folder = applied("reedbush-h", "node_hours_per_student = 10\ngpu_hours_per_student = 24")
     said = allocation.render(allocation.budget(folder, students=30))
-    assert "per student: 11.7 node-hours, 20.0 GPU-hours\n" in said
+    assert "per student: 13.0 node-hours, 20.0 GPU-hours\n" in said
     assert (
         "site budget per student ([budget] of the site profile): 10.0 node-hours, 24.0 GPU-hours\n"
     ) in said
     warnings = [line for line in said.splitlines() if line.startswith("warning:")]
     assert warnings == [
-        "warning: the plan's 11.7 node-hours per student exceed the budget's 10.0: `course "
+        "warning: the plan's 13.0 node-hours per student exceed the budget's 10.0: `course "
         "submit` would refuse students jobs before the course's end; raise the budget in the site "
         "profile, or plan shorter walltimes or fewer resubmissions (--resubmit)"
     ]
     within = allocation.render(
-        allocation.budget(applied("reedbush-h", "node_hours_per_student = 12"), 30)
+        allocation.budget(applied("reedbush-h", "node_hours_per_student = 14"), 30)
     )
     assert "node-hours, 20.0 GPU-hours\nsite budget per student" in within
     assert "warning:" not in within
