@@ -144,6 +144,9 @@ def test_a_map_is_read_rank_by_rank():
         placement.Rank(1, "node1", 1, (1,), (18, 20)),
         placement.Rank(2, "node2", 0, (), ()),
     ]
-    assert placement.launcher_words(
-        ["--hostfile", "h", "-H", "a,b", "--machinefile=m", "-x", "A", "python"]
-    ) == ["-x", "A", "python"]
+    # Only the options that decide the map reach the dry run: no MCA parameter, variable or command.
+    assert placement.mapping_words(
+        ["--hostfile", "h", "-H", "a,b", "--machinefile=m", "-x", "A", "--map-by", "ppr:2:node"]
+        + ["--mca", "mca_base_component_path", "/x", "--report-bindings", "--bind-to=core"]
+        + ["-n", "4", "python", "--map-by", "no"]
+    ) == ["--map-by", "ppr:2:node", "--bind-to=core", "-n", "4"]

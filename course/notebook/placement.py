@@ -19,8 +19,23 @@ from course.cluster import mpi
 from course.errors import CourseError
 
 TIMEOUT_SECONDS = 60  # a map takes a tenth of a second; a busy machine gets a wide margin
-# Options that name the job's hosts: the dry run puts its own simulated nodes in their place.
-_HOST_OPTIONS = ("--hostfile", "-hostfile", "--machinefile", "-machinefile", "--host", "-host")
+# The options that decide the map, which the dry run passes on (with their values); it leaves out
+# the others (environment, MCA parameters, output, the hosts: it puts its own simulated nodes in
+# their place) and the command, so that a line's words never load or run anything here.
+_MAP_OPTIONS = {"-n", "-np", "--np", "--n", "-c", "--map-by", "--bind-to", "--rank-by"}
+_MAP_OPTIONS |= {"--npernode", "--npersocket", "--cpus-per-proc", "--cpus-per-rank"}
+_MAP_FLAGS = {"--oversubscribe", "--nooversubscribe", "--use-hwthread-cpus", "--pernode"}
+# How many values the options left out take, where it is not none (the first other word after
+# the options is the command).
+_ARITY = dict.fromkeys(("--mca", "-mca", "--gmca", "-gmca", "--prtemca", "--pmixmca"), 2)
+_ARITY |= dict.fromkeys(
+    (
+        "-x", "--display", "--output", "--prefix", "--tune", "--wdir", "--path", "--timeout",
+        "--launch-agent", "--personality", "--host", "-host", "-H", "--hostfile", "-hostfile",
+        "--machinefile", "-machinefile", "--app", "--rankfile", "--stream-buffering",
+    ),
+    1,
+)  # fmt: skip
 REFUSED = "mpirun refused the line: {said}"
 _BINDING = re.compile(r"package\[(\d+)\]\[core:([^\]]*)\]")
 
@@ -36,27 +51,28 @@ class Rank:
     cores: tuple[int, ...]  # the node's cores it may run on (logical indexes); () unbound
 
 
-def launcher_words(argv: list[str]) -> list[str]:
-    """`argv` (mpiexec's options and the command) without the options that name hosts."""
+def mapping_words(argv: list[str]) -> list[str]:
+    """The options of `argv` (mpiexec's words after its name) that decide where ranks go."""
     kept: list[str] = []
-    skip = False
-    for word in argv:
-        if skip:
-            skip = False
-        elif word in (*_HOST_OPTIONS, "-H"):
-            skip = True
-        elif not word.startswith(tuple(option + "=" for option in _HOST_OPTIONS)):
+    words = iter(argv)
+    for word in words:
+        option = word.split("=", 1)[0]
+        if option in _MAP_OPTIONS:
+            kept += [word] if "=" in word else [word, next(words, "")]
+        elif word in _MAP_FLAGS:
             kept.append(word)
+        elif word.startswith("-"):
+            for _ in range(0 if "=" in word else _ARITY.get(word, 0)):
+                next(words, None)
+        else:
+            break  # the command
     return kept
 
 
-def dry_run(
-    argv: list[str], nodes: int, slots: int, sockets: int, cores: int, env: dict[str, str]
-) -> list[Rank]:
+def dry_run(argv: list[str], nodes: int, slots: int, sockets: int, cores: int) -> list[Rank]:
     """The ranks Open MPI's mpirun would start for `argv` (the options and command after
     `mpiexec`) on `nodes` nodes of `slots` slots, each of `sockets` sockets holding `cores` cores
-    in all, with the launch's environment `env`; CourseError with mpirun's own words when it
-    refuses."""
+    in all; CourseError with mpirun's own words when it refuses."""
     program = mpi.find_launcher("mpirun")
     if program is None:
         raise CourseError(
@@ -69,8 +85,8 @@ def dry_run(
         try:
             done = subprocess.run(
                 [program, "--do-not-launch", "--display", "map", "--hostfile", str(hostfile)]
-                + launcher_words(argv),
-                env={**mpi.local_run_environment(), **env, "HWLOC_SYNTHETIC": synthetic},
+                + [*mapping_words(argv), "true"],
+                env={**mpi.local_run_environment(), "HWLOC_SYNTHETIC": synthetic},
                 capture_output=True,
                 text=True,
                 timeout=TIMEOUT_SECONDS,

@@ -152,7 +152,6 @@ def _judge(site: Any, case: tuple, folder: dict, facts: dict) -> None:
             per_node,
             site.sockets_per_node,
             site.cores_per_node,
-            launch["set"],
         )
     except CourseError as e:
         fail(MAP_FAILED.format(where=where, said=e.message), e.hint)
