@@ -165,6 +165,7 @@ STAGE_3_CELLS = (
     "check_learning_rate_schedule",
     "check_trainer",
     "check_resource_request",
+    "check_run_lines",
 )
 
 

@@ -339,3 +339,17 @@ def test_clean_strips_print_report_escapes():
     assert joblog.clean("\x1b[Jepoch       main/loss") == "epoch       main/loss"
     assert joblog.clean("\x1b[1;31mred\x1b[0m plain") == "red plain"
     assert joblog.clean("Throughput: 1.00 [images/sec.]") == "Throughput: 1.00 [images/sec.]"
+
+
+def test_the_staged_data_set_line_is_read_back(tmp_path):
+    line = joblog.staged_line("synthetic", tmp_path / "a b" / "synthetic.npz", 12345, 0.25)
+    text = f"{line}\n{joblog.launch_line('7.local', 'pbs', [('n1', 2)])}\n"
+    assert joblog.staged(text) == [
+        {
+            "name": "synthetic",
+            "path": str(tmp_path / "a b" / "synthetic.npz"),
+            "bytes": 12345,
+            "seconds": 0.25,
+        }
+    ]
+    assert joblog.staged("course launch: data set x staged somewhere\n") == []

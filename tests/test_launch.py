@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from course.cluster import hosts, launch, mpi
+from course.contracts import joblog
 from course.errors import JobError
 from tests.helpers import PYTHON
 
@@ -128,3 +130,42 @@ def test_real_ranks_start_from_a_fabricated_node_file(tmp_path, mpi_env):
         "rank 1 of 2",
     ]
     assert "course launch: job 7.local (pbs); 2 slot(s) on 1 node(s): localhost x2" in run.stdout
+
+
+@pytest.mark.integration
+def test_the_data_set_is_staged_to_node_local_storage_and_the_ranks_read_the_copy(
+    tmp_path, mpi_env
+):
+    shared = tmp_path / "shared"
+    (shared / "pfnet" / "chainer" / "cifar").mkdir(parents=True)
+    (shared / "pfnet" / "chainer" / "cifar" / "tiny.npz").write_bytes(os.urandom(2**20))
+    local = tmp_path / "local"
+    local.mkdir()
+    env = {
+        **mpi_env,
+        "CHAINER_DATASET_ROOT": str(shared),
+        "COURSE_DATASET": "synthetic",  # the command's --dataset wins
+        "TMPDIR": str(local),
+        "COURSE_MPIEXEC": "mpiexec -n {nprocs} --hostfile {hostfile} {export}",
+    }
+    code = (
+        "import os, sys; from course.runtime import data; p = data.path_for(sys.argv[2]); "
+        "print('rank reads', p, p.stat().st_size)"
+    )
+    run = subprocess.run(
+        [PYTHON, "-m", "course", "launch", "--stage-data", "--", PYTHON, "-c", code]
+        + ["--dataset", "tiny"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    [staged] = joblog.staged(run.stdout)
+    copy = Path(staged["path"])
+    assert staged["name"] == "tiny" and staged["bytes"] == 2**20 and staged["seconds"] >= 0
+    assert copy.is_relative_to(local) and copy.name == "tiny.npz"
+    assert f"rank reads {copy} {2**20}" in run.stdout
+    assert run.stdout.index(staged["path"]) < run.stdout.index(" slot(s) on ")  # before launch
+    assert list(local.iterdir()) == []  # the copy went with the launch

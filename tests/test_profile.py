@@ -3,11 +3,13 @@ scheduler, its phases per rank in the log and the results file, and what noteboo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from course import evidence
 from course.cluster import submit
-from course.contracts import jobend, stages
+from course.contracts import jobend, joblog, stages
 from course.notebook import allreduce_report, profile_report
 from course.runtime import profile
 from tests.helpers import student_folder
@@ -19,11 +21,28 @@ TRAIN_ARGS = "--model vgg --width 8 --batchsize 32 --epoch 2 --warmup 2"
 
 @pytest.fixture(scope="module")
 def profiled(quick_env, tmp_path_factory):
-    """A student's folder after one profiled 2-rank stage-3 job."""
+    """A student's folder after one profiled 2-rank stage-3 job, its data set staged to node-local
+    storage (STAGE_DATA=1: a few milliseconds more)."""
     folder = student_folder(tmp_path_factory.mktemp("profile"), "student", stages.MULTI_NODE.name)
-    job = submit_stage_3(folder, quick_env, TRAIN_ARGS, PROFILE="1")
+    job = submit_stage_3(folder, quick_env, TRAIN_ARGS, PROFILE="1", STAGE_DATA="1")
     assert job.exit_status() == 0, job.find_log().read_text()
     return folder, job
+
+
+def test_the_job_trains_from_its_staged_copy_of_the_data_set(profiled, quick_env):
+    folder, job = profiled
+    [staged] = joblog.staged(joblog.read(job.find_log()))
+    shared = data_dir_of(quick_env) / f"{quick_env['COURSE_DATASET']}.npz"
+    copy = Path(staged["path"])
+    assert staged["name"] == quick_env["COURSE_DATASET"] and copy.name == shared.name
+    assert staged["bytes"] == shared.stat().st_size and 0 <= staged["seconds"] < 60
+    assert not copy.is_relative_to(quick_env["CHAINER_DATASET_ROOT"]) and not copy.exists()
+    [run] = evidence.runs(stages.MULTI_NODE.name, folder)
+    assert run.traced and run.record["dataset"]["name"] == quick_env["COURSE_DATASET"]
+
+
+def data_dir_of(env: dict[str, str]) -> Path:
+    return Path(env["CHAINER_DATASET_ROOT"], "pfnet", "chainer", "cifar")
 
 
 def test_every_rank_reports_its_phases_and_they_make_up_its_step(profiled):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from course import gpu
 from course.cli import command_parser
-from course.cluster import hosts, mpi, procs
+from course.cluster import hosts, mpi, procs, staging
 from course.contracts import joblog
 from course.errors import JobError
 
@@ -133,12 +133,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--allreduce", default="", help=f"Open MPI allreduce algorithm: {', '.join(ALLREDUCE)}"
     )
+    parser.add_argument(
+        "--stage-data",
+        action="store_true",
+        help="copy the data set to this node's $TMPDIR (else /tmp) first, and train from the copy",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command of one rank")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     job = hosts.detect()
     template = os.environ.get("COURSE_MPIEXEC") or DEFAULT_TEMPLATE
-    with tempfile.TemporaryDirectory(prefix="course-launch-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="course-launch-") as tmp:  # in $TMPDIR, else /tmp
+        if args.stage_data:  # the copy goes when the launch ends, with the host file
+            root, said = staging.stage(command, Path(tmp) / "data")
+            print(said, flush=True)
+            os.environ["CHAINER_DATASET_ROOT"] = str(root)  # for the ranks, on every node
         argv_, extra = build(job, command, template, write_hostfile(job, Path(tmp)), args.allreduce)
         print(joblog.launch_line(job.job_id, job.scheduler, job.hosts), flush=True)
         found = gpu.visible_gpus()

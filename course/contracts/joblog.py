@@ -8,6 +8,8 @@ writes these lines into it, and reads them back to follow a job and to trace a r
 |---|---|---|
 | `course launch: job ID (SCHED); N slot(s) on M node(s): ...`, command | `course launch` | evidence
 (stage 3's ranks) |
+| `course launch: data set NAME staged to PATH: N bytes in S s` | `course launch --stage-data` |
+tests, students (the copy's time) |
 | the run header `course: run ...` | the training harness (rank 0) | evidence (stage, job, workers,
 devices; once) |
 | `course: rank R of N on HOST: intra_rank ...` | the harness (rank 0, for each rank of stage 3) |
@@ -144,6 +146,31 @@ def launches(text: str) -> list[dict]:
         words = _words(launch.pop("command")) or [""]
         launch.update(launcher=words[0], command_ranks=_command_ranks(words))
     return found
+
+
+# --- the data set staged to node-local storage ----------------------------------------------------
+#
+# `course launch --stage-data` copies the run's data set file before the launch line, and says how
+# long the copy took.
+
+_STAGED = re.compile(
+    r"^course launch: data set (?P<name>\S+) staged to (?P<path>.+): (?P<bytes>\d+) bytes in "
+    r"(?P<seconds>\d+\.\d+) s$",
+    re.MULTILINE,
+)
+
+
+def staged_line(name: str, path: Path, size: int, seconds: float) -> str:
+    """The data set `name` copied to `path`: `size` bytes in `seconds`."""
+    return f"{LAUNCH_PREFIX}data set {name} staged to {path}: {size} bytes in {seconds:.3f} s"
+
+
+def staged(text: str) -> list[dict]:
+    """{name, path, bytes, seconds} of every data set a log shows staged."""
+    return [
+        {**found, "seconds": float(found["seconds"])}
+        for found in _matches(_STAGED, text, numbers=("bytes",))
+    ]
 
 
 # --- the run header -----------------------------------------------------------------------------

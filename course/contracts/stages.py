@@ -72,7 +72,7 @@ MULTI_NODE = Stage(
         "build_trainer",
     ),
     extra_imports=("chainermn",),
-    job_functions=("resource_request",),
+    job_functions=("resource_request", "run_lines"),
     model_functions=("allreduce_time", "fit_alpha_beta"),
     prediction_functions=("predict_comparison", "compute_to_exchange"),
 )

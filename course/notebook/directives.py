@@ -39,11 +39,13 @@ class Site:
     gpus_per_node: int = 0  # one rank per GPU; 0: a site of CPU nodes
     cores_per_node: int = 1  # what a job may use of a node's cores (CPU sites)
     resources: tuple[str, ...] = ()  # its own -l resource names, besides PBS's
+    sockets_per_node: int = 1  # its nodes' sockets; their GPUs spread evenly over them
 
     def __repr__(self) -> str:
         return (
             f"Site(name={self.name!r}, queue={self.queue!r}, group={self.group!r}, "
-            f"gpus_per_node={self.gpus_per_node}, cores_per_node={self.cores_per_node})"
+            f"gpus_per_node={self.gpus_per_node}, cores_per_node={self.cores_per_node}, "
+            f"sockets_per_node={self.sockets_per_node})"
         )
 
 

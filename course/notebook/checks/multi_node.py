@@ -4,10 +4,11 @@ nodes.
 Each rank check states its inputs (a layout of ranks on nodes), gets every rank's facts of its
 part from the probe (mn_ranks runs the notebook's stage-3 functions under mpiexec, once for all
 checks), judges them and says what passed. The visible checks use 2 nodes x 2 ranks, the hidden
-tests another layout and rank count. learning_rate_schedule and resource_request need no ranks:
-they live in mn_local and are called from here. Either way the judgement rests
-on what the functions did, compared with what this module computes itself (mn_reference, the kit's
-directive parser), never on the names of their objects' classes alone.
+tests another layout and rank count. learning_rate_schedule, resource_request and run_part need
+no ranks: they live in mn_local and mn_placement and are called from here. Either way the
+judgement rests on what the functions did, compared with what this module computes itself
+(mn_reference, the kit's directive parser and mpirun's map), never on the names of their
+objects' classes alone.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import course.notebook.checks.mn_reference as mn_reference
 from course.notebook.checks.mn_local import learning_rate_schedule, resource_request
+from course.notebook.checks.mn_placement import run_part
 from course.notebook.checks.mn_ranks import Layout, part_facts
 from course.notebook.checks.mn_settings import (
     BATCH,
@@ -33,6 +35,7 @@ __all__ = [
     "learning_rate_schedule",
     "optimizer",
     "resource_request",
+    "run_part",
     "scatter",
     "trainer",
 ]

@@ -17,13 +17,15 @@ source jobs/site_env.sh
 # LR_RULE: how the learning rate follows the total batch (constant, linear, warmup);
 # BATCHSIZE: images per rank and step, instead of the site's (strong scaling: the site's batch / ranks);
 # PROFILE=1: time each step's phases per rank, over one epoch (a median needs no more);
-# PROFILE=nsys: that, under Nsight Systems, one report per rank.
+# PROFILE=nsys: that, under Nsight Systems, one report per rank;
+# STAGE_DATA=1: copy the data set to this node's $TMPDIR (else /tmp) first and train from the copy;
+# the log says how long the copy took.
 profiler=()
 if [ "${PROFILE:-}" = nsys ]; then
     command -v nsys >/dev/null || { echo "PROFILE=nsys: nsys (Nsight Systems) is not on this node's PATH; load its module in the site profile's setup, or use PROFILE=1"; exit 2; }
     mkdir -p runs
     profiler=(nsys profile --trace=cuda,nvtx,mpi --output "runs/nsys-${PBS_JOBID:-${SLURM_JOB_ID:-job}}-rank%q{OMPI_COMM_WORLD_RANK}")
 fi
-python -m course launch --allreduce "${ALLREDUCE:-}" -- "${profiler[@]}" \
+python -m course launch --allreduce "${ALLREDUCE:-}" ${STAGE_DATA:+--stage-data} -- "${profiler[@]}" \
     python train_cifar_multi_node.py $COURSE_TRAIN_ARGS --communicator "${COMMUNICATOR:-auto}" \
     --lr-rule "${LR_RULE:-warmup}" ${BATCHSIZE:+--batchsize "$BATCHSIZE"} ${PROFILE:+--profile --epoch 1}

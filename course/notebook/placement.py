@@ -1,0 +1,143 @@
+"""Where an Open MPI launch line puts its ranks, without starting them: `mpirun --do-not-launch
+--display map` on a host file of simulated nodes, whose hardware hwloc is told (HWLOC_SYNTHETIC)
+rather than probed, so that a site's two-socket nodes can be mapped on this machine. Read by the
+stage-3 check of the job's run part (checks/mn_placement.py).
+
+Open MPI 5 (PRRTE) prints one block per node ("Data for node: NAME") and per rank its "App rank"
+and its "Binding" (`package[0][core:L0-3]`, or UNBOUND), and says when it refuses to map.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from course.cluster import mpi
+from course.errors import CourseError
+
+TIMEOUT_SECONDS = 60  # a map takes a tenth of a second; a busy machine gets a wide margin
+# The options that decide the map, which the dry run passes on (with their values); it leaves out
+# the others (environment, MCA parameters, output, the hosts: it puts its own simulated nodes in
+# their place) and the command, so that a line's words never load or run anything here.
+_MAP_OPTIONS = {"-n", "-np", "--np", "--n", "-c", "--map-by", "--bind-to", "--rank-by"}
+_MAP_OPTIONS |= {"--npernode", "--npersocket", "--cpus-per-proc", "--cpus-per-rank"}
+_MAP_FLAGS = {"--oversubscribe", "--nooversubscribe", "--use-hwthread-cpus", "--pernode"}
+# How many values the options left out take, where it is not none (the first other word after
+# the options is the command).
+_ARITY = dict.fromkeys(("--mca", "-mca", "--gmca", "-gmca", "--prtemca", "--pmixmca"), 2)
+_ARITY |= dict.fromkeys(
+    (
+        "-x", "--display", "--output", "--prefix", "--tune", "--wdir", "--path", "--timeout",
+        "--launch-agent", "--personality", "--host", "-host", "-H", "--hostfile", "-hostfile",
+        "--machinefile", "-machinefile", "--app", "--rankfile", "--stream-buffering",
+    ),
+    1,
+)  # fmt: skip
+REFUSED = "mpirun refused the line: {said}"
+_BINDING = re.compile(r"package\[(\d+)\]\[core:([^\]]*)\]")
+
+
+@dataclass(frozen=True)
+class Rank:
+    """One rank as the map places it."""
+
+    rank: int
+    node: str
+    local_rank: int
+    packages: tuple[int, ...]  # the sockets of its cores; () when it is bound to none
+    cores: tuple[int, ...]  # the node's cores it may run on (logical indexes); () unbound
+
+
+def mapping_words(argv: list[str]) -> list[str]:
+    """The options of `argv` (mpiexec's words after its name) that decide where ranks go."""
+    kept: list[str] = []
+    words = iter(argv)
+    for word in words:
+        option = word.split("=", 1)[0]
+        if option in _MAP_OPTIONS:
+            kept += [word] if "=" in word else [word, next(words, "")]
+        elif word in _MAP_FLAGS:
+            kept.append(word)
+        elif word.startswith("-"):
+            for _ in range(0 if "=" in word else _ARITY.get(word, 0)):
+                next(words, None)
+        else:
+            break  # the command
+    return kept
+
+
+def dry_run(argv: list[str], nodes: int, slots: int, sockets: int, cores: int) -> list[Rank]:
+    """The ranks Open MPI's mpirun would start for `argv` (the options and command after
+    `mpiexec`) on `nodes` nodes of `slots` slots, each of `sockets` sockets holding `cores` cores
+    in all; CourseError with mpirun's own words when it refuses."""
+    program = mpi.find_launcher("mpirun")
+    if program is None:
+        raise CourseError(
+            "mpirun is not found", 'install the kit\'s mpi extra (pip install -e ".[mpi]")'
+        )
+    with tempfile.TemporaryDirectory(prefix="course-map-") as folder:
+        hostfile = Path(folder) / "hostfile"
+        hostfile.write_text("".join(f"node{n + 1} slots={slots}\n" for n in range(nodes)))
+        synthetic = f"pack:{sockets} core:{cores // sockets} pu:1"
+        try:
+            done = subprocess.run(
+                [program, "--do-not-launch", "--display", "map", "--hostfile", str(hostfile)]
+                + [*mapping_words(argv), "true"],
+                env={**mpi.local_run_environment(), "HWLOC_SYNTHETIC": synthetic},
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT_SECONDS,
+                cwd=folder,
+            )
+        except subprocess.TimeoutExpired:
+            raise CourseError(
+                f"mpirun took more than {TIMEOUT_SECONDS} s to map the line",
+                "the line's options should map at once; look for one that waits",
+            ) from None
+    said = done.stdout + done.stderr
+    ranks = read_map(said)
+    if done.returncode != 0 or not ranks:
+        raise CourseError(
+            REFUSED.format(said=refusal(said)),
+            "its words name the option to look at; the references in the lesson list them",
+        )
+    return ranks
+
+
+def read_map(text: str) -> list[Rank]:
+    """The ranks of a map mpirun displayed, in rank order."""
+    ranks: list[Rank] = []
+    node = ""
+    local = rank = -1
+    for line in text.splitlines():
+        if found := re.search(r"Data for node: (\S+)", line):
+            node = found.group(1)
+        elif found := re.search(r"Local rank: (\d+).*App rank: (\d+)", line):
+            local, rank = int(found.group(1)), int(found.group(2))
+        elif "Binding:" in line and rank >= 0:
+            bound = _BINDING.findall(line)
+            packages = tuple(sorted({int(package) for package, _ in bound}))
+            cores = tuple(sorted({core for _, spec in bound for core in _core_list(spec)}))
+            ranks.append(Rank(rank, node, local, packages, cores))
+            rank = -1
+    return sorted(ranks, key=lambda r: r.rank)
+
+
+def _core_list(spec: str) -> list[int]:
+    """The cores of "L0-3,L8" (hwloc's logical indexes)."""
+    cores: list[int] = []
+    for part in spec.replace("L", "").split(","):
+        first, _, last = part.partition("-")
+        if first.strip().isdigit():
+            cores.extend(range(int(first), int(last or first) + 1))
+    return cores
+
+
+def refusal(text: str) -> str:
+    """mpirun's message, without its frames of dashes and blank lines, shortened."""
+    lines = [line.strip() for line in text.splitlines()]
+    words = " ".join(line for line in lines if line and not set(line) <= {"-", "="})
+    return words[:600]

@@ -1,0 +1,152 @@
+"""The check of the stage-3 job's run part (checks.multi_node.run_part, course/notebook/
+checks/mn_placement.py): notebook 03's run_lines passes the visible and hidden cases, and each
+planted mistake fails with the words that name it, both with the function itself (as in a
+notebook) and with a Remote handle whose observation runs in a forked child (as under the grader).
+The ranks' placement is read from Open MPI's own map of the launch line (course.notebook.placement).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from course.notebook import checks, placement
+from course.notebook.checks import CheckFailed, multi_node
+from tests.helpers import check_cells, notebook_module, replaced_once
+from tests.remote import remote
+from tests.solutions import solution_functions
+
+HANDLES = pytest.mark.parametrize(
+    "handle",
+    [pytest.param(lambda function: function, id="here"), pytest.param(remote, id="remote")],
+)
+
+
+def _run_lines(folder, *replacements: tuple[str, str]):
+    """Notebook 03's run_lines, with each (old, new) of `replacements` made once."""
+    source = solution_functions("multi_node")["run_lines"]
+    for old, new in replacements:
+        source = replaced_once(source, old, new)
+    return notebook_module(folder, "multi_node", run_lines=source).run_lines
+
+
+@HANDLES
+def test_the_solution_passes_the_visible_and_hidden_cases(handle, tmp_path, capsys):
+    cell = check_cells("multi_node")["check_run_lines"]
+    exec(cell, {"checks": checks, "run_lines": handle(_run_lines(tmp_path))})
+    said = capsys.readouterr().out.splitlines()
+    assert len(said) == 2 and all(line.startswith("OK: run_lines: ") for line in said), said
+    assert "on 3 sites" in said[0] and "on 2 sites" in said[1]
+
+
+MISTAKES = {
+    "threads left at one": (
+        'f"export OMP_NUM_THREADS={threads_per_rank}"',
+        '"export OMP_NUM_THREADS=1"',
+        "the ranks start with OMP_NUM_THREADS=1, and each rank runs 4 thread(s)",
+    ),
+    "no threads set": (
+        'f"export OMP_NUM_THREADS={threads_per_rank}",',
+        "",
+        "the ranks start without OMP_NUM_THREADS",
+    ),
+    "no staging": (
+        'f\'mkdir -p "{staged}"\',\n        f\'cp -r "$CHAINER_DATASET_ROOT/." "{staged}"\',\n'
+        "        f'export CHAINER_DATASET_ROOT=\"{staged}\"',",
+        "",
+        "the ranks read the data set from the shared folder; nothing was copied to node-local "
+        "storage ($TMPDIR)",
+    ),
+    "the copy not used": (
+        "f'export CHAINER_DATASET_ROOT=\"{staged}\"',",
+        "",
+        "the lines copy the data set to $TMPDIR, but the ranks still read it from the shared",
+    ),
+    "copied into another layout": (
+        '"$CHAINER_DATASET_ROOT/."',
+        '"$CHAINER_DATASET_ROOT/pfnet/."',
+        "but pfnet/chainer/cifar/cifar-10.npz is not there as it is in the shared folder",
+    ),
+    "the staged root not passed on": (
+        " -x CHAINER_DATASET_ROOT",
+        "",
+        "the lines set CHAINER_DATASET_ROOT, but the launch line does not pass it on",
+    ),
+    "unbound ranks": (
+        ":pe={threads_per_rank}",
+        "",
+        "rank 0 is bound to no core",
+        ("--bind-to core", "--bind-to none"),
+    ),
+    "cores asked for, and another binding": (
+        "--bind-to core",
+        "--bind-to none",
+        "mpirun refused the line: The PE=<list> mapping directive cannot be combined",
+    ),
+    "a rank's threads on one core": (
+        ":pe={threads_per_rank}",
+        "",
+        "rank 0 runs 4 thread(s) on 1 core(s)",
+    ),
+    "ranks per node fixed": (
+        'f"ppr:{ranks_per_node}:node"',
+        '"ppr:2:node"',
+        "on 2 nodes the line places [2, 2] rank(s) per node; the directives give each node 4",
+    ),
+    "GPU ranks off their sockets": (
+        'f"ppr:{ranks_per_node // site.sockets_per_node}:package"',
+        'f"ppr:{ranks_per_node}:node"',
+        "rank 1 drives its node's GPU 1, attached to socket 1, and runs on socket(s) [0]",
+    ),
+    "ranks sharing cores": (
+        ":pe={threads_per_rank}",
+        "",
+        "ranks 0 and 1 share core(s) [0, 1, 2, 3, 4, 5, 6, 7] of node1",
+        ("--bind-to core", "--bind-to package"),
+    ),
+    "a string, not lines": (
+        "    return [",
+        "    return '\\n'.join([",
+        "run_lines returned str, not a list of lines",
+        ("    ]", "    ])"),
+    ),
+    "a command that fails": (
+        "cp -r",
+        "cp",
+        "the lines stopped with exit status 1: cp: -r not specified; omitting directory",
+    ),
+    "a misspelt variable": (
+        "$CHAINER_DATASET_ROOT/.",
+        "$CHAINER_DATASETROOT/.",
+        "the lines stopped with exit status 1: bash: line 3: CHAINER_DATASETROOT: unbound variable",
+    ),
+}
+
+
+@HANDLES
+@pytest.mark.parametrize("mistake", MISTAKES)
+def test_each_planted_mistake_fails_with_its_words(handle, mistake, tmp_path):
+    old, new, words, *more = MISTAKES[mistake]
+    function = _run_lines(tmp_path, (old, new), *more)
+    with pytest.raises(CheckFailed) as failed:
+        multi_node.run_part(handle(function))
+    assert words in str(failed.value), str(failed.value)
+
+
+def test_a_map_is_read_rank_by_rank():
+    text = (
+        "Data for node: node1\tState: 3\n  Local rank: 0\tNode rank: 0\tApp rank: 0\n"
+        "  Binding: package[0][core:L0-3]\n  Local rank: 1\tNode rank: 1\tApp rank: 1\n"
+        "  Binding: package[1][core:L18,L20]\nData for node: node2\n"
+        "  Local rank: 0\tNode rank: 0\tApp rank: 2\n  Binding: UNBOUND\n"
+    )
+    assert placement.read_map(text) == [
+        placement.Rank(0, "node1", 0, (0,), (0, 1, 2, 3)),
+        placement.Rank(1, "node1", 1, (1,), (18, 20)),
+        placement.Rank(2, "node2", 0, (), ()),
+    ]
+    # Only the options that decide the map reach the dry run: no MCA parameter, variable or command.
+    assert placement.mapping_words(
+        ["--hostfile", "h", "-H", "a,b", "--machinefile=m", "-x", "A", "--map-by", "ppr:2:node"]
+        + ["--mca", "mca_base_component_path", "/x", "--report-bindings", "--bind-to=core"]
+        + ["-n", "4", "python", "--map-by", "no"]
+    ) == ["--map-by", "ppr:2:node", "--bind-to=core", "-n", "4"]
