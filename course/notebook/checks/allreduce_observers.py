@@ -11,12 +11,12 @@ when the call returns, and the notebook's kernel is left as it was.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from course import costmodel
 from course.notebook import allreduce_report
-from course.notebook.checks.verdict import call, real
+from course.notebook.checks.verdict import call, closed, real
 
 # The kit's functions that give the exercise's answers: its model and fit, and the report's parts
 # that hand them out.
@@ -39,20 +39,10 @@ def _closed(*args: Any, **kwargs: Any) -> Any:
     )
 
 
-@contextlib.contextmanager
-def reference_closed() -> Iterator[None]:
+def reference_closed() -> contextlib.AbstractContextManager[None]:
     """Within: every function of REFERENCE raises the RuntimeError of `_closed`, under its own
     name; restored on exit, whatever happened within."""
-    saved = [(function, function.__code__) for function in REFERENCE]
-    try:
-        for function, code in saved:
-            function.__code__ = _closed.__code__.replace(
-                co_name=code.co_name, co_qualname=code.co_qualname
-            )
-        yield
-    finally:
-        for function, code in reversed(saved):
-            function.__code__ = code
+    return closed(REFERENCE, _closed)
 
 
 def _called(function: Callable[..., Any], *args: Any) -> Any:

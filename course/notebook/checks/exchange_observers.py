@@ -14,7 +14,7 @@ from typing import Any
 
 import course.notebook.checks.allreduce_observers as allreduce_observers
 from course import exchangemodel
-from course.notebook.checks.verdict import call, real
+from course.notebook.checks.verdict import call, closed, real
 
 REFERENCE: tuple[Callable[..., Any], ...] = (
     exchangemodel.busiest_link_bytes,
@@ -35,17 +35,8 @@ def _closed(*args: Any, **kwargs: Any) -> Any:
 @contextlib.contextmanager
 def reference_closed() -> Iterator[None]:
     """Within: the kit's exchange and allreduce models raise instead of answering."""
-    saved = [(function, function.__code__) for function in REFERENCE]
-    try:
-        for function, code in saved:
-            function.__code__ = _closed.__code__.replace(
-                co_name=code.co_name, co_qualname=code.co_qualname
-            )
-        with allreduce_observers.reference_closed():
-            yield
-    finally:
-        for function, code in reversed(saved):
-            function.__code__ = code
+    with closed(REFERENCE, _closed), allreduce_observers.reference_closed():
+        yield
 
 
 def values(function: Callable[..., Any], cases: list[list[Any]]) -> list[dict[str, Any]]:

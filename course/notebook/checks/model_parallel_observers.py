@@ -9,11 +9,11 @@ to the kit fails in its check, by whatever name it reaches it; the kernel is lef
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from course import parallelism
-from course.notebook.checks.verdict import call, real
+from course.notebook.checks.verdict import call, closed, real
 
 REFERENCE: tuple[Callable[..., Any], ...] = (
     parallelism.activation_bytes,
@@ -31,19 +31,9 @@ def _closed(*args: Any, **kwargs: Any) -> Any:
     )
 
 
-@contextlib.contextmanager
-def reference_closed() -> Iterator[None]:
+def reference_closed() -> contextlib.AbstractContextManager[None]:
     """Within: every function of REFERENCE raises `_closed`'s RuntimeError under its own name."""
-    saved = [(function, function.__code__) for function in REFERENCE]
-    try:
-        for function, code in saved:
-            function.__code__ = _closed.__code__.replace(
-                co_name=code.co_name, co_qualname=code.co_qualname
-            )
-        yield
-    finally:
-        for function, code in reversed(saved):
-            function.__code__ = code
+    return closed(REFERENCE, _closed)
 
 
 def _number(function: Callable[..., Any], case: list[Any]) -> dict[str, Any]:
