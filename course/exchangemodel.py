@@ -3,11 +3,16 @@ checks, its report and the demo compare with. The α–β terms are course.costm
 
 Parameter server (the Fujitsu study, Yamazaki et al. 2016, §3.1): rank 0 serves and computes like
 the others; each of the p − 1 other ranks sends it its n-byte gradient and receives the n-byte
-result back. Every message crosses the server's one link, one after another:
+result back. A link carries one message at a time each way, in and out at once.
+
+Bytes in and out of the busiest link: the server's 2(p − 1)·n, a ring rank's 4(p − 1)/p·n (it sends
+2(p − 1) chunks of n/p to one neighbour and receives as many from the other): p/2 times more.
 
     T = 2(p − 1)·(α + n·β)        against the ring's 2(p − 1)·α + 2(p − 1)/p·n·β
 
-The latency terms are the same; the server's link carries p times the ring's busiest link's bytes.
+The latency terms are the same; the bandwidth term is p times the ring's, not p/2, because a ring
+rank receives while it sends, so its time is one direction's bytes, whereas the server can send
+the sum only once every gradient has come in: its link's two directions take turns.
 
 Layer-wise overlap (the same study, §4): the backward pass yields the gradients layer by layer, the
 last layer's first. Each layer's exchange starts once its gradient is ready and the link has
@@ -28,14 +33,14 @@ BYTES_FLOAT16 = 2
 
 
 def busiest_link_bytes(pattern: str, ranks: int, nbytes: float) -> float:
-    """The bytes the busiest rank's link carries (in and out) in one exchange of an n-byte
-    gradient: the server's under a parameter server, any rank's under the ring."""
+    """The bytes the busiest rank's link carries, in and out together, in one exchange of an
+    n-byte gradient: the server's under a parameter server, any rank's under the ring."""
     if ranks < 1:
         raise ValueError(f"ranks must be 1 or more, not {ranks}")
     if pattern == "parameter_server":
         return 2 * (ranks - 1) * nbytes
     if pattern == "ring":
-        return 2 * (ranks - 1) / ranks * nbytes
+        return 4 * (ranks - 1) / ranks * nbytes
     raise ValueError(f"no traffic model for {pattern!r}; one of {', '.join(PATTERNS)}")
 
 

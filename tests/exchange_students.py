@@ -51,9 +51,15 @@ def traffic_server_counts_itself(pattern, n_ranks, message_bytes):
     return SOLVED.exchange_traffic(pattern, n_ranks, message_bytes)
 
 
+def traffic_ring_sent_only(pattern, n_ranks, message_bytes):
+    if pattern == "ring":
+        return 2 * (n_ranks - 1) / n_ranks * message_bytes
+    return SOLVED.exchange_traffic(pattern, n_ranks, message_bytes)
+
+
 def traffic_ring_whole_vector(pattern, n_ranks, message_bytes):
     if pattern == "ring":
-        return 2 * (n_ranks - 1) * message_bytes
+        return 4 * (n_ranks - 1) * message_bytes
     return SOLVED.exchange_traffic(pattern, n_ranks, message_bytes)
 
 

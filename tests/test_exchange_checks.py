@@ -28,9 +28,11 @@ def solved(tmp_path_factory):
 
 
 def test_the_kits_models_on_hand_worked_cases():
-    # 4 ranks, 1 MB: the server's link 2 x 3 x 1 MB in and out, a ring link 2 x 3/4 MB
+    # 4 ranks, 1 MB: the server's link 3 x 1 MB in and 3 x 1 MB out; a ring link 2 x 3 chunks of
+    # 1/4 MB out and as many in
     assert exchangemodel.busiest_link_bytes("parameter_server", 4, 1e6) == 6e6
-    assert exchangemodel.busiest_link_bytes("ring", 4, 1e6) == 1.5e6
+    assert exchangemodel.busiest_link_bytes("ring", 4, 1e6) == 3e6
+    assert exchangemodel.busiest_link_bytes("ring", 1, 1e6) == 0
     assert exchangemodel.parameter_server_seconds(4, 1e6, 1e-6, 1e-9) == pytest.approx(6 * 1.001e-3)
     assert exchangemodel.parameter_server_seconds(1, 1e6, 1e-6, 1e-9) == 0
     # backward 1, 1, 1 and exchanges 2, 2, 2: ready at 1, 2, 3; the link ends at 3, 5, 7
@@ -63,6 +65,7 @@ def test_the_solutions_pass_every_check(handle, solved, capsys):
     "check, wrong, said",
     [
         (checks.traffic, students.traffic_one_way, "results go back out through it too"),
+        (checks.traffic, students.traffic_ring_sent_only, "carries only what it sends"),
         (checks.traffic, students.traffic_server_counts_itself, "rank 0 counts itself"),
         (checks.traffic, students.traffic_ring_whole_vector, "one p-th of the gradient"),
         (checks.parameter_server, students.server_one_way, "only the gradients' way in"),

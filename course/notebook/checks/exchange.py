@@ -61,6 +61,14 @@ HALF_PRECISION_CASES = (
 OBSERVED_COUNT = "{name} was observed on {observed} cases, not {cases}"
 NOT_A_NUMBER = "{shown} returned {kind}, not a number of {unit}"
 WRONG_NUMBER = "{shown} returned {value:.6g} {unit}; the model gives {expected:.6g} {unit}"
+TRAFFIC_PASSED = (
+    "exchange_traffic: both patterns match the kit's model in {count} cases, 2 drawn at random"
+)
+SERVER_PASSED = "parameter_server_time: matches the kit's model in {count} cases, 1 drawn at random"
+OVERLAP_PASSED = (
+    "overlapped_backward: matches the kit's timeline in {count} cases, 2 drawn at random"
+)
+HALF_PASSED = "half_precision_saving: matches the kit's model in {count} cases, 1 drawn at random"
 
 
 def _check(
@@ -122,9 +130,7 @@ def traffic(
         "bytes",
         "count the messages that cross the busiest rank's link, in and out, and the bytes of each",
     )
-    passed(
-        f"exchange_traffic: both patterns match the kit's model in {count} cases, 2 drawn at random"
-    )
+    passed(TRAFFIC_PASSED.format(count=count))
 
 
 def parameter_server(
@@ -143,7 +149,7 @@ def parameter_server(
         "each message pays alpha once and beta per byte, and the server's link sends or receives "
         "one message at a time: count its messages",
     )
-    passed(f"parameter_server_time: matches the kit's model in {count} cases, 1 drawn at random")
+    passed(SERVER_PASSED.format(count=count))
 
 
 def _drawn_layers() -> tuple[list[float], list[float]]:
@@ -170,7 +176,7 @@ def overlap(
         "follow the layers one by one: when is each gradient ready, when is the link free, and "
         "when does each exchange end?",
     )
-    passed(f"overlapped_backward: matches the kit's timeline in {count} cases, 2 drawn at random")
+    passed(OVERLAP_PASSED.format(count=count))
 
 
 def half_precision(
@@ -189,4 +195,4 @@ def half_precision(
         "compare the ring allreduce of the float32 gradient with that of the float16 one: which "
         "terms change?",
     )
-    passed(f"half_precision_saving: matches the kit's model in {count} cases, 1 drawn at random")
+    passed(HALF_PASSED.format(count=count))

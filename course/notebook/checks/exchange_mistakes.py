@@ -12,29 +12,43 @@ from course.notebook.checks.allreduce_mistakes import close
 
 Mistake = tuple[str, Callable[..., float]]  # (what it is, a model that makes it, on the case)
 
+# The message naming a mistake, with a named placeholder (it will go through gettext).
+LOOKS_LIKE = "it looks like {what}"
+
 
 def _ring(p: int, n: float, al: float, be: float) -> float:
     return costmodel.allreduce_seconds("ring", p, n, al, be)
+
+
+def _only(pattern: str, wrong: Callable[[int, float], float]) -> Callable[..., float]:
+    """A traffic mistake made on one pattern's count: wrong(p, n) on its cases, the kit's count on
+    the other pattern's."""
+
+    def model(case: str, p: int, n: float) -> float:
+        return wrong(p, n) if case == pattern else exchangemodel.busiest_link_bytes(case, p, n)
+
+    return model
 
 
 TRAFFIC: tuple[Mistake, ...] = (
     (
         "the server's link carries only the gradients coming in: the results go back out through "
         "it too",
-        lambda pattern, p, n: exchangemodel.busiest_link_bytes(pattern, p, n) / 2,
+        _only("parameter_server", lambda p, n: (p - 1) * n),
+    ),
+    (
+        "a ring rank's link carries only what it sends: the chunks it receives from its other "
+        "neighbour come in through it too",
+        _only("ring", lambda p, n: 2 * (p - 1) / p * n),
     ),
     (
         "rank 0 counts itself: the server computes a gradient too and sends nothing to itself, so "
         "only the other ranks' messages cross its link",
-        lambda pattern, p, n: (
-            2 * p * n
-            if pattern == "parameter_server"
-            else exchangemodel.busiest_link_bytes(pattern, p, n)
-        ),
+        _only("parameter_server", lambda p, n: 2 * p * n),
     ),
     (
         "each ring step moves one p-th of the gradient, not all of it",
-        lambda pattern, p, n: 2 * (p - 1) * n,
+        _only("ring", lambda p, n: 4 * (p - 1) * n),
     ),
     (
         "that is the bytes of all links together: the question is the busiest one link",
@@ -62,8 +76,8 @@ PARAMETER_SERVER: tuple[Mistake, ...] = (
         lambda p, n, al, be: exchangemodel.parameter_server_seconds(p, n, be, al),
     ),
     (
-        "this is the ring allreduce's time: the server's link carries every rank's bytes, the "
-        "ring's only about 2n",
+        "this is the ring allreduce's time: the server's link carries every rank's bytes, a "
+        "ring link only about 2n each way",
         _ring,
     ),
 )
@@ -139,5 +153,5 @@ def diagnosis(
     for what, model in mistakes:
         wrong = model(*case)
         if close(value, wrong) and not close(wrong, right):
-            return f"it looks like {what}"
+            return LOOKS_LIKE.format(what=what)
     return ""
