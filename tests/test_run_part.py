@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from course.errors import CourseError
 from course.notebook import checks, placement
 from course.notebook.checks import CheckFailed, multi_node
 from tests.helpers import check_cells, notebook_module, replaced_once
@@ -65,6 +66,38 @@ MISTAKES = {
         '"$CHAINER_DATASET_ROOT/."',
         '"$CHAINER_DATASET_ROOT/pfnet/."',
         "but pfnet/chainer/cifar/cifar-10.npz is not there as it is in the shared folder",
+    ),
+    "the data set linked, not copied": (
+        "cp -r",
+        "cp -rs",
+        "pfnet/chainer/cifar/cifar-10.npz under CHAINER_DATASET_ROOT links to the shared file "
+        "rather than copying it to $TMPDIR",
+    ),
+    "the shared folder linked": (
+        'f\'mkdir -p "{staged}"\',\n        f\'cp -r "$CHAINER_DATASET_ROOT/." "{staged}"\',',
+        'f\'ln -s "$CHAINER_DATASET_ROOT" "{staged}"\',',
+        "links to the shared file rather than copying it to $TMPDIR",
+    ),
+    "an option spelt with one dash": (
+        "--map-by",
+        "-map-by",
+        "mpirun refused the line: An unrecognized option was included on the mpirun command line: "
+        "Option: --map-by",
+    ),
+    "an option the check does not know": (
+        "--bind-to core",
+        "--bind-to core -q",
+        "the launch line has the option -q, which this check does not know",
+    ),
+    "a rank file": (
+        "--bind-to core",
+        "--bind-to core --rankfile ranks.txt",
+        "the launch line places the ranks by a rank file (--rankfile)",
+    ),
+    "ranks per node by -N, off their GPUs' sockets": (
+        "--map-by {mapping}:pe=",
+        "-N {ranks_per_node} --map-by :pe=",
+        "rank 1 drives its node's GPU 1, attached to socket 1, and runs on socket(s) [0]",
     ),
     "the staged root not passed on": (
         " -x CHAINER_DATASET_ROOT",
@@ -150,3 +183,20 @@ def test_a_map_is_read_rank_by_rank():
         + ["--mca", "mca_base_component_path", "/x", "--report-bindings", "--bind-to=core"]
         + ["-n", "4", "python", "--map-by", "no"]
     ) == ["--map-by", "ppr:2:node", "--bind-to=core", "-n", "4"]
+
+
+def test_the_map_options_of_open_mpi_5_reach_the_dry_run():
+    # -N with pe= in --map-by: 2 ranks per node, 2 cores each (Open MPI 5 maps it so).
+    line = ["-N", "2", "--map-by", ":pe=2", "--bind-to", "core", "-x", "A", "python", "-N", "1"]
+    assert placement.mapping_words(line) == line[:6]
+    ranks = placement.dry_run(line, nodes=2, slots=2, sockets=2, cores=8)
+    assert [(r.node, r.cores) for r in ranks] == [
+        ("node1", (0, 1)), ("node1", (2, 3)), ("node2", (0, 1)), ("node2", (2, 3))
+    ]  # fmt: skip
+    for refused, words in (
+        (["--map-by", "rankfile:file=r.txt"], "by a rank file (--map-by rankfile:file=r.txt)"),
+        (["--frobnicate=2"], "the option --frobnicate, which this check does not know"),
+    ):
+        with pytest.raises(CourseError) as raised:
+            placement.mapping_words([*refused, "python"])
+        assert words in raised.value.message, raised.value.message

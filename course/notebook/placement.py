@@ -21,22 +21,48 @@ from course.errors import CourseError
 TIMEOUT_SECONDS = 60  # a map takes a tenth of a second; a busy machine gets a wide margin
 # The options that decide the map, which the dry run passes on (with their values); it leaves out
 # the others (environment, MCA parameters, output, the hosts: it puts its own simulated nodes in
-# their place) and the command, so that a line's words never load or run anything here.
-_MAP_OPTIONS = {"-n", "-np", "--np", "--n", "-c", "--map-by", "--bind-to", "--rank-by"}
-_MAP_OPTIONS |= {"--npernode", "--npersocket", "--cpus-per-proc", "--cpus-per-rank"}
+# their place) and the command, so that a line's words never load or run anything here. A
+# single-dash spelling of one (`-bind-to`) is passed on too: mpirun takes some and refuses others.
+_MAP_OPTIONS = {"-n", "-np", "--np", "--n", "-c", "-N", "--map-by", "--bind-to", "--rank-by"}
+_MAP_OPTIONS |= {"--npernode", "--npersocket", "--cpus-per-proc", "--cpus-per-rank", "--ppr"}
+_MAP_OPTIONS |= {"--cpu-set"}
 _MAP_FLAGS = {"--oversubscribe", "--nooversubscribe", "--use-hwthread-cpus", "--pernode"}
-# How many values the options left out take, where it is not none (the first other word after
-# the options is the command).
+_MAP_FLAGS |= {"--bynode"}
+# The options left out, with how many values each takes: an option in neither table is refused,
+# since the dry run could not tell where the options end and the command begins.
 _ARITY = dict.fromkeys(("--mca", "-mca", "--gmca", "-gmca", "--prtemca", "--pmixmca"), 2)
 _ARITY |= dict.fromkeys(
     (
         "-x", "--display", "--output", "--prefix", "--tune", "--wdir", "--path", "--timeout",
         "--launch-agent", "--personality", "--host", "-host", "-H", "--hostfile", "-hostfile",
-        "--machinefile", "-machinefile", "--app", "--rankfile", "--stream-buffering",
+        "--machinefile", "-machinefile", "--app", "--stream-buffering",
     ),
     1,
 )  # fmt: skip
+_ARITY |= dict.fromkeys(
+    (
+        "--report-bindings", "--display-map", "-display-map", "--tag-output",
+        "--timestamp-output", "--merge-stderr-to-stdout", "--allow-run-as-root", "--noprefix",
+        "--verbose", "--show-progress",
+    ),
+    0,
+)  # fmt: skip
+# Where the map is a file's, written for the hosts of one job: the dry run cannot follow it.
+_RANK_FILES = {"--rankfile", "-rankfile", "-rf"}
 REFUSED = "mpirun refused the line: {said}"
+UNKNOWN = (
+    "the launch line has the option {option}, which this check does not know, so it cannot tell "
+    "where the line's options end and its command begins"
+)
+RANK_FILE = (
+    "the launch line places the ranks by a rank file ({option}), which fixes the hosts and cores "
+    "of one job; this check places them on simulated nodes, where such a file does not apply"
+)
+_RANK_FILE_HINT = (
+    "let the mapping options place the ranks on the nodes the job's host file lists (--map-by, "
+    "in the lesson's Open MPI reference)"
+)
+SLOW = "mpirun took more than {seconds} s to map the line"
 _BINDING = re.compile(r"package\[(\d+)\]\[core:([^\]]*)\]")
 
 
@@ -52,18 +78,33 @@ class Rank:
 
 
 def mapping_words(argv: list[str]) -> list[str]:
-    """The options of `argv` (mpiexec's words after its name) that decide where ranks go."""
+    """The options of `argv` (mpiexec's words after its name) that decide where ranks go;
+    CourseError for an option it does not know or a rank file."""
     kept: list[str] = []
     words = iter(argv)
     for word in words:
-        option = word.split("=", 1)[0]
-        if option in _MAP_OPTIONS:
-            kept += [word] if "=" in word else [word, next(words, "")]
-        elif word in _MAP_FLAGS:
+        option, equals, value = word.partition("=")
+        spellings = {option, "-" + option}  # -bind-to is --bind-to's single-dash spelling
+        if spellings & _RANK_FILES:
+            raise CourseError(RANK_FILE.format(option=option), _RANK_FILE_HINT)
+        if spellings & _MAP_OPTIONS:
+            value = value if equals else next(words, "")
+            if value.lower().startswith("rankfile"):
+                raise CourseError(
+                    RANK_FILE.format(option=" ".join((option, value))), _RANK_FILE_HINT
+                )
+            kept += [word] if equals else [word, value]
+        elif spellings & _MAP_FLAGS:
             kept.append(word)
-        elif word.startswith("-"):
-            for _ in range(0 if "=" in word else _ARITY.get(word, 0)):
+        elif option in _ARITY:
+            for _ in range(0 if equals else _ARITY[option]):
                 next(words, None)
+        elif word.startswith("-"):
+            raise CourseError(
+                UNKNOWN.format(option=option),
+                "write the options of the lesson's Open MPI reference, spelt as it spells them "
+                "(two dashes for the long ones, such as --map-by)",
+            )
         else:
             break  # the command
     return kept
@@ -94,7 +135,7 @@ def dry_run(argv: list[str], nodes: int, slots: int, sockets: int, cores: int) -
             )
         except subprocess.TimeoutExpired:
             raise CourseError(
-                f"mpirun took more than {TIMEOUT_SECONDS} s to map the line",
+                SLOW.format(seconds=TIMEOUT_SECONDS),
                 "the line's options should map at once; look for one that waits",
             ) from None
     said = done.stdout + done.stderr

@@ -106,6 +106,14 @@ NOT_THERE = (
     "{where}: CHAINER_DATASET_ROOT names {root}, but {file} is not there as it is in the shared "
     "folder"
 )
+LINKED = (
+    "{where}: {file} under CHAINER_DATASET_ROOT links to the shared file rather than copying it to "
+    "{local_dir}"
+)
+LINKED_OUT = (
+    "{where}: {file} under CHAINER_DATASET_ROOT links to a file outside {local_dir} rather than "
+    "copying it there"
+)
 MAP_FAILED = "{where}: {said}"
 PER_NODE = (
     "{where}: on {nodes} nodes the line places {counts} rank(s) per node; the directives give "
@@ -189,13 +197,28 @@ def _judge_forwarding(where: str, launch: dict) -> None:
 def _judge_staging(where: str, local_dir: str, folder: dict, root: str | None) -> None:
     __tracebackhide__ = True
     shared, local = Path(folder["shared"]), Path(folder["local"])
-    copies = [p for p in local.rglob(DATA_FILE.name) if p.is_file()]
+    own = local.resolve()
+    # A copy is a file whose bytes are on node-local storage: a link (or a file under a linked
+    # folder) that leads to the shared file system is read from it at every epoch.
+    copies = [p for p in local.rglob(DATA_FILE.name) if p.is_file() and _on(p.resolve(), own)]
     expect(
         root is not None,
         NO_ROOT.format(where=where),
         "the training finds the data set where CHAINER_DATASET_ROOT says",
     )
-    used = Path(str(root)).resolve()
+    named = Path(folder["work"], str(root))  # a relative root is the job folder's
+    used = named.resolve()
+    staged = named / DATA_FILE
+    expect(
+        not (_on(named, local) or _on(used, own))
+        or not staged.exists()
+        or _on(staged.resolve(), own),
+        (LINKED if staged.resolve() == (shared / DATA_FILE).resolve() else LINKED_OUT).format(
+            where=where, file=DATA_FILE, local_dir=local_dir
+        ),
+        "a link leads every read back to where it points, so the ranks would read the shared "
+        "file system at every epoch: node-local storage must hold the file's own bytes",
+    )
     if used == shared.resolve():
         expect(
             bool(copies),
@@ -207,16 +230,20 @@ def _judge_staging(where: str, local_dir: str, folder: dict, root: str | None) -
             "the copy is used only if the training is told where it is",
         )
     expect(
-        used.is_relative_to(local.resolve()),
+        _on(used, own),
         NOT_LOCAL.format(where=where, root=root, local_dir=local_dir),
         "node-local storage is the folder local_dir names",
     )
-    staged = used / DATA_FILE
     expect(
         staged.is_file() and staged.read_bytes() == (shared / DATA_FILE).read_bytes(),
         NOT_THERE.format(where=where, root=root, file=DATA_FILE),
         "Chainer looks for its files under CHAINER_DATASET_ROOT with the shared folder's layout",
     )
+
+
+def _on(path: Path, folder: Path) -> bool:
+    """Whether `path` is `folder` or under it, by their names (resolve them to follow links)."""
+    return Path(os.path.normpath(path)).is_relative_to(folder)
 
 
 def _judge_map(where: str, site: Any, per_node: int, threads: int, ranks: list) -> None:
