@@ -13,12 +13,14 @@ import pytest
 
 import course
 from course import parallelism
+from course.cluster import accounting
 from course.contracts import model_parallel
 from course.notebook import checks as notebook_checks
 from course.notebook import model_parallel_report
 from course.notebook.checks import CheckFailed, model_parallel_observers
 from course.notebook.checks import model_parallel as checks
 from tests import model_parallel_students as students
+from tests.helpers import ROOT
 from tests.remote import RemoteRaised, remote
 from tests.solutions import SOLUTIONS
 
@@ -154,12 +156,54 @@ def test_the_run_check_needs_a_run_its_log_vouches_for(handle, solved, folder, c
     (folder / edited).write_text(json.dumps(record))
     copied = traced_run(folder, job="10.local")
     (folder / f"{model_parallel.JOB_SCRIPT}.o10").write_text("course launch: ...\n")
-    with pytest.raises(CheckFailed, match="no traced model-parallel run"):
+    with pytest.raises(CheckFailed, match="no model-parallel run in runs/ counts") as failed:
         checks.measured_run(*functions, folder)
-    said = capsys.readouterr().out
+    said = str(failed.value)
     assert f"left out {unlogged}: no job log of job 8.local is in this folder" in said
     assert f"left out {edited}: " in said and "was changed after the job wrote it" in said
     assert f"left out {copied}: the log {model_parallel.JOB_SCRIPT}.o10 does not name" in said
+    model_parallel_report.traced(folder)
+    assert f"note: left out {unlogged}: no job log" in capsys.readouterr().out
+
+
+def known(account: accounting.JobAccount | None) -> accounting.Accounting:
+    """The grader's accounting for alice (cluster user s1234), with records that hold `account` for
+    every job (None: no such job)."""
+    why = "" if account else "sacct -j 7.local knows no such job"
+    return accounting.Accounting(
+        "alice",
+        "s1234",
+        records=lambda scheduler, job: accounting.Lookup(account, why, absent=account is None),
+    )
+
+
+@HANDLES
+def test_with_the_graders_accounting_a_run_must_be_the_students_job(handle, solved, folder, capsys):
+    functions = handle(solved.activation_bytes), handle(solved.gradient_bytes)
+    name = traced_run(folder)
+    forged = {
+        "unknown": (None, "job 7.local is not in the scheduler's records"),
+        "another user's": (
+            accounting.JobAccount("s9999", 1, None, 60.0, "sacct -j 7.local"),
+            "job 7.local ran as user s9999 (sacct -j 7.local), not as s1234",
+        ),
+        "too short": (
+            accounting.JobAccount("s1234", 1, None, 3.0, "sacct -j 7.local"),
+            "job 7.local ran 3 s (sacct -j 7.local), less than the run's own 9 s",
+        ),
+    }
+    for account, why in forged.values():
+        with pytest.raises(CheckFailed, match="no model-parallel run in runs/ counts") as failed:
+            checks.measured_run(*functions, folder, checked=known(account))
+        assert f"left out {name}: {why}" in str(failed.value)
+    mine = accounting.JobAccount("s1234", 1, None, 60.0, "sacct -j 7.local")
+    checks.measured_run(*functions, folder, checked=known(mine))
+    said = capsys.readouterr().out
+    assert "job 7.local checked against sacct -j 7.local: user s1234, 1 node(s)" in said
+    checks.measured_run(*functions, folder, checked=accounting.Accounting("alice", "s1234"))
+    said = capsys.readouterr().out  # the local scheduler keeps no records: said, not failed
+    assert "OK: your counts are" in said
+    assert "job 7.local was not checked against the scheduler's records" in said
 
 
 @HANDLES
@@ -191,8 +235,10 @@ GRADED = {
 
 
 def lost(functions: dict, folder, monkeypatch) -> dict[str, int]:
-    """{grade id: points} of the notebook's test cells (hidden tests included) that fail."""
+    """{grade id: points} of the notebook's test cells (hidden tests included) that fail, graded
+    by the kit's grading.toml as the grader finds it."""
     monkeypatch.chdir(folder)
+    monkeypatch.setenv("COURSE_GRADING_CONFIG", str(ROOT / "grading.toml"))
     failed = {}
     for grade_id, (source, points) in GRADED.items():
         try:

@@ -1,7 +1,7 @@
 """The model-parallel job (jobs/run_model_parallel.sh) under the embedded scheduler, as notebook
 05's cell submits it: ChainerMN's MultiNodeChainList and the data-parallel optimizer on 2 CPU
 ranks with the `naive` communicator, one sealed file traced by its log line, bytes counted as the
-kit models them, and the notebook's check passing on the solutions.
+kit models them, and the notebook's check passing on the solutions, with the grader's accounting.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import shutil
 import pytest
 
 from course import parallelism
+from course.cluster.accounting import Accounting
 from course.notebook import model_parallel_report
 from course.notebook.checks import model_parallel as checks
 from tests import model_parallel_students as students
@@ -37,3 +38,9 @@ def test_the_job_trains_both_ways_and_its_file_is_traced(tmp_path, quick_env, ca
     solved = students.load(tmp_path)
     checks.measured_run(solved.activation_bytes, solved.gradient_bytes, folder)
     assert "OK: your counts are" in capsys.readouterr().out
+    # The hidden test's accounting: the embedded scheduler keeps none, which the check says.
+    checked = Accounting("alice", "root")
+    checks.measured_run(solved.activation_bytes, solved.gradient_bytes, folder, checked=checked)
+    said = capsys.readouterr().out
+    assert "OK: your counts are" in said
+    assert "was not checked against the scheduler's records: the local scheduler keeps no" in said

@@ -3,23 +3,27 @@ their job logs, and the two settings side by side, time and bytes per step.
 
 A file counts only when its seal holds and the log of its job names it with the file's SHA-256
 (course.contracts.model_parallel's line): a file copied from elsewhere or edited is left out, with a
-note saying why.
+note saying why. Given the scheduler's accounting (the grader's: course.instructor.scoring), the
+job must also be in its records, be the student's and have run as long as the file claims, as
+course.evidence checks the stages' runs; where the records cannot be read, a note says so.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from course import parallelism
+from course.cluster.accounting import Accounting
 from course.contracts import joblog, model_parallel
 from course.errors import ResultsError
 
 # Student-facing notes (named placeholders, for translation).
-LEFT_OUT = "note: left out {path}: {why}"
+LEFT_OUT = "left out {path}: {why}"
+NOTE = "note: {note}"
 NO_LOG = "no job log of job {job} is in this folder"
 NOT_LOGGED = "the log {log} does not name this file with its SHA-256 (copied or edited?)"
 NO_RUN = (
@@ -90,36 +94,71 @@ def _run(record: dict, name: str) -> Run:
     )
 
 
-def traced(folder: Path = Path(".")) -> list[Run]:
-    """Every model-parallel file of folder/runs whose seal holds and whose job's log names it with
-    its SHA-256; the others are left out with a note that says why."""
-    found = []
+@dataclass
+class _Job:
+    """What the accounting reads of a file (course.cluster.accounting.TracedRun): its one job, the
+    hosts it names and the seconds it ran (no device: the job runs on CPU ranks)."""
+
+    record: dict
+    segments: list[dict] = field(default_factory=list)  # one job wrote the file: nothing resumed
+
+
+def _why_not(record: dict, path: Path, name: str, folder: Path, checked: Accounting | None) -> str:
+    """Why the file does not count ("" when it does); what the accounting could not check is
+    printed as a note."""
+    job = record["job"]
+    log = joblog.find(folder, job["id"] or "", job["name"]) if job["id"] else None
+    if log is None:
+        return NO_LOG.format(job=job["id"] or "?")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if not any(
+        line["path"] == name and line["sha256"] == digest
+        for line in model_parallel.logged(joblog.read(log))
+    ):
+        return NOT_LOGGED.format(log=log.name)
+    if checked is None:
+        return ""
+    claims = {"job": job, "hosts": record["hosts"], "wall_seconds": record["seconds_total"]}
+    problems, notes = checked.check(_Job(claims))
+    for note in notes:
+        print(NOTE.format(note=note))
+    return "; ".join(problems)
+
+
+def sort_out(
+    folder: Path = Path("."), checked: Accounting | None = None
+) -> tuple[list[Run], list[str]]:
+    """(the model-parallel files of folder/runs that count, why each other one does not): a file
+    counts when its seal holds, its job's log names it with its SHA-256 and, with `checked`, the
+    scheduler's records show that job as the student's."""
+    found, left_out = [], []
     for path in model_parallel.find(folder):
         name = path.relative_to(folder).as_posix()
         try:
             record = model_parallel.load(path)
         except ResultsError as e:
-            print(LEFT_OUT.format(path=name, why=e.message))
+            left_out.append(LEFT_OUT.format(path=name, why=e.message))
             continue
-        job = record["job"]
-        log = joblog.find(Path(folder), job["id"] or "", job["name"]) if job["id"] else None
-        if log is None:
-            print(LEFT_OUT.format(path=name, why=NO_LOG.format(job=job["id"] or "?")))
-            continue
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        if not any(
-            line["path"] == name and line["sha256"] == digest
-            for line in model_parallel.logged(joblog.read(log))
-        ):
-            print(LEFT_OUT.format(path=name, why=NOT_LOGGED.format(log=log.name)))
-            continue
-        found.append(_run(record, name))
+        why = _why_not(record, path, name, Path(folder), checked)
+        if why:
+            left_out.append(LEFT_OUT.format(path=name, why=why))
+        else:
+            found.append(_run(record, name))
+    return found, left_out
+
+
+def traced(folder: Path = Path("."), checked: Accounting | None = None) -> list[Run]:
+    """Every model-parallel file of folder/runs that counts (sort_out); the others are left out
+    with a note that says why."""
+    found, left_out = sort_out(folder, checked)
+    for line in left_out:
+        print(NOTE.format(note=line))
     return found
 
 
-def newest(folder: Path = Path(".")) -> Run | None:
+def newest(folder: Path = Path("."), checked: Accounting | None = None) -> Run | None:
     """The traced run that started last, or None."""
-    runs = traced(folder)
+    runs = traced(folder, checked)
     return max(runs, key=lambda run: run.started) if runs else None
 
 

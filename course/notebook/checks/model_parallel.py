@@ -8,7 +8,8 @@ The checks observe what the functions return (course.notebook.checks.model_paral
 the kit's reference closed) and judge those numbers against course.parallelism. A wrong number that
 matches a known mistake gets a hint that names it; every check adds a case drawn at random, and the
 hidden tests pass other cases, so that no case can simply be copied. `measured_run` compares the
-student's counts with what the model-parallel job counted on this machine.
+student's counts with what the model-parallel job counted on this machine; its hidden test passes
+the grader's accounting too, so that the run must be a job the scheduler ran for the student.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import course.notebook.checks.model_parallel_observers as observers
 from course import parallelism
+from course.cluster.accounting import Accounting
 from course.contracts import model_parallel
 from course.notebook import model_parallel_report
 from course.notebook.checks.observe import number, observe
@@ -46,6 +48,7 @@ RATIO = "; yours is {ratio:.4g} times it"
 OBSERVED = "{name} was observed on {found} cases, not {cases}"
 PASSED = "{name}: the kit's {what} in {count} cases, one of them drawn at random"
 NO_RUN = "there is no traced model-parallel run in runs/"
+NONE_COUNTS = "no model-parallel run in runs/ counts: {why}"
 NO_RUN_FIX = "submit jobs/{script} (the cell above), wait for it, then run this cell"
 RUN_NOT_A_NUMBER = "{name} returned {type} on your run's setting, not a number of bytes"
 RUN_WRONG = (
@@ -203,14 +206,21 @@ def measured_run(
     activation_bytes: Callable[..., Any],
     gradient_bytes: Callable[..., Any],
     folder: Path = Path("."),
+    checked: Accounting | None = None,
 ) -> dict[str, Any]:
     """The student's two counts on the setting of their traced model-parallel run equal what the
-    run counted (the split's bytes) and the kit's ring count of the gradient the run exchanged.
+    run counted (the split's bytes) and the kit's ring count of the gradient the run exchanged;
+    with `checked`, the run's job must be in the scheduler's records as the student's.
     Returns the run's summary (course.notebook.model_parallel_report.summary)."""
     __tracebackhide__ = True
-    run = model_parallel_report.newest(folder)
-    if run is None:
+    runs, left_out = model_parallel_report.sort_out(folder, checked)
+    if left_out and not runs:
+        fail(NONE_COUNTS.format(why="; ".join(left_out)))
+    if not runs:
         fail(NO_RUN, NO_RUN_FIX.format(script=model_parallel.JOB_SCRIPT))
+    for line in left_out:
+        print(model_parallel_report.NOTE.format(note=line))
+    run = max(runs, key=lambda run: run.started)
     facts = observe(
         observers.traffic,
         activation_bytes,
