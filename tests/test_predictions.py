@@ -6,10 +6,14 @@ counts without a traced run, and a stub says so before anything about the runs."
 
 from __future__ import annotations
 
+import glob
+from pathlib import Path
+
 import pytest
 
 from course.contracts import grading_rules
 from course.notebook.checks import CheckFailed, predictions
+from course.notebook.checks.observe import observe
 from tests.helpers import make_run, notebook_module, replaced_once
 from tests.remote import RemoteRaised, remote
 from tests.solutions import solution_functions
@@ -96,14 +100,16 @@ def comparison(folder, naive=145.0, ring=118.0, warmup=0.896, linear=0.816) -> N
     stage_3_run(folder, 13, 120.0, linear, rule="linear")
 
 
-def profiled(folder) -> None:
-    """A traced 2-rank profiled run: 850 ms of compute and 3 ms of exchange at 64 per rank."""
+def profiled(folder, medians: dict | None = None) -> None:
+    """A traced 2-rank profiled run: 850 ms of compute and 3 ms of exchange at 64 per rank (or
+    `medians` on every rank)."""
     ranks = [
         {
             "rank": rank,
             "host": "n1",
             "steps": 40,
-            "median_ms": {"forward": 300.0, "backward": 550.0 + rank, "allreduce": 3.0 + rank},
+            "median_ms": medians
+            or {"forward": 300.0, "backward": 550.0 + rank, "allreduce": 3.0 + rank},
         }
         for rank in range(2)
     ]
@@ -172,7 +178,7 @@ def test_a_wrong_part_of_the_stage_1_prediction_loses_its_half(
     module = solved(tmp_path, "single_gpu", predict_run=planted)
     assert predictions.run_prediction(handle(module.predict_run), "single_gpu", 2, tmp_path) == 1
     said = capsys.readouterr().out
-    assert "MISSED" in said and words in said and "1 of 2 parts" in said
+    assert "did not hold" in said and words in said and "1 of 2 parts" in said
 
 
 def test_a_prediction_right_for_the_run_but_wrong_for_other_settings_loses_the_part(tmp_path):
@@ -185,6 +191,35 @@ def test_a_prediction_right_for_the_run_but_wrong_for_other_settings_loses_the_p
     )
     module = solved(tmp_path, "single_gpu", predict_run=hard_coded)
     assert predictions.run_prediction(module.predict_run, "single_gpu", 2, tmp_path) == 1
+
+
+SNAPSHOTS_HARD_CODED = replaced_once(
+    replaced_once(
+        solution_functions("single_gpu")["predict_run"],
+        '"snapshots_written": epochs',
+        '"snapshots_written": 3',
+    ),
+    '"snapshots_kept": min(epochs, 2)',
+    '"snapshots_kept": 2',
+)
+
+
+def test_snapshots_hard_coded_from_one_s_own_run_lose_their_half(tmp_path, capsys):
+    """Snapshots are a derivation too: one at every epoch end, the newest two kept (add_snapshots'
+    n_retains=2); the grader's cases of 4 epochs and of 1 catch 3 and 2 copied from the run."""
+    stage_1_run(tmp_path)
+    module = solved(tmp_path, "single_gpu", predict_run=SNAPSHOTS_HARD_CODED)
+    cases = [(50000, 128, 1, 4), (777, 10, 1, 1)]
+    assert predictions.run_prediction(module.predict_run, "single_gpu", 2, tmp_path) == 2
+    assert (
+        predictions.run_prediction(module.predict_run, "single_gpu", 2, tmp_path, cases=cases) == 1
+    )
+    said = capsys.readouterr().out
+    assert (
+        "snapshots did not hold: for (50000, 128, 4): predicted 3.0 written and 2.0 kept, "
+        "expected 4 written and 2 kept; for (777, 10, 1): predicted 3.0 written and 2.0 kept, "
+        "expected 1 written and 1 kept" in said
+    )
 
 
 def test_without_a_traced_run_a_right_prediction_earns_nothing(tmp_path):
@@ -296,7 +331,9 @@ def test_a_choice_that_is_no_setting_of_the_comparison_misses(tmp_path, capsys):
     comparison(tmp_path)
     module = solved(tmp_path, "multi_node", predict_comparison=choosing("pure_nccl", "warmup"))
     assert predictions.comparison_prediction(module.predict_comparison, 3, tmp_path) == 2
-    assert "'pure_nccl' is not one of naive, naive/ring" in capsys.readouterr().out
+    assert "you chose pure_nccl, which is not one of those compared: naive, naive/ring" in (
+        capsys.readouterr().out
+    )
 
 
 def test_a_comparison_with_one_setting_cannot_grade_the_choice(tmp_path, capsys):
@@ -304,7 +341,8 @@ def test_a_comparison_with_one_setting_cannot_grade_the_choice(tmp_path, capsys)
     stage_3_run(tmp_path, 13, 120.0, 0.816, rule="linear")
     module = solved(tmp_path, "multi_node")
     assert predictions.comparison_prediction(module.predict_comparison, 3, tmp_path) == 2
-    assert "have naive: it needs two to compare" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "only the setting naive has traced runs on 2 ranks; the comparison needs two" in said
 
 
 def test_updates_per_epoch_of_the_whole_set_lose_the_derivation(tmp_path, capsys):
@@ -360,3 +398,54 @@ def test_without_a_profiled_run_the_ratio_earns_nothing(tmp_path):
     module = solved(tmp_path, "multi_node")
     with pytest.raises(CheckFailed, match="no traced stage-3 run with a step profile"):
         predictions.exchange_ratio(module.compute_to_exchange, 2, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "medians, words",
+    [
+        (
+            {"forward": None, "backward": None, "allreduce": None},
+            "has no median time for forward, backward, allreduce on rank(s) 0, 1: they made no "
+            "step past the warm-up ones",
+        ),
+        (
+            {"forward": 300.0, "backward": 550.0, "allreduce": 0.0},
+            "times the gradient exchange at 0.0 ms per step",
+        ),
+    ],
+    ids=["no steady step", "no exchange"],
+)
+def test_a_profile_without_medians_or_exchange_fails_saying_what_to_do(medians, words, tmp_path):
+    """runtime/profile.py writes None medians for a rank without a steady step; rounded to the
+    microsecond, an exchange can read 0.0 ms: a clear failure, never a TypeError or a division
+    by zero."""
+    profiled(tmp_path, medians)
+    module = solved(tmp_path, "multi_node")
+    with pytest.raises(CheckFailed) as raised:
+        predictions.exchange_ratio(module.compute_to_exchange, 2, tmp_path)
+    said = str(raised.value)
+    assert words in said and "submit the profiled runs again" in said
+
+
+# --- a prediction runs away from the runs it predicts -----------------------------------------
+
+READS_RUNS = """
+def predict_run(train_size, batchsize, epochs):
+    import glob
+    if train_size == 0:
+        raise ValueError("no images")
+    return {"runs": len(glob.glob("runs/*/*")), "here": len(glob.glob("*"))}
+"""
+
+
+@HANDLES
+def test_a_prediction_cannot_read_the_runs_beside_it(handle, tmp_path, monkeypatch):
+    stage_1_run(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    module = solved(tmp_path, "single_gpu", predict_run=READS_RUNS)
+    assert glob.glob("runs/*/*")  # the run is there, relative to here
+    facts = observe(predictions.predicted, handle(module.predict_run), args=[1000, 32, 3])
+    assert facts == {"returned": {"runs": 0.0, "here": 0.0}}
+    with pytest.raises((ValueError, RemoteRaised)):
+        observe(predictions.predicted, handle(module.predict_run), args=[0, 32, 3])
+    assert Path.cwd() == tmp_path  # given back, after an exception too

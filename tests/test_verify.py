@@ -18,6 +18,7 @@ from course.instructor.verify_protocol import (
     Request,
     Verdict,
 )
+from tests.solutions import SOLUTIONS, solution_cells
 
 # Not collected as test classes: imported under other names.
 Cell, ChildReply = verify_protocol.TestCell, verify_protocol.TestReply
@@ -91,6 +92,38 @@ def test_what_forging_an_answer_takes_is_flagged():
     [note] = notes
     for name in ("_answer", "instructor", "json", "pathlib"):
         assert name in note, note
+
+
+def test_what_reading_one_s_own_runs_takes_is_flagged():
+    """A prediction needs only its arguments: the kit imported inside a def (the notebooks' global
+    `course` is not flagged), or the runs read through glob and numpy, are named for the
+    instructor."""
+    sources = {
+        "predict_run": "def predict_run(train_size, batchsize, epochs):\n"
+        "    from course import evidence\n"
+        "    return evidence.runs('single_gpu')[-1].record\n",
+        "compute_to_exchange": "def compute_to_exchange(a, b, c):\n"
+        "    import glob\n"
+        "    import numpy as np\n"
+        "    return np.genfromtxt(glob.glob('runs/*/log')[0])\n",
+        "predict_comparison": "def predict_comparison(a, b, c, d):\n"
+        "    import course.runtime as kit\n"
+        "    return kit\n",
+    }
+    _, notes = verify_functions.functions(sources)
+    run, ratio, comparison = notes
+    assert "predict_run uses evidence, import course, runs, which the exercise never" in run
+    assert "compute_to_exchange uses genfromtxt, glob, which the exercise never" in ratio
+    assert "predict_comparison uses import course, which" in comparison
+
+
+@pytest.mark.parametrize("notebook", sorted(p.name for p in SOLUTIONS.glob("*.ipynb")))
+def test_the_solutions_are_never_flagged(notebook):
+    """What the verifier flags stays off the solutions' own code (course.X as the notebooks'
+    global, numpy's names, the kit's public helpers)."""
+    cells = solution_cells(notebook)
+    code, notes = verify_functions.functions({str(i): cell for i, cell in enumerate(cells)})
+    assert notes == [] and code.count("def ") >= len(cells)
 
 
 def test_a_test_shown_passing_in_the_handed_in_notebook_but_failing_in_the_verifier_is_named(

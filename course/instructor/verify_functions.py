@@ -16,6 +16,7 @@ from typing import Any
 
 from course.instructor import nbgrader_cells
 
+IMPORTED_KIT = "import course"  # how an import of the kit from a def is named (see _names)
 # Names a solution never needs; where one appears the instructor is told (not a penalty by itself).
 SUSPICIOUS = {
     "get_ipython",
@@ -56,6 +57,31 @@ SUSPICIOUS = {
     "threading",
     "atexit",
     "weakref",
+    # what reading the student's own runs takes (a prediction needs only its arguments); the
+    # notebooks' global `course` is theirs to use, an import of the kit inside a def is not
+    IMPORTED_KIT,
+    "evidence",
+    "runs",
+    "glob",
+    "iglob",
+    "rglob",
+    "listdir",
+    "scandir",
+    "iterdir",
+    "walk",
+    "getcwd",
+    "cwd",
+    "chdir",
+    "home",
+    "expanduser",
+    "read_text",
+    "read_bytes",
+    "load",
+    "loadtxt",
+    "genfromtxt",
+    "fromfile",
+    "io",
+    "shutil",
 }
 
 
@@ -86,8 +112,11 @@ def _names(node: ast.AST) -> set[str]:
             found.add(sub.attr)
         elif isinstance(sub, (ast.Import, ast.ImportFrom)):
             found |= {part for alias in sub.names for part in alias.name.split(".")}
+            modules = [alias.name for alias in sub.names] if isinstance(sub, ast.Import) else []
             if isinstance(sub, ast.ImportFrom) and sub.module:
                 found |= set(sub.module.split("."))
+                modules = [sub.module] if sub.level == 0 else []
+            found |= {"import " + module.split(".")[0] for module in modules}
     return found
 
 

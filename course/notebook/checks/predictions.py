@@ -12,10 +12,13 @@ notebook's written answer says why. No traced run, no points: a prediction is of
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import course.notebook.checks.prediction_words as words
 from course import evidence
 from course.cluster.accounting import Accounting
 from course.contracts import grading_rules, stages
@@ -27,13 +30,23 @@ RATIO_TOLERANCE = 0.02  # a computed ratio counts within 2% (rounding), either w
 EXAMPLE = (1000, 32, 2, 3)  # train_size, batch, workers, epochs
 RATIO_EXAMPLE = (120.0, 30.0, 32)  # compute ms, exchange ms, batch per rank
 RULES_COMPARED = ("warmup", "linear")  # the accuracy question: with and without the warm-up
+SNAPSHOTS_RETAINED = 2  # add_snapshots keeps the newest two (n_retains=2), as notebook 01 asks
+# Bound before any student's code runs (the kit's modules are frozen in the grader's child).
+_chdir, _getcwd = os.chdir, os.getcwd
 
 
 def predicted(function: Any, args: list) -> Facts:
     """An observer: {"returned": {key: number, string or None}} of what function(*args) returns
     (a dict's own items: numbers as the built-in types read them, strings as str), or {"type": the
-    name of what it returned instead}."""
-    value = call(function, *args)
+    name of what it returned instead}. The function runs in a fresh empty folder: a prediction
+    needs only its arguments, never the runs it predicts."""
+    here = _getcwd()
+    with tempfile.TemporaryDirectory(prefix="prediction-", ignore_cleanup_errors=True) as empty:
+        _chdir(empty)
+        try:
+            value = call(function, *args)
+        finally:
+            _chdir(here)
     if not isinstance(value, dict):
         return {"type": type(value).__name__}
     facts: dict[str, Any] = {}
@@ -47,21 +60,12 @@ def _returned(function: Any, args: list, keys: Sequence[str]) -> dict[str, Any]:
     """The facts of one call, every key of `keys` there; CheckFailed saying what is missing."""
     __tracebackhide__ = True
     facts = observe(predicted, function, args=list(args))
+    name, todo = function.__name__, words.RETURN_KEYS.format(keys=", ".join(keys))
     if "returned" not in facts:
-        fail(
-            "{name} returned a {kind}, not a dict".format(
-                name=function.__name__, kind=facts["type"]
-            ),
-            "return a dict with the keys {keys}".format(keys=", ".join(keys)),
-        )
-    missing = [key for key in keys if key not in facts["returned"]]
+        fail(words.NOT_A_DICT.format(name=name, kind=facts["type"]), todo)
+    missing = ", ".join(key for key in keys if key not in facts["returned"])
     if missing:
-        fail(
-            "{name}{args} has no {keys}".format(
-                name=function.__name__, args=tuple(args), keys=", ".join(missing)
-            ),
-            "return a dict with the keys {keys}".format(keys=", ".join(keys)),
-        )
+        fail(words.MISSING_KEYS.format(name=name, args=tuple(args), keys=missing), todo)
     return facts["returned"]
 
 
@@ -80,16 +84,27 @@ def _derivation_misses(
     updates: Any = returned.get("updates_per_epoch")
     if not finite(updates) or abs(updates - train_per_worker / batch) >= 1:
         misses.append(
-            f"updates per epoch: predicted {updates}, but each worker's {train_per_worker} "
-            f"images in batches of {batch} make {train_per_worker / batch:.2f}"
-        )
-    if returned.get("iterations") != count:
-        misses.append(
-            "iterations: predicted {predicted}, {made} {count}".format(
-                predicted=returned.get("iterations"), made=made, count=count
+            words.UPDATES_MISS.format(
+                predicted=updates,
+                images=train_per_worker,
+                batch=batch,
+                updates=train_per_worker / batch,
             )
         )
+    if (said := returned.get("iterations")) != count:
+        misses.append(words.ITERATIONS_MISS.format(predicted=said, made=made, count=count))
     return misses
+
+
+def _snapshot_misses(
+    returned: dict, written: int, kept: int, said_of: str = words.SNAPSHOTS_MISS
+) -> list[str]:
+    """What of the predicted snapshots is wrong against `written` and `kept` (what the run wrote,
+    or, `said_of` SNAPSHOTS_EXPECTED, what the kit expects)."""
+    said = (returned.get("snapshots_written"), returned.get("snapshots_kept"))
+    if said == (written, kept):
+        return []
+    return [said_of.format(predicted=said[0], predicted_kept=said[1], written=written, kept=kept)]
 
 
 def _args(stage: str, train_size: int, batch: int, workers: int, epochs: int) -> list[int]:
@@ -105,34 +120,35 @@ def _settings(run: evidence.Run) -> tuple[int, int, int, int]:
     per_worker = (record.get("dataset") or {}).get("train_per_worker")
     batch = (record.get("batch_size") or {}).get("per_worker")
     if not per_worker or not batch or not record.get("epochs_planned") or not record.get("log"):
-        fail(
-            f"{run.describe()} does not record its data set, batch or epochs",
-            "run the job again with this kit's script",
-        )
+        fail(words.NOT_RECORDED.format(run=run.describe()), words.RUN_AGAIN)
     return per_worker, batch, run.workers, record["epochs_planned"]
 
 
 def _case_misses(
     function: Any, stage: str, cases: Sequence[Sequence[int]], keys: list[str]
-) -> list[str]:
-    """What of the derivation is wrong against the kit's count for each of `cases` (train_size,
-    batch, workers, epochs), the first of them the check's own example: the student's function runs
-    before any run is read, so that a stub says so first."""
+) -> tuple[list[str], list[str]]:
+    """(what of the updates and iterations, what of the snapshots (stage 1) is wrong) against the
+    kit's counts for each of `cases` (train_size, batch, workers, epochs), the first of them the
+    check's own example: the student's function runs before any run is read, so that a stub says
+    so first. A snapshot at every epoch end, the newest SNAPSHOTS_RETAINED kept."""
     __tracebackhide__ = True
-    misses = []
+    derived: list[str] = []
+    snapshots: list[str] = []
     for train_size, batch, workers, epochs in [EXAMPLE, *cases]:
-        workers = 1 if stage == stages.SINGLE_GPU.name else workers
+        single = stage == stages.SINGLE_GPU.name
+        workers = 1 if single else workers
         args = _args(stage, train_size, batch, workers, epochs)
         part = train_size // workers
-        wrong = _derivation_misses(
-            _returned(function, args, keys),
-            part,
-            batch,
-            iterations(part, batch, epochs),
-            "expected",
-        )
-        misses += [f"for {tuple(args)}: {miss}" for miss in wrong]
-    return misses
+        returned = _returned(function, args, keys)
+        count = iterations(part, batch, epochs)
+        wrong = _derivation_misses(returned, part, batch, count, "expected")
+        derived += [words.CASE_MISS.format(args=tuple(args), miss=miss) for miss in wrong]
+        if single:
+            wrong = _snapshot_misses(
+                returned, epochs, min(epochs, SNAPSHOTS_RETAINED), words.SNAPSHOTS_EXPECTED
+            )
+            snapshots += [words.CASE_MISS.format(args=tuple(args), miss=miss) for miss in wrong]
+    return derived, snapshots
 
 
 def _run_misses(
@@ -151,12 +167,8 @@ def _run_misses(
 def _no_run(what: str, misses: list[str]) -> tuple[str, str]:
     """(what is missing, what to do) where there is no run to compare a prediction with, saying
     too what the check's own cases found of the function (`misses`)."""
-    cases = "; ".join(misses) if misses else "right for the check's own settings"
-    return (
-        f"there is no {what} to compare your prediction with (your function: {cases})",
-        "a prediction earns its points once the job it predicts has run: submit it, and hand in "
-        "runs/ with the job log",
-    )
+    cases = "; ".join(misses) if misses else words.CASES_RIGHT
+    return words.NO_RUN.format(what=what, cases=cases), words.RUN_FIRST
 
 
 def _latest(found: list[evidence.Run], what: str, misses: list[str]) -> evidence.Run:
@@ -171,24 +183,12 @@ def _verdict(points: float, parts: list[tuple[str, list[str]]]) -> float:
     """Points by the share of parts without a miss; CheckFailed naming every miss when none is."""
     __tracebackhide__ = True
     right = [name for name, misses in parts if not misses]
-    missed = [
-        "{part}: {misses}".format(part=name, misses="; ".join(misses))
-        for name, misses in parts
-        if misses
-    ]
+    missed = [words.PART_MISSED.format(part=n, misses="; ".join(m)) for n, m in parts if m]
     if not right:
-        fail(
-            "; ".join(missed),
-            "set each number beside what the run shows, and find the fact of the lesson it leaves "
-            "out",
-        )
+        fail("; ".join(missed), words.NONE_HELD)
     for line in missed:
-        print(f"MISSED {line}")
-    passed(
-        "{right} of {all} parts of your prediction hold: {names}".format(
-            right=len(right), all=len(parts), names=", ".join(right)
-        )
-    )
+        print(line)
+    passed(words.HELD.format(right=len(right), all=len(parts), names=", ".join(right)))
     return round(points * len(right) / len(parts), 3)
 
 
@@ -210,32 +210,22 @@ def run_prediction(
     single = stage == stages.SINGLE_GPU.name
     keys = ["updates_per_epoch", "iterations"]
     keys += ["snapshots_written", "snapshots_kept"] if single else []
-    misses = _case_misses(predict_run, stage, cases, keys)
+    misses, snapshot_misses = _case_misses(predict_run, stage, cases, keys)
     traced = [run for run in evidence.runs(stage, folder, checked) if run.traced]
+    what = words.TRACED_RUN.format(stage=stage)
     if not traced and not required:
-        missing, todo = _no_run(f"traced {stage} run", misses)
-        print(f"NOT YET: {missing}\n  -> {todo}")
+        missing, todo = _no_run(what, misses + snapshot_misses)
+        print(words.NOT_YET.format(missing=missing, todo=todo))
         return 0.0
-    run = _latest(traced, f"traced {stage} run", misses)
+    run = _latest(traced, what, misses + snapshot_misses)
     more, returned = _run_misses(predict_run, stage, run, keys)
-    misses += more
-    parts = [("updates and iterations", misses)]
+    parts = [("updates and iterations", misses + more)]
     if single:
         snapshots = run.record.get("snapshots") or {}
-        measured = (len(snapshots.get("seconds") or []), len(snapshots.get("files") or []))
-        said = (returned.get("snapshots_written"), returned.get("snapshots_kept"))
-        parts.append(
-            (
-                "snapshots",
-                []
-                if said == measured
-                else [
-                    f"predicted {said[0]} written and {said[1]} kept, the run wrote {measured[0]} "
-                    f"and kept {measured[1]}"
-                ],
-            )
-        )
-    print(f"{run.describe()}: your prediction {returned}")
+        written, kept = len(snapshots.get("seconds") or []), len(snapshots.get("files") or [])
+        parts.append(("snapshots", snapshot_misses + _snapshot_misses(returned, written, kept)))
+    said = ", ".join(words.PREDICTED_ITEM.format(key=k, value=v) for k, v in returned.items())
+    print(words.YOU_PREDICTED.format(run=run.describe(), said=said))
     return _verdict(points, parts)
 
 
@@ -257,13 +247,9 @@ def _order(
     """The miss, if any, of choosing `choice` as the highest of `values` (each option's measured
     values): graded only where one option's worst beats every other's best by more than `noise`."""
     if choice not in values:
-        return [
-            "{choice!r} is not one of {options}".format(
-                choice=choice, options=", ".join(sorted(values))
-            )
-        ]
+        return [words.NOT_AN_OPTION.format(choice=choice, options=", ".join(sorted(values)))]
     shown = "; ".join(
-        "{option} {values}".format(option=option, values=", ".join(f"{v:.3g}" for v in found))
+        words.MEASURED.format(option=option, values=", ".join(f"{v:.3g}" for v in found))
         for option, found in sorted(values.items())
     )
     for option, found in values.items():
@@ -271,10 +257,10 @@ def _order(
         margin = max(others) * (1 + noise) if relative else max(others) + noise
         if min(found) > margin:
             if option == choice:
-                print(f"{what}: {shown}: {option} wins beyond the noise, as predicted")
+                print(words.AS_PREDICTED.format(what=what, shown=shown, option=option))
                 return []
-            return [f"{shown}: {option} wins beyond the noise ({noise:g}), not {choice}"]
-    print(f"{what}: {shown}: within the noise ({noise:g}), so either answer counts")
+            return [words.WINS.format(shown=shown, option=option, noise=noise, choice=choice)]
+    print(words.WITHIN_NOISE.format(what=what, shown=shown, noise=noise))
     return []
 
 
@@ -290,7 +276,7 @@ def comparison_prediction(
     linear) that ends more accurate there."""
     __tracebackhide__ = True
     keys = ["updates_per_epoch", "iterations", "faster_setting", "more_accurate_rule"]
-    misses = _case_misses(predict_comparison, stages.MULTI_NODE.name, cases, keys)
+    misses, _ = _case_misses(predict_comparison, stages.MULTI_NODE.name, cases, keys)
     compared = _comparison_runs(evidence.runs(stages.MULTI_NODE.name, folder, checked))
     taught = [run for run in compared if run.lr_rule == stages.TAUGHT_LR_RULE]
     run = _latest(taught, "traced stage-3 run on 2 or more ranks with the warm-up rule", misses)
@@ -311,20 +297,14 @@ def comparison_prediction(
         if each.lr_rule in RULES_COMPARED and each.final_accuracy is not None:
             accuracies.setdefault(each.lr_rule, []).append(each.final_accuracy)
     parts = [("updates and iterations", misses)]
-    for name, values, noise, relative, key in (
-        ("faster setting", speeds, throughput_noise, True, "faster_setting"),
-        ("more accurate rule", accuracies, accuracy_noise, False, "more_accurate_rule"),
+    for name, kind, values, noise, relative, key in (
+        ("faster setting", "setting", speeds, throughput_noise, True, "faster_setting"),
+        ("more accurate rule", "rule", accuracies, accuracy_noise, False, "more_accurate_rule"),
     ):
         if len(values) < 2:
-            found = ", ".join(values) or "none"
+            said = words.ONE_SIDE if values else words.NO_SIDE
             parts.append(
-                (
-                    name,
-                    [
-                        f"your traced runs on {run.workers} ranks have {found}: it needs two to "
-                        "compare (run the comparison cell above, then this one again)"
-                    ],
-                )
+                (name, [said.format(kind=kind, found=", ".join(values), ranks=run.workers)])
             )
             continue
         parts.append((name, _order(values, returned.get(key), noise, relative, name)))
@@ -342,8 +322,9 @@ def _ratio_misses(function: Any, cases: Sequence[Sequence[float]], keys: list[st
             got: Any = returned.get(key)
             if not finite(got) or abs(got - want) > RATIO_TOLERANCE * abs(want):
                 misses.append(
-                    f"{key} for compute {ms:.4g} ms, exchange {xs:.4g} ms, batch {b}: {got}, "
-                    f"expected {want:.4g}"
+                    words.RATIO_MISS.format(
+                        key=key, compute=ms, exchange=xs, batch=b, got=got, want=want
+                    )
                 )
     return misses
 
@@ -367,17 +348,43 @@ def exchange_ratio(
         if run.traced and run.workers > 1 and (run.record.get("profile") or {}).get("ranks")
     ]
     run = _latest(runs, "traced stage-3 run with a step profile on 2 or more ranks", misses)
-    medians = run.record["profile"]["ranks"]
+    compute, exchange = _profile_medians(run)
+    batch: Any = (run.record.get("batch_size") or {}).get("per_worker")
+    misses += _ratio_misses(compute_to_exchange, [(compute, exchange, batch)], keys)
+    print(
+        words.PROFILED.format(run=run.describe(), compute=compute, exchange=exchange, batch=batch)
+    )
+    return _verdict(points, [("ratio and break-even batch", misses)])
+
+
+def _profile_medians(run: evidence.Run) -> tuple[float, float]:
+    """(compute, exchange): the medians over `run`'s ranks of their median ms per step;
+    CheckFailed where a rank has no median (no steady step) or the exchange takes no time."""
+    __tracebackhide__ = True
+    ranks = run.record["profile"]["ranks"]
+    phases = ("forward", "backward", "allreduce")
+    missing = {
+        phase: [
+            str(r.get("rank")) for r in ranks if not finite((r.get("median_ms") or {}).get(phase))
+        ]
+        for phase in phases
+    }
+    if any(missing.values()):
+        fail(
+            words.NO_MEDIAN.format(
+                run=run.describe(),
+                phases=", ".join(phase for phase in phases if missing[phase]),
+                ranks=", ".join(sorted({rank for found in missing.values() for rank in found})),
+            ),
+            words.PROFILE_AGAIN,
+        )
 
     def median(values: list[float]) -> float:
         return sorted(values)[len(values) // 2]
 
-    compute = median([r["median_ms"]["forward"] + r["median_ms"]["backward"] for r in medians])
-    exchange = median([r["median_ms"]["allreduce"] for r in medians])
-    batch: Any = (run.record.get("batch_size") or {}).get("per_worker")
-    misses += _ratio_misses(compute_to_exchange, [(compute, exchange, batch)], keys)
-    print(
-        f"{run.describe()}: compute {compute:.1f} ms, exchange {exchange:.2f} ms per step at "
-        f"{batch} images per rank"
-    )
-    return _verdict(points, [("ratio and break-even batch", misses)])
+    times = [r["median_ms"] for r in ranks]
+    compute = median([t["forward"] + t["backward"] for t in times])
+    exchange = median([t["allreduce"] for t in times])
+    if exchange <= 0:
+        fail(words.NO_EXCHANGE.format(run=run.describe(), exchange=exchange), words.PROFILE_AGAIN)
+    return compute, exchange
