@@ -10,6 +10,7 @@ import csv
 import pytest
 
 from course import paths
+from course.errors import CourseError
 from course.instructor import class_report, demo, sandbox
 from tests.helpers import ROOT, bubblewrap
 
@@ -88,3 +89,22 @@ def test_a_long_cell_says_it_is_still_running(tmp_path, monkeypatch):
     assert demo.run_notebook(tmp_path / "long.ipynb", echo=echo) == []
     assert lines[0].startswith("    long.ipynb cell 1/1: still running, "), lines
     assert lines[-1].startswith("    long.ipynb cell 1/1: ") and " s in" in lines[-1], lines
+
+
+@pytest.mark.integration
+def test_a_cell_past_its_limit_is_said_as_a_timeout_not_a_disk_problem(tmp_path):
+    """nbclient's cell timeout is a TimeoutError, an OSError: `course demo` told a user whose
+    comparison cell ran past 1800 s at load 16 to check a path's permissions and free space. A
+    limit is now opt-in, and running past it names the cell and the limit."""
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("1"),
+        nbformat.v4.new_code_cell("import threading\nthreading.Event().wait()"),
+    ]
+    nbformat.write(notebook, tmp_path / "stuck.ipynb")
+    with pytest.raises(CourseError) as said:
+        demo.run_notebook(tmp_path / "stuck.ipynb", timeout=5)
+    assert said.value.message.startswith("stuck.ipynb cell 2/2 ran longer than its limit of 5 s")
+    assert "disk" not in said.value.hint
