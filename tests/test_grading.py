@@ -634,6 +634,7 @@ def test_the_untouched_release_gets_nothing(graded):
             "check_comparisons",
             "check_accuracy",
             "check_prediction",
+            "check_model_parallel_run",
         )  # these read job outputs first
         and not row["test"].startswith("answer_")
     ]
@@ -720,7 +721,7 @@ def test_a_students_attack_on_the_grader_earns_nothing_and_is_flagged(graded, st
         return
     assert totals[student] == expected_score, lost(details, student)
     if messages is not None:
-        assert set(lost(details, student)) == set(messages) | {NO_GPU}
+        assert set(lost(details, student)) == set(messages) | {NO_GPU, NO_GPU_PREDICTION}
         for test, words in messages.items():
             assert words in lost(details, student)[test]
     found = flags(details, student)
