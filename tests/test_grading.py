@@ -385,7 +385,7 @@ ATTACKS = {
         ),
         SOLVED,
         {},
-        {("01_single_gpu", ""): "uses open, os"},
+        {("01_single_gpu", ""): "uses listdir, open, os"},
     ),
     # Killing the grader from a function: this submission is not graded, every other one is.
     "quentin": (
@@ -645,7 +645,7 @@ def test_the_untouched_release_gets_nothing(graded):
         for row in details
         if row["student"] == "bob" and row["test"].startswith("answer_")
     ]
-    assert answers == [grade_report.UNANSWERED] * 6
+    assert answers == [grade_report.UNANSWERED] * 8  # 01: 2, 03: 4, 04: 1, 05: 1
 
 
 @pytest.mark.parametrize("student", sorted(PLANTED))
