@@ -11,6 +11,8 @@ import os
 import textwrap
 from typing import Any
 
+import pytest
+
 from course.notebook.checks.observe import Remote
 
 
@@ -52,3 +54,11 @@ def remote(function: Any) -> Remote:
         return reply["facts"]
 
     return Remote(function.__name__, sources, ask)
+
+
+# Each check test runs twice: on the function itself (as in a notebook) and on a Remote handle (as
+# under the grader).
+HANDLES = pytest.mark.parametrize(
+    "handle",
+    [pytest.param(lambda function: function, id="here"), pytest.param(remote, id="remote")],
+)

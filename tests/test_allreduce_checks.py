@@ -19,7 +19,7 @@ from course.notebook.checks.observe import Remote
 from tests import allreduce_students as students
 from tests.helpers import make_run
 from tests.mpi_helpers import measured
-from tests.remote import RemoteRaised, remote
+from tests.remote import HANDLES, RemoteRaised
 from tests.solutions import SOLUTIONS
 
 GRADING = """
@@ -28,10 +28,6 @@ prediction_factor = 4.0
 """
 
 # Each check is run on the functions themselves and on Remote handles of them.
-HANDLES = pytest.mark.parametrize(
-    "handle",
-    [pytest.param(lambda function: function, id="here"), pytest.param(remote, id="remote")],
-)
 
 
 @pytest.fixture(scope="module", autouse=True)

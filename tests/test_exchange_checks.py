@@ -11,12 +11,7 @@ from course import exchangemodel
 from course.notebook.checks import CheckFailed
 from course.notebook.checks import exchange as checks
 from tests import exchange_students as students
-from tests.remote import RemoteRaised, remote
-
-HANDLES = pytest.mark.parametrize(
-    "handle",
-    [pytest.param(lambda function: function, id="here"), pytest.param(remote, id="remote")],
-)
+from tests.remote import HANDLES, RemoteRaised
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -21,13 +21,8 @@ from course.notebook.checks import CheckFailed, model_parallel_observers
 from course.notebook.checks import model_parallel as checks
 from tests import model_parallel_students as students
 from tests.helpers import ROOT
-from tests.remote import RemoteRaised, remote
+from tests.remote import HANDLES, RemoteRaised
 from tests.solutions import SOLUTIONS
-
-HANDLES = pytest.mark.parametrize(
-    "handle",
-    [pytest.param(lambda function: function, id="here"), pytest.param(remote, id="remote")],
-)
 
 
 @pytest.fixture(scope="module", autouse=True)

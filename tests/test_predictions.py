@@ -15,7 +15,7 @@ from course.contracts import grading_rules
 from course.notebook.checks import CheckFailed, predictions
 from course.notebook.checks.observe import observe
 from tests.helpers import make_run, notebook_module, replaced_once
-from tests.remote import RemoteRaised, remote
+from tests.remote import HANDLES, RemoteRaised
 from tests.solutions import solution_functions
 
 GRADING = """
@@ -25,11 +25,6 @@ accuracy_noise = 0.05
 [prediction.cpu]
 throughput_noise = 0.4
 """
-
-HANDLES = pytest.mark.parametrize(
-    "handle",
-    [pytest.param(lambda function: function, id="here"), pytest.param(remote, id="remote")],
-)
 
 
 @pytest.fixture(autouse=True)

@@ -13,17 +13,12 @@ from course.errors import CourseError
 from course.notebook import checks, placement
 from course.notebook.checks import CheckFailed, multi_node
 from tests.helpers import check_cells, notebook_module, replaced_once
-from tests.remote import remote
+from tests.remote import HANDLES
 from tests.solutions import solution_functions
 
 # Open MPI's mpirun maps the launch lines (--do-not-launch: no rank starts), which the unit tier's
 # guard refuses like any launcher: the module is in the fast tier, not the unit one.
 pytestmark = pytest.mark.integration
-
-HANDLES = pytest.mark.parametrize(
-    "handle",
-    [pytest.param(lambda function: function, id="here"), pytest.param(remote, id="remote")],
-)
 
 
 def _run_lines(folder, *replacements: tuple[str, str]):
