@@ -7,7 +7,7 @@ import pytest
 
 from course.contracts import stages
 from course.runtime import data_prepare
-from tests.helpers import bubblewrap
+from tests.helpers import SOLVED_ON_CPU, bubblewrap
 from tools import bench
 
 pytestmark = pytest.mark.slow
@@ -39,7 +39,8 @@ def test_autograde_time_grades_a_solved_run(tmp_path, student_run, monkeypatch):
         and result["seconds_per_submission"] > 0
         and result["verify_seconds_max"] > 0
     )
-    # All but stage 2's throughput (4 points, needs GPUs); stage 3's efficiency tier may vary on
-    # tiny runs, and the kit's grading.toml has no accuracy target for the tests' "small" data set
-    # (2 points).
-    assert 34 <= result["scores"][0] <= 37
+    # The kit's own grading.toml grants less than test_grading's: it has no accuracy target for the
+    # tests' "small" data set (check_accuracy, 1 point), and a tiny CPU run may fall to stage 3's
+    # lower efficiency tier (0.5), measure its two predicted choices apart beyond the noise bands
+    # (2), or time its allreduce outside the prediction factor (1).
+    assert SOLVED_ON_CPU - 1 - 0.5 - 2 - 1 <= result["scores"][0] <= SOLVED_ON_CPU - 1

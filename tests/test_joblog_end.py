@@ -69,6 +69,14 @@ def test_what_outlived_the_job_is_cut_off_and_the_end_time_is_the_last_one():
     assert jobend.until_end("epoch 1\n") == "epoch 1\n"  # still running: all of it
 
 
+def _as_a_scheduler_starts_it() -> None:
+    """A job shell starts with the stop signals at their defaults, as schedulers start it: a test
+    run started in the background (`make test &`, nohup) ignores SIGINT and SIGHUP, and a shell
+    that inherits an ignored signal can neither trap nor die of it."""
+    for stop in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(stop, signal.SIG_DFL)
+
+
 def _bash(script: str, env: dict | None = None, **kwargs) -> subprocess.Popen:
     clean = {k: v for k, v in os.environ.items() if k not in ("PBS_JOBID", "SLURM_JOB_ID")}
     return subprocess.Popen(
@@ -77,6 +85,7 @@ def _bash(script: str, env: dict | None = None, **kwargs) -> subprocess.Popen:
         env={**clean, **(env or {})},
         stdout=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=_as_a_scheduler_starts_it,
         **kwargs,
     )
 

@@ -199,3 +199,22 @@ def test_the_map_options_of_open_mpi_5_reach_the_dry_run():
         with pytest.raises(CourseError) as raised:
             placement.mapping_words([*refused, "python"])
         assert words in raised.value.message, raised.value.message
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        # sbatch's: mpirun would map onto cnode[1-2] through srun, which cannot reach slurmctld here
+        {"SLURM_JOB_ID": "5", "SLURM_JOB_NODELIST": "cnode[1-2]", "SLURM_TASKS_PER_NODE": "2(x2)"},
+        # qsub's: an Open MPI built with PBS support would map onto the job's node file
+        {"PBS_ENVIRONMENT": "PBS_BATCH", "PBS_JOBID": "3.pbs", "PBS_NODEFILE": "/etc/hostname"},
+    ],
+    ids=["slurm", "pbs"],
+)
+def test_the_dry_run_maps_the_simulated_nodes_inside_a_job(job, monkeypatch):
+    """The stage-3 checks run inside a job too (test_two_nodes): the job's allocation is not the
+    dry run's."""
+    for name, value in job.items():
+        monkeypatch.setenv(name, value)
+    ranks = placement.dry_run(["-N", "2", "python"], nodes=2, slots=2, sockets=2, cores=8)
+    assert [r.node for r in ranks] == ["node1", "node1", "node2", "node2"]

@@ -63,6 +63,9 @@ _RANK_FILE_HINT = (
     "in the lesson's Open MPI reference)"
 )
 SLOW = "mpirun took more than {seconds} s to map the line"
+# A job's own variables: mpirun would map onto that job's allocation (and start srun to reach it)
+# instead of the simulated nodes, or join the launch the process runs in.
+_JOB_VARIABLES = ("SLURM_", "PBS_", "PMIX_", "PRTE_", "OMPI_COMM_WORLD_", "OMPI_UNIVERSE_")
 _BINDING = re.compile(r"package\[(\d+)\]\[core:([^\]]*)\]")
 
 
@@ -127,7 +130,7 @@ def dry_run(argv: list[str], nodes: int, slots: int, sockets: int, cores: int) -
             done = subprocess.run(
                 [program, "--do-not-launch", "--display", "map", "--hostfile", str(hostfile)]
                 + [*mapping_words(argv), "true"],
-                env={**mpi.local_run_environment(), "HWLOC_SYNTHETIC": synthetic},
+                env=_outside_any_job(HWLOC_SYNTHETIC=synthetic),
                 capture_output=True,
                 text=True,
                 timeout=TIMEOUT_SECONDS,
@@ -146,6 +149,12 @@ def dry_run(argv: list[str], nodes: int, slots: int, sockets: int, cores: int) -
             "its words name the option to look at; the references in the lesson list them",
         )
     return ranks
+
+
+def _outside_any_job(**more: str) -> dict[str, str]:
+    """The environment of a local run, without the variables of a job this process may be in."""
+    environment = mpi.local_run_environment(**more)
+    return {name: v for name, v in environment.items() if not name.startswith(_JOB_VARIABLES)}
 
 
 def read_map(text: str) -> list[Rank]:
