@@ -200,3 +200,45 @@ def test_doctor_aligns_japanese_in_terminal_columns(monkeypatch):
     assert lines[0] == "course doctor: このマシンで動くもの"
     starts = [i18n.width(line[: line.index("DETAIL")]) for line in lines if "DETAIL" in line]
     assert starts == [len("  [ok] ") + i18n.width("スケジューラ") + 2] * 2, lines
+
+
+@pytest.mark.integration
+def test_the_japanese_edition_releases_as_its_own_assignment_with_the_english_cells(tmp_path):
+    """nbgrader's generate_assignment on the built Japanese source: its own assignment, whose code
+    cells (stubs, visible tests), cell ids and grade ids are the English release's."""
+    import subprocess
+    import sys
+
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    i18n_release.build(ROOT, "ja", tmp_path / "solutions")
+    name = i18n_release.assignment("ja")
+    run = subprocess.run(
+        [
+            *(sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force"),
+            f"--CourseDirectory.root={tmp_path}",
+            f"--CourseDirectory.release_directory={tmp_path / 'release'}",
+            f"--CourseDirectory.db_url=sqlite:///{tmp_path}/gradebook.db",
+            "--log-level=WARN",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=paths.tool_environment(),
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    released = json.loads((tmp_path / "release" / name / "01_single_gpu.ipynb").read_text())
+    english = json.loads(
+        (ROOT / "notebooks" / paths.ASSIGNMENT / "01_single_gpu.ipynb").read_text()
+    )
+
+    def code(notebook: dict) -> list:
+        return [
+            (c["id"], c["metadata"].get("nbgrader"), "".join(c["source"]))
+            for c in notebook["cells"]
+            if c["cell_type"] == "code"
+        ]
+
+    assert code(released) == code(english) and len(code(english)) > 10
+    assert "PUT YOUR CODE HERE" in "".join(source for _, _, source in code(released))
+    assert "ステージ 1" in "".join(released["cells"][0]["source"])
