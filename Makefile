@@ -13,7 +13,7 @@ export MKL_NUM_THREADS ?= 1
 # make test's pytest-xdist workers: one per core (tests/conftest.py keeps the cluster tests on one).
 TEST_WORKERS ?= auto
 
-.PHONY: demo test test-fast test-unit lint bench venv gpu release student-bundle hub-proxy lock clean
+.PHONY: demo test test-fast test-unit lint bench venv gpu release student-bundle hub-proxy lock clean i18n-update
 
 demo: $(VENV)/.installed
 	$(PY) -m course demo
@@ -61,6 +61,11 @@ gpu: $(VENV)/.installed
 # Regenerate the student release notebooks/ from solutions/ with nbgrader.
 release: $(VENV)/.installed
 	$(PY) -m course release
+
+# The translations (course/locale/<lang>/LC_MESSAGES/*.po) follow the English: re-extract the marked
+# messages and the notebooks' markdown, and merge (a changed English text leaves its entry fuzzy).
+i18n-update: $(VENV)/.installed
+	$(PY) -m course i18n update --lang ja
 
 # What to hand out to students (never the repository: it holds solutions/): build/student-bundle.
 # EXCHANGE=/shared/exchange: the exchange folder the students submit to (every student must be able

@@ -80,6 +80,10 @@ COMMANDS = {  # name: (module, what it does)
         "course.instructor.demo",
         "the whole course on this machine: release, a student, the jobs, grading",
     ),
+    "i18n": (
+        "course.instructor.i18n_command",
+        "translations: update the catalogs from the English, show what is left, build an edition",
+    ),
 }
 # Subcommands that live in a module of their own (an instructor's, which the students' copy lacks).
 SUBCOMMANDS = {("site", "verify"): "course.instructor.site_verify"}

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from course import gpu, paths
 from course.cluster import mpi, siteenv
+from course.i18n import _, ljust, width
 from course.runtime import data
 
 OK, NOT_HERE, PROBLEM = "ok", "--", "!!"
@@ -33,7 +34,7 @@ def _python() -> Check:
         PROBLEM,
         "Python",
         version,
-        "the kit needs Python 3.11 (Chainer 7.8.1 does not import on 3.12)",
+        _("the kit needs Python 3.11 (Chainer 7.8.1 does not import on 3.12)"),
     )
 
 
@@ -42,7 +43,11 @@ def _chainer() -> Check:
     import numpy
 
     return Check(
-        OK, "Chainer", f"{chainer.__version__} (NumPy {numpy.__version__}, ChainerMN bundled)"
+        OK,
+        "Chainer",
+        _("{chainer} (NumPy {numpy}, ChainerMN bundled)").format(
+            chainer=chainer.__version__, numpy=numpy.__version__
+        ),
     )
 
 
@@ -51,8 +56,8 @@ def _cupy() -> Check:
         return Check(
             NOT_HERE,
             "CuPy",
-            "not installed: training runs on CPU",
-            f"on a GPU node:  {paths.install_command(gpu=True)}",
+            _("not installed: training runs on CPU"),
+            _("on a GPU node:  {command}").format(command=paths.install_command(gpu=True)),
         )
     import cupy
 
@@ -63,16 +68,19 @@ def _gpus() -> Check:
     found = gpu.visible_gpus()
     if found.count:
         names = ", ".join(sorted(set(found.names)))
-        driver = f", driver {found.driver}" if found.driver else ""
-        return Check(OK, "GPUs", f"{found.count} visible ({names}{driver})")
+        if found.driver:
+            names = _("{names}, driver {driver}").format(names=names, driver=found.driver)
+        return Check(
+            OK, "GPUs", _("{count} visible ({names})").format(count=found.count, names=names)
+        )
     if gpu.cupy_installed():
         return Check(
             NOT_HERE,
             "GPUs",
-            "none visible here",
-            "GPU jobs run on compute nodes; run doctor inside a job to check them",
+            _("none visible here"),
+            _("GPU jobs run on compute nodes; run doctor inside a job to check them"),
         )
-    return Check(NOT_HERE, "GPUs", "none (CPU only)")
+    return Check(NOT_HERE, "GPUs", _("none (CPU only)"))
 
 
 def _cupy_library(
@@ -84,7 +92,7 @@ def _cupy_library(
         return Check(NOT_HERE, name, needs)
     found = version()
     if found is not None:
-        return Check(OK, name, f"{found} ({uses})")
+        return Check(OK, name, _("{version} ({uses})").format(version=found, uses=uses))
     return Check(PROBLEM, name, missing, fix)
 
 
@@ -98,10 +106,10 @@ def _cudnn() -> Check:
     return _cupy_library(
         "cuDNN",
         version,
-        "needs CuPy",
-        "Chainer uses it",
-        "not found: Chainer falls back to slower convolutions",
-        'pip install -e ".[gpu]"; in a shell:  eval "$(python -m course env)"',
+        _("needs CuPy"),
+        _("Chainer uses it"),
+        _("not found: Chainer falls back to slower convolutions"),
+        _('pip install -e ".[gpu]"; in a shell:  eval "$(python -m course env)"'),
     )
 
 
@@ -114,10 +122,10 @@ def _nccl() -> Check:
     return _cupy_library(
         "NCCL",
         version,
-        "needs CuPy (stage 2 and pure_nccl need it)",
-        "stage 2 and pure_nccl can run",
-        "CuPy cannot load NCCL: stage 2 and pure_nccl cannot run",
-        'pip install -e ".[gpu]"   (installs nvidia-nccl-cu12)',
+        _("needs CuPy (stage 2 and pure_nccl need it)"),
+        _("stage 2 and pure_nccl can run"),
+        _("CuPy cannot load NCCL: stage 2 and pure_nccl cannot run"),
+        _('pip install -e ".[gpu]"   (installs nvidia-nccl-cu12)'),
     )
 
 
@@ -125,7 +133,7 @@ def _kernels() -> Check:
     """Compile one CuPy kernel: loading the libraries is not enough, CuPy also needs CUDA's
     headers."""
     if not gpu.cupy_installed():
-        return Check(NOT_HERE, "CUDA kernels", "needs CuPy")
+        return Check(NOT_HERE, _("CUDA kernels"), _("needs CuPy"))
     from course.diagnostics import kernels, nvrtc
 
     archs = sorted(set(gpu.compute_capabilities())) or list(kernels.ARCHITECTURES)
@@ -136,9 +144,9 @@ def _kernels() -> Check:
     ) as e:  # CuPy raises RuntimeError or ImportError when libnvrtc.so.12 cannot be loaded
         return Check(
             PROBLEM,
-            "CUDA kernels",
-            f"NVRTC cannot be loaded: {e}",
-            'pip install -e ".[gpu]"  (installs nvidia-cuda-nvrtc-cu12)',
+            _("CUDA kernels"),
+            _("NVRTC cannot be loaded: {error}").format(error=e),
+            _('pip install -e ".[gpu]"  (installs nvidia-cuda-nvrtc-cu12)'),
         )
     try:
         probe = kernels.probe_kernel()
@@ -147,21 +155,29 @@ def _kernels() -> Check:
     except nvrtc.KernelError as e:
         log = str(e).splitlines()
         cause = next((line.strip() for line in log if "error" in line), log[-1])
-        fix = f"reinstall the environment: {paths.install_command(gpu=True, afresh=True)}"
-        if "cannot open source file" in cause or "no CUDA headers" in cause:
-            fix = (
-                f'pip install "nvidia-cuda-runtime-cu12=={version}.*"  (CuPy takes the CUDA '
-                "headers from it, "
-                "at NVRTC's version; the gpu extra pins it)"
-            )
-        return Check(
-            PROBLEM, "CUDA kernels", f"NVRTC {version} cannot compile CuPy's kernels: {cause}", fix
+        fix = _("reinstall the environment: {command}").format(
+            command=paths.install_command(gpu=True, afresh=True)
         )
-    where = ", ".join(nvrtc.header_folders()) or "the CUDA toolkit"
+        if "cannot open source file" in cause or "no CUDA headers" in cause:
+            fix = _(
+                "{command}  (CuPy takes the CUDA headers from it, at NVRTC's version; the gpu "
+                "extra pins it)"
+            ).format(command=f'pip install "nvidia-cuda-runtime-cu12=={version}.*"')
+        return Check(
+            PROBLEM,
+            _("CUDA kernels"),
+            _("NVRTC {version} cannot compile CuPy's kernels: {cause}").format(
+                version=version, cause=cause
+            ),
+            fix,
+        )
+    where = ", ".join(nvrtc.header_folders()) or _("the CUDA toolkit")
     return Check(
         OK,
-        "CUDA kernels",
-        f"NVRTC {version} compiles for {', '.join(f'sm_{a}' for a in archs)} (headers: {where})",
+        _("CUDA kernels"),
+        _("NVRTC {version} compiles for {archs} (headers: {where})").format(
+            version=version, archs=", ".join(f"sm_{a}" for a in archs), where=where
+        ),
     )
 
 
@@ -171,7 +187,9 @@ def _mpi() -> Check:
     import mpi4py
 
     library = mpi.library()
-    uses = f"mpi4py {mpi4py.__version__} uses {library.name}"
+    uses = _("mpi4py {version} uses {library}").format(
+        version=mpi4py.__version__, library=library.name
+    )
     env_file = siteenv.locate()
     template = siteenv.SiteSettings.read(env_file).mpiexec if env_file else ""
     program = (shlex.split(template) or ["mpiexec"])[0]
@@ -180,11 +198,17 @@ def _mpi() -> Check:
         return Check(
             PROBLEM,
             "MPI",
-            f"{uses} but no {program} on PATH",
-            'load the site\'s MPI module, or:  pip install -e ".[mpi]"',
+            _("{uses} but no {program} on PATH").format(uses=uses, program=program),
+            _('load the site\'s MPI module, or:  pip install -e ".[mpi]"'),
         )
     if not Path(program).name.startswith(("mpiexec", "mpirun")):  # srun: the scheduler's
-        return Check(OK, "MPI", f"{program} {launcher} starts the ranks; {uses}")
+        return Check(
+            OK,
+            "MPI",
+            _("{program} {launcher} starts the ranks; {uses}").format(
+                program=program, launcher=launcher, uses=uses
+            ),
+        )
     said = mpi.foreign(launcher, library)
     if said is None:
         return Check(OK, "MPI", f"{program} {launcher}; {uses}")
@@ -192,37 +216,48 @@ def _mpi() -> Check:
     return Check(
         PROBLEM,
         "MPI",
-        f"{program} {launcher} is not the launcher of {library.name}, which mpi4py "
-        f"{mpi4py.__version__} uses (it says: {said[:100]}): jobs would fail, or train each rank "
-        "alone",
-        f"put {Path(right).parent} first on PATH, or set the site profile's mpiexec to {right}"
+        _(
+            "{program} {launcher} is not the launcher of {library}, which mpi4py {version} uses "
+            "(it says: {said}): jobs would fail, or train each rank alone"
+        ).format(
+            program=program,
+            launcher=launcher,
+            library=library.name,
+            version=mpi4py.__version__,
+            said=said[:100],
+        ),
+        _("put {folder} first on PATH, or set the site profile's mpiexec to {right}").format(
+            folder=Path(right).parent, right=right
+        )
         if right
-        else f"load the module of {library.name} (the MPI mpi4py was built with), so that its "
-        "mpiexec comes first on PATH",
+        else _(
+            "load the module of {library} (the MPI mpi4py was built with), so that its mpiexec "
+            "comes first on PATH"
+        ).format(library=library.name),
     )
 
 
 def _scheduler() -> Check:
     qsub = paths.find_program("qsub")
     if qsub:
-        return Check(OK, "scheduler", f"qsub {qsub}")
+        return Check(OK, _("scheduler"), f"qsub {qsub}")
     return Check(
         NOT_HERE,
-        "scheduler",
-        "no qsub: jobs run on this machine",
-        "python -m course submit jobs/<script>  runs a job script as the scheduler would",
+        _("scheduler"),
+        _("no qsub: jobs run on this machine"),
+        _("python -m course submit jobs/<script>  runs a job script as the scheduler would"),
     )
 
 
 def _site() -> Check:
     env_file = siteenv.locate()
     if env_file is None:
-        return Check(NOT_HERE, "site profile", "not in a kit checkout or assignment folder")
+        return Check(NOT_HERE, _("site profile"), _("not in a kit checkout or assignment folder"))
     profile = siteenv.SiteSettings.read(env_file).site
     return Check(
         OK,
-        "site profile",
-        f"{profile or 'unknown'} ({env_file})",
+        _("site profile"),
+        f"{profile or _('unknown')} ({env_file})",
         "" if profile else "python -m course site apply <profile>",
     )
 
@@ -232,10 +267,12 @@ def _dataset() -> Check:
     if not names:
         return Check(
             PROBLEM,
-            "data",
-            f"no data set in {data.data_dir()}",
-            "python -m course data synthetic   (the notebooks' setup cell runs it for you; real "
-            "CIFAR-10: python -m course data cifar10 --from cifar-10-python.tar.gz)",
+            _("data"),
+            _("no data set in {folder}").format(folder=data.data_dir()),
+            _(
+                "python -m course data synthetic   (the notebooks' setup cell runs it for you; "
+                "real CIFAR-10: python -m course data cifar10 --from cifar-10-python.tar.gz)"
+            ),
         )
     described = []
     for name in names:
@@ -243,8 +280,12 @@ def _dataset() -> Check:
             info = data.info(name)
             described.append(f"{name} ({info.n_train}+{info.n_test}, {info.image_size} px)")
         except data.DatasetError as e:
-            return Check(PROBLEM, "data", e.message, e.hint)
-    return Check(OK, "data", f"{', '.join(described)} in {data.data_dir()}")
+            return Check(PROBLEM, _("data"), e.message, e.hint)
+    return Check(
+        OK,
+        _("data"),
+        _("{sets} in {folder}").format(sets=", ".join(described), folder=data.data_dir()),
+    )
 
 
 CHECKS: list[Callable[[], Check]] = [
@@ -273,21 +314,26 @@ def run_checks() -> list[Check]:
                 Check(
                     PROBLEM,
                     name,
-                    f"check failed: {type(e).__name__}: {e}",
-                    f"reinstall the environment: {paths.install_command(afresh=True)}",
+                    _("check failed: {error}").format(error=f"{type(e).__name__}: {e}"),
+                    _("reinstall the environment: {command}").format(
+                        command=paths.install_command(afresh=True)
+                    ),
                 )
             )
     return results
 
 
 def render(checks: list[Check]) -> str:
-    width = max(len(c.what) for c in checks)
-    lines = ["course doctor: what works on this machine", ""]
+    columns = max(width(c.what) for c in checks)  # terminal columns: Japanese takes two each
+    lines = [_("course doctor: what works on this machine"), ""]
     for c in checks:
-        lines.append(f"  [{c.status}] {c.what:<{width}}  {c.detail}")
+        lines.append(f"  [{c.status}] {ljust(c.what, columns)}  {c.detail}")
         if c.fix and c.status != OK:
-            lines.append(f"       {'':<{width}}  -> {c.fix}")
-    lines += ["", "[ok] works   [--] not available here (fine on this machine)   [!!] needs fixing"]
+            lines.append(f"       {'':<{columns}}  -> {c.fix}")
+    lines += [
+        "",
+        _("[ok] works   [--] not available here (fine on this machine)   [!!] needs fixing"),
+    ]
     return "\n".join(lines)
 
 
@@ -298,8 +344,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--gpu-selftest",
         action="store_true",
-        help="on a GPU node: run a kernel, cuDNN, NCCL and a few training steps "
-        "(course.diagnostics.selftest)",
+        help=_(
+            "on a GPU node: run a kernel, cuDNN, NCCL and a few training steps "
+            "(course.diagnostics.selftest)"
+        ),
     )
     if parser.parse_args(argv or []).gpu_selftest:
         from course.diagnostics import selftest

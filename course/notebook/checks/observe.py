@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from course.i18n import _
+
 Facts = Any  # JSON data: None, bool, int, float, str, lists, and objects with string keys
 # (observer's "module:name", the student's function names, the observer's inputs) -> the facts
 Ask = Callable[[str, list[str], dict[str, Any]], Facts]
@@ -93,15 +95,17 @@ class _Frozen(types.ModuleType):
     def __setattr__(self, name: str, value: Any) -> None:
         if name in self.__dict__:
             raise AttributeError(
-                f"{self.__name__}.{name} is the kit's and cannot be changed while your functions "
-                "are checked"
+                _(
+                    "{name} is the kit's and cannot be changed while your functions are checked"
+                ).format(name=f"{self.__name__}.{name}")
             )
         super().__setattr__(name, value)
 
     def __delattr__(self, name: str) -> None:
         raise AttributeError(
-            f"{self.__name__}.{name} is the kit's and cannot be removed while your functions are "
-            "checked"
+            _("{name} is the kit's and cannot be removed while your functions are checked").format(
+                name=f"{self.__name__}.{name}"
+            )
         )
 
 

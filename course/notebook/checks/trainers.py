@@ -12,6 +12,7 @@ from typing import Any
 from chainer import training
 from chainer.training import extensions
 
+from course.i18n import _
 from course.notebook.checks.observe import finite, number
 from course.notebook.checks.verdict import call, expect, real
 from course.runtime.throughput import Throughput
@@ -85,7 +86,10 @@ def ran(built: training.Trainer) -> dict[str, Any]:
 def expect_trainer(facts: Any) -> None:
     """build_trainer returned a Trainer."""
     __tracebackhide__ = True
-    expect(facts["trainer"] is True, f"build_trainer returned {facts['built']}, not a Trainer")
+    expect(
+        facts["trainer"] is True,
+        _("build_trainer returned {built}, not a Trainer").format(built=facts["built"]),
+    )
 
 
 def expect_epochs(facts: Any, epochs: int, out_fix: str) -> None:
@@ -95,15 +99,22 @@ def expect_epochs(facts: Any, epochs: int, out_fix: str) -> None:
     period, unit = facts["stop"]
     expect(
         [period, unit] == [epochs, "epoch"] and number(period) is not None,
-        f"the trainer stops after {'?' if period is None else period} "
-        f"{'?' if unit is None else unit}(s), not args.epoch ({epochs}) epochs",
-        "the stop trigger sets how long the trainer runs: the job script passes the epochs in "
-        "args.epoch (see Trainer in Chainer's reference)",
+        _("the trainer stops after {period} {unit}(s), not args.epoch ({epochs}) epochs").format(
+            period="?" if period is None else period,
+            unit="?" if unit is None else unit,
+            epochs=epochs,
+        ),
+        _(
+            "the stop trigger sets how long the trainer runs: the job script passes the epochs in "
+            "args.epoch (see Trainer in Chainer's reference)"
+        ),
     )
     out, wanted = facts["out"]
     expect(
         out == wanted and isinstance(out, str),
-        f"the trainer writes to another folder than args.out ({out!r}, not {wanted!r})",
+        _("the trainer writes to another folder than args.out ({out}, not {wanted})").format(
+            out=repr(out), wanted=repr(wanted)
+        ),
         out_fix,
     )
 
@@ -117,7 +128,9 @@ def expect_throughput(facts: Any, images: int, none: tuple[str, str], moved: str
     counted = meters[0]
     expect(
         counted == images and number(counted) is not None,
-        f"Throughput counts {counted} images per step; {moved}",
+        _("Throughput counts {counted} images per step; {moved}").format(
+            counted=counted, moved=moved
+        ),
         fix,
     )
 
@@ -127,8 +140,8 @@ def expect_reports(facts: Any) -> None:
     __tracebackhide__ = True
     expect(
         facts["reports"] == [True, True],
-        "the trainer needs a LogReport and a PrintReport",
-        "the job log shows the PrintReport table per epoch",
+        _("the trainer needs a LogReport and a PrintReport"),
+        _("the job log shows the PrintReport table per epoch"),
     )
 
 
@@ -140,27 +153,37 @@ def expect_trained(facts: Any, epochs: int, steps: int) -> list[dict]:
     log = facts["log"] or []
     expect(
         len(log) == epochs and all(k in log[-1] for k in ("main/loss", "validation/main/accuracy")),
-        f"after {epochs} epochs the log has {len(log)} entries with "
-        f"{sorted(log[-1]) if log else []}",
-        "the checks and the report read one LogReport entry per epoch, with main/* from the "
-        "training and validation/main/* from the Evaluator",
+        _("after {epochs} epochs the log has {count} entries with {keys}").format(
+            epochs=epochs, count=len(log), keys=sorted(log[-1]) if log else []
+        ),
+        _(
+            "the checks and the report read one LogReport entry per epoch, with main/* from the "
+            "training and validation/main/* from the Evaluator"
+        ),
     )
     losses = [entry.get("main/loss") for entry in log]
     expect(
         all(finite(loss) for loss in losses),
-        f"the training loss in the log is {losses}, not a number at every epoch",
-        "a loss that is not finite means the weights diverged: the learning rate or the model's "
-        "settings are not the job's",
+        _("the training loss in the log is {losses}, not a number at every epoch").format(
+            losses=losses
+        ),
+        _(
+            "a loss that is not finite means the weights diverged: the learning rate or the "
+            "model's settings are not the job's"
+        ),
     )
     updates = epochs * steps
     expect(
         facts["iteration"] == updates and number(facts["iteration"]) is not None,
-        f"the trainer ran {facts['iteration']} updates; {epochs} epochs of {steps} steps are "
-        f"{updates}",
+        _("the trainer ran {ran} updates; {epochs} epochs of {steps} steps are {updates}").format(
+            ran=facts["iteration"], epochs=epochs, steps=steps, updates=updates
+        ),
     )
     expect(
         facts["timed"] == [updates],
-        f"Throughput timed {facts['timed']} of the {updates} steps",
-        "it measures the time between two steps, so it runs after every step",
+        _("Throughput timed {timed} of the {updates} steps").format(
+            timed=facts["timed"], updates=updates
+        ),
+        _("it measures the time between two steps, so it runs after every step"),
     )
     return log

@@ -9,6 +9,8 @@ import io
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
+from course.i18n import _
+
 
 class CheckFailed(AssertionError):
     """The student's function ran but did not do what the exercise asks."""
@@ -31,6 +33,8 @@ def expect(condition: bool, message: str, hint: str = "") -> None:
 
 
 def passed(message: str) -> None:
+    """Print the passing line: "OK: " (a fixed token that graders and tests find) and `message`,
+    already translated."""
     print(f"OK: {message}")
 
 
@@ -62,13 +66,17 @@ def call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
             return function(*args, **kwargs)
     except NotImplementedError as e:
         e.add_note(
-            f"{function.__name__} still has its PUT YOUR CODE HERE stub: write it, "
-            "then run this check again."
+            _(
+                "{function} still has its PUT YOUR CODE HERE stub: write it, "
+                "then run this check again."
+            ).format(function=function.__name__)
         )
         raise
     except Exception as e:
         e.add_note(
-            f"(raised inside your {function.__name__}; the traceback above ends at your line)"
+            _("(raised inside your {function}; the traceback above ends at your line)").format(
+                function=function.__name__
+            )
         )
         raise
 

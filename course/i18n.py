@@ -1,0 +1,111 @@
+"""The language a student reads: one setting, COURSE_LANG (`en`, the default, or `ja`), read here
+only, and `_()`, which translates a message through the gettext catalog of that language.
+
+Messages are marked `_("... {ranks} ranks ...").format(ranks=n)`: named placeholders, filled after
+translation (a translator may reorder them; an f-string inside `_()` could never be looked up).
+The catalog `course/locale/<lang>/LC_MESSAGES/course.po` is the only form committed: it is compiled
+in memory the first time a language is used (Babel's own compiler, a few milliseconds), so no
+binary `.mo` can go stale beside its source or need a build step on a student's machine. Fuzzy and
+untranslated entries are dropped then: English shows instead of a guess.
+
+The lines the kit writes for machines (course/contracts/joblog.py's protocol lines) never go
+through `_()`: they stay English whatever the language.
+"""
+
+from __future__ import annotations
+
+import functools
+import gettext
+import io
+import os
+import unicodedata
+from pathlib import Path
+
+from course.errors import CourseError
+
+VARIABLE = "COURSE_LANG"
+DEFAULT = "en"
+LANGUAGES = ("en", "ja")
+# A test-only locale: every translated line wrapped in markers, so that a line without them is one
+# that never went through `_()` (tests/test_i18n_pseudo.py).
+PSEUDO = "qps"
+MARK_OPEN, MARK_CLOSE = "\u27e6", "\u27e7"  # ⟦ ⟧: no message of the kit uses them
+LOCALE_DIR = Path(__file__).resolve().parent / "locale"
+DOMAIN = "course"
+
+
+def language() -> str:
+    """The language of COURSE_LANG (`en` when unset); CourseError for another value."""
+    lang = os.environ.get(VARIABLE, "").strip() or DEFAULT
+    if lang not in (*LANGUAGES, PSEUDO):
+        raise CourseError(
+            f"{VARIABLE}={lang!r} is not a language of the course",
+            f"set {VARIABLE} to one of {', '.join(LANGUAGES)} (or unset it for English)",
+        )
+    return lang
+
+
+def catalog_path(lang: str, domain: str = DOMAIN) -> Path:
+    """Where the catalog of `lang` for `domain` lives (its .po file)."""
+    return LOCALE_DIR / lang / "LC_MESSAGES" / f"{domain}.po"
+
+
+class PseudoTranslations(gettext.NullTranslations):
+    """Every message as it is, each of its non-blank lines between the markers."""
+
+    def gettext(self, message: str) -> str:
+        return pseudo(message)
+
+
+def pseudo(message: str) -> str:
+    """`message` with each non-blank line wrapped in the pseudo-locale's markers (indentation and
+    an arrow prefix stay outside, as a student's terminal shows them)."""
+    return "\n".join(
+        f"{line[: len(line) - len(line.lstrip())]}{MARK_OPEN}{line.strip()}{MARK_CLOSE}"
+        if line.strip()
+        else line
+        for line in message.split("\n")
+    )
+
+
+def compiled(po_path: Path) -> gettext.GNUTranslations:
+    """The catalog at `po_path` compiled in memory, without its fuzzy and empty entries."""
+    from babel.messages import mofile, pofile
+
+    with open(po_path, "rb") as f:
+        catalog = pofile.read_po(f)
+    buffer = io.BytesIO()
+    mofile.write_mo(buffer, catalog, use_fuzzy=False)  # leaves out fuzzy and empty entries
+    buffer.seek(0)
+    return gettext.GNUTranslations(buffer)
+
+
+@functools.cache
+def translations(lang: str) -> gettext.NullTranslations:
+    """The translator of `lang`: English as written, the pseudo-locale, or a compiled catalog."""
+    if lang == DEFAULT:
+        return gettext.NullTranslations()
+    if lang == PSEUDO:
+        return PseudoTranslations()
+    path = catalog_path(lang)
+    if not path.is_file():
+        raise CourseError(
+            f"no catalog for {VARIABLE}={lang}: {path} is missing",
+            "reinstall the kit, or unset COURSE_LANG for English",
+        )
+    return compiled(path)
+
+
+def _(message: str) -> str:
+    """`message` in the student's language (COURSE_LANG); English when it has no translation."""
+    return translations(language()).gettext(message)
+
+
+def width(text: str) -> int:
+    """The columns `text` takes in a terminal: wide and full-width characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def ljust(text: str, columns: int) -> str:
+    """`text` padded with spaces to `columns` terminal columns (str.ljust counts characters)."""
+    return text + " " * max(0, columns - width(text))

@@ -1,0 +1,244 @@
+"""The Japanese edition's machinery (issue 23): the language setting, the catalogs (in step with
+the English, complete, their placeholders and code intact, the glossary's terms used), msgmerge's
+semantics on an English edit, and the Japanese notebooks built from solutions/ and the catalog."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from babel.messages.catalog import Catalog
+
+from course import i18n, paths
+from course.diagnostics import doctor
+from course.errors import CourseError
+from course.instructor import i18n_catalog as cat
+from course.instructor import i18n_release
+
+ROOT = Path(__file__).resolve().parent.parent
+JA = ROOT / "course" / "locale" / "ja"
+SOURCE = ROOT / "solutions" / paths.ASSIGNMENT
+
+
+def po(domain: str) -> Catalog:
+    return cat.read(JA / "LC_MESSAGES" / f"{domain}.po")
+
+
+def test_the_language_is_one_setting(monkeypatch):
+    monkeypatch.delenv(i18n.VARIABLE, raising=False)
+    assert i18n.language() == "en" and i18n._("needs CuPy") == "needs CuPy"
+    monkeypatch.setenv(i18n.VARIABLE, "ja")
+    assert i18n._("needs CuPy") == "CuPy が必要です"
+    assert i18n._("a message nobody marked") == "a message nobody marked"
+    monkeypatch.setenv(i18n.VARIABLE, "fr")
+    with pytest.raises(CourseError, match="COURSE_LANG='fr' is not a language of the course"):
+        i18n._("needs CuPy")
+
+
+def test_fuzzy_and_empty_entries_are_never_shipped(tmp_path):
+    catalog = Catalog(locale="ja", charset="utf-8")
+    catalog.add("done", "済み")
+    catalog.add("changed", "古い訳", flags=["fuzzy"])
+    catalog.add("new")
+    cat.write(catalog, tmp_path / "course.po")
+    compiled = i18n.compiled(tmp_path / "course.po")
+    assert [compiled.gettext(m) for m in ("done", "changed", "new")] == ["済み", "changed", "new"]
+
+
+def test_an_english_edit_turns_its_translation_fuzzy():
+    existing = Catalog(locale="ja", charset="utf-8")
+    existing.add(
+        "the trainer stops after {period} epochs", "トレーナは {period} エポックで止まります"
+    )
+    existing.add("kept as it was", "そのまま")
+    existing.add("removed from the English", "消えた文")
+    template = Catalog(charset="utf-8")
+    template.add("the trainer stops after {period} epochs, not {epochs}")
+    template.add("kept as it was")
+    template.add("a brand new message")
+    merged = cat.merged(existing, template, "ja")
+    edited = merged.get("the trainer stops after {period} epochs, not {epochs}")
+    assert edited.fuzzy and edited.string == "トレーナは {period} エポックで止まります"
+    assert edited.previous_id == ["the trainer stops after {period} epochs"]
+    assert not merged.get("kept as it was").fuzzy
+    assert not merged.get("a brand new message").string
+    assert merged.get("removed from the English") is None
+    assert cat.count(merged) == cat.Count(entries=3, translated=1, fuzzy=1, empty=1)
+
+
+def test_the_catalogs_follow_the_english_source():
+    """`make i18n-update` was run after the last English edit of a marked message or notebook."""
+    for template, domain in (
+        (cat.python_template(ROOT), cat.PYTHON_DOMAIN),
+        (cat.notebook_template(ROOT), cat.NOTEBOOK_DOMAIN),
+    ):
+        wanted = {(m.id, m.context) for m in cat.entries(template)}
+        found = {(m.id, m.context) for m in cat.entries(po(domain))}
+        assert wanted == found, (
+            f"{domain}.po is not in step with the English: run  make i18n-update  "
+            f"(missing {sorted(wanted - found)[:3]}, gone {sorted(found - wanted)[:3]})"
+        )
+
+
+@pytest.mark.parametrize("domain", [cat.PYTHON_DOMAIN, cat.NOTEBOOK_DOMAIN])
+def test_the_japanese_catalogs_are_complete_and_keep_placeholders_and_code(domain):
+    catalog = po(domain)
+    counted = cat.count(catalog)
+    assert counted.entries > 40 and counted.translated == counted.entries, counted
+    assert not cat.problems(catalog), cat.problems(catalog)
+
+
+def test_a_translation_that_drops_a_placeholder_or_code_is_found():
+    catalog = Catalog(locale="ja", domain=cat.PYTHON_DOMAIN, charset="utf-8")
+    catalog.add("{count} visible ({names})", "{count} 基")
+    catalog.add("run `make venv` first", "まず make venv を実行")
+    assert len(cat.problems(catalog)) == 2
+
+
+def glossary() -> list[tuple[str, str, list[str]]]:
+    """(English, Japanese, forms to avoid) of course/locale/ja/glossary.md's table."""
+    rows = []
+    for line in (JA / "glossary.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0] not in ("English", "---"):
+            avoid = [form.strip() for form in cells[2].split(",") if form.strip()]
+            rows.append((cells[0], cells[1], avoid))
+    return rows
+
+
+# Code in an English text: spans in backticks, placeholders, and words with code's punctuation.
+_CODE = re.compile(r"`[^`]*`|\{[^}]*\}|\S*[./_()<>=\[\]*]\S*")
+
+
+def _english_term(term: str) -> re.Pattern:
+    words = r"[ -]".join(map(re.escape, term.split()))
+    # lower case as a word (plural too), or capitalised at the start of a markdown heading
+    return re.compile(rf"(?<![\w-])(?:{words}|(?<=# ){words.capitalize()})(?:e?s)?(?![\w-])")
+
+
+def test_the_glossary_is_followed():
+    terms = glossary()
+    assert len(terms) >= 30 and ("learning rate", "学習率", ["ラーニングレート"]) in terms
+    broken = []
+    for domain in (cat.PYTHON_DOMAIN, cat.NOTEBOOK_DOMAIN):
+        for message in cat.entries(po(domain)):
+            english = _CODE.sub(" ", message.id)
+            for term, japanese, avoid in terms:
+                if _english_term(term).search(english) and japanese not in message.string:
+                    broken.append(f"{message.context or message.id[:40]}: {term} -> {japanese}")
+                broken += [f"{message.id[:40]}: {form}" for form in avoid if form in message.string]
+    assert not broken, "\n".join(broken)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SOURCE.glob("*.ipynb")))
+def test_markdown_segments_give_the_cell_back(name):
+    for cell in json.loads((SOURCE / name).read_text())["cells"]:
+        text = "".join(cell["source"])
+        assert "".join(b.text + b.after for b in cat.blocks(text)) == text
+    fenced = cat.blocks("Run:\n\n```\nqsub job.sh\n\nqstat\n```\n\n    make venv\n\nDone.")
+    assert [(b.text[:3], b.translated) for b in fenced] == [
+        ("Run", True),
+        ("```", False),
+        ("   ", False),
+        ("Don", True),
+    ]
+
+
+def cells_but_markdown(notebook: dict) -> list:
+    return [
+        (cell["id"], cell["cell_type"], cell["metadata"], cell["source"])
+        for cell in notebook["cells"]
+        if cell["cell_type"] != "markdown" or cell["metadata"].get("nbgrader", {}).get("solution")
+    ]
+
+
+def test_the_japanese_notebook_01_is_the_english_one_with_its_markdown_translated(tmp_path):
+    [built] = i18n_release.build(ROOT, "ja", tmp_path)
+    assert built == tmp_path / "distributed_training_ja" / "01_single_gpu.ipynb"
+    english = json.loads((SOURCE / built.name).read_text())
+    japanese = json.loads(built.read_text(encoding="utf-8"))
+    assert japanese["metadata"] == english["metadata"]
+    assert cells_but_markdown(japanese) == cells_but_markdown(english)  # code, ids, points, tests
+    assert [c["id"] for c in japanese["cells"]] == [c["id"] for c in english["cells"]]
+    translated = [c for c in japanese["cells"] if c["cell_type"] == "markdown"]
+    assert all(
+        c["metadata"] == e["metadata"]
+        for c, e in zip(translated, [c for c in english["cells"] if c["cell_type"] == "markdown"])
+    )
+    text = "".join("".join(c["source"]) for c in cat.translated_cells(japanese))
+    assert "ステージ 1" in text and "    qsub -j oe jobs/run_single_gpu_training.sh" in text
+    assert "PUT YOUR CODE HERE" in text
+    assert "The next cell" not in text
+
+
+def test_the_builder_refuses_while_an_entry_is_fuzzy_or_empty(tmp_path):
+    root = tmp_path / "kit"
+    shutil.copytree(SOURCE, root / "solutions" / paths.ASSIGNMENT)
+    catalog = po(cat.NOTEBOOK_DOMAIN)
+    first, second = cat.entries(catalog)[:2]
+    first.flags.add("fuzzy")
+    second.string = ""
+    cat.write(catalog, root / "course" / "locale" / "ja" / "LC_MESSAGES" / "notebooks.po")
+    with pytest.raises(i18n_release.CatalogIncomplete) as refused:
+        i18n_release.build(root, "ja", tmp_path / "out")
+    said = str(refused.value)
+    assert "2 segments" in said and f"{first.context} (fuzzy)" in said
+    assert f"{second.context} (empty)" in said
+    assert not (tmp_path / "out").exists()
+
+
+def test_doctor_aligns_japanese_in_terminal_columns(monkeypatch):
+    monkeypatch.setenv(i18n.VARIABLE, "ja")
+    checks = [
+        doctor.Check(doctor.OK, "MPI", "DETAIL1"),
+        doctor.Check(doctor.NOT_HERE, i18n._("scheduler"), "DETAIL2", "fix"),
+    ]
+    lines = doctor.render(checks).splitlines()
+    assert lines[0] == "course doctor: このマシンで動くもの"
+    starts = [i18n.width(line[: line.index("DETAIL")]) for line in lines if "DETAIL" in line]
+    assert starts == [len("  [ok] ") + i18n.width("スケジューラ") + 2] * 2, lines
+
+
+@pytest.mark.integration
+def test_the_japanese_edition_releases_as_its_own_assignment_with_the_english_cells(tmp_path):
+    """nbgrader's generate_assignment on the built Japanese source: its own assignment, whose code
+    cells (stubs, visible tests), cell ids and grade ids are the English release's."""
+    import subprocess
+    import sys
+
+    shutil.copy(ROOT / "nbgrader_config.py", tmp_path)
+    i18n_release.build(ROOT, "ja", tmp_path / "solutions")
+    name = i18n_release.assignment("ja")
+    run = subprocess.run(
+        [
+            *(sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force"),
+            f"--CourseDirectory.root={tmp_path}",
+            f"--CourseDirectory.release_directory={tmp_path / 'release'}",
+            f"--CourseDirectory.db_url=sqlite:///{tmp_path}/gradebook.db",
+            "--log-level=WARN",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=paths.tool_environment(),
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    released = json.loads((tmp_path / "release" / name / "01_single_gpu.ipynb").read_text())
+    english = json.loads(
+        (ROOT / "notebooks" / paths.ASSIGNMENT / "01_single_gpu.ipynb").read_text()
+    )
+
+    def code(notebook: dict) -> list:
+        return [
+            (c["id"], c["metadata"].get("nbgrader"), "".join(c["source"]))
+            for c in notebook["cells"]
+            if c["cell_type"] == "code"
+        ]
+
+    assert code(released) == code(english) and len(code(english)) > 10
+    assert "PUT YOUR CODE HERE" in "".join(source for _, _, source in code(released))
+    assert "ステージ 1" in "".join(released["cells"][0]["source"])

@@ -1,0 +1,117 @@
+"""Every student-facing string of the modules marked for translation goes through `_()`
+(course.instructor.i18n_catalog.MARKED): a string literal or f-string with words in it, outside a
+docstring and outside `_()`, must be in this file's allowlist (machine tokens, internal errors,
+names). And what `_()` is given is one literal with named placeholders only: an f-string or a
+positional `{}` could never be looked up or reordered."""
+
+from __future__ import annotations
+
+import ast
+import re
+import string
+from pathlib import Path
+
+import pytest
+
+from course.instructor.i18n_catalog import MARKED
+
+ROOT = Path(__file__).resolve().parent.parent
+_WORDS = re.compile(r"[A-Za-z]{2,}[ ,:;'-]+[A-Za-z]{2,}")
+
+# Strings of the marked modules that are not prose for a student, and why.
+ALLOWED = {
+    # internal: a kit bug, never a student's (the checks' own use of observe)
+    "a check observes the student's functions, all of them remote or none",
+    # the prog names of the command and its module, as typed
+    "course doctor",
+    "course.diagnostics.doctor",
+    # what CuPy's compiler prints, matched to find the cause
+    "cannot open source file",
+    "no CUDA headers",
+    # the snapshot file name pattern the next job looks for
+    "snapshot_iter_{.updater.iteration}",
+    # an option and commands, typed as they are in any language
+    "--gpu-selftest",
+    "python -m course site apply <profile>",
+    'pip install "nvidia-cuda-runtime-cu12=={}.*"',
+}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def _translated(tree: ast.AST) -> tuple[set[int], list[ast.Call]]:
+    """The ids of every node inside a `_()` call, and the calls."""
+    calls = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_"
+    ]
+    return {id(inner) for call in calls for inner in ast.walk(call)}, calls
+
+
+def _text(node: ast.AST) -> str:
+    if isinstance(node, ast.Constant):
+        return str(node.value)
+    assert isinstance(node, ast.JoinedStr)
+    return "".join(_text(part) if isinstance(part, ast.Constant) else "{}" for part in node.values)
+
+
+def untranslated(path: Path) -> list[str]:
+    """'line: text' of each string with words in `path` that is neither translated nor allowed."""
+    tree = ast.parse(path.read_text())
+    inside, _ = _translated(tree)
+    skipped = inside | _docstrings(tree)
+    parts = {id(p) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for p in n.values}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skipped or id(node) in parts:
+            continue
+        if isinstance(node, ast.JoinedStr) or (
+            isinstance(node, ast.Constant) and isinstance(node.value, str)
+        ):
+            text = _text(node)
+            if _WORDS.search(text) and text not in ALLOWED:
+                found.append(f"{path.name}:{node.lineno}: {text!r}")
+    return found
+
+
+def badly_marked(path: Path) -> list[str]:
+    """`_()` calls given anything but one plain literal with named placeholders."""
+    _, calls = _translated(ast.parse(path.read_text()))
+    found = []
+    for call in calls:
+        [argument] = call.args
+        if not (isinstance(argument, ast.Constant) and isinstance(argument.value, str)):
+            found.append(f"{path.name}:{call.lineno}: _() of a {type(argument).__name__}")
+        elif any(
+            f == "" or f.isdigit()
+            for _, f, _, _ in string.Formatter().parse(argument.value)
+            if f is not None
+        ):
+            found.append(f"{path.name}:{call.lineno}: a positional placeholder")
+    return found
+
+
+@pytest.mark.parametrize("module", MARKED)
+def test_every_message_of_a_marked_module_goes_through_gettext(module):
+    found = untranslated(ROOT / module) + badly_marked(ROOT / module)
+    assert not found, "\n".join(found)
+
+
+def test_the_lint_finds_an_unmarked_message_and_an_f_string_inside_gettext(tmp_path):
+    module = tmp_path / "planted.py"
+    module.write_text(
+        'def f(n):\n    """A docstring with words."""\n'
+        '    expect(n, _("the trainer needs {n} epochs").format(n=n), "an English hint")\n'
+        '    fail(_(f"{n} snapshots"), _("{} positional"))\n'
+    )
+    assert [line.split(": ")[0] for line in untranslated(module)] == ["planted.py:3"]
+    assert len(badly_marked(module)) == 2
