@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -30,6 +31,15 @@ from tests.solutions import SOLUTIONS, solution_functions, solution_source
 # (test_grading's grading.toml): all but stage 2's throughput and prediction (2 + 2), which need two
 # GPUs.
 SOLVED_ON_CPU = 52
+
+
+def default_stop_signals() -> None:
+    """A child's preexec_fn: SIGINT, SIGHUP and SIGTERM at their defaults, as a terminal or a
+    scheduler starts a program. A test run started in the background (`make test &`, nohup)
+    ignores SIGINT and SIGHUP, and a child that inherits an ignored signal can neither trap nor
+    die of it (bash), nor see Ctrl-C (Python)."""
+    for stop in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(stop, signal.SIG_DFL)
 
 
 def until(condition, timeout: float = 20.0, what: str = "the condition", every: float = 0.05):

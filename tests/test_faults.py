@@ -25,7 +25,7 @@ from course.contracts import jobend, joblog, results, stages
 from course.errors import JobError
 from course.instructor import scoring
 from course.notebook.checks import CheckFailed
-from tests.helpers import PYTHON, ROOT, student_folder, until
+from tests.helpers import PYTHON, ROOT, default_stop_signals, student_folder, until
 from tests.mpi_helpers import RANK_ABORTS, other_mpi_launcher, submit_stage_3
 
 HEAD = (
@@ -221,6 +221,7 @@ def test_ctrl_c_on_course_submit_says_how_to_cancel_and_course_cancel_stops_the_
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        preexec_fn=default_stop_signals,  # as a terminal starts it: Ctrl-C reaches it
     )
     read_until(follow.stdout, "started")  # echoed by Job.wait: it follows the log now
     follow.send_signal(signal.SIGINT)

@@ -17,6 +17,7 @@ from course.cluster import accounting, procs
 from course.cluster.diagnosis import explain
 from course.cluster.job import Job
 from course.contracts import jobend, joblog
+from tests.helpers import default_stop_signals
 
 AT = datetime(2024, 5, 1, 10, 0, 0, tzinfo=UTC)
 SLURM_CANCEL = "slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2024-05-01T10:00:00 ***"
@@ -69,14 +70,6 @@ def test_what_outlived_the_job_is_cut_off_and_the_end_time_is_the_last_one():
     assert jobend.until_end("epoch 1\n") == "epoch 1\n"  # still running: all of it
 
 
-def _as_a_scheduler_starts_it() -> None:
-    """A job shell starts with the stop signals at their defaults, as schedulers start it: a test
-    run started in the background (`make test &`, nohup) ignores SIGINT and SIGHUP, and a shell
-    that inherits an ignored signal can neither trap nor die of it."""
-    for stop in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
-        signal.signal(stop, signal.SIG_DFL)
-
-
 def _bash(script: str, env: dict | None = None, **kwargs) -> subprocess.Popen:
     clean = {k: v for k, v in os.environ.items() if k not in ("PBS_JOBID", "SLURM_JOB_ID")}
     return subprocess.Popen(
@@ -85,7 +78,7 @@ def _bash(script: str, env: dict | None = None, **kwargs) -> subprocess.Popen:
         env={**clean, **(env or {})},
         stdout=subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=_as_a_scheduler_starts_it,
+        preexec_fn=default_stop_signals,  # as a scheduler starts a job shell
         **kwargs,
     )
 
