@@ -6,8 +6,8 @@ The hub, its proxy and the controller stay on this machine (the login node), the
 cluster's bridge; a student's server is a Slurm job on cnode1 or cnode2 (other network, UTS and
 mount namespaces, the same file system and users), reached by the node's name. From a kernel there
 the student submits a course job with course.submit (the slurm-cpu profile's `qsub -j oe`), which
-Slurm records as submitted from that node. Stopping the server cancels its job; stopping the hub
-and the cluster leaves nothing running.
+Slurm records as submitted from that node. Stopped and started again at once, the server is a new
+job; stopping it cancels its job; stopping the hub and the cluster leaves nothing running.
 
 Needs root, npm, JupyterHub and batchspawner (the hub extra), and what the two-node cluster needs;
 skipped with the reason otherwise.
@@ -178,6 +178,43 @@ def test_a_student_submits_a_course_job_from_the_compute_node(portal: Portal):
     shown = portal.slurm("scontrol", "show", "job", number)
     assert re.search(rf"AllocNode:Sid=\S+:{session}\b", shown), shown
     assert re.search(rf"UserId={student}\(", shown), shown
+
+
+def test_a_server_stopped_and_started_at_once_is_a_new_job(portal: Portal):
+    """The student's Stop My Server then Start My Server at once (their ~/.ipython made by the
+    first server: issue 25's failure): a new job answers on a node and the old one leaves the
+    queue. Should the old job take longer to end than the hub waits for a stop (10 s), the hub
+    refuses the start as pending stop, and the student starts once the stop has finished."""
+    h, student = portal.hub, portal.hub.students[0]
+    start_server(h, student, timeout=SERVER_TIMEOUT)
+    [[old, *_]] = portal.jobs_of(student)
+    started = time.monotonic()
+    status, answer = h.request("DELETE", f"/hub/api/users/{student}/server", student)
+    assert status in (202, 204), f"stopping {student}'s server: {status} {answer}"
+    status, answer = h.request("POST", f"/hub/api/users/{student}/server", student)
+    print(f"start at once: {status} {answer}")  # shown with -s
+    if status == 400:
+        assert "is pending stop" in str(answer), answer
+        until(
+            lambda: h.ok("GET", f"/hub/api/users/{student}", student)["pending"] is None,  # type: ignore[index]
+            timeout=SERVER_TIMEOUT,
+            what=f"the hub finishing {student}'s stop",
+            every=0.5,
+        )
+    else:
+        assert status in (201, 202), f"starting {student}'s server again: {status} {answer}"
+    assert start_server(h, student, timeout=SERVER_TIMEOUT)["ready"]
+    until(
+        lambda: old not in [job for job, *_ in portal.jobs_of(student)],
+        timeout=60,
+        what=f"the old job {old} leaving the queue",
+        every=1,
+    )
+    [[new, name, state, node]] = portal.jobs_of(student)
+    assert new != old and (name, state) == ("spawner-jupyterhub", "RUNNING") and node in NODES
+    cell = "import os, socket\nprint(socket.gethostname(), os.environ['SLURM_JOB_ID'])\n"
+    assert run_cell(h, student, cell).split() == [node, new], "the kernel runs in the new job"
+    print(f"stopped and started again: {time.monotonic() - started:.1f} s")
 
 
 def test_stopping_a_server_cancels_its_job(portal: Portal):

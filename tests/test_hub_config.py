@@ -3,14 +3,16 @@ missing setting says, and nbgrader's groups and roles. tests/test_hub.py runs th
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from course.errors import CourseError
 from course.instructor import bundle, exchange, hub
-from tests.helpers import ROOT
+from tests.helpers import PYTHON, ROOT
 
 
 @pytest.fixture
@@ -71,6 +73,36 @@ def test_the_instructors_nbgrader_configuration_uses_nbgraders_hub_plugin(env, t
     assert "JupyterHubAuthPlugin" in text and "path_includes_course = True" in text
     assert env[exchange.ENV] in text
     compile(text, "nbgrader_config.py", "exec")
+
+
+def test_a_student_whose_home_has_ipython_starts_jupyter_on_the_hubs_shared_configuration(
+    env, tmp_path, monkeypatch
+):
+    """A student's second server start (issue 25): Jupyter, with ~/.ipython there, migrates IPython
+    3's settings and writes its marker into JUPYTER_CONFIG_DIR, here the hub's folder that students
+    cannot write. Jupyter's own start-up, run as someone who cannot write the folder."""
+    monkeypatch.setattr(bundle, "student_jupyter_config", lambda folder: folder.mkdir())
+    folder = hub.student_config(tmp_path / "jupyter-student", hub.roster(env))
+    (tmp_path / "home" / ".ipython").mkdir(parents=True)
+    folder.chmod(0o555)  # as the students see it: the hub's (root's), not theirs
+    # root passes every permission: dropping its override makes it a student for this folder
+    unprivileged = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("as root this needs setpriv (util-linux) to be refused a read-only folder")
+    start = [*(unprivileged if os.geteuid() == 0 else []), PYTHON, "-c"]
+    start.append("from jupyter_core.application import JupyterApp; JupyterApp().initialize([])")
+    shown = {**os.environ, "HOME": str(tmp_path / "home"), "JUPYTER_CONFIG_DIR": str(folder)}
+    shown.pop("IPYTHONDIR", None)
+
+    def jupyter() -> subprocess.CompletedProcess:
+        return subprocess.run(start, env=shown, capture_output=True, text=True, timeout=120)
+
+    started = jupyter()
+    assert started.returncode == 0, started.stderr
+    folder.chmod(0o755)
+    (folder / hub.MIGRATED).unlink()  # what the hub's folder was: the second start fails
+    folder.chmod(0o555)
+    assert "PermissionError" in jupyter().stderr, "the failure this marker prevents"
 
 
 def test_the_batch_spawners_settings_come_from_the_environment():

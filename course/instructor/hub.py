@@ -29,6 +29,8 @@ HUB_IP = "COURSE_HUB_HUB_IP"  # the hub's address on the network the compute nod
 PARTITION = "COURSE_HUB_PARTITION"  # the partition of the servers' jobs; else Slurm's default
 WALLTIME = "COURSE_HUB_WALLTIME"  # the servers' time limit (sbatch --time); else the partition's
 
+# jupyter_core's marker of a config dir whose IPython 3 settings were migrated (or need not be).
+MIGRATED = "migrated"
 # nbgrader's JupyterHub plugin: the Assignment List offers the courses of the user's groups.
 AUTH_PLUGIN = """
 # nbgrader's multi-course setup: a user's courses are their hub groups nbgrader-<course> (students)
@@ -165,6 +167,11 @@ def student_config(folder: Path, r: Roster) -> Path:
     settings = exchange.settings(r.course_dir)
     text = exchange.student_config(settings, r.exchange) + AUTH_PLUGIN
     _write(folder / "nbgrader_config.py", text)
+    # Every Jupyter start whose user has ~/.ipython (IPython makes it on the first server's start)
+    # migrates IPython 3's settings and marks the config dir, unless a marker is there already:
+    # this shared dir is the hub's, so a student's second start failed writing it (PermissionError)
+    # and left the hub waiting for a server that had exited. The marker says "nothing to migrate".
+    _write(folder / MIGRATED, "the hub's shared configuration: nothing of IPython 3 to migrate\n")
     return folder
 
 
