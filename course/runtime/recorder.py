@@ -15,7 +15,7 @@ import chainer
 
 from course import __version__, gpu
 from course.cluster import hosts
-from course.contracts import joblog, results
+from course.contracts import joblog, prediction, results
 from course.fileio import sha256_file
 from course.runtime import checkpoint, models
 from course.runtime.lr_policy import learning_rate
@@ -78,6 +78,17 @@ def device_of(model, devices: dict | list | None = None) -> tuple[list[str], str
     return [str(device)], None
 
 
+def submitted_prediction() -> tuple[dict | None, str | None]:
+    """(the prediction course.submit gave this job, None without one; why one was unreadable)."""
+    given = os.environ.get(prediction.ENV)
+    if not given:
+        return None, None
+    try:
+        return prediction.decode(given), None
+    except ValueError as e:
+        return None, f"course: warning: the prediction given to this job is not recorded: {e}"
+
+
 class ResultsWriter(chainer.training.Extension):
     """Writes the results file at every epoch end, so a killed job leaves what it had."""
 
@@ -134,6 +145,7 @@ class RunRecorder:
             lr * self.workers if lr is not None and updater == "MultiprocessParallelUpdater" else lr
         )
         script = Path(sys.argv[0])
+        self.prediction, self.prediction_warning = submitted_prediction()
         self.record = {
             "stage": stage,
             "script": {
@@ -161,6 +173,7 @@ class RunRecorder:
             "seed": getattr(args, "seed", None),
             "versions": _versions(comm),
             "started_at": self.started.isoformat(timespec="seconds"),
+            "prediction": self.prediction,
         }
 
     def _segments(self, trainer) -> dict:
@@ -194,6 +207,11 @@ class RunRecorder:
             allreduce=self.record["allreduce"],
             gpu_model=self.record["gpu_model"],
         ).format()
+
+    def prediction_lines(self) -> list[str]:
+        """The log's line of the prediction this job was given (after a warning, if unreadable)."""
+        shown = None if self.prediction is None else prediction.canonical(self.prediction)
+        return [*filter(None, [self.prediction_warning]), joblog.prediction_line(shown)]
 
     def write(
         self,
