@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import course.notebook.checks.prediction_words as words
+import course.notebook.checks.recorded as recorded
 from course import evidence
 from course.cluster.accounting import Accounting
 from course.contracts import grading_rules, stages
-from course.notebook.checks import recorded
 from course.notebook.checks.observe import Facts, finite, observe
 from course.notebook.checks.verdict import call, fail, passed, real
 
