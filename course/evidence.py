@@ -194,6 +194,7 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
             f"({ended:%Y-%m-%d %H:%M:%S} UTC): a process of the job outlived it; run the job again"
         )
     digests = joblog.results_digests(text, path.parent.name, results.FILENAME)
+    shown, shown_in = prediction_evidence.first_job(folder, run.segments, text, run.log)
     if not digests:
         run.problems.append(f"the log {run.log.name} does not name this results file")
     elif len(digests) > 1:  # a job writes its results line once: a second one was added to the log
@@ -203,7 +204,7 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
             "a job writes one results line: the log was edited"
         )
     elif sha256_file(path) not in digests:
-        if prediction_evidence.written_but_prediction(record, text, digests[0]):
+        if prediction_evidence.written_but_prediction(record, shown, digests[0]):
             # the run is the job's; only its prediction was edited, and that does not count
             run.problems = [problem for problem in run.problems if problem != edited]
             run.prediction_problem = prediction_evidence.EDITED_IN_RESULTS.format(
@@ -216,7 +217,7 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
             )
     if run.prediction_problem is None:
         run.prediction, run.prediction_problem = prediction_evidence.recorded(
-            record, text, f"{path.parent.name}/{results.FILENAME}", run.log.name
+            record, shown, f"{path.parent.name}/{results.FILENAME}", shown_in
         )
     rates = joblog.throughputs(text)
     if len(rates) > 1:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
-from course.contracts import joblog, results
+from course.contracts import jobend, joblog, results
 from course.contracts import prediction as contract
 
 # Why a traced run's prediction does not count (named placeholders: they go through gettext).
@@ -32,6 +33,17 @@ def _parsed(line: str) -> dict:
         return json.loads(line)
     except json.JSONDecodeError:  # not what a job prints: it matches no results file
         return {"unreadable": line}
+
+
+def first_job(folder: Path, segments: list[dict], text: str, log: Path) -> tuple[str, str]:
+    """(the log text that shows a run's prediction, that log's name): the text of the job that
+    started the run (a resumed run keeps its prediction), `text` of `log` for a run of one job."""
+    job = (segments[0].get("job") or {}) if len(segments) > 1 else {}
+    found = joblog.find(folder, job["id"], job.get("name")) if job.get("id") else None
+    if found is None:  # one job, or a first log course.evidence already misses
+        return text, log.name
+    started = jobend.attempt(joblog.read(found), job.get("attempt", 1)) or ""
+    return jobend.until_end(started), found.name
 
 
 def logged(text: str) -> list[dict | None]:

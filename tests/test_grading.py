@@ -119,7 +119,7 @@ PLANTED = {
         },
     ),
     # The prediction lines taken out of the stage-3 logs: the recorded choices no longer count.
-    "olivia": (
+    "hugo": (
         lambda f: [
             log.write_text(
                 "".join(

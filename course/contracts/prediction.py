@@ -17,6 +17,7 @@ import binascii
 import datetime
 import json
 import math
+import os
 from typing import Any
 
 from course.contracts import stages
@@ -117,3 +118,15 @@ def decode(value: str) -> dict[str, Any]:
     if not all(type(v) in (int, float, str) for v in answers.values()):
         raise ValueError(f"{ENV} holds answers that are not plain numbers or names")
     return prediction
+
+
+def submitted() -> tuple[dict[str, Any] | None, str | None]:
+    """In a job: (the prediction course.submit gave it, None without one; why one given could not
+    be read, for its log)."""
+    given = os.environ.get(ENV)
+    if not given:
+        return None, None
+    try:
+        return decode(given), None
+    except ValueError as e:
+        return None, f"course: warning: the prediction given to this job is not recorded: {e}"

@@ -78,17 +78,6 @@ def device_of(model, devices: dict | list | None = None) -> tuple[list[str], str
     return [str(device)], None
 
 
-def submitted_prediction() -> tuple[dict | None, str | None]:
-    """(the prediction course.submit gave this job, None without one; why one was unreadable)."""
-    given = os.environ.get(prediction.ENV)
-    if not given:
-        return None, None
-    try:
-        return prediction.decode(given), None
-    except ValueError as e:
-        return None, f"course: warning: the prediction given to this job is not recorded: {e}"
-
-
 class ResultsWriter(chainer.training.Extension):
     """Writes the results file at every epoch end, so a killed job leaves what it had."""
 
@@ -145,7 +134,9 @@ class RunRecorder:
             lr * self.workers if lr is not None and updater == "MultiprocessParallelUpdater" else lr
         )
         script = Path(sys.argv[0])
-        self.prediction, self.prediction_warning = submitted_prediction()
+        given, self.prediction_warning = prediction.submitted()
+        # A resumed run keeps the prediction submitted with the job that started it.
+        self.prediction = state.segments[0].get("prediction") if state and state.segments else given
         self.record = {
             "stage": stage,
             "script": {
@@ -210,7 +201,8 @@ class RunRecorder:
 
     def prediction_lines(self) -> list[str]:
         """The log's line of the prediction this job was given (after a warning, if unreadable)."""
-        shown = None if self.prediction is None else prediction.canonical(self.prediction)
+        given = prediction.submitted()[0]
+        shown = None if given is None else prediction.canonical(given)
         return [*filter(None, [self.prediction_warning]), joblog.prediction_line(shown)]
 
     def write(
