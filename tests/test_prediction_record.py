@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from course import evidence
-from course.cluster import submit
-from course.contracts import joblog, results
+from course.cluster import plan, submit
+from course.contracts import jobend, joblog, results
 from course.contracts import prediction as contract
 from course.errors import JobError
 from course.notebook.checks import predictions
-from tests.helpers import student_folder
+from course.runtime import data_prepare
+from tests.helpers import local_site, student_folder
 from tests.test_predictions import (
     GRADING,
     choosing,
@@ -34,6 +37,7 @@ from tests.test_predictions import (
 )
 
 RIGHT = {"updates_per_epoch": 31.25, "iterations": 94}
+SINGLE_GPU_JOB = "jobs/run_single_gpu_training.sh"
 
 
 @pytest.fixture(autouse=True)
@@ -277,3 +281,85 @@ def test_a_job_submitted_with_a_prediction_records_it_and_is_graded_on_it(
     assert run.prediction["answers"] == {**expected, "snapshots_kept": 2}
     assert joblog.predictions(joblog.read(run.log)) == [contract.canonical(run.prediction)]
     assert predictions.run_prediction(module.predict_run, "single_gpu", 2, folder) == 2
+
+
+def first_job_log(folder: Path, shown: dict) -> None:
+    """The log of job 10.local, which started the run that job 11.local resumed: its header, the
+    prediction submitted with it, its end."""
+    header = joblog.RunHeader(
+        "multi_node", "10.local", "local", 2, ["n1"] * 2, ["@numpy"] * 2, 64, 0.1
+    )
+    lines = [
+        header.format(),
+        joblog.prediction_line(contract.canonical(shown)),
+        jobend.end_line("10.local", 0, datetime(2026, 11, 20, 10, 30, tzinfo=UTC)),
+    ]
+    (folder / "run_multi_node_training.sh.o10").write_text("\n".join(lines) + "\n")
+
+
+def resumed_run(folder: Path, first: dict, second: dict) -> evidence.Run:
+    """A stage-3 run started by job 10.local with `first`, resumed by 11.local with `second`."""
+    job = {"name": "run_multi_node_training.sh", "scheduler": "local"}
+    segments = [
+        {"job": {**job, "id": "10.local"}, "snapshot_at": "2026-11-20T10:20:00+00:00"},
+        {"job": {**job, "id": "11.local"}, "snapshot_at": None},
+    ]
+    stage_3_run(folder, 11, 80.0, 0.896, predicted=second)
+    path = next(folder.glob("runs/multi_node-11*/results.json"))
+    data = json.loads(path.read_text())
+    data.update(segments=segments, prediction=first)  # as the job wrote it: the run's first one
+    digest = results.write(path, {k: v for k, v in data.items() if k not in ("seal", "schema")})
+    log = folder / "run_multi_node_training.sh.o11"
+    log.write_text(re.sub(r"sha256=[0-9a-f]{64}", f"sha256={digest}", log.read_text()))
+    first_job_log(folder, first)
+    [run] = evidence.runs("multi_node", folder)
+    return run
+
+
+def test_a_resumed_run_keeps_the_prediction_of_the_job_that_started_it(tmp_path):
+    run = resumed_run(tmp_path, made("naive", "linear"), made("naive/ring"))
+    assert run.traced, run.problems
+    assert run.prediction == made("naive", "linear")
+
+
+def test_a_resumed_run_s_first_log_edited_loses_its_prediction(tmp_path):
+    run = resumed_run(tmp_path, made("naive", "linear"), made("naive/ring"))
+    log = tmp_path / "run_multi_node_training.sh.o10"
+    log.write_text(log.read_text().replace('"naive"', '"naive/ring"'))
+    [run] = evidence.runs("multi_node", tmp_path)
+    assert run.traced and run.prediction is None
+    assert run.prediction_problem == (
+        "the prediction line in run_multi_node_training.sh.o10 is not the prediction "
+        "multi_node-11.local/results.json records: the log was edited"
+    )
+
+
+# --- course.submit's side: what the prediction function is asked, and what it refuses ----------
+
+
+@pytest.fixture
+def site(tmp_path, data_root, monkeypatch):
+    """A folder with the local site applied (synthetic data, 64 per step, 3 epochs) and a small
+    synthetic set of 200 training images."""
+    for name in ("COURSE_TRAIN_ARGS", "COURSE_DATASET"):
+        monkeypatch.delenv(name, raising=False)
+    data_prepare.prepare_synthetic(200, 20)
+    (tmp_path / "student").mkdir()
+    return local_site(tmp_path / "student")
+
+
+def test_the_prediction_function_is_asked_about_the_site_s_job(site):
+    assert plan.prediction_args("single_gpu", site) == [200, 64, 3]
+    assert plan.prediction_args("multi_gpu", site) == [200, 64, 1, 3]  # no GPU here: one
+    assert plan.prediction_args("multi_node", site) == [200, 64, 2, 3]  # the plan's most ranks
+
+
+def test_a_stub_or_a_job_without_prediction_is_not_submitted(site):
+    def predict_run(train_size, batchsize, epochs):
+        raise NotImplementedError()
+
+    with pytest.raises(NotImplementedError, match="predict_run is not written yet"):
+        submit.submit(SINGLE_GPU_JOB, workdir=site, predict=predict_run, echo=None)
+    with pytest.raises(JobError, match="takes no prediction"):
+        submit.submit("jobs/run_allreduce_benchmark.sh", workdir=site, predict=dict, echo=None)
+    assert not (site / results.RUNS_DIR).exists()
