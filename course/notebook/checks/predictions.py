@@ -276,7 +276,8 @@ def comparison_prediction(
 ) -> float:
     """Stage 3, a third of the points each: the updates per epoch and iterations of the latest
     warm-up run on the most ranks; the faster communication setting there; the rule (warmup or
-    linear) that ends more accurate there."""
+    linear) that ends more accurate there. The choices: as recorded with the first compared run's
+    job when it was submitted (before any of them ran), whatever the function answers now."""
     __tracebackhide__ = True
     keys = ["updates_per_epoch", "iterations", "faster_setting", "more_accurate_rule"]
     misses, _ = _case_misses(predict_comparison, stages.MULTI_NODE.name, cases, keys)
@@ -300,7 +301,6 @@ def comparison_prediction(
         if each.lr_rule in RULES_COMPARED and each.final_accuracy is not None:
             accuracies.setdefault(each.lr_rule, []).append(each.final_accuracy)
     parts = [("updates and iterations", misses)]
-    # The choices are graded as recorded with the first compared run, made before any of them ran.
     first = recorded.earliest(compared)
     choices, (unrecorded, todo) = recorded.answers(first)
     for name, kind, values, noise, relative, key in (
