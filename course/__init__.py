@@ -15,6 +15,7 @@ notebook uses are imported on first use:
     course.comparison_plan()    the site's stage-3 runs; course.profile_plan(): the profiled ones;
                                 course.benchmark_plan(): the allreduce benchmark's
                                 (course.cluster.plan)
+    course.prediction_args(stage)   what a stage's prediction function is asked for this site's job
     course.report.show()        the table and plots of your runs (course.notebook.report)
     course.profile_report.show()    where a step's time goes, per rank
                                     (course.notebook.profile_report)
@@ -42,6 +43,7 @@ _LAZY = {
     "comparison_plan": ("course.cluster.plan", "comparison_plan"),
     "profile_plan": ("course.cluster.plan", "profile_plan"),
     "benchmark_plan": ("course.cluster.plan", "benchmark_plan"),
+    "prediction_args": ("course.cluster.plan", "prediction_args"),
     "profile_report": ("course.notebook.profile_report", None),
     "one_node": ("course.notebook.one_node", None),
     "allreduce_report": ("course.notebook.allreduce_report", None),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from course import prediction_evidence
 from course.cluster.accounting import Accounting
 from course.contracts import jobend, joblog, results, stages
 from course.errors import ResultsError
@@ -33,6 +34,14 @@ class Run:
     log: Path | None = None
     problems: list[str] = field(default_factory=list)  # each one takes the run out of grading
     notes: list[str] = field(default_factory=list)
+    # What the job recorded of the prediction submitted with it (course.prediction_evidence):
+    prediction: dict | None = None  # None: none, or one that does not count (then the reason)
+    prediction_problem: str | None = None
+
+    @property
+    def started(self) -> str:
+        """When the run started (ISO 8601; "" where the record does not say)."""
+        return self.record.get("started_at") or ""
 
     @property
     def traced(self) -> bool:
@@ -146,10 +155,9 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
     folder = Path(folder) if folder else path.parent.parent.parent
     record = results.load(path)
     run = Run(path, record)
+    edited = "the results file was edited after the job wrote it (its seal does not match)"
     if not results.seal_ok(record):
-        run.problems.append(
-            "the results file was edited after the job wrote it (its seal does not match)"
-        )
+        run.problems.append(edited)
     if not record["complete"]:
         run.problems.append(f"the run did not finish ({record.get('error') or 'no end recorded'})")
     if not record.get("throughput"):
@@ -186,6 +194,7 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
             f"({ended:%Y-%m-%d %H:%M:%S} UTC): a process of the job outlived it; run the job again"
         )
     digests = joblog.results_digests(text, path.parent.name, results.FILENAME)
+    shown, shown_in = prediction_evidence.first_job(folder, run.segments, text, run.log)
     if not digests:
         run.problems.append(f"the log {run.log.name} does not name this results file")
     elif len(digests) > 1:  # a job writes its results line once: a second one was added to the log
@@ -195,9 +204,20 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
             "a job writes one results line: the log was edited"
         )
     elif sha256_file(path) not in digests:
-        run.problems.append(
-            f"the results file differs from the one job {job_id} wrote "
-            f"(see its sha256 in {run.log.name})"
+        if prediction_evidence.written_but_prediction(record, shown, digests[0]):
+            # the run is the job's; only its prediction was edited, and that does not count
+            run.problems = [problem for problem in run.problems if problem != edited]
+            run.prediction_problem = prediction_evidence.EDITED_IN_RESULTS.format(
+                file=f"{path.parent.name}/{results.FILENAME}", job=job_id
+            )
+        else:
+            run.problems.append(
+                f"the results file differs from the one job {job_id} wrote "
+                f"(see its sha256 in {run.log.name})"
+            )
+    if run.prediction_problem is None:
+        run.prediction, run.prediction_problem = prediction_evidence.recorded(
+            record, shown, f"{path.parent.name}/{results.FILENAME}", shown_in
         )
     rates = joblog.throughputs(text)
     if len(rates) > 1:

@@ -21,7 +21,7 @@ from typing import Any
 import nbformat
 
 from course.cluster import siteenv, sites
-from course.contracts import jobend, joblog, results, stages
+from course.contracts import jobend, joblog, prediction, results, stages
 from course.notebook import checks, scripts
 from course.notebook.checks import CheckFailed
 from tests import apt
@@ -250,9 +250,12 @@ def make_run(
     age=0,
     wall_seconds=None,
     fields=None,
+    predicted: Any = ...,
 ) -> tuple[Path, str]:
     """A finished run of `stage` as job <number>.local: its results file (with `fields` added or
-    replaced) and, with log=True, its job log."""
+    replaced) and, with log=True, its job log. `predicted`: the prediction submitted with the job
+    (course.contracts.prediction: made_at and answers), None for a job submitted without one; left
+    out, the run is one of a kit before predictions (no field, no log line)."""
     job = stages.get(stage)
     job_id = f"{number}.local"
     path = folder / results.RUNS_DIR / f"{stage}-{job_id}" / results.FILENAME
@@ -278,6 +281,8 @@ def make_run(
     }
     if wall_seconds is not None:
         record["wall_seconds"] = wall_seconds
+    if predicted is not ...:
+        record["prediction"] = predicted
     record.update(fields or {})
     digest = results.write(path, record)
     if age:  # older than the runs made after it, as results.find orders them
@@ -306,9 +311,11 @@ def make_run(
             if stage == stages.MULTI_NODE.name
             else []
         )
+        shown = None if predicted in (None, ...) else prediction.canonical(predicted)
         lines = [
             *launched,
             header.format(),
+            *([] if predicted is ... else [joblog.prediction_line(shown)]),
             "epoch  main/loss",
             joblog.throughput_line(rate, 40, 5, 3),
             joblog.results_line(path.relative_to(folder), digest),

@@ -116,6 +116,22 @@ PLANTED = {
             ("03_multi_node", "check_predict_comparison"): "",
         },
     ),
+    # The prediction lines taken out of the stage-3 logs: the recorded choices no longer count (a
+    # partial score has no message; the feedback says "shows no prediction line, but").
+    "hugo": (
+        lambda f: [
+            log.write_text(
+                "".join(
+                    line
+                    for line in log.read_text().splitlines(keepends=True)
+                    if not line.startswith("course: prediction submitted with the job: ")
+                )
+            )
+            for log in f.glob("run_multi_node_training.sh.o*")
+        ],
+        SOLVED - 2,
+        {("03_multi_node", "check_predict_comparison"): ""},
+    ),
     "heidi": (
         lambda f: [log.unlink() for log in f.glob("run_single_gpu_training.sh.o*")],
         SOLVED - 5,

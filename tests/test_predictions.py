@@ -1,8 +1,9 @@
 """Predict, then run (course.notebook.checks.predictions): the solutions' predictions earn
-every point against traced runs; each planted mistake (a wrong derivation, a choice the measurement
-contradicts beyond the noise) loses exactly its part, with words that name it, both with the
-functions themselves and with Remote handles; a choice within the noise counts either way; nothing
-counts without a traced run, and a stub says so before anything about the runs."""
+every point against traced runs (their choices as recorded with the jobs, which
+tests/test_prediction_record.py attacks); each planted mistake (a wrong derivation, a choice the
+measurement contradicts beyond the noise) loses exactly its part, with words that name it, both
+with the functions themselves and with Remote handles; a choice within the noise counts either
+way; nothing counts without a traced run, and a stub says so before anything about the runs."""
 
 from __future__ import annotations
 
@@ -46,7 +47,18 @@ def log(epochs: int, per_epoch: float, accuracy: float = 0.9) -> list[dict]:
     ]
 
 
-def stage_1_run(folder, *, written: int = 3, kept: int = 2) -> None:
+def made(setting: str = "naive", rule: str = "warmup") -> dict:
+    """The prediction a job records when the notebook's cell submits it with these choices."""
+    answers = {
+        "updates_per_epoch": 31.25,
+        "iterations": 94,
+        "faster_setting": setting,
+        "more_accurate_rule": rule,
+    }
+    return {"made_at": "2026-11-20T09:00:00+00:00", "answers": answers}
+
+
+def stage_1_run(folder, *, written: int = 3, kept: int = 2, predicted=...) -> None:
     """A traced stage-1 run of 3 epochs over 4000 images at 64 per step (62.5 updates per epoch)."""
     make_run(
         folder,
@@ -54,6 +66,7 @@ def stage_1_run(folder, *, written: int = 3, kept: int = 2) -> None:
         1,
         75.0,
         device_kind="cpu",
+        predicted=predicted,
         fields={
             "batch_size": {"per_worker": 64, "total": 64},
             "dataset": {"name": "synthetic", "train_per_worker": 4000},
@@ -67,8 +80,11 @@ def stage_1_run(folder, *, written: int = 3, kept: int = 2) -> None:
     )
 
 
-def stage_3_run(folder, number, images_per_sec, accuracy, *, rule="warmup", allreduce=None):
-    """A traced 2-rank stage-3 run: 2000 images per rank at 64 per step for 3 epochs."""
+def stage_3_run(
+    folder, number, images_per_sec, accuracy, *, rule="warmup", allreduce=None, predicted=...
+):
+    """A traced 2-rank stage-3 run: 2000 images per rank at 64 per step for 3 epochs, started
+    `number` minutes past ten."""
     make_run(
         folder,
         "multi_node",
@@ -79,7 +95,9 @@ def stage_3_run(folder, number, images_per_sec, accuracy, *, rule="warmup", allr
         communicator="naive",
         allreduce=allreduce,
         age=100 - number,
+        predicted=predicted,
         fields={
+            "started_at": f"2026-11-20T10:{number:02d}:00+00:00",
             "batch_size": {"per_worker": 64, "total": 128},
             "dataset": {"name": "synthetic", "train_per_worker": 2000},
             "epochs_planned": 3,
@@ -89,10 +107,16 @@ def stage_3_run(folder, number, images_per_sec, accuracy, *, rule="warmup", allr
     )
 
 
-def comparison(folder, naive=145.0, ring=118.0, warmup=0.896, linear=0.816) -> None:
-    stage_3_run(folder, 11, naive, warmup)
-    stage_3_run(folder, 12, ring, warmup, allreduce="ring")
-    stage_3_run(folder, 13, 120.0, linear, rule="linear")
+def comparison(
+    folder, naive=145.0, ring=118.0, warmup=0.896, linear=0.816, predicted=..., later=...
+) -> None:
+    """Three runs submitted with `predicted` (default: the solution's choices), the later two
+    with `later` where given."""
+    predicted = made() if predicted is ... else predicted
+    later = predicted if later is ... else later
+    stage_3_run(folder, 11, naive, warmup, predicted=predicted)
+    stage_3_run(folder, 12, ring, warmup, allreduce="ring", predicted=later)
+    stage_3_run(folder, 13, 120.0, linear, rule="linear", predicted=later)
 
 
 def profiled(folder, medians: dict | None = None) -> None:
@@ -305,7 +329,14 @@ def choosing(setting: str, rule: str) -> str:
 @HANDLES
 @pytest.mark.parametrize("setting", ["naive", "naive/ring"])
 def test_a_choice_within_the_noise_counts_either_way(handle, setting, tmp_path):
-    comparison(tmp_path, naive=140.0, ring=110.0, warmup=0.90, linear=0.88)
+    comparison(
+        tmp_path,
+        naive=140.0,
+        ring=110.0,
+        warmup=0.90,
+        linear=0.88,
+        predicted=made(setting, "linear"),
+    )
     module = solved(tmp_path, "multi_node", predict_comparison=choosing(setting, "linear"))
     assert predictions.comparison_prediction(handle(module.predict_comparison), 3, tmp_path) == 3
 
@@ -314,7 +345,8 @@ def test_a_choice_within_the_noise_counts_either_way(handle, setting, tmp_path):
 def test_a_choice_the_measurement_contradicts_beyond_the_noise_loses_its_third(
     handle, tmp_path, capsys
 ):
-    comparison(tmp_path, naive=80.0, ring=140.0)  # the ring 75% faster; warmup 8 points ahead
+    # the ring 75% faster; warmup 8 points ahead
+    comparison(tmp_path, naive=80.0, ring=140.0, predicted=made("naive", "linear"))
     module = solved(tmp_path, "multi_node", predict_comparison=choosing("naive", "linear"))
     assert predictions.comparison_prediction(handle(module.predict_comparison), 3, tmp_path) == 1
     said = capsys.readouterr().out
@@ -323,7 +355,7 @@ def test_a_choice_the_measurement_contradicts_beyond_the_noise_loses_its_third(
 
 
 def test_a_choice_that_is_no_setting_of_the_comparison_misses(tmp_path, capsys):
-    comparison(tmp_path)
+    comparison(tmp_path, predicted=made("pure_nccl", "warmup"))
     module = solved(tmp_path, "multi_node", predict_comparison=choosing("pure_nccl", "warmup"))
     assert predictions.comparison_prediction(module.predict_comparison, 3, tmp_path) == 2
     assert "you chose pure_nccl, which is not one of those compared: naive, naive/ring" in (
@@ -332,8 +364,8 @@ def test_a_choice_that_is_no_setting_of_the_comparison_misses(tmp_path, capsys):
 
 
 def test_a_comparison_with_one_setting_cannot_grade_the_choice(tmp_path, capsys):
-    stage_3_run(tmp_path, 11, 145.0, 0.896)
-    stage_3_run(tmp_path, 13, 120.0, 0.816, rule="linear")
+    stage_3_run(tmp_path, 11, 145.0, 0.896, predicted=made())
+    stage_3_run(tmp_path, 13, 120.0, 0.816, rule="linear", predicted=made())
     module = solved(tmp_path, "multi_node")
     assert predictions.comparison_prediction(module.predict_comparison, 3, tmp_path) == 2
     said = capsys.readouterr().out

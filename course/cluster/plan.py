@@ -185,3 +185,22 @@ def benchmark_plan(workdir: str | Path = ".") -> list[tuple[int, int]]:
         per_node = min(ranks, gpus) if gpus else ranks
         shapes.append((-(-ranks // per_node), per_node))
     return shapes
+
+
+def prediction_args(stage: str, workdir: str | Path = ".") -> list[int]:
+    """The arguments of `stage`'s prediction function for the job this site runs: the training
+    images, the batch per worker, the workers (stage 2: the node's GPUs; stage 3: the most ranks of
+    the comparison) and the epochs, as the job's flags and data set will make them."""
+    from course.runtime import data  # reads NumPy files: only when a prediction is made
+
+    settings = siteenv.of_folder(workdir)
+    name = os.environ.get("COURSE_DATASET") or settings.dataset or "auto"
+    train, batch = data.info(data.resolve(name)).n_train, site_batch(settings)
+    epochs = site_epochs(settings)
+    if stage == stages.SINGLE_GPU.name:
+        return [train, batch, epochs]
+    if stage == stages.MULTI_GPU.name:
+        workers = settings.gpus_per_node or gpu.visible_gpus().count
+    else:
+        workers = max(run.nodes * run.per_node for run in comparison_plan(workdir))
+    return [train, batch, max(workers, 1), epochs]

@@ -19,9 +19,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from course import gpu, paths
-from course.cluster import localsched, pbs, siteenv, usage
+from course.cluster import localsched, pbs, plan, siteenv, usage
 from course.cluster.job import Job
 from course.cluster.siteenv import SiteSettings
+from course.contracts import prediction as predictions
+from course.contracts import stages
 from course.contracts.stubs import stubbed_functions
 from course.errors import CourseError, JobError
 
@@ -85,6 +87,7 @@ def submit(
     workdir: str | Path | None = None,
     echo: Callable[[str], None] | None = print,
     skip_without_gpus: bool = False,
+    predict: Callable[..., dict] | None = None,
 ) -> Job | None:
     """Submit a job script as `qsub -j oe` would; None while nbgrader runs the notebook.
 
@@ -95,18 +98,54 @@ def submit(
     skip_without_gpus: when the job would run on this machine (local scheduler) and asks for more
         GPUs than it has, say so and return None instead of raising JobError, so that a notebook's
         Run All goes on.
+    predict: the stage's prediction function (predict_run, predict_comparison): asked about this
+        site's job (course.cluster.plan.prediction_args), its answers are checked, stamped with
+        the time and recorded by the job in its log and results file, where the grader reads them
+        (course.contracts.prediction); they cannot be changed once the job is submitted.
     """
     __tracebackhide__ = True
     try:
-        return _submit(
+        recorded = None
+        if predict is not None and not nbgrader_running():
+            recorded = _recorded(script, predict, workdir)
+            env = {**(env or {}), predictions.ENV: recorded[0]}
+        job = _submit(
             script, nodes, per_node, env, options, scheduler, workdir, echo, skip_without_gpus
         )
+        if job is not None and recorded is not None and echo:
+            echo(recorded[1])
+        return job
     except NotImplementedError as e:  # the training script still has stubs
         raise NotImplementedError(
             str(e)
         ) from None  # shown from here: the student's cell, then the message
     except CourseError as e:
         raise type(e)(e.message, e.hint) from None
+
+
+def _recorded(
+    script: str | Path, predict: Callable[..., dict], workdir: str | Path | None
+) -> tuple[str, str]:
+    """(ENV's value: what `predict` answers for the job of `script`'s stage, checked and stamped;
+    what to tell the student once the job is submitted)."""
+    stage = next((s.name for s in stages.STAGES.values() if Path(s.job_path) == Path(script)), "")
+    if stage not in predictions.KEYS:
+        predictions.check(str(script), {})  # says that this job takes no prediction
+    args = plan.prediction_args(stage, workdir or os.getcwd())
+    try:
+        answers = predict(*args)
+    except NotImplementedError:
+        name = getattr(predict, "__name__", "the prediction function")
+        raise NotImplementedError(
+            f"{name} is not written yet: the job records your prediction when it is submitted, "
+            "so write it first (the exercise above), then run this cell again"
+        ) from None
+    checked = predictions.check(stage, answers)
+    said = (
+        f"your prediction for {tuple(args)}, recorded with the job (it cannot be changed "
+        f"afterwards): {checked}"
+    )
+    return predictions.encode(predictions.stamped(checked)), said
 
 
 def _submit(

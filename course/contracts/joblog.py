@@ -18,6 +18,8 @@ students, tests |
 per job) |
 | `course: results PATH sha256=...` | the training harness | evidence (the file the job wrote; one
 per run file) |
+| `course: prediction submitted with the job: JSON` (or that none was) | the harness | evidence
+(equals the results file's prediction; one per job) |
 | `course COMMAND: MESSAGE` then `  -> FIX` | the kit's commands (course/cli.py), e.g. `course
 launch` | the diagnosis |
 | `... wrong MPI launcher: PATH; the kit needs PATH (...)` | every rank that another MPI's launcher
@@ -316,6 +318,27 @@ def results_digests(text: str, run_folder: str, filename: str) -> list[str]:
     """The SHA-256 digests a log records for runs/<run_folder>/<filename>."""
     rel = re.escape(f"{run_folder}/{filename}")
     return re.findall(rf"^course: results \S*{rel} sha256=([0-9a-f]{{64}})$", text, re.MULTILINE)
+
+
+# --- the prediction submitted with the job (course.contracts.prediction) ------------------------
+
+_PREDICTION = re.compile(
+    r"^course: (?:prediction submitted with the job: (\{.*\})|(no) prediction "
+    r"was submitted with this job)$",
+    re.MULTILINE,
+)
+
+
+def prediction_line(canonical: str | None) -> str:
+    """The job's prediction as its canonical text (course.contracts.prediction), or none (None)."""
+    if canonical is None:
+        return "course: no prediction was submitted with this job"
+    return f"course: prediction submitted with the job: {canonical}"
+
+
+def predictions(text: str) -> list[str | None]:
+    """The canonical text of every prediction line in a log, in order (None: no prediction)."""
+    return [None if none else shown for shown, none in _PREDICTION.findall(text)]
 
 
 # --- resuming a run from its snapshot ----------------------------------------------------------

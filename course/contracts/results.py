@@ -22,6 +22,7 @@ from typing import Any
 
 import fastjsonschema
 
+from course.contracts import prediction
 from course.errors import ResultsError
 from course.fileio import atomic_file
 
@@ -142,6 +143,7 @@ RECORD_SCHEMA: dict[str, Any] = {
             "type": ["array", "null"],
             "items": {"type": "object", "properties": {"job": _JOB}},
         },
+        "prediction": prediction.FIELD,  # what course.submit gave the job; None: nothing
         "snapshots": {
             "type": ["object", "null"],
             "properties": {
@@ -183,6 +185,14 @@ def seal_ok(data: dict) -> bool:
     return data.get("seal") == compute_seal(data)
 
 
+def sealed_bytes(data: dict, schema: str = SCHEMA) -> bytes:
+    """The file `write` makes of `data`: sealed, in its one serialisation (course.evidence rebuilds
+    a record from it to see which field was edited)."""
+    sealed = {**data, "schema": schema}
+    sealed["seal"] = compute_seal(sealed)
+    return (json.dumps(sealed, indent=1, sort_keys=True) + "\n").encode()
+
+
 def write(
     path: Path,
     data: dict,
@@ -193,9 +203,7 @@ def write(
     file written. `announce` is given that digest before the file takes its place: a job that a
     walltime kills in between leaves the record it replaces (an unfinished run resumes), never a
     record that its log does not vouch for."""
-    sealed = {**data, "schema": schema}
-    sealed["seal"] = compute_seal(sealed)
-    content = (json.dumps(sealed, indent=1, sort_keys=True) + "\n").encode()
+    content = sealed_bytes(data, schema)
     digest = hashlib.sha256(content).hexdigest()
     if announce is not None:
         announce(digest)

@@ -31,7 +31,7 @@ from chainer.training import extensions
 from chainer.training.extensions import _snapshot
 
 from course.cluster import hosts
-from course.contracts import results
+from course.contracts import prediction, results
 from course.errors import CourseError
 from course.runtime import snapshot_integrity
 
@@ -210,6 +210,7 @@ class ResumeState(chainer.training.Extension):
             "from_iteration": 0,
             "to_iteration": 0,
             "snapshot_at": None,
+            "prediction": prediction.submitted()[0],  # the run's, where this job started it
         }
         self.snapshot_seconds: list[float] = []
         self.resumed_from: int | None = None

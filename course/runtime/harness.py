@@ -155,6 +155,8 @@ def run(
         trainer.extend(observe_rate, name="course_observe_lr")
         _clean_reports(trainer)
         print(record.header(), flush=True)
+        for line in record.prediction_lines():
+            print(line, flush=True)
         for place in record.places:
             print(place.format(), flush=True)
         if resumed_from is not None and state is not None:  # only a snapshotting run resumes

@@ -15,7 +15,7 @@ import chainer
 
 from course import __version__, gpu
 from course.cluster import hosts
-from course.contracts import joblog, results
+from course.contracts import joblog, prediction, results
 from course.fileio import sha256_file
 from course.runtime import checkpoint, models
 from course.runtime.lr_policy import learning_rate
@@ -134,6 +134,9 @@ class RunRecorder:
             lr * self.workers if lr is not None and updater == "MultiprocessParallelUpdater" else lr
         )
         script = Path(sys.argv[0])
+        given, self.prediction_warning = prediction.submitted()
+        # A resumed run keeps the prediction submitted with the job that started it.
+        self.prediction = state.segments[0].get("prediction") if state and state.segments else given
         self.record = {
             "stage": stage,
             "script": {
@@ -161,6 +164,7 @@ class RunRecorder:
             "seed": getattr(args, "seed", None),
             "versions": _versions(comm),
             "started_at": self.started.isoformat(timespec="seconds"),
+            "prediction": self.prediction,
         }
 
     def _segments(self, trainer) -> dict:
@@ -194,6 +198,12 @@ class RunRecorder:
             allreduce=self.record["allreduce"],
             gpu_model=self.record["gpu_model"],
         ).format()
+
+    def prediction_lines(self) -> list[str]:
+        """The log's line of the prediction this job was given (after a warning, if unreadable)."""
+        given = prediction.submitted()[0]
+        shown = None if given is None else prediction.canonical(given)
+        return [*filter(None, [self.prediction_warning]), joblog.prediction_line(shown)]
 
     def write(
         self,

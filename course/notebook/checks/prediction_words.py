@@ -69,3 +69,34 @@ PROFILED = (
     "{run}: compute {compute:.1f} ms, exchange {exchange:.2f} ms per step at {batch} images per "
     "rank"
 )
+# The prediction recorded with a job (course.notebook.checks.recorded)
+NOT_SUBMITTED = (
+    "no prediction was recorded with {run}, the first run this question compares: it was "
+    "submitted without one, so your choice cannot be graded"
+)
+SUBMIT_PREDICTED = (
+    "a prediction counts only when it goes with its job: move the runs of this comparison out of "
+    "runs/, run the cell that defines your prediction, then the cell that submits the jobs (it "
+    "records your prediction with each), and hand in the new runs and their logs"
+)
+NOT_GRADED = "{why} ({todo})"
+NOT_COUNTED = "the prediction recorded with {run} does not count: {why}"
+ASK_AGAIN = (
+    "a recorded prediction cannot be changed after its job ran: submit the comparison again from "
+    "the cell that predicts, and hand in its runs and logs untouched"
+)
+GRADED_RECORDED = (
+    "{key}: your function now answers {now}, but the prediction recorded when {run} was "
+    "submitted ({made}) says {then}: that one is graded"
+)
+CHANGED_SINCE = (
+    "{key}: your function now answers {now}; when {run} was submitted ({made}) it said {then}"
+)
+RECORDED_WITH = "recorded with {run} when it was submitted ({made}): {said}"
+DERIVATION_FROM_FUNCTION = (
+    "these numbers are derivations, graded from your function with this and other settings"
+)
+NONE_RECORDED = (
+    "no prediction was recorded with {run}: the cell that submits the job records the one your "
+    "function returns"
+)

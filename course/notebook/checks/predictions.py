@@ -4,10 +4,11 @@ A prediction is a function of the job's settings that returns a dict of plain nu
 The observer `predicted` calls it and keeps only JSON facts (numbers read by the built-in types,
 strings as str); the judges compare those facts with what the student's traced runs measured
 (course.evidence decides which count) and with references they compute themselves. A derivation
-(updates per epoch, iterations, snapshots, a ratio) is graded exactly; a predicted choice (which
-communication setting is faster, which learning-rate rule ends more accurate) only where the
-measured gap exceeds grading.toml's [prediction] band: within it either answer counts, and the
-notebook's written answer says why. No traced run, no points: a prediction is of a run.
+(updates per epoch, iterations, snapshots, a ratio) is graded exactly, from the function; a choice
+(which communication setting is faster, which learning-rate rule ends more accurate) as recorded
+with the first compared run when it was submitted (course.notebook.checks.recorded), and only where
+the measured gap exceeds grading.toml's [prediction] band: within it either answer counts. No
+traced run, no points: a prediction is of a run.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import course.notebook.checks.prediction_words as words
+import course.notebook.checks.recorded as recorded
 from course import evidence
 from course.cluster.accounting import Accounting
 from course.contracts import grading_rules, stages
@@ -226,6 +228,7 @@ def run_prediction(
         parts.append(("snapshots", snapshot_misses + _snapshot_misses(returned, written, kept)))
     said = ", ".join(words.PREDICTED_ITEM.format(key=k, value=v) for k, v in returned.items())
     print(words.YOU_PREDICTED.format(run=run.describe(), said=said))
+    recorded.show(traced, returned)
     return _verdict(points, parts)
 
 
@@ -273,7 +276,8 @@ def comparison_prediction(
 ) -> float:
     """Stage 3, a third of the points each: the updates per epoch and iterations of the latest
     warm-up run on the most ranks; the faster communication setting there; the rule (warmup or
-    linear) that ends more accurate there."""
+    linear) that ends more accurate there. The choices: as recorded with the first compared run's
+    job when it was submitted (before any of them ran), whatever the function answers now."""
     __tracebackhide__ = True
     keys = ["updates_per_epoch", "iterations", "faster_setting", "more_accurate_rule"]
     misses, _ = _case_misses(predict_comparison, stages.MULTI_NODE.name, cases, keys)
@@ -297,17 +301,22 @@ def comparison_prediction(
         if each.lr_rule in RULES_COMPARED and each.final_accuracy is not None:
             accuracies.setdefault(each.lr_rule, []).append(each.final_accuracy)
     parts = [("updates and iterations", misses)]
+    first = recorded.earliest(compared)
+    choices, (unrecorded, todo) = recorded.answers(first)
     for name, kind, values, noise, relative, key in (
         ("faster setting", "setting", speeds, throughput_noise, True, "faster_setting"),
         ("more accurate rule", "rule", accuracies, accuracy_noise, False, "more_accurate_rule"),
     ):
-        if len(values) < 2:
+        if choices is None:
+            parts.append((name, [words.NOT_GRADED.format(why=unrecorded, todo=todo)]))
+        elif len(values) < 2:
             said = words.ONE_SIDE if values else words.NO_SIDE
             parts.append(
                 (name, [said.format(kind=kind, found=", ".join(values), ranks=run.workers)])
             )
-            continue
-        parts.append((name, _order(values, returned.get(key), noise, relative, name)))
+        else:
+            recorded.changed(first, key, returned.get(key), choices.get(key))
+            parts.append((name, _order(values, choices.get(key), noise, relative, name)))
     return _verdict(points, parts)
 
 
