@@ -25,6 +25,7 @@ from chainer import training
 from chainer.training import extensions
 
 from course import comparison, evidence
+from course.cluster import mpi
 from course.cluster.plan import comparison_plan
 from course.contracts import grading_rules, jobend, joblog, results, stages
 from course.errors import ResultsError
@@ -37,6 +38,7 @@ from tests.helpers import local_site, plan_runs
 from tests.solutions import solution_functions
 
 TARGET = 0.8
+TRUST = stages.LARS_TRUST
 GRADING = f"""
 [accuracy]
 target = {{ synthetic = {TARGET}, cifar10_256px_5p = 0.5 }}
@@ -112,7 +114,7 @@ def test_the_stage_scripts_take_an_lr_rule_with_the_taught_warm_up_by_default():
     chosen = flags.parse_args(["--lr-rule", "linear", "--lr-warmup-epochs", "0.5"])
     assert (chosen.lr_rule, chosen.lr_warmup_epochs) == ("linear", 0.5)
     with contextlib.redirect_stderr(io.StringIO()), pytest.raises(SystemExit):
-        flags.parse_args(["--lr-rule", "sqrt"])
+        flags.parse_args(["--lr-rule", "cosine"])
 
 
 def lr_plan(rule: str, start: float, target: float, warmup: int = 0, drop: int | None = 8) -> dict:
@@ -151,8 +153,28 @@ def lr_plan(rule: str, start: float, target: float, warmup: int = 0, drop: int |
             lr_plan("warmup", 0.1, 0.4, warmup=6, drop=None),
             [0.1, 0.15, 0.2, 0.25, 0.3, 0.35] + [0.4] * 10,
         ),
+        (  # to sqrt(4) = 2 times the rate, over the same ramp
+            "sqrt",
+            [],
+            lr_plan("sqrt", 0.1, 0.2, warmup=6),
+            [0.1 + 0.1 * k / 6 for k in range(7)] + [0.2] + [0.02] * 8,
+        ),
+        (  # the warmup rule's ramp at LARS_TRUST times the rate (Chainer's lr: rate x trust)
+            "lars",
+            [],
+            lr_plan("lars", 0.1 * TRUST, 0.4 * TRUST, warmup=6),
+            [TRUST * r for r in [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.4] + [0.04] * 8],
+        ),
     ],
-    ids=["constant", "linear", "warmup", "warmup of 0 epochs", "warmup without the final drop"],
+    ids=[
+        "constant",
+        "linear",
+        "warmup",
+        "warmup of 0 epochs",
+        "warmup without the final drop",
+        "sqrt",
+        "lars",
+    ],
 )
 def test_apply_lr_rule_sets_the_rate_of_every_update(tmp_path, rule, more, plan, rates):
     args = stage_3_args(tmp_path, "--lr-rule", rule, "--lr-warmup-epochs", "0.7", *more)
@@ -160,8 +182,24 @@ def test_apply_lr_rule_sets_the_rate_of_every_update(tmp_path, rule, more, plan,
     used = rates_used(trainer)
     assert harness.apply_lr_rule(trainer, args, 4, reference.warmup_schedule) == plan
     assert args.lr_plan == plan
+    hooks = trainer.updater.get_optimizer("main")._hookable._pre_update_hooks  # Chainer 7
+    assert ("GradientLARS" in hooks) == (rule == "lars")
     trainer.run()
     assert used == pytest.approx(rates)
+
+
+def test_the_large_batch_rules_are_in_no_job_plan():
+    """sqrt and lars are notebook 05's reference runs (tools/accuracy_study.py): stage 3's
+    comparison plan and the class report keep the three rules it compares."""
+    assert stages.LR_RULES == (*stages.COMPARED_LR_RULES, "sqrt", "lars")
+    assert stages.TAUGHT_LR_RULE in stages.COMPARED_LR_RULES
+
+
+def test_the_study_shares_the_cores_only_when_it_asks_for_more_ranks_than_there_are(monkeypatch):
+    """4 ranks on 2 cores (the large-batch study): unbound and oversubscribed; else one a core."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert mpi.on_cores(4, "x")[2:] == ["4", "--oversubscribe", "--bind-to", "none", "x"]
+    assert mpi.on_cores(2, "x")[2:] == ["2", "--bind-to", "core", "x"]
 
 
 def test_a_run_records_its_lr_plan_and_its_job_log_table_has_no_terminal_codes(tmp_path, capsys):

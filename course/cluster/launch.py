@@ -85,7 +85,7 @@ def build(
     if (
         oversubscribed
     ):  # ranks that busy-wait on a shared core wait for its time slice: let them yield it
-        extra["OMPI_MCA_mpi_yield_when_idle"] = "1"
+        extra.update(mpi.YIELD_WHEN_IDLE)
     program = (shlex.split(template) or [""])[0]
     launcher = mpi.find_launcher(program)
     if launcher is None:

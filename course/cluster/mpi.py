@@ -171,8 +171,16 @@ def check_world(size: int) -> None:
 
 def on_cores(ranks: int, *command: str) -> list[str]:
     """`command` as `ranks` ranks of this machine, each bound to one core (a CPU device is one
-    core); JobError where there is no mpiexec."""
+    core), or unbound and sharing the cores when there are more ranks than cores (for accuracy
+    only: run it under local_run_environment(**YIELD_WHEN_IDLE)); JobError where there is no
+    mpiexec."""
+    if ranks > (os.cpu_count() or 1):  # else Open MPI refuses to start them
+        return [mpiexec(), "-n", str(ranks), "--oversubscribe", "--bind-to", "none", *command]
     return [mpiexec(), "-n", str(ranks), "--bind-to", "core", *command]
+
+
+# Ranks that busy-wait on a shared core wait for its time slice: let them yield it.
+YIELD_WHEN_IDLE = {"OMPI_MCA_mpi_yield_when_idle": "1"}
 
 
 def naive_training(*flags: str) -> list[str]:

@@ -146,7 +146,7 @@ def comparison_plan(workdir: str | Path = ".") -> list[PlannedRun]:
     plan = [PlannedRun(nodes, per_node, *communication[0]) for nodes, per_node in shapes]
     nodes, per_node = siteenv.largest_run(shapes)
     plan += [PlannedRun(nodes, per_node, *setting) for setting in communication[1:]]
-    others = [rule for rule in stages.LR_RULES if rule != stages.TAUGHT_LR_RULE]
+    others = [rule for rule in stages.COMPARED_LR_RULES if rule != stages.TAUGHT_LR_RULE]
     plan += [PlannedRun(nodes, per_node, *communication[0], lr_rule=rule) for rule in others]
     split = site_batch(settings) // (nodes * per_node)
     if split >= 1:

@@ -92,8 +92,16 @@ BASELINE = SINGLE_GPU  # speedup and efficiency are measured against the student
 # minibatch SGD"): constant keeps the single-worker rate, linear multiplies it by N from the first
 # update, warmup ramps it from the single-worker rate to N times it over the first updates. Stage 3
 # compares the three (`--lr-rule`); warmup is what the course teaches.
-LR_RULES = ("constant", "linear", "warmup")
+COMPARED_LR_RULES = ("constant", "linear", "warmup")
 TAUGHT_LR_RULE = "warmup"
+# Beyond linear scaling (notebook 05's "Large batches", tools/accuracy_study.py; in no job plan):
+# sqrt ramps the same way to sqrt(N) times the rate (Krizhevsky 2014, Hoffer et al. 2017); lars
+# is warmup with Chainer's GradientLARS hook (You et al. 2017), each layer's step scaled to its
+# weights, the optimizer's rate times LARS_TRUST (Chainer's lr is the paper's rate times its
+# trust coefficient).
+LARGE_BATCH_LR_RULES = ("sqrt", "lars")
+LR_RULES = COMPARED_LR_RULES + LARGE_BATCH_LR_RULES
+LARS_TRUST = 0.05
 
 
 def get(name: str) -> Stage:

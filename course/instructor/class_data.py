@@ -48,7 +48,7 @@ class Accuracy:
     """Stage 1's baseline, or the stage-3 run on the most ranks with one learning-rate rule."""
 
     student: str
-    rule: str  # "stage 1", or one of stages.LR_RULES
+    rule: str  # "stage 1", or one of stages.COMPARED_LR_RULES (the plan's)
     workers: int
     final: float | None  # the last validation accuracy; None: no evaluation
     seconds: float | None  # time to the target accuracy; None: never reached
@@ -140,7 +140,7 @@ def _runs(student: Student, folder: Path, rules: grading_rules.GradingRules) -> 
         return target
     student.accuracy.append(_accuracy(student.name, "stage 1", base, target))
     found = evidence.runs(stages.MULTI_NODE.name, folder)
-    for rule in stages.LR_RULES:
+    for rule in stages.COMPARED_LR_RULES:
         compared = [
             run
             for run in found

@@ -11,7 +11,7 @@ from course.contracts import stages
 from course.instructor.class_data import ClassData
 
 MARKERS = dict(zip(stages.NAMES, "os^"))
-RULES = ("stage 1", *stages.LR_RULES)
+RULES = ("stage 1", *stages.COMPARED_LR_RULES)
 SAID = {"constant": "no scaling", "linear": "no warm-up", stages.TAUGHT_LR_RULE: "taught"}
 
 

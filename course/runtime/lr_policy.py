@@ -1,6 +1,6 @@
 """The optimizer's policy, the same in every stage: a learning-rate rule for N workers (warm-up,
-constant, linear), the final drop, the rate the optimizer really used, into the log, and the weight
-decay."""
+constant, linear; sqrt and lars for notebook 05), the final drop, the rate the optimizer really
+used, into the log, and the weight decay."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import argparse
 
 import chainer
 
+from course import largebatch
+from course.contracts import stages
 from course.errors import CourseError
 
 # Every stage trains with it (main() adds it), so that the stages' accuracies compare.
@@ -64,25 +66,31 @@ def apply_lr_rule(trainer, args: argparse.Namespace, workers: int, schedule) -> 
     """Set the learning rate of `trainer`'s optimizer by args.lr_rule for `workers` workers, then
     the drop.
 
-    The optimizer starts at args.lr, the single-worker rate. schedule(base_lr, n_workers,
-    warmup_iterations) is the warm-up extension (the student's, in stage 3). Returns what was
-    done, for the results file (also kept as args.lr_plan).
+    The optimizer starts at args.lr, the single-worker rate. schedule(base_lr, factor,
+    warmup_iterations) is the warm-up extension (the student's, in stage 3), ramping base_lr to
+    factor x base_lr: warmup, sqrt and lars ramp with it. lars also adds Chainer's GradientLARS
+    hook and runs the optimizer at LARS_TRUST times the rule's rate. Returns what was done, for
+    the results file (also kept as args.lr_plan).
     """
     optimizer = trainer.updater.get_optimizer("main")
-    warmup = (
-        round(args.lr_warmup_epochs * _iterations_per_epoch(trainer, args))
-        if args.lr_rule == "warmup"
-        else 0
-    )
-    target = args.lr if args.lr_rule == "constant" else args.lr * workers
-    if args.lr_rule == "linear" or (args.lr_rule == "warmup" and (warmup == 0 or workers == 1)):
+    ramps = args.lr_rule in ("warmup", *stages.LARGE_BATCH_LR_RULES)
+    warmup = round(args.lr_warmup_epochs * _iterations_per_epoch(trainer, args)) if ramps else 0
+    base = args.lr
+    if args.lr_rule == "lars":
+        # Chainer's lr is the paper's global rate times its trust coefficient (the hook's docstring)
+        base = args.lr * stages.LARS_TRUST
+        # weight decay is the course's own hook (added before): the trust ratio sees it in the grad
+        optimizer.add_hook(chainer.optimizer_hooks.GradientLARS(weight_decay=0.0))
+    factor = largebatch.rate_factor(args.lr_rule, workers)
+    target = base * factor
+    if not ramps or warmup == 0 or workers == 1:
         optimizer.lr = target
         warmup = 0
-    elif args.lr_rule == "warmup":
-        trainer.extend(schedule(args.lr, workers, warmup), name="learning_rate_schedule")
+    else:
+        trainer.extend(schedule(base, factor, warmup), name="learning_rate_schedule")
     args.lr_plan = {
         "rule": args.lr_rule,
-        "start": args.lr if warmup else target,
+        "start": base if warmup else target,
         "target": target,
         "warmup_iterations": warmup,
         "drop_from_iteration": apply_lr_drop(trainer, args),

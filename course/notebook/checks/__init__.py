@@ -14,6 +14,7 @@ from __future__ import annotations
 from course.notebook.checks import (
     allreduce,
     exchange,
+    large_batch,
     model_parallel,
     multi_gpu,
     multi_node,
@@ -33,6 +34,7 @@ __all__ = [
     "expect",
     "fail",
     "labelled_dataset",
+    "large_batch",
     "model_parallel",
     "multi_gpu",
     "multi_node",
