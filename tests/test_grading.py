@@ -703,9 +703,8 @@ def handed_in_graded(course, details, student) -> None:
     ]
     for row in others:
         assert float(row["score"]) == 0, row
-        assert row["message"] in (
-            grade_report.NOT_HANDED_IN.format(notebook=f"{row['notebook']}.ipynb"),
-            grade_report.UNANSWERED,  # a written answer: nbgrader says so before the report does
+        assert row["message"] == grade_report.NOT_HANDED_IN.format(
+            notebook=f"{row['notebook']}.ipynb"
         ), row
     assert {row["notebook"] for row in others} == {Path(n).stem for n in stages.NOTEBOOKS} - set(
         HANDED_IN[student]

@@ -108,7 +108,9 @@ def read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) -
                 if grade.max_score:
                     score = grade.score or 0.0
                     by_hand = grade.cell_type == "markdown"
-                    if by_hand:
+                    if file in outcome.missing:  # written answers too: nothing to grade by hand
+                        message = messages[grade.name]
+                    elif by_hand:
                         message = (
                             BY_HAND
                             if grade.needs_manual_grade
