@@ -359,7 +359,7 @@ ATTACKS = {
             "chainer.optimizers.MomentumSGD(args.lr)\n"
             "    optimizer.setup(model)\n    return optimizer",
         ),
-        ("01_single_gpu",),
+        ("03_multi_node",),
         2,
         {("03_multi_node", "check_optimizer"): "does not exchange gradients"},
         {("03_multi_node", ""): "runs code outside a function"},
@@ -376,7 +376,7 @@ ATTACKS = {
                 "def make_iterators(train, test, batchsize):\n    raise NotImplementedError()",
             ),
         ],
-        ("03_multi_node",),
+        ("01_single_gpu",),
         UNSOLVED,
         ("01_single_gpu",),
         None,
