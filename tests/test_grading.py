@@ -378,7 +378,6 @@ ATTACKS = {
         ],
         ("01_single_gpu",),
         UNSOLVED,
-        ("01_single_gpu",),
         None,
         {("01_single_gpu", ""): "uses get_ipython"},
     ),
