@@ -31,6 +31,8 @@ def test_each_exercise_has_its_share_of_failures_and_commonest_message():
         row("di", "check_efficiency", 2.0),
         row("ann", "answer_scaling", 0.0, BY_HAND),  # to be graded by hand: not a failure
         row("bo", "", None, "NOT GRADED: 01_single_gpu.ipynb is not valid JSON", notebook=""),
+        # notebook 03 not handed in, by more students than failed: neither a student nor a failure
+        *[row(s, "check_efficiency", 0.0, "03_multi_node.ipynb was not handed in") for s in "efg"],
     ]
     [exercise] = class_data.exercises(details)
     assert (exercise.test, exercise.students, exercise.failed) == ("check_efficiency", 4, 3)

@@ -14,6 +14,7 @@ import nbformat
 import pytest
 
 from course import comparison, evidence, paths
+from course.contracts import stages
 from course.instructor import demo, grade_report, nbgrader_cells, process_limit
 from tests.helpers import PYTHON, ROOT, SOLVED_ON_CPU, bubblewrap
 from tests.solutions import solution_functions
@@ -60,7 +61,9 @@ def set_schedule(first: str, last: str):
     )
 
 
-# (submission, how to make it from the solved run, expected score, {test: words of its message})
+# (submission, how to make it from the solved run, the notebooks it hands in (those its plant edits
+# or its messages name), the points its plant costs, {test: words of its message}). Its expected
+# total is the solved student's points on the notebooks it hands in less that cost (expected_total).
 PLANTED = {
     "carol": (
         lambda f: set_cell(
@@ -71,7 +74,8 @@ PLANTED = {
             "    return [chainer.iterators.SerialIterator(train, batchsize)\n"
             "            for _ in range(n_devices)]",
         ),
-        SOLVED - 2,
+        ("02_multi_gpu",),
+        2,
         {("02_multi_gpu", "check_train_iterators"): "more than one GPU's part"},
     ),
     "dave": (
@@ -81,7 +85,8 @@ PLANTED = {
             "shard_datasets",
             "def shard_datasets(train, test, comm, seed):\n    return train, test",
         ),
-        SOLVED - 2,
+        ("03_multi_node",),
+        2,
         {("03_multi_node", "check_scatter"): "rank 1 has no train set"},
     ),
     "erin": (
@@ -93,7 +98,8 @@ PLANTED = {
             "    optimizer = chainer.optimizers.MomentumSGD(args.lr * comm.size)\n"
             "    optimizer.setup(model)\n    return optimizer",
         ),
-        SOLVED - 2,
+        ("03_multi_node",),
+        2,
         {("03_multi_node", "check_optimizer"): "does not exchange gradients"},
     ),
     "frank": (
@@ -104,13 +110,15 @@ PLANTED = {
             "def make_communicator(name):\n    return chainermn.create_communicator(name)\n\n\n"
             "def device_for_rank(comm, use_gpu):\n    return '@cupy:0' if use_gpu else '@numpy'",
         ),
-        SOLVED - 1,
+        ("03_multi_node",),
+        1,
         {("03_multi_node", "check_device_binding"): "'@cupy:0', '@cupy:0'"},
     ),
     # The comparison then has one setting on 2 ranks: the predicted faster one cannot be graded.
     "grace": (
         speed_up_ring_run,
-        SOLVED - 2,
+        ("03_multi_node",),
+        2,
         {
             ("03_multi_node", "check_comparisons"): "edited after the job wrote it",
             ("03_multi_node", "check_predict_comparison"): "",
@@ -134,7 +142,8 @@ PLANTED = {
     ),
     "heidi": (
         lambda f: [log.unlink() for log in f.glob("run_single_gpu_training.sh.o*")],
-        SOLVED - 5,
+        ("01_single_gpu", "03_multi_node"),
+        5,
         {
             ("01_single_gpu", "check_results"): "no job log",
             ("01_single_gpu", "check_predict_run"): "there is no traced single_gpu run",
@@ -150,17 +159,20 @@ PLANTED = {
             "train_iter = SerialIterator(train, 64)  # a stray line that raises\n\n"
             "def make_iterators(train, test, batchsize):\n    return None",
         ),
-        SOLVED - 2,
+        ("01_single_gpu",),
+        2,
         {("01_single_gpu", "check_iterators"): "returned NoneType, not the pair"},
     ),
     "kate": (
         set_schedule("base_lr * n_workers", "base_lr * n_workers"),
-        SOLVED - 2,
+        ("03_multi_node",),
+        2,
         {("03_multi_node", "check_learning_rate_schedule"): "no warm-up"},
     ),
     "leo": (
         set_schedule("base_lr", "base_lr"),
-        SOLVED - 2,
+        ("03_multi_node",),
+        2,
         {("03_multi_node", "check_learning_rate_schedule"): "no scaling"},
     ),
     # A second, forged Throughput line in the stage-1 log.
@@ -176,7 +188,8 @@ PLANTED = {
             )
             for log in f.glob("run_single_gpu_training.sh.o*")
         ],
-        SOLVED - 5,
+        ("01_single_gpu", "03_multi_node"),
+        5,
         {
             ("01_single_gpu", "check_results"): "a job prints one: the log was edited",
             ("01_single_gpu", "check_predict_run"): "there is no traced single_gpu run",
@@ -195,7 +208,8 @@ PLANTED = {
             )
             for log in f.glob("run_multi_node_training.sh.o*")
         ],
-        SOLVED - 9,
+        ("03_multi_node",),
+        9,
         {
             ("03_multi_node", "check_efficiency"): "course launch started 1 rank(s)",
             ("03_multi_node", "check_comparisons"): "",
@@ -218,7 +232,8 @@ PLANTED = {
                 "comm.intra_rank", "comm.rank"
             ),
         ),
-        SOLVED - 1,
+        ("03_multi_node",),
+        1,
         {("03_multi_node", "check_device_binding"): "'@cupy:0', '@cupy:1', '@cupy:2', '@cupy:3'"},
     ),
     "wendy": (
@@ -228,7 +243,8 @@ PLANTED = {
             "build_trainer",
             solution_functions("multi_node")["build_trainer"].replace("comm=comm,", "workers=2,"),
         ),
-        SOLVED - 2,
+        ("03_multi_node",),
+        2,
         {("03_multi_node", "check_trainer"): "Throughput counts 16 images per step"},
     ),
     "xavier": (
@@ -248,12 +264,13 @@ PLANTED = {
                 1,
             ),
         ),
-        SOLVED - 2,
+        ("02_multi_gpu",),
+        2,
         {("02_multi_gpu", "check_trainer"): "not a MultiprocessParallelUpdater"},
     ),
-    # A classmate's whole folder, handed in as one's own: full points, and the plagiarism table says
-    # so.
-    "victor": (lambda f: None, SOLVED, {}),
+    # A classmate's notebook and runs, handed in as one's own: full points, and the plagiarism table
+    # says so.
+    "victor": (lambda f: None, ("01_single_gpu",), 0, {}),
 }
 
 
@@ -266,17 +283,18 @@ def with_lines(stage: str, name: str, lines: str) -> str:
 
 
 def unsolved(folder: Path) -> None:
-    """The student release as it was handed out, in place of the solved notebooks."""
-    for notebook in (ROOT / "notebooks" / A).glob("*.ipynb"):
-        shutil.copy(notebook, folder / notebook.name)
+    """The student release as it was handed out, in place of the solved notebooks handed in."""
+    for notebook in folder.glob("*.ipynb"):
+        shutil.copy(ROOT / "notebooks" / A / notebook.name, notebook)
 
 
 CELL_TIMEOUT = 120  # seconds a test cell may run in this batch (course grade --cell-timeout):
 # the stage-3 checks start MPI ranks, which a busy machine slows many times over
-# The points of the handed-in runs alone (stage-1 results 1, stage-3 efficiency 1, accuracy 1,
-# comparisons 1; the predictions need the student's functions): an unsolved release handed in with
-# the solved run's runs/ and logs earns these and no more.
-RUN_POINTS = 4
+# The points of the handed-in runs alone, by notebook (stage-1 results 1, stage-3 efficiency 1,
+# accuracy 1, comparisons 1; the predictions need the student's functions): an unsolved release
+# handed in with the solved run's runs/ and logs earns these and no more.
+RUN_POINTS = {"01_single_gpu": 1, "03_multi_node": 3}
+UNSOLVED = "unsolved"  # an expected cost: the release handed in, so the run points alone
 
 # A student's code trying to reach what is not theirs, as a function the checks call (course root
 # filled in).
@@ -295,8 +313,8 @@ for path in ('{root}/gradebook.db', '{root}/grading.toml', alice):
         pass
 """
 
-# (submission, how to make it from the solved run, expected score or None (not graded), {test:
-# words}, flags)
+# (submission, how to make it from the solved run, the notebooks it hands in, the points it costs
+# or UNSOLVED or None (not graded), {test: words}, flags)
 FORK_BOMB = """import os, time
 while True:
     try:
@@ -357,7 +375,8 @@ ATTACKS = {
             "chainer.optimizers.MomentumSGD(args.lr)\n"
             "    optimizer.setup(model)\n    return optimizer",
         ),
-        SOLVED - 2,
+        ("03_multi_node",),
+        2,
         {("03_multi_node", "check_optimizer"): "does not exchange gradients"},
         {("03_multi_node", ""): "runs code outside a function"},
     ),
@@ -373,7 +392,8 @@ ATTACKS = {
                 "def make_iterators(train, test, batchsize):\n    raise NotImplementedError()",
             ),
         ],
-        RUN_POINTS,
+        ("01_single_gpu",),
+        UNSOLVED,
         None,
         {("01_single_gpu", ""): "uses get_ipython"},
     ),
@@ -384,7 +404,8 @@ ATTACKS = {
             (f / "course").mkdir(),
             (f / "course" / "__init__.py").write_text("raise SystemExit('the kit was shadowed')\n"),
         ],
-        RUN_POINTS,
+        ("01_single_gpu",),
+        UNSOLVED,
         None,
         {("", ""): "course, which would shadow the kit"},
     ),
@@ -397,7 +418,8 @@ ATTACKS = {
             "make_iterators",
             with_lines("single_gpu", "make_iterators", SNOOP.format(root=root)),
         ),
-        SOLVED,
+        ("01_single_gpu",),
+        0,
         {},
         {("01_single_gpu", ""): "uses listdir, open, os"},
     ),
@@ -416,6 +438,7 @@ ATTACKS = {
                 "os.kill(int(stat.rsplit(')', 1)[1].split()[1]), signal.SIGKILL)",
             ),
         ),
+        ("01_single_gpu",),
         None,
         "ended without a result",
         {},
@@ -433,7 +456,8 @@ ATTACKS = {
             if not process_limit.unavailable()
             else None
         ),
-        SOLVED - 2,
+        ("01_single_gpu",),
+        2,
         {("01_single_gpu", "check_iterators"): "processes at once that a submission may run"},
         {("01_single_gpu", "check_iterators"): "met the limit of 256 processes"},
     ),
@@ -469,7 +493,8 @@ ATTACKS = {
             ),
             set_cell(f, "03_multi_node.ipynb", "allreduce_time", KIT_MODEL),
         ],
-        SOLVED - 7,
+        ("01_single_gpu", "02_multi_gpu", "03_multi_node"),
+        7,
         {
             ("01_single_gpu", "check_iterators"): "answered with something else than facts",
             # the kit refuses the patch in the child: the function raises, the test fails
@@ -487,7 +512,8 @@ ATTACKS = {
             set_cell(f, "03_multi_node.ipynb", "make_optimizer", IMPOSTOR),
             set_cell(f, "03_multi_node.ipynb", "fit_alpha_beta", KIT_FIT),
         ],
-        SOLVED - 4,
+        ("03_multi_node",),
+        4,
         {
             (
                 "03_multi_node",
@@ -506,7 +532,8 @@ ATTACKS = {
             "make_model_and_optimizer",
             with_lines("single_gpu", "make_model_and_optimizer", "while True:\n    pass"),
         ),
-        SOLVED - 2,
+        ("01_single_gpu",),
+        2,
         {("01_single_gpu", "check_model_and_optimizer"): f"ran past the {CELL_TIMEOUT:g} s limit"},
         {},
     ),
@@ -514,10 +541,20 @@ ATTACKS = {
 
 # The batch is graded once, within the module's first test: its time limit grows with the number of
 # submissions, so that a machine several times slower than an idle one (other work) still passes.
-SUBMISSIONS = len(PLANTED) + len(ATTACKS) + 4  # alice, bob, judy, zed
-_NAMES = [*PLANTED, *ATTACKS, "alice", "bob", "judy", "zed"]
-assert len(_NAMES) == len(set(_NAMES)), "every submission has a folder of its own"
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300 + 90 * SUBMISSIONS)]
+# alice (solved), bob (the release), judy and zed hand in every notebook; the others only theirs.
+WHOLE = ("alice", "bob", "judy", "zed")
+HANDED_IN = {
+    **{student: handed_in for student, (_, handed_in, *_) in PLANTED.items()},
+    **{student: handed_in for student, (_, handed_in, *_) in ATTACKS.items()},
+    **{student: tuple(Path(n).stem for n in stages.NOTEBOOKS) for student in WHOLE},
+}
+assert len(HANDED_IN) == len(PLANTED) + len(ATTACKS) + len(WHOLE), "one folder per submission"
+# The batch's notebooks to grade: about 20 s each on an idle machine at most (the stage-3 ones start
+# MPI ranks; rita's runs out its cell's time), with room for a machine several times slower.
+NOTEBOOKS_HANDED_IN = sum(map(len, HANDED_IN.values()))
+GRADE_TIMEOUT = 300 + 40 * NOTEBOOKS_HANDED_IN
+STUDENT_RUN_TIMEOUT = 1800  # the solved run (tests/conftest.py: student_run), made first if need be
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(STUDENT_RUN_TIMEOUT + GRADE_TIMEOUT)]
 
 
 def solved_target(folder: Path) -> float:
@@ -563,18 +600,36 @@ def course_settings(config: Path, target: float) -> None:
     config.write_text(changed)
 
 
+def hand_in(student_run: Path, folder: Path, notebooks: tuple[str, ...]) -> None:
+    """The solved run's folder with only `notebooks` (stems) of its notebooks: runs/ and the job
+    logs all there. A plant then editing a notebook not handed in fails: it is not there."""
+    shutil.copytree(
+        student_run,
+        folder,
+        ignore=lambda where, names: [
+            name
+            for name in names
+            if Path(where) == student_run
+            and name.endswith(".ipynb")
+            and Path(name).stem not in notebooks
+        ],
+    )
+    assert sorted(p.stem for p in folder.glob("*.ipynb")) == sorted(notebooks)
+
+
 @pytest.fixture(scope="module")
 def graded(student_run, tmp_path_factory):
+    """The graded batch: the `course grade` run, totals, grades-details rows, the course."""
     course = demo.course_folder(ROOT, tmp_path_factory.mktemp("grading") / "course")
     course_settings(course / "grading.toml", solved_target(student_run))
     submitted = course / "submitted"
     shutil.copytree(student_run, submitted / "alice" / A)
     shutil.copytree(ROOT / "notebooks" / A, submitted / "bob" / A)
-    for student, (plant, _, _) in PLANTED.items():
-        shutil.copytree(student_run, submitted / student / A)
+    for student, (plant, *_) in PLANTED.items():
+        hand_in(student_run, submitted / student / A, HANDED_IN[student])
         plant(submitted / student / A)
     for student, (plant, *_) in ATTACKS.items():
-        shutil.copytree(student_run, submitted / student / A)
+        hand_in(student_run, submitted / student / A, HANDED_IN[student])
         plant(submitted / student / A, course)
     shutil.copytree(student_run, submitted / "judy" / A)
     (submitted / "judy" / A / "01_single_gpu.ipynb").write_text('{"cells": [')  # a broken file
@@ -599,7 +654,7 @@ def graded(student_run, tmp_path_factory):
         capture_output=True,
         text=True,
         env=env,
-        timeout=300 + 90 * SUBMISSIONS,
+        timeout=GRADE_TIMEOUT,
     )
     with open(course / "grades.csv") as f:
         totals = {row["student_id"]: float(row["score"]) for row in csv.DictReader(f)}
@@ -609,11 +664,13 @@ def graded(student_run, tmp_path_factory):
 
 
 def lost(details, student):
-    """{(notebook, test): message} of the tests that did not get all their points."""
+    """{(notebook, test): message} of the tests that did not get all their points, in the notebooks
+    the student handed in (the others' tests are all lost: handed_in_graded says how)."""
     return {
         (row["notebook"], row["test"]): row["message"]
         for row in details
         if row["student"] == student
+        and row["notebook"] in HANDED_IN[student]
         and row["score"]
         and float(row["score"]) < float(row["max_score"])
         and row["message"] not in (grade_report.BY_HAND, grade_report.UNANSWERED)
@@ -622,6 +679,51 @@ def lost(details, student):
 
 NO_GPU = ("02_multi_gpu", "check_efficiency")  # stage 2's throughput: this machine has no GPUs
 NO_GPU_PREDICTION = ("02_multi_gpu", "check_predict_run")  # and the prediction of that run
+
+
+def no_gpu(student) -> set[tuple[str, str]]:
+    """The tests a CPU machine costs the student: stage 2's pair, when notebook 02 is handed in."""
+    return {NO_GPU, NO_GPU_PREDICTION} if "02_multi_gpu" in HANDED_IN[student] else set()
+
+
+def points_by_notebook(details, student) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for row in details:
+        if row["student"] == student and row["test"] and row["score"]:
+            totals[row["notebook"]] = totals.get(row["notebook"], 0.0) + float(row["score"])
+    return totals
+
+
+def expected_total(details, student, cost) -> float:
+    """The solved student's (alice's) points on the notebooks `student` handed in, less `cost`
+    (UNSOLVED: the release handed in, which earns the run points alone)."""
+    if cost == UNSOLVED:
+        return sum(RUN_POINTS.get(notebook, 0) for notebook in HANDED_IN[student])
+    solved = points_by_notebook(details, "alice")
+    return sum(solved[notebook] for notebook in HANDED_IN[student]) - cost
+
+
+def handed_in_graded(course, details, student) -> None:
+    """The notebooks nbgrader autograded are exactly those the student handed in; every test of the
+    others scores 0 and says the notebook was not handed in."""
+    autograded = sorted(p.stem for p in (course / "autograded" / student / A).glob("*.ipynb"))
+    assert autograded == sorted(HANDED_IN[student])
+    others = [
+        row
+        for row in details
+        if row["student"] == student
+        and row["test"]
+        and row["score"]
+        and row["notebook"] not in HANDED_IN[student]
+    ]
+    for row in others:
+        assert float(row["score"]) == 0, row
+        assert row["message"] == grade_report.NOT_HANDED_IN.format(
+            notebook=f"{row['notebook']}.ipynb"
+        ), row
+    assert {row["notebook"] for row in others} == {Path(n).stem for n in stages.NOTEBOOKS} - set(
+        HANDED_IN[student]
+    )
 
 
 def test_solutions_get_every_point_the_machine_allows(graded):
@@ -664,11 +766,12 @@ def test_the_untouched_release_gets_nothing(graded):
 
 @pytest.mark.parametrize("student", sorted(PLANTED))
 def test_a_planted_mistake_costs_exactly_its_points(graded, student):
-    _, totals, details, _ = graded
-    _, expected_score, messages = PLANTED[student]
+    _, totals, details, course = graded
+    _, _, cost, messages = PLANTED[student]
+    handed_in_graded(course, details, student)
     found = lost(details, student)
-    assert totals[student] == expected_score, found
-    assert set(found) == set(messages) | {NO_GPU, NO_GPU_PREDICTION}
+    assert totals[student] == expected_total(details, student, cost), found
+    assert set(found) == set(messages) | no_gpu(student)
     for test, words in messages.items():
         assert words in found[test], (test, found[test])
 
@@ -679,7 +782,7 @@ def test_one_broken_submission_is_named_and_the_others_are_graded(graded):
     assert "NOT GRADED: judy, quentin, zed" in run.stderr
     assert "judy" not in totals or totals["judy"] == 0
     assert set(PLANTED) | {"alice", "bob"} | {
-        s for s, a in ATTACKS.items() if a[1] is not None
+        s for s, a in ATTACKS.items() if a[2] is not None
     } <= set(totals)
     [judy] = [row for row in details if row["student"] == "judy"]
     assert (
@@ -691,7 +794,7 @@ def test_one_broken_submission_is_named_and_the_others_are_graded(graded):
 
 def test_grading_never_trains_and_gives_feedback(graded):
     _, _, _, course = graded
-    for student in ("alice", "carol"):
+    for student, notebook in (("alice", "01_single_gpu"), ("carol", "02_multi_gpu")):
         submitted = sorted(p.name for p in (course / "submitted" / student / A / "runs").iterdir())
         autograded = sorted(
             p.name for p in (course / "autograded" / student / A / "runs").iterdir()
@@ -699,7 +802,7 @@ def test_grading_never_trains_and_gives_feedback(graded):
         assert autograded == submitted, (
             "autograde must grade the student's own job outputs, and run no job"
         )
-        assert (course / "feedback" / student / A / "01_single_gpu.html").is_file()
+        assert (course / "feedback" / student / A / f"{notebook}.html").is_file()
     # nbgrader's feedback shows the hidden tests, not the always-hidden ones, which still ran.
     page = (course / "feedback" / "alice" / A / "02_multi_gpu.html").read_text()
     shown = html.unescape(re.sub(r"<[^>]+>", "", page))
@@ -718,24 +821,25 @@ def flags(details, student) -> dict[tuple[str, str], str]:
 
 @pytest.mark.parametrize("student", sorted(ATTACKS))
 def test_a_students_attack_on_the_grader_earns_nothing_and_is_flagged(graded, student):
-    run, totals, details, _ = graded
+    run, totals, details, course = graded
     if "WITHOUT the sandbox" in run.stdout:
         pytest.skip(
             "bubblewrap cannot run here (it needs root or user namespaces): the sandbox is off"
         )
-    _, expected_score, messages, expected_flags = ATTACKS[student]
+    _, _, cost, messages, expected_flags = ATTACKS[student]
     if student == "yves" and process_limit.unavailable():
         pytest.skip(f"no process limit here ({process_limit.unavailable()}): no fork bomb planted")
-    if expected_score is None:
+    if cost is None:
         [row] = [row for row in details if row["student"] == student]
         assert row["message"].startswith("NOT GRADED: ") and messages in row["message"], row[
             "message"
         ]
         assert student not in totals
         return
-    assert totals[student] == expected_score, lost(details, student)
+    handed_in_graded(course, details, student)
+    assert totals[student] == expected_total(details, student, cost), lost(details, student)
     if messages is not None:
-        assert set(lost(details, student)) == set(messages) | {NO_GPU, NO_GPU_PREDICTION}
+        assert set(lost(details, student)) == set(messages) | no_gpu(student)
         for test, words in messages.items():
             assert words in lost(details, student)[test]
     found = flags(details, student)
@@ -841,7 +945,13 @@ def test_the_class_report_shows_every_student_their_runs_and_the_failed_exercise
         r"<td>zed</td><td>submission</td><td>the submission links to files outside", page
     )
     # per exercise: who lost points on it, and the commonest message
-    rows = [r for r in details if (r["notebook"], r["test"]) == NO_GPU and r["score"]]
+    rows = [
+        r
+        for r in details
+        if (r["notebook"], r["test"]) == NO_GPU
+        and r["score"]
+        and r["notebook"] in HANDED_IN[r["student"]]
+    ]
     failed = [r for r in rows if float(r["score"]) < float(r["max_score"])]
     cells = table_row(page, *NO_GPU)
     assert cells[0] == f"{len(failed)} of {len(rows)} ({len(failed) / len(rows):.0%})"

@@ -23,7 +23,7 @@ from course import comparison, evidence, paths
 from course.contracts import grading_rules, stages
 from course.errors import GradingError
 from course.instructor import verify
-from course.instructor.grade_report import BY_HAND
+from course.instructor.grade_report import BY_HAND, NOT_HANDED_IN
 
 KEY_FILE = "class-report.key"  # in the course folder: the secret behind the stable pseudonyms
 
@@ -172,11 +172,14 @@ def gist(message: str) -> str:
 
 
 def exercises(details: list[dict[str, str]]) -> list[Exercise]:
-    """Per test: how many students had it scored, how many lost points, the commonest message."""
+    """Per test: how many students who handed in its notebook had it scored, how many lost points,
+    the commonest message."""
     by_test: dict[tuple[str, str], list[dict[str, str]]] = {}
     for row in details:
-        # Not a test (a flag, NOT GRADED), or a written answer still to be graded by hand.
-        if row["test"] and row["score"] != "" and row["message"] != BY_HAND:
+        # Not a test (a flag, NOT GRADED), a written answer still to be graded by hand, or a test
+        # of a notebook the student did not hand in (it would hide the exercise's real failures).
+        missing = NOT_HANDED_IN.format(notebook=f"{row['notebook']}.ipynb")
+        if row["test"] and row["score"] != "" and row["message"] not in (BY_HAND, missing):
             by_test.setdefault((row["notebook"], row["test"]), []).append(row)
     found = []
     for (notebook, test), rows in sorted(by_test.items()):

@@ -34,6 +34,7 @@ class Part:
 
 BY_HAND = "a written answer: grade it by hand in the Formgrader"
 UNANSWERED = "a written answer left as it was released (nbgrader scores it 0)"
+NOT_HANDED_IN = "{notebook} was not handed in"  # every test of a notebook missing from a submission
 
 
 @dataclass
@@ -100,12 +101,16 @@ def read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) -
                 messages = _messages(root / "autograded" / outcome.student / ASSIGNMENT / file)
             else:  # nbgrader scores it 0 and says nothing else
                 outcome.missing.append(file)
-                messages = {grade.name: f"{file} was not handed in" for grade in notebook.grades}
+                messages = {
+                    grade.name: NOT_HANDED_IN.format(notebook=file) for grade in notebook.grades
+                }
             for grade in sorted(notebook.grades, key=lambda g: g.name):
                 if grade.max_score:
                     score = grade.score or 0.0
                     by_hand = grade.cell_type == "markdown"
-                    if by_hand:
+                    if file in outcome.missing:  # written answers too: nothing to grade by hand
+                        message = messages[grade.name]
+                    elif by_hand:
                         message = (
                             BY_HAND
                             if grade.needs_manual_grade
