@@ -137,7 +137,8 @@ PLANTED = {
             )
             for log in f.glob("run_multi_node_training.sh.o*")
         ],
-        SOLVED - 2,
+        ("03_multi_node",),
+        2,
         {("03_multi_node", "check_predict_comparison"): ""},
     ),
     "heidi": (
