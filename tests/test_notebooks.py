@@ -190,6 +190,8 @@ def test_released_notebooks_fail_only_at_their_stubs(quick_env, tmp_path):
             "check_gradient_bytes",
             "check_idle_fraction",
             "check_model_parallel_run",
+            "check_large_batch_rates",
+            "check_lars_local_rate",
         },
     }
     for name, cells in expected.items():
