@@ -13,16 +13,29 @@ export MKL_NUM_THREADS ?= 1
 # make test's pytest-xdist workers: one per core (tests/conftest.py keeps the cluster tests on one).
 TEST_WORKERS ?= auto
 
-.PHONY: demo test test-fast test-unit lint bench venv gpu release student-bundle hub-proxy lock clean i18n-update
+.PHONY: demo test test-extended test-all test-fast test-unit lint bench venv gpu release student-bundle hub-proxy lock clean i18n-update
 
+# SETTINGS=site trains at the site profile's settings (about 25 min on 2 cores), where the lessons'
+# numbers show; by default the demo's quick ones (course/instructor/demo_settings.py), within 10 min.
+SETTINGS ?= quick
 demo: $(VENV)/.installed
-	$(PY) -m course demo
+	$(PY) -m course demo $(if $(filter site,$(SETTINGS)),--site-settings)
 
-# Three tiers (markers in pyproject.toml, the guard in tests/conftest.py):
-#   test       everything: the slow end-to-end runs too (notebooks, grading, Slurm); what CI runs.
-#   test-fast  all but the slow: the unit tests and the quick ones that start MPI, jobs or nbgrader.
-#   test-unit  no MPI, no jobs, no nbgrader apps, no Slurm, no browser (a test that starts one fails).
+# The tiers (markers in pyproject.toml, the guard in tests/conftest.py):
+#   test           every capability once, on the real stack (training, notebooks, nbgrader, Slurm,
+#                  OpenPBS, JupyterHub, a browser): within 20 minutes on 2 cores (README).
+#   test-extended  the other cases of what make test covers (the other stage, the second fault of
+#                  a kind, more planted mistakes and students); CI runs it after make test.
+#   test-all       both, in one run.
+#   test-fast      all but the slow: the unit tests and the quick ones that start MPI, jobs or nbgrader.
+#   test-unit      no MPI, no jobs, no nbgrader apps, no Slurm, no browser (a test that starts one fails).
 test: $(VENV)/.installed
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not extended"
+
+test-extended: $(VENV)/.installed
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m extended
+
+test-all: $(VENV)/.installed
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: $(VENV)/.installed

@@ -21,7 +21,7 @@ import pytest
 
 from course import gpu
 from tests import apt, pbs_cluster, slurm_cluster
-from tests.helpers import PYTHON, ROOT
+from tests.helpers import NOTEBOOKS, PYTHON, ROOT, until_first_job
 
 # One BLAS thread per process, as in the course (a CPU device is one core).
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -92,32 +92,21 @@ def mpi_env() -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def quick_env(tmp_path_factory) -> dict[str, str]:
-    """Settings for short course runs, for kernels and jobs (this process's environment is left
-    alone)."""
+    """Settings for short course runs, for kernels and jobs: make demo's quick ones (this process's
+    environment is left alone)."""
+    from course.instructor.demo_settings import QUICK_DATASET, QUICK_IMAGES, QUICK_SETTINGS
+
     root = tmp_path_factory.mktemp("quick")
     env = {
         **os.environ,
         "CHAINER_DATASET_ROOT": str(root / "data"),
         "XDG_STATE_HOME": str(root / "state"),
-        "COURSE_DATASET": "small",
-        "COURSE_TRAIN_ARGS": "--model vgg --width 8 --batchsize 32 --epoch 2 --warmup 2",
-        "ROUNDS": "1",
-        "BUDGET": "0.15",
-    }  # the allreduce benchmark: one turn of each algorithm, briefly
+        **QUICK_SETTINGS,
+    }
+    train, test = map(str, QUICK_IMAGES)
     subprocess.run(
-        [
-            PYTHON,
-            "-m",
-            "course",
-            "data",
-            "synthetic",
-            "--train",
-            "1024",
-            "--test",
-            "256",
-            "--name",
-            "small",
-        ],
+        [PYTHON, "-m", "course", "data", "synthetic", "--train", train, "--test", test]
+        + ["--name", QUICK_DATASET],
         env=env,
         check=True,
         capture_output=True,
@@ -125,34 +114,58 @@ def quick_env(tmp_path_factory) -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="session")
-def student_run(quick_env, tmp_path_factory) -> Path:
-    """A student who solved every notebook and ran each top to bottom, real jobs included.
-
-    Made once per test run, also when pytest-xdist's workers share it (`make test`): the first
-    worker to need it makes it under a lock in the run's shared folder, the others wait and read it.
-    Tests copy it before changing anything."""
+def _made_once(tmp_path_factory, name: str, make) -> Path:
+    """make(folder)'s folder, made once per test run, also when pytest-xdist's workers share it
+    (`make test`): the first worker to need it makes it under a lock in the run's shared folder,
+    the others wait and read it. Tests copy it before changing anything."""
     from filelock import FileLock
-
-    from course.instructor import demo
 
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker's, not `-p no:xdist`'s, folder
         shared = shared.parent  # the folder every worker's own temporary folder is in
-    made = shared / "student-run.made"
-    with FileLock(shared / "student-run.lock"):
+    made = shared / f"{name}.made"
+    with FileLock(shared / f"{name}.lock"):
         if not made.exists():
-            # A CPU student, on GPU nodes too (CUDA_VISIBLE_DEVICES= hides the GPUs from the kit
-            # and CuPy): the tests that use it expect the CPU course (stage 2 refused, naive in
-            # stage 3). The gpu tests run their own jobs.
-            folder = demo.play_student(
-                ROOT,
-                shared / "student-run",
-                echo=lambda line: None,
-                env={**quick_env, "CUDA_VISIBLE_DEVICES": ""},
-            )
-            made.write_text(str(folder))
+            made.write_text(str(make(shared / name)))
     return Path(made.read_text())
+
+
+# A CPU student, on GPU nodes too (CUDA_VISIBLE_DEVICES= hides the GPUs from the kit and CuPy): the
+# tests that use these expect the CPU course (stage 2 refused, naive in stage 3). The gpu tests run
+# their own jobs.
+@pytest.fixture(scope="session")
+def student_run(quick_env, tmp_path_factory) -> Path:
+    """A student who solved every notebook and ran each top to bottom, real jobs included."""
+    from course.instructor import demo
+
+    env = {**quick_env, "CUDA_VISIBLE_DEVICES": ""}
+    return _made_once(
+        tmp_path_factory,
+        "student-run",
+        lambda folder: demo.play_student(ROOT, folder, echo=lambda line: None, env=env),
+    )
+
+
+@pytest.fixture(scope="session")
+def solved_assignment(quick_env, tmp_path_factory) -> Path:
+    """The solved assignment as its student has it after stage 1's job: the training and job
+    scripts that notebooks 01-03 write. The cluster tests submit its jobs themselves, so they need
+    not wait for student_run's other jobs (five minutes on an idle machine, far more on a busy
+    one)."""
+    from course import paths
+    from course.instructor import demo, release
+
+    def make(folder: Path) -> Path:
+        release.generate(ROOT, folder / "release")
+        solved = demo.student_copy(
+            folder / "release" / paths.ASSIGNMENT,
+            ROOT / "solutions" / paths.ASSIGNMENT,
+            folder / "student" / paths.ASSIGNMENT,
+        )
+        until_first_job(solved, NOTEBOOKS[:3], {**quick_env, "CUDA_VISIBLE_DEVICES": ""})
+        return solved
+
+    return _made_once(tmp_path_factory, "solved-assignment", make)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import nbformat
+import pytest
 
 from course.cluster import siteenv, sites
 from course.contracts import jobend, joblog, prediction, results, stages
@@ -31,6 +32,16 @@ from tests.solutions import SOLUTIONS, solution_functions, solution_source
 # (test_grading's grading.toml): all but stage 2's throughput and prediction (2 + 2), which need two
 # GPUs.
 SOLVED_ON_CPU = 54
+
+
+def core_cases(cases: Any, core: set[str] | frozenset[str]) -> list:
+    """Parameters for `cases` (their names), each not in `core` marked extended: make test runs
+    the core cases, make test-extended the others (pyproject.toml's markers)."""
+    unknown = set(core) - set(cases)
+    assert not unknown, f"no such case: {sorted(unknown)}"
+    return [
+        pytest.param(case, marks=() if case in core else pytest.mark.extended) for case in cases
+    ]
 
 
 def default_stop_signals() -> None:
@@ -57,6 +68,30 @@ def until(condition, timeout: float = 20.0, what: str = "the condition", every: 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 NOTEBOOKS = sorted(p.name for p in SOLUTIONS.glob("*.ipynb"))  # the assignment's, by file name
+
+
+def until_first_job(folder: Path, notebooks: list[str], env: dict[str, str]) -> None:
+    """Run `notebooks[0]` of `folder` whole, as its student would (its one job: a stage-1 run,
+    which notebook 03's resource request measures), then each other one up to the cell that
+    submits its first job: their checks pass and their scripts are written; no other job runs."""
+    from course.instructor import demo
+
+    for name in notebooks:
+        path = folder / name
+        if name != notebooks[0]:
+            notebook = nbformat.read(path, as_version=4)
+            first = next(
+                i for i, cell in enumerate(notebook.cells) if "course.submit(" in cell.source
+            )
+            notebook.cells = notebook.cells[:first]
+            path = folder / f".until-first-job-{name}"
+            nbformat.write(notebook, path)
+        try:
+            errors = demo.run_notebook(path, env=env)
+        finally:
+            if path.name != name:
+                path.unlink()
+        assert not errors, f"{name}: {errors}"
 
 
 def bubblewrap() -> bool:

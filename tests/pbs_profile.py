@@ -42,12 +42,12 @@ def reedbush_profile(path: Path, env: dict[str, str]) -> Path:
     return path
 
 
-def assignment(student_run: Path, folder: Path, env: dict[str, str]) -> Path:
+def assignment(solved: Path, folder: Path, env: dict[str, str]) -> Path:
     """A copy of the solved assignment without its job outputs, its job scripts set up with
     reedbush_profile."""
     from course.cluster import sites
 
-    shutil.copytree(student_run, folder, ignore=shutil.ignore_patterns("runs", "*.o*"))
+    shutil.copytree(solved, folder, ignore=shutil.ignore_patterns("runs", "*.o*"))
     profile = reedbush_profile(folder.parent / "reedbush-h-here.toml", env)
     sites.apply(sites.load_profile(str(profile)), folder / "jobs")
     return folder

@@ -318,12 +318,12 @@ JobAcctGatherType=jobacct_gather/none
     )
 
 
-def assignment(student_run: Path, folder: Path) -> Path:
+def assignment(solved: Path, folder: Path) -> Path:
     """A copy of the solved assignment without its job outputs, its job scripts set up for the Slurm
     clusters here (sites/slurm-cpu.toml)."""
     from course.cluster import sites
 
-    shutil.copytree(student_run, folder, ignore=shutil.ignore_patterns("runs", "*.o*"))
+    shutil.copytree(solved, folder, ignore=shutil.ignore_patterns("runs", "*.o*"))
     sites.apply(
         sites.load_profile(
             str(Path(__file__).resolve().parent.parent / "sites" / "slurm-cpu.toml")

@@ -30,6 +30,7 @@ def test_interleaved_ranks_splits_the_efficiency(data_root):
     )
 
 
+@pytest.mark.extended  # autograding a solved run: test_grading.py
 def test_autograde_time_grades_a_solved_run(tmp_path, student_run, monkeypatch):
     if not bubblewrap():
         monkeypatch.setenv("COURSE_SANDBOX", "off")

@@ -26,6 +26,7 @@ from course.notebook.checks import CheckFailed, allreduce, mn_ranks, multi_gpu, 
 from tests.helpers import (
     STAGE_3_CELLS,
     check_cells,
+    core_cases,
     notebook_module,
     replaced_once,
     run_stage_3_checks,
@@ -689,8 +690,20 @@ def test_stage_3_solutions_pass_every_check_and_hidden_test(tmp_path, capsys):
     )
 
 
+# One mistake per check in make test (each case runs every stage-3 check's ranks); the others in
+# make test-extended.
+STAGE_3_CORE = {
+    "no scatter",
+    "plain optimizer",
+    "no warm-up",
+    "GPU by rank",
+    "trains with an optimizer of its own",
+    "misspelt select",
+}
+
+
 @pytest.mark.integration
-@pytest.mark.parametrize("case", STAGE_3_MISTAKES)
+@pytest.mark.parametrize("case", core_cases(STAGE_3_MISTAKES, STAGE_3_CORE))
 def test_a_stage_3_mistake_fails_exactly_its_check(tmp_path, case):
     (name, old, new), check, words = STAGE_3_MISTAKES[case]
     source = replaced_once(solution_functions("multi_node")[name], old, new)

@@ -372,13 +372,13 @@ def test_the_grader_maps_the_nbgrader_folder_to_the_student_s_cluster_user(
 @pytest.mark.slow
 def test_a_slurm_job_is_checked_against_the_clusters_own_records(
     cluster,  # noqa: F811
-    student_run,
+    solved_assignment,
     tmp_path,
     quick_env,
 ):
     """This cluster has no slurmdbd: sacct answers that accounting storage is disabled, and the
     check falls back on scontrol, which holds a finished job for MinJobAge (300 s)."""
-    folder = slurm_cluster.assignment(student_run, tmp_path / paths.ASSIGNMENT)
+    folder = slurm_cluster.assignment(solved_assignment, tmp_path / paths.ASSIGNMENT)
     job = cluster.qsub(folder, quick_env, "jobs/run_single_gpu_training.sh")
     [path] = folder.glob("runs/single_gpu-*/results.json")
     run = trace(path, student="alice", user="root")

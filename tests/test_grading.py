@@ -16,7 +16,7 @@ import pytest
 from course import comparison, evidence, paths
 from course.contracts import stages
 from course.instructor import demo, grade_report, nbgrader_cells, process_limit
-from tests.helpers import PYTHON, ROOT, SOLVED_ON_CPU, bubblewrap
+from tests.helpers import PYTHON, ROOT, SOLVED_ON_CPU, bubblewrap, core_cases
 from tests.solutions import solution_functions
 
 A = paths.ASSIGNMENT
@@ -554,6 +554,10 @@ assert len(HANDED_IN) == len(PLANTED) + len(ATTACKS) + len(WHOLE), "one folder p
 # MPI ranks; rita's runs out its cell's time), with room for a machine several times slower.
 NOTEBOOKS_HANDED_IN = sum(map(len, HANDED_IN.values()))
 GRADE_TIMEOUT = 300 + 40 * NOTEBOOKS_HANDED_IN
+# make test grades these planted mistakes and attacks (each a kind of its own); make test-extended
+# adds the others. The module's other tests name carol, victor, peggy and quentin.
+CORE_PLANTED = {"carol", "heidi", "hugo", "kate", "victor"}
+CORE_ATTACKS = {"mallory", "olivia", "peggy", "quentin"}
 STUDENT_RUN_TIMEOUT = 1800  # the solved run (tests/conftest.py: student_run), made first if need be
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(STUDENT_RUN_TIMEOUT + GRADE_TIMEOUT)]
 
@@ -618,18 +622,36 @@ def hand_in(student_run: Path, folder: Path, notebooks: tuple[str, ...]) -> None
     assert sorted(p.stem for p in folder.glob("*.ipynb")) == sorted(notebooks)
 
 
+def selected_students(request) -> set[str]:
+    """The planted and attacking students whose tests this run selected (make test: the core ones),
+    with those the module's other tests name."""
+    chosen = {
+        item.callspec.params["student"]
+        for item in request.session.items
+        if item.module is request.module
+        and "student" in getattr(getattr(item, "callspec", None), "params", {})
+    }
+    return chosen | (CORE_PLANTED | CORE_ATTACKS)
+
+
 @pytest.fixture(scope="module")
-def graded(student_run, tmp_path_factory):
-    """The graded batch: the `course grade` run, totals, grades-details rows, the course."""
+def graded(student_run, tmp_path_factory, request):
+    """The graded batch: the `course grade` run, totals, grades-details rows, the course. It holds
+    the whole submissions and the students `selected_students` names."""
+    chosen = selected_students(request)
     course = demo.course_folder(ROOT, tmp_path_factory.mktemp("grading") / "course")
     course_settings(course / "grading.toml", solved_target(student_run))
     submitted = course / "submitted"
     shutil.copytree(student_run, submitted / "alice" / A)
     shutil.copytree(ROOT / "notebooks" / A, submitted / "bob" / A)
     for student, (plant, *_) in PLANTED.items():
+        if student not in chosen:
+            continue
         hand_in(student_run, submitted / student / A, HANDED_IN[student])
         plant(submitted / student / A)
     for student, (plant, *_) in ATTACKS.items():
+        if student not in chosen:
+            continue
         hand_in(student_run, submitted / student / A, HANDED_IN[student])
         plant(submitted / student / A, course)
     shutil.copytree(student_run, submitted / "judy" / A)
@@ -765,7 +787,7 @@ def test_the_untouched_release_gets_nothing(graded):
     assert answers == [grade_report.UNANSWERED] * 10  # 01: 2, 03: 4, 04: 1, 05: 3
 
 
-@pytest.mark.parametrize("student", sorted(PLANTED))
+@pytest.mark.parametrize("student", core_cases(sorted(PLANTED), CORE_PLANTED))
 def test_a_planted_mistake_costs_exactly_its_points(graded, student):
     _, totals, details, course = graded
     _, _, cost, messages = PLANTED[student]
@@ -777,14 +799,13 @@ def test_a_planted_mistake_costs_exactly_its_points(graded, student):
         assert words in found[test], (test, found[test])
 
 
-def test_one_broken_submission_is_named_and_the_others_are_graded(graded):
+def test_one_broken_submission_is_named_and_the_others_are_graded(graded, request):
     run, totals, details, _ = graded
     assert run.returncode == 1
     assert "NOT GRADED: judy, quentin, zed" in run.stderr
     assert "judy" not in totals or totals["judy"] == 0
-    assert set(PLANTED) | {"alice", "bob"} | {
-        s for s, a in ATTACKS.items() if a[2] is not None
-    } <= set(totals)
+    graded_ones = set(PLANTED) | {s for s, a in ATTACKS.items() if a[2] is not None}
+    assert {"alice", "bob"} | (graded_ones & selected_students(request)) <= set(totals)
     [judy] = [row for row in details if row["student"] == "judy"]
     assert (
         judy["message"].startswith("NOT GRADED: 01_single_gpu.ipynb") and "JSON" in judy["message"]
@@ -820,7 +841,7 @@ def flags(details, student) -> dict[tuple[str, str], str]:
     }
 
 
-@pytest.mark.parametrize("student", sorted(ATTACKS))
+@pytest.mark.parametrize("student", core_cases(sorted(ATTACKS), CORE_ATTACKS))
 def test_a_students_attack_on_the_grader_earns_nothing_and_is_flagged(graded, student):
     run, totals, details, course = graded
     if "WITHOUT the sandbox" in run.stdout:

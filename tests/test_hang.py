@@ -89,7 +89,7 @@ def ended_early(job: Job, status: int, text: str) -> None:
     assert "train fewer epochs" not in job.diagnosis()
 
 
-@pytest.mark.parametrize("stopped", [1, 0])
+@pytest.mark.parametrize("stopped", [pytest.param(1, marks=pytest.mark.extended), 0])
 def test_a_stopped_rank_is_named_and_its_job_ends_long_before_the_walltime(tmp_path, env, stopped):
     folder = student_folder(tmp_path, "student", "multi_node")
     job = run(folder, "multi_node")
@@ -185,6 +185,7 @@ def test_a_training_stuck_in_a_read_is_named_with_its_line_and_its_job_ends(tmp_
     assert job.diagnosis().startswith("the training made no step for 0.5 minutes")
 
 
+@pytest.mark.extended  # a stuck read: the one-rank test above
 def test_a_rank_stuck_in_a_read_is_named_with_its_line_while_the_others_wait(tmp_path, env):
     job = run(stuck_student(tmp_path, "multi_node", STUCK_RANK_1), "multi_node")
     status, text = ended_or_cancelled(job)

@@ -31,11 +31,11 @@ def pbs(pbs_two_nodes):
 
 
 @pytest.fixture(scope="module")
-def assignment(student_run, quick_env, tmp_path_factory):
+def assignment(solved_assignment, quick_env, tmp_path_factory):
     """The solved assignment, its job scripts set up with reedbush-h as this cluster needs it, its
     job outputs removed."""
     folder = tmp_path_factory.mktemp("pbs-student") / paths.ASSIGNMENT
-    return pbs_profile.assignment(student_run, folder, quick_env)
+    return pbs_profile.assignment(solved_assignment, folder, quick_env)
 
 
 def fresh_copy(assignment: Path, folder: Path) -> Path:

@@ -60,7 +60,9 @@ def env(quick_env, monkeypatch):
     return quick_env
 
 
-@pytest.mark.parametrize("stage", ["single_gpu", "multi_node"])
+@pytest.mark.parametrize(
+    "stage", ["single_gpu", pytest.param("multi_node", marks=pytest.mark.extended)]
+)
 def test_a_run_killed_at_its_walltime_resumes_and_ends_as_if_never_stopped(tmp_path, env, stage):
     whole = student_folder(tmp_path, "whole", stage)
     started = time.monotonic()
@@ -141,6 +143,7 @@ def test_a_run_killed_at_its_walltime_resumes_and_ends_as_if_never_stopped(tmp_p
     )
 
 
+@pytest.mark.extended  # resuming: the walltime test above
 def test_a_finished_run_is_not_resumed(tmp_path, env):
     folder = student_folder(tmp_path, "twice")
     jobs = [run_job(folder, env, "00:10:00") for _ in range(2)]

@@ -94,6 +94,7 @@ def test_plan_budgets_the_course_from_the_verify_run(verified, local_kit, quick_
     assert "measured in a dry run of the course on this system" in said
 
 
+@pytest.mark.extended  # a failed check: the other tests here
 def test_a_data_set_the_nodes_cannot_read_fails_and_says_how_to_fix_it(local_kit, quick_env):
     out = local_kit.parent / "verify-no-data"
     run, report = sv.verify(local_kit, out, {**quick_env, "COURSE_DATASET": "not-prepared"})

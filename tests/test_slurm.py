@@ -24,10 +24,10 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
 @pytest.fixture
-def assignment(student_run, tmp_path):
+def assignment(solved_assignment, tmp_path):
     """The solved assignment, its job scripts set up for the Slurm cluster, its job outputs
     removed."""
-    return slurm_cluster.assignment(student_run, tmp_path / paths.ASSIGNMENT)
+    return slurm_cluster.assignment(solved_assignment, tmp_path / paths.ASSIGNMENT)
 
 
 def test_stage1_job_submitted_with_qsub(cluster, assignment, quick_env):
@@ -85,6 +85,7 @@ def test_a_request_the_cluster_cannot_meet_is_refused_at_submission(cluster, ass
     assert "qsub refused" in run.stderr and "Invalid generic resource" in run.stderr
 
 
+@pytest.mark.extended  # the same on PBS (test_pbs_server.py), in seconds
 @pytest.mark.timeout(3000)  # a job per minute of training: a busy machine needs more of them
 def test_a_job_killed_at_its_walltime_is_continued_by_the_next_from_its_snapshot(
     cluster, assignment, quick_env
@@ -327,7 +328,9 @@ def test_a_rank_abort_under_slurm_ends_with_the_jobs_own_exit_status(cluster, tm
     assert job.diagnosis().startswith("RuntimeError: rank 1 fails on purpose")
 
 
-@pytest.mark.parametrize("how", ["scontrol requeue", "node down"])
+@pytest.mark.parametrize(
+    "how", ["scontrol requeue", pytest.param("node down", marks=pytest.mark.extended)]
+)
 def test_a_job_slurm_reruns_keeps_each_attempts_output_and_the_kit_says_so(
     cluster, tmp_path, quick_env, how
 ):

@@ -102,8 +102,8 @@ def truncate(path: Path) -> None:
     "stage,damage",
     [
         ("single_gpu", truncate),
-        ("single_gpu", flip_one_byte),
-        ("multi_node", truncate),  # one rank's file only
+        pytest.param("single_gpu", flip_one_byte, marks=pytest.mark.extended),
+        pytest.param("multi_node", truncate, marks=pytest.mark.extended),  # one rank's file only
     ],
 )
 def test_a_damaged_snapshot_is_removed_and_the_intact_one_before_it_resumes(
@@ -130,6 +130,7 @@ def test_a_damaged_snapshot_is_removed_and_the_intact_one_before_it_resumes(
     assert not checkpoint.snapshot_files(run) and not list(run.glob(".*.sha256"))
 
 
+@pytest.mark.extended  # a damaged snapshot: the test above
 def test_every_snapshot_damaged_starts_the_run_over_and_says_so(tmp_path, env):
     folder = student_folder(tmp_path, "student", "single_gpu")
     run = interrupted(folder, 1)
@@ -166,6 +167,7 @@ def test_a_snapshot_of_another_training_names_itself_and_the_way_out(tmp_path, e
     assert not joblog.resumptions(log)
 
 
+@pytest.mark.extended  # another training's snapshot: the test above
 def test_a_data_set_remade_under_the_same_name_is_another_training(tmp_path, env):
     folder = student_folder(tmp_path, "student", "single_gpu")
     first = interrupted(folder, 1)

@@ -26,9 +26,9 @@ def cluster(two_node_cluster):
 
 
 @pytest.fixture(scope="module")
-def assignment(student_run, tmp_path_factory):
+def assignment(solved_assignment, tmp_path_factory):
     return slurm_cluster.assignment(
-        student_run, tmp_path_factory.mktemp("two-nodes") / paths.ASSIGNMENT
+        solved_assignment, tmp_path_factory.mktemp("two-nodes") / paths.ASSIGNMENT
     )
 
 
@@ -51,6 +51,7 @@ def test_the_cluster_has_two_hosts_that_reach_each_other_only_on_its_own_network
         assert "default" not in routes, routes  # nothing beyond the cluster's subnet is reachable
 
 
+@pytest.mark.extended  # across two nodes: test_site_verify_two_nodes.py, test_pbs_server.py
 def test_stage3_with_select_2_runs_four_ranks_on_two_hosts_and_joins_the_scaling_table(
     cluster, assignment, quick_env
 ):

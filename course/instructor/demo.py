@@ -44,6 +44,7 @@ from course.diagnostics import doctor
 from course.errors import CourseError, GradingError
 from course.instructor import (
     class_report,
+    demo_settings,
     exchange,
     grade_command,
     nbgrader_cells,
@@ -318,6 +319,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help="default: build/demo in the kit's folder"
     )
+    parser.add_argument(
+        "--site-settings",
+        action="store_true",
+        help="train at the site profile's settings (about 25 min on 2 CPU cores), where the "
+        "lessons' numbers show, instead of the demo's quick ones",
+    )
     args = parser.parse_args(argv)
     root = paths.kit_root()
     out = (args.out or root / "build" / "demo").resolve()
@@ -327,10 +334,18 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
 
     settings = siteenv.of_folder(root)
-    print(f"== 1. Data (site profile {settings.site}: {settings.dataset})")
-    name = settings.dataset
-    if name == data.SYNTHETIC and not data.path_for(name).exists():
-        data_prepare.prepare_synthetic()
+    if args.site_settings:
+        print(f"== 1. Data (site profile {settings.site}: {settings.dataset})")
+        name = settings.dataset
+        if name == data.SYNTHETIC and not data.path_for(name).exists():
+            data_prepare.prepare_synthetic()
+    else:
+        name = demo_settings.QUICK_DATASET
+        print(
+            f"== 1. Data (the demo's quick settings: {demo_settings.QUICK_TRAIN_ARGS} on {name}; "
+            f"--site-settings for site profile {settings.site}'s)"
+        )
+        os.environ.update(demo_settings.quick())  # the kernels and their jobs inherit them
     print(data.info(data.resolve(name)).describe())
     print("\n== 2. What works on this machine")
     print(doctor.render(doctor.run_checks()))
@@ -370,6 +385,12 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     print("\n== 9. The class report: every student's runs and where the class lost points")
     class_report.main(["--course-dir", str(out / "course")])
+    if not args.site_settings:
+        print(
+            "\nThese were the demo's quick settings: each run lasts seconds and its accuracy stays "
+            "near chance, so none reaches the course's accuracy target. The lessons' accuracy "
+            "and time to accuracy: make demo SETTINGS=site (python -m course demo --site-settings)."
+        )
     print(
         f"\nDemo finished in {(time.monotonic() - started) / 60:.1f} min. The students' folders: "
         f"{out / 'students'}; the exchange: {out / 'exchange'}; the gradebook: "
