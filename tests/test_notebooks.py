@@ -176,6 +176,9 @@ def test_released_notebooks_fail_only_at_their_stubs(quick_env, tmp_path):
             "check_prediction",
             "check_predict_comparison",
             "check_exchange_ratio",
+            "check_implied_exchange",
+            "check_step_shares",
+            "check_run_plan",
         },
         # its measurement shows the student's model beside it: the stub raises there too
         "04_the_exchange.ipynb": {

@@ -30,6 +30,9 @@ class Stage:
     prediction_functions: tuple[
         str, ...
     ] = ()  # what the student predicts of the jobs, graded against their runs (in no script)
+    derivation_functions: tuple[
+        str, ...
+    ] = ()  # what the student derives from the sources' figures and the profile (in no script)
 
     @property
     def job_path(self) -> str:
@@ -75,6 +78,7 @@ MULTI_NODE = Stage(
     job_functions=("resource_request", "run_lines"),
     model_functions=("allreduce_time", "fit_alpha_beta"),
     prediction_functions=("predict_comparison", "compute_to_exchange"),
+    derivation_functions=("implied_exchange", "step_shares", "run_plan"),
 )
 
 STAGES: dict[str, Stage] = {stage.name: stage for stage in (SINGLE_GPU, MULTI_GPU, MULTI_NODE)}

@@ -5,7 +5,9 @@ profile's contract (the results file's `profile` field) is in course/runtime/pro
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from course import evidence
 from course.contracts import stages
@@ -135,6 +137,49 @@ def show(folder: Path = Path(".")) -> list[dict]:
     display(figure)
     plt.close(figure)
     return table
+
+
+# What show_shares prints (named placeholders: they will go through gettext).
+NO_PROFILE = "no profiled run yet: run the cells above that submit it (PROFILE=1)"
+NO_STEPS = "{run}, rank {rank}: no steady step was profiled"
+SHARES_LINE = (
+    "{run}, rank {rank} of {ranks}: not computing {not_computing:.1%} of its {step:.1f} ms step "
+    "({shares})"
+)
+SHARE = "{phase} {share:.1%}"
+
+
+def shares_lines(step_shares: Callable[..., Any], table: list[dict]) -> list[str]:
+    """A line per rank of `table` (rows()): the student's step_shares of its medians."""
+    if not table:
+        return [NO_PROFILE]
+    lines = []
+    for row in table:
+        medians = {phase: row[phase] for phase in PHASES}
+        if any(ms is None for ms in medians.values()):
+            lines.append(NO_STEPS.format(run=row["run"], rank=row["rank"]))
+            continue
+        found = step_shares(medians)
+        lines.append(
+            SHARES_LINE.format(
+                run=row["run"],
+                rank=row["rank"],
+                ranks=row["ranks"],
+                not_computing=found["not_computing"],
+                step=row["step"],
+                shares=", ".join(
+                    SHARE.format(phase=phase, share=found["shares"][phase]) for phase in PHASES
+                ),
+            )
+        )
+    return lines
+
+
+def show_shares(step_shares: Callable[..., Any], folder: Path = Path(".")) -> list[str]:
+    """Print shares_lines of the profiled runs in `folder`."""
+    lines = shares_lines(step_shares, rows(folder))
+    print("\n".join(lines))
+    return lines
 
 
 def _cell(value) -> str:

@@ -19,6 +19,7 @@ from course.notebook.checks import (
     multi_gpu,
     multi_node,
     predictions,
+    scaling,
     single,
 )
 from course.notebook.checks.inputs import SMALL, example_ids, labelled_dataset, small_args
@@ -40,6 +41,7 @@ __all__ = [
     "multi_node",
     "passed",
     "predictions",
+    "scaling",
     "single",
     "small_args",
 ]

@@ -1,0 +1,146 @@
+"""The mistakes the scaling checks (course.notebook.checks.scaling) recognise, per exercise: each a
+slip of the kit's reference (course.scalingmodel) computed by the judge, never by the student's
+functions, with the words that name it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from course import scalingmodel
+
+Mistake = tuple[str, Callable[..., dict]]  # (what it is, the reference with that slip, on a case)
+
+_COMPUTE = ("forward", "backward")
+
+
+def _shares_of(profile: Mapping[str, float], step: float, not_computing: tuple[str, ...]) -> dict:
+    shares = {phase: ms / step for phase, ms in profile.items()}
+    return {"shares": shares, "not_computing": sum(shares.get(p, 0.0) for p in not_computing)}
+
+
+def _percent(profile: Mapping[str, float]) -> dict:
+    right = scalingmodel.step_shares(profile)
+    return {
+        "shares": {phase: 100 * share for phase, share in right["shares"].items()},
+        "not_computing": 100 * right["not_computing"],
+    }
+
+
+def _only_compute_is_work(profile: Mapping[str, float]) -> dict:
+    right = scalingmodel.step_shares(profile)
+    computing = sum(right["shares"].get(phase, 0.0) for phase in _COMPUTE)
+    return {"shares": right["shares"], "not_computing": 1 - computing}
+
+
+SHARES: tuple[Mistake, ...] = (
+    (
+        "the shares are of the compute (forward and backward) alone: a phase's share is of the "
+        "whole step, every phase of the profile counted",
+        lambda profile: _shares_of(
+            profile, sum(profile.get(p, 0.0) for p in _COMPUTE), scalingmodel.NOT_COMPUTING
+        ),
+    ),
+    (
+        "the wait is left out of the time not computing: a rank waiting at the barrier for the "
+        "slowest one computes nothing either",
+        lambda profile: _shares_of(profile, sum(profile.values()), ("allreduce",)),
+    ),
+    (
+        "these are percentages: the exercise asks for fractions of the step, from 0 to 1",
+        _percent,
+    ),
+    (
+        "data, update and other are counted as not computing: they are this rank's own work; "
+        "what it loses to the other ranks is the waiting and the exchange",
+        _only_compute_is_work,
+    ),
+)
+
+
+def _plan(updates: int, lr: float, total: int) -> dict:
+    return {"total_batch": total, "updates_per_epoch": updates, "lr": lr}
+
+
+def _right(gpus: int, per_gpu: int, images: int, lr: float, base: int) -> dict:
+    return scalingmodel.run_plan(gpus, per_gpu, images, lr, base)
+
+
+PLAN: tuple[Mistake, ...] = (
+    (
+        "the updates per epoch are counted with one GPU's batch: one update takes the batches of "
+        "every GPU together",
+        lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "updates_per_epoch": -(-n // b)},
+    ),
+    (
+        "the updates per epoch are rounded down: the images left after the last whole batch "
+        "still take an update",
+        lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "updates_per_epoch": n // (g * b)},
+    ),
+    (
+        "the rate is scaled by the number of GPUs: the linear rule scales it by how many times "
+        "the total batch is the reference batch",
+        lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "lr": lr * g},
+    ),
+    (
+        "the batches' ratio is upside down: a larger total batch takes a larger rate, not a "
+        "smaller one",
+        lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "lr": lr * b0 / (g * b)},
+    ),
+)
+
+
+def _implied(speedup: float, n: int, t: float) -> dict:
+    return scalingmodel.implied_exchange(speedup, n, t)
+
+
+EXCHANGE: tuple[Mistake, ...] = (
+    (
+        "that is strong scaling's step, where the GPUs share one GPU's batch: here every GPU "
+        "trains on a whole batch of its own (weak scaling), so it computes as long as one GPU "
+        "alone, every step",
+        lambda s, n, t: {**_implied(s, n, t), "exchange_seconds": t / s - t / n},
+    ),
+    (
+        "the efficiency is upside down: it is at most 1, reached when N GPUs are N times as fast "
+        "as one",
+        lambda s, n, t: {**_implied(s, n, t), "efficiency": n / s},
+    ),
+    (
+        "the speedup is applied to one GPU's step as if the work stayed the same: with weak "
+        "scaling N GPUs train N times one GPU's images in a step",
+        lambda s, n, t: {**_implied(s, n, t), "exchange_seconds": t / s},
+    ),
+    (
+        "that is the whole step: the exchange is what is left of it once the compute is taken out",
+        lambda s, n, t: {**_implied(s, n, t), "exchange_seconds": t * n / s},
+    ),
+)
+
+
+def flat(numbers: Mapping[str, Any]) -> dict[str, float]:
+    """A reference's dict as the observer reports a student's: "key/inner key" for a dict within."""
+    found: dict[str, float] = {}
+    for key, value in numbers.items():
+        if isinstance(value, Mapping):
+            found.update({f"{key}/{inner}": float(v) for inner, v in value.items()})
+        else:
+            found[key] = float(value)
+    return found
+
+
+RELATIVE = 1e-6  # float arithmetic in any order agrees this far; every known mistake is off more
+COUNTS = ("total_batch", "updates_per_epoch")  # whole numbers: only the exact one is right
+
+
+def agrees(key: str, value: float, expected: float) -> bool:
+    """Whether the student's `value` of `key` is the `expected` one."""
+    if key in COUNTS:
+        return value == expected
+    return math.isclose(value, expected, rel_tol=RELATIVE, abs_tol=1e-12)
+
+
+def matches(found: Mapping[str, float], numbers: Mapping[str, float]) -> bool:
+    """Whether the student's numbers `found` are `numbers` (both flat), key by key."""
+    return all(key in found and agrees(key, found[key], value) for key, value in numbers.items())
