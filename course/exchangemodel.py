@@ -24,6 +24,7 @@ Half-precision gradients: float16 halves the bytes of every exchange, not its la
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from course import costmodel
@@ -75,3 +76,66 @@ def half_precision_saving(ranks: int, parameters: int, alpha: float, beta: float
     )
     float16 = costmodel.allreduce_seconds("ring", ranks, BYTES_FLOAT16 * parameters, alpha, beta)
     return float32 - float16
+
+
+# When the exchange dominates (notebook 04's section 4). The allreduce chosen by message size (the
+# Fujitsu study, §4: BRD, recursive doubling, for small messages; VHD, halving then doubling, for
+# large): the ring pays more latency than recursive doubling, 2(p − 1)·α against log2(p)·α, and
+# sends fewer bytes, 2(p − 1)/p·n against log2(p)·n, so it wins above the size where the two meet.
+# A multi-node run slower than one node (the Nagoya study: 4 nodes 15.46 s, 1 node 13.59 s): with a
+# fixed batch per rank (weak scaling), N ranks do N times one rank's work in a step that is one
+# rank's compute plus the ring allreduce of the whole gradient. The exchange's share of a step (the
+# Fujitsu study, §4, §7): the allreduce over the step without overlap.
+
+
+def ring_crossover_bytes(
+    ranks: int, ring_alpha: float, ring_beta: float, doubling_alpha: float, doubling_beta: float
+) -> float:
+    """The message size in bytes above which the ring allreduce is faster than recursive doubling
+    on `ranks` ranks, each algorithm with its own fitted α and β: 0.0 when the ring is faster at
+    every size, math.inf when no size is large enough for it."""
+    ring_a, ring_b = costmodel.coefficients("ring", ranks)
+    doubling_a, doubling_b = costmodel.coefficients("recursive_doubling", ranks)
+    return size_above(
+        ring_a * ring_alpha - doubling_a * doubling_alpha,
+        doubling_b * doubling_beta - ring_b * ring_beta,
+    )
+
+
+def size_above(extra_latency: float, saving_per_byte: float) -> float:
+    """The size above which an algorithm that costs `extra_latency` seconds more per allreduce and
+    `saving_per_byte` seconds less per byte is strictly faster: 0.0 at every size, math.inf at
+    none (or only below some size)."""
+    if saving_per_byte > 0:
+        return max(0.0, extra_latency / saving_per_byte)
+    return 0.0 if saving_per_byte == 0 and extra_latency < 0 else math.inf
+
+
+def weak_scaling_speedup(
+    ranks: int, compute_seconds: float, nbytes: float, alpha: float, beta: float
+) -> float:
+    """Images per second of `ranks` ranks over one rank's, each rank computing `compute_seconds`
+    a step on its own batch, then a ring allreduce of the n-byte gradient (no overlap)."""
+    exchange = costmodel.allreduce_seconds("ring", ranks, nbytes, alpha, beta)
+    return ranks * compute_seconds / (compute_seconds + exchange)
+
+
+def first_slower(
+    rank_counts: Sequence[int], compute_seconds: float, nbytes: float, alpha: float, beta: float
+) -> int | None:
+    """The fewest ranks of `rank_counts` slower than one rank (speedup below 1), or None."""
+    slower = [
+        ranks
+        for ranks in rank_counts
+        if weak_scaling_speedup(ranks, compute_seconds, nbytes, alpha, beta) < 1
+    ]
+    return min(slower, default=None)
+
+
+def exchange_share(
+    compute_seconds: float, nbytes: float, ranks: int, alpha: float, beta: float
+) -> float:
+    """The ring allreduce's share of a step of `compute_seconds` compute and the exchange, without
+    overlap."""
+    exchange = costmodel.allreduce_seconds("ring", ranks, nbytes, alpha, beta)
+    return exchange / (compute_seconds + exchange)

@@ -33,6 +33,10 @@ def load(folder: Path) -> types.ModuleType:
         "parameter_server_time",
         "overlapped_backward",
         "half_precision_saving",
+        "ring_crossover_bytes",
+        "weak_scaling_speedup",
+        "first_slower",
+        "exchange_share",
     ):
         setattr(SOLVED, name, getattr(module, name))
     return module

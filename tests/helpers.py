@@ -31,7 +31,7 @@ from tests.solutions import SOLUTIONS, solution_functions, solution_source
 # The automatic points a solved student's CPU run earns where every tier it can reach is granted
 # (test_grading's grading.toml): all but stage 2's throughput and prediction (2 + 2), which need two
 # GPUs.
-SOLVED_ON_CPU = 57
+SOLVED_ON_CPU = 60
 
 
 def core_cases(cases: Any, core: set[str] | frozenset[str]) -> list:

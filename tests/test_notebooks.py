@@ -45,6 +45,9 @@ def test_solved_notebooks_run_top_to_bottom_on_cpu(student_run):
         ("server_report", "measured ratio"),
         ("overlap_report", "of the exchange"),
         ("half_report", "float16 saves"),
+        ("crossover_report", "the ring is faster above"),
+        ("slowdown_report", "a GPU 100 times faster: 1 ranks 1,"),
+        ("share_report", "4 times the ranks: the exchange is"),
     ):
         text = "".join(
             o.get("text", "") for o in outputs(student_run / "04_the_exchange.ipynb", cell)
@@ -185,8 +188,12 @@ def test_released_notebooks_fail_only_at_their_stubs(quick_env, tmp_path):
             "check_exchange_traffic",
             "check_parameter_server_time",
             "server_report",
+            "check_ring_crossover",
+            "crossover_report",
             "check_overlap",
             "check_half_precision",
+            "check_slowdown",
+            "check_exchange_share",
         },
         "05_beyond_data_parallel.ipynb": {
             "check_activation_bytes",

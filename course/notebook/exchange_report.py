@@ -170,7 +170,7 @@ _NO_PROFILE = (
 )
 
 
-def _profile_and_fit(folder: Path) -> tuple[dict, float, float, str] | str:
+def profile_and_fit(folder: Path) -> tuple[dict, float, float, str] | str:
     """The profiled run with layers and (α, β, where from) for its ranks, or what is missing."""
     profiled = profiled_layers(folder)
     if profiled is None:
@@ -188,7 +188,7 @@ def overlap_lines(
     overlapped_backward: Callable[..., Any], folder: Path = Path("."), whose: str = "your model"
 ) -> list[str]:
     """The profiled run's backward and exchange, without overlap and with the layer-wise model."""
-    found = _profile_and_fit(folder)
+    found = profile_and_fit(folder)
     if isinstance(found, str):
         return [found]
     profiled, alpha, beta, source = found
@@ -220,7 +220,7 @@ def half_precision_lines(
     half_precision_saving: Callable[..., Any], folder: Path = Path("."), whose: str = "your model"
 ) -> list[str]:
     """The saving the model predicts for the profiled run's gradient in one float16 buffer."""
-    found = _profile_and_fit(folder)
+    found = profile_and_fit(folder)
     if isinstance(found, str):
         return [found]
     profiled, alpha, beta, source = found

@@ -14,6 +14,7 @@ from __future__ import annotations
 from course.notebook.checks import (
     allreduce,
     exchange,
+    exchange_scaling,
     large_batch,
     model_parallel,
     multi_gpu,
@@ -32,6 +33,7 @@ __all__ = [
     "call",
     "example_ids",
     "exchange",
+    "exchange_scaling",
     "expect",
     "fail",
     "labelled_dataset",

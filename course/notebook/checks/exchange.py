@@ -71,7 +71,7 @@ OVERLAP_PASSED = (
 HALF_PASSED = "half_precision_saving: matches the kit's model in {count} cases, 1 drawn at random"
 
 
-def _check(
+def judge(
     function: Callable[..., Any],
     cases: list[tuple[Any, ...]],
     reference: Callable[..., float],
@@ -87,7 +87,7 @@ def _check(
     for case, fact in zip(cases, facts):
         expected = reference(*case)
         shown = "{name}({args})".format(
-            name=function.__name__, args=", ".join(_shown(value) for value in case)
+            name=function.__name__, args=", ".join(shown_value(value) for value in case)
         )
         value = number(fact["value"])
         if value is None:
@@ -100,15 +100,17 @@ def _check(
     return len(cases)
 
 
-def _shown(value: Any) -> str:
+def shown_value(value: Any) -> str:
+    """A case's argument as a message shows it."""
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, list):
-        return "[" + ", ".join(_shown(item) for item in value) + "]"
+        return "[" + ", ".join(shown_value(item) for item in value) + "]"
     return repr(value)
 
 
-def _rate() -> tuple[float, float]:
+def drawn_rates() -> tuple[float, float]:
+    """An (α, β) drawn at random, from a fast network's to a slow one's."""
     return 10 ** _DRAW.uniform(-7, -4), 10 ** _DRAW.uniform(-11, -8)
 
 
@@ -122,7 +124,7 @@ def traffic(
         (pattern, _DRAW.randint(2, 64), _DRAW.randint(1, 2**27))
         for pattern in ("parameter_server", "ring")
     ]
-    count = _check(
+    count = judge(
         exchange_traffic,
         [*cases, *drawn],
         exchangemodel.busiest_link_bytes,
@@ -139,8 +141,8 @@ def parameter_server(
 ) -> None:
     """parameter_server_time gives the model's seconds."""
     __tracebackhide__ = True
-    drawn = [(_DRAW.randint(2, 64), _DRAW.randint(1, 2**27), *_rate())]
-    count = _check(
+    drawn = [(_DRAW.randint(2, 64), _DRAW.randint(1, 2**27), *drawn_rates())]
+    count = judge(
         parameter_server_time,
         [*cases, *drawn],
         exchangemodel.parameter_server_seconds,
@@ -167,7 +169,7 @@ def overlap(
     gradient is ready and the link is free."""
     __tracebackhide__ = True
     every = [(list(b), list(c)) for b, c in [*cases, _drawn_layers(), _drawn_layers()]]
-    count = _check(
+    count = judge(
         overlapped_backward,
         every,
         exchangemodel.overlapped_seconds,
@@ -185,8 +187,8 @@ def half_precision(
 ) -> None:
     """half_precision_saving gives the seconds float16 saves on one ring allreduce."""
     __tracebackhide__ = True
-    drawn = [(_DRAW.randint(2, 64), _DRAW.randint(1, 10**8), *_rate())]
-    count = _check(
+    drawn = [(_DRAW.randint(2, 64), _DRAW.randint(1, 10**8), *drawn_rates())]
+    count = judge(
         half_precision_saving,
         [*cases, *drawn],
         exchangemodel.half_precision_saving,

@@ -21,6 +21,11 @@ REFERENCE: tuple[Callable[..., Any], ...] = (
     exchangemodel.parameter_server_seconds,
     exchangemodel.overlapped_seconds,
     exchangemodel.half_precision_saving,
+    exchangemodel.ring_crossover_bytes,
+    exchangemodel.size_above,
+    exchangemodel.weak_scaling_speedup,
+    exchangemodel.first_slower,
+    exchangemodel.exchange_share,
 )
 
 
@@ -40,8 +45,8 @@ def reference_closed() -> Iterator[None]:
 
 
 def values(function: Callable[..., Any], cases: list[list[Any]]) -> list[dict[str, Any]]:
-    """function(*case) on each case: its number as a float (None when it is no number) and its
-    type's name."""
+    """function(*case) on each case: its number as a float (None when it is no number: None
+    itself, where an exercise allows it, shows as the type NoneType) and its type's name."""
     facts = []
     for case in cases:
         with reference_closed():
