@@ -555,8 +555,8 @@ assert len(HANDED_IN) == len(PLANTED) + len(ATTACKS) + len(WHOLE), "one folder p
 NOTEBOOKS_HANDED_IN = sum(map(len, HANDED_IN.values()))
 GRADE_TIMEOUT = 300 + 40 * NOTEBOOKS_HANDED_IN
 # make test grades these planted mistakes and attacks (each a kind of its own); make test-extended
-# adds the others. The module's other tests name carol, victor, peggy and quentin.
-CORE_PLANTED = {"carol", "heidi", "hugo", "kate", "victor"}
+# adds the others. The module's other tests name carol, grace, heidi, victor, peggy and quentin.
+CORE_PLANTED = {"carol", "grace", "heidi", "hugo", "kate", "victor"}
 CORE_ATTACKS = {"mallory", "olivia", "peggy", "quentin"}
 STUDENT_RUN_TIMEOUT = 1800  # the solved run (tests/conftest.py: student_run), made first if need be
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(STUDENT_RUN_TIMEOUT + GRADE_TIMEOUT)]
