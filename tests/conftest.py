@@ -1,9 +1,10 @@
 """Shared fixtures and the unit tier's guard. Tests use their own data folder, never ~/.chainer.
 
 The tiers (markers registered in pyproject.toml; the Makefile runs them):
-  unit   no MPI, no jobs, no nbgrader apps, no Slurm, no browser: neither `integration` nor `slow`
-  fast   the unit tier and the quick tests that start those: not `slow`
-  slow   everything
+  unit      no MPI, jobs, nbgrader apps, Slurm or browser: neither `integration` nor `slow`
+  fast      the unit tier and the quick tests that start those: not `slow`
+  test      everything but `extended` (make test: every capability once, within its budget)
+  extended  the other cases of what make test covers (make test-extended; make test-all: both)
 """
 
 from __future__ import annotations

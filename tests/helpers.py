@@ -223,14 +223,14 @@ STAGE_3_CELLS = (
 def check_cells(stage_name: str) -> dict[str, str]:
     """{grade_id: source} of the notebook's graded cells that check the stage's functions on their
     own, hidden tests included (the allreduce exercise's checks read job outputs:
-    tests/test_allreduce_checks.py has them)."""
+    tests/test_allreduce_checks.py has them; test_scaling_checks.py has the derivations')."""
     notebook = nbformat.read(SOLUTIONS / stages.get(stage_name).notebook, as_version=4)
     return {
         cell.metadata.nbgrader.grade_id: cell.source
         for cell in notebook.cells
         if cell.metadata.get("nbgrader", {}).get("grade")
         and cell.source.startswith("checks.")
-        and not cell.source.startswith("checks.allreduce.")
+        and not cell.source.startswith(("checks.allreduce.", "checks.scaling."))
     }
 
 

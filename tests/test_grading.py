@@ -557,7 +557,7 @@ GRADE_TIMEOUT = 300 + 40 * NOTEBOOKS_HANDED_IN
 # make test grades these planted mistakes and attacks (each a kind of its own); make test-extended
 # adds the others. The module's other tests name carol, grace, heidi, victor, peggy and quentin.
 CORE_PLANTED = {"carol", "grace", "heidi", "hugo", "kate", "victor"}
-CORE_ATTACKS = {"mallory", "olivia", "peggy", "quentin"}
+CORE_ATTACKS = {"mallory", "peggy", "quentin"}
 STUDENT_RUN_TIMEOUT = 1800  # the solved run (tests/conftest.py: student_run), made first if need be
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(STUDENT_RUN_TIMEOUT + GRADE_TIMEOUT)]
 

@@ -153,10 +153,11 @@ def test_a_job_killed_at_its_walltime_is_said_so_and_continued_by_the_next_qsub(
     pbs, assignment, quick_env, tmp_path
 ):
     """The mom checks walltime every few seconds here ($max_check_poll): a run of about a minute
-    is killed at its 30-second walltime part-way, and the student's next qsub resumes it from its
-    snapshot, as often as it takes (an epoch is a few seconds: every job saves at least one)."""
+    (ten epochs of about six seconds on an idle machine) is killed at its 30-second walltime
+    part-way, and the student's next qsub resumes it from its snapshot, as often as it takes (every
+    job saves at least one epoch's snapshot)."""
     folder = fresh_copy(assignment, tmp_path / "walltime")
-    args = "COURSE_TRAIN_ARGS=--model vgg --width 8 --batchsize 32 --epoch 16 --warmup 2"
+    args = "COURSE_TRAIN_ARGS=--model vgg --width 8 --batchsize 32 --epoch 10 --warmup 2"
     jobs: list[submit.Job] = []
     for _ in range(30):
         jobs.append(
@@ -186,7 +187,7 @@ def test_a_job_killed_at_its_walltime_is_said_so_and_continued_by_the_next_qsub(
     for job in jobs[1:]:
         [said] = joblog.resumptions(job.log_text())
         assert said["folder"].endswith(run_.path.parent.name) and said["iteration"] > 0
-    assert [entry["epoch"] for entry in run_.record["log"]] == list(range(1, 17))
+    assert [entry["epoch"] for entry in run_.record["log"]] == list(range(1, 11))
 
 
 def test_course_cancel_points_to_qdel_which_cancels_the_running_job(
