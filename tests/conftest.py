@@ -40,6 +40,12 @@ def _group(item: pytest.Item) -> str:
     return "clusters" if clusters else item.path.stem
 
 
+# The groups that take longest one after the other (the clusters' jobs; the solved student's run,
+# then its grading): dealt to the workers first, so that they start at once and the other groups
+# fill in around them. xdist deals the groups in the order of the collected tests.
+LONGEST_FIRST = ("clusters", "test_grading", "test_bundle_term")
+
+
 # First: xdist's worker reads the groups in its own hook of the same name; after it, they would be
 # ignored and a module's tests spread over the workers, each making the module's cluster.
 @pytest.hookimpl(tryfirst=True)
@@ -47,6 +53,8 @@ def pytest_collection_modifyitems(config, items):
     if config.pluginmanager.hasplugin("xdist"):  # `-p no:xdist` runs in one process: no groups
         for item in items:
             item.add_marker(pytest.mark.xdist_group(_group(item)))
+        rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(_group(item), len(rank)))  # stable: else as collected
     if not any("gpu" in item.keywords for item in items):
         return
     found = gpu.visible_gpus() if gpu.cupy_installed() else None

@@ -22,6 +22,7 @@ STUDENTS = (
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # a term through the exchange: test_bundle_term.py, test_hub.py
 def test_a_term_through_nbgraders_exchange(tmp_path, quick_env, monkeypatch, capfd):
     if not bubblewrap():
         monkeypatch.setenv(sandbox.SWITCH, "off")

@@ -143,6 +143,7 @@ def test_every_snapshot_damaged_starts_the_run_over_and_says_so(tmp_path, env):
     assert results.load(run / results.FILENAME)["complete"]
 
 
+@pytest.mark.extended  # another training's run is not continued: test_checkpoint.py, in-process
 def test_a_snapshot_of_another_training_names_itself_and_the_way_out(tmp_path, env):
     """Another training's snapshot in this run's folder (copied by hand): intact, but not this
     trainer's; the job says which file and how to start over, instead of resuming from it."""
