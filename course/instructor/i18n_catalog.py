@@ -37,6 +37,15 @@ MARKED = (
     "course/notebook/checks/single.py",
     "course/notebook/checks/single_snapshots.py",
     "course/diagnostics/doctor.py",
+    "course/notebook/checks/exchange.py",
+    "course/notebook/checks/exchange_mistakes.py",
+    "course/notebook/checks/exchange_observers.py",
+    "course/notebook/checks/exchange_scaling.py",
+    "course/notebook/checks/exchange_scaling_mistakes.py",
+    "course/notebook/checks/large_batch.py",
+    "course/notebook/checks/large_batch_observers.py",
+    "course/notebook/checks/model_parallel.py",
+    "course/notebook/checks/model_parallel_observers.py",
 )
 # The notebooks whose markdown is in the catalogs (notebook 01 first; the rest once their text
 # settles).
