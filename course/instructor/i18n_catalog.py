@@ -38,6 +38,15 @@ MARKED = (
     "course/notebook/checks/single.py",
     "course/notebook/checks/single_snapshots.py",
     "course/diagnostics/doctor.py",
+    "course/notebook/checks/exchange.py",
+    "course/notebook/checks/exchange_mistakes.py",
+    "course/notebook/checks/exchange_observers.py",
+    "course/notebook/checks/exchange_scaling.py",
+    "course/notebook/checks/exchange_scaling_mistakes.py",
+    "course/notebook/checks/large_batch.py",
+    "course/notebook/checks/large_batch_observers.py",
+    "course/notebook/checks/model_parallel.py",
+    "course/notebook/checks/model_parallel_observers.py",
 )
 # The notebooks whose markdown, docstrings and comments are in the catalogs.
 NOTEBOOKS = (
