@@ -56,7 +56,8 @@ def pieces(source: str) -> list[Piece]:
     for match in _DOCSTRING.finditer(source):
         line_start = source.rfind("\n", 0, match.start()) + 1
         if line_start in shown:
-            indent, first, *rest = match.group(1), *match.group(2).split("\n")
+            indent = match.group(1)
+            first, *rest = match.group(2).split("\n")
             if all(line.startswith(indent) or not line for line in rest):
                 text = "\n".join([first, *(line[len(indent) :] for line in rest)])
                 found.append(Piece(match.start(2), match.end(2), text, indent))
