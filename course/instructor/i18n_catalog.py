@@ -47,6 +47,15 @@ MARKED = (
     "course/notebook/checks/large_batch_observers.py",
     "course/notebook/checks/model_parallel.py",
     "course/notebook/checks/model_parallel_observers.py",
+    "course/notebook/checks/mn_placement.py",
+    "course/notebook/checks/prediction_words.py",
+    "course/notebook/checks/predictions.py",
+    "course/notebook/checks/scaling.py",
+    "course/notebook/checks/scaling_mistakes.py",
+    "course/notebook/checks/scaling_observers.py",
+    "course/notebook/checks/allreduce.py",
+    "course/notebook/checks/allreduce_mistakes.py",
+    "course/notebook/checks/allreduce_observers.py",
 )
 # The notebooks whose markdown, docstrings and comments are in the catalogs.
 NOTEBOOKS = (
