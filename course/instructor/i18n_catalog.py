@@ -37,6 +37,21 @@ MARKED = (
     "course/notebook/checks/single.py",
     "course/notebook/checks/single_snapshots.py",
     "course/diagnostics/doctor.py",
+    "course/notebook/report.py",
+    "course/notebook/report_plots.py",
+    "course/notebook/allreduce_report.py",
+    "course/notebook/exchange_report.py",
+    "course/notebook/model_parallel_report.py",
+    "course/notebook/scaling_report.py",
+    "course/notebook/profile_report.py",
+    "course/notebook/placement.py",
+    "course/notebook/one_node.py",
+    "course/notebook/handin.py",
+    "course/notebook/handin_command.py",
+    "course/notebook/handin_submit.py",
+    "course/notebook/scripts.py",
+    "course/notebook/setup.py",
+    "course/notebook/directives.py",
 )
 # The notebooks whose markdown is in the catalogs (notebook 01 first; the rest once their text
 # settles).
