@@ -120,7 +120,7 @@ def _centred(text: str, columns: int) -> str:
 def table_text(table: list[Series]) -> str:
     """Sizes down, (ranks, algorithm) across: median and quartiles in microseconds."""
     sizes = sorted({n for s in table for n in s.sizes})
-    header = f"{_right(_('size'), 8)} | " + " | ".join(_centred(s.label, 28) for s in table)
+    header = _right(_("size"), 8) + " | " + " | ".join(_centred(s.label, 28) for s in table)
     lines = [header, "-" * i18n.width(header)]
     for n in sizes:
         cells = []
