@@ -57,7 +57,7 @@ def test_the_server_and_the_ring_take_turns_in_one_job(tmp_path, quick_env, caps
     # the demo's lines: the same with the kit's model, and what is missing for the rest
     demo = exchange_report.summary(folder)
     assert demo[: len(said)] == [line.replace("your model", "the kit's model") for line in said]
-    assert demo[len(said) :] == [exchange_report._NO_PROFILE] * 2
+    assert demo[len(said) :] == [exchange_report.no_profile()] * 2
 
 
 def checks_model(n_ranks, message_bytes, alpha, beta):

@@ -44,6 +44,48 @@ ALLOWED = {
     # the verdict token NOT YET, kept as OK: is (what follows it is translated)
     "NOT YET: ",
     "NOT YET: {missing}\n  -> {todo}",
+    # the report's columns: the rows' keys (their headings are translated where they are shown)
+    "time to target",
+    "TTA speedup",
+    "GPU model",
+    # HTML and matplotlib's own words
+    'style="white-space: nowrap"',
+    "axes fraction",
+    "upper left",
+    # the prog names of the commands, as typed
+    "course report",
+    "course handin",
+    "python -m course site apply {}",
+    # nbgrader's log line once a submission is in the exchange, matched to tell it was
+    "Submitted as:",
+    # what Open MPI's mpirun prints of a map, matched to read it, and its options, as typed
+    "Data for node: (\\S+)",
+    "Local rank: (\\d+).*App rank: (\\d+)",
+    "course-map-",
+    "--do-not-launch",
+    "--map-by",
+    "--bind-to",
+    "--rank-by",
+    "--cpus-per-proc",
+    "--cpus-per-rank",
+    "--cpu-set",
+    "--use-hwthread-cpus",
+    "--launch-agent",
+    "--stream-buffering",
+    "--report-bindings",
+    "--display-map",
+    "-display-map",
+    "--tag-output",
+    "--timestamp-output",
+    "--merge-stderr-to-stdout",
+    "--allow-run-as-root",
+    "--show-progress",
+    # the code of a job's training script (its comment and the stub's words are translated)
+    "import course  # {first}\nimport chainer\nimport chainer.functions as F\n"
+    "import chainer.links as L\nimport numpy as np\nfrom chainer import training\n"
+    "from chainer.training import extensions\n{extra}\nfrom course.runtime import harness\n",
+    "def {}(*args, **kwargs):\n    raise NotImplementedError({})\n",
+    "def main(",
 }
 
 

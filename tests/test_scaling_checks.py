@@ -146,4 +146,4 @@ def test_the_profiled_runs_are_shown_with_the_students_shares(solved):
         "forward 30.0%, backward 55.0%, wait 4.0%, allreduce 6.0%, update 3.0%, other 1.0%)",
         "multi_node-7, rank 1: no steady step was profiled",
     ]
-    assert profile_report.shares_lines(solved.step_shares, []) == [profile_report.NO_PROFILE]
+    assert profile_report.shares_lines(solved.step_shares, []) == [profile_report.no_profile()]

@@ -254,10 +254,11 @@ def _site() -> Check:
     if env_file is None:
         return Check(NOT_HERE, _("site profile"), _("not in a kit checkout or assignment folder"))
     profile = siteenv.SiteSettings.read(env_file).site
+    name = profile or _("unknown")  # outside the f-string, where Babel's extractor finds it
     return Check(
         OK,
         _("site profile"),
-        f"{profile or _('unknown')} ({env_file})",
+        f"{name} ({env_file})",
         "" if profile else "python -m course site apply <profile>",
     )
 

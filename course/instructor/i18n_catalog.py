@@ -56,6 +56,21 @@ MARKED = (
     "course/notebook/checks/allreduce.py",
     "course/notebook/checks/allreduce_mistakes.py",
     "course/notebook/checks/allreduce_observers.py",
+    "course/notebook/report.py",
+    "course/notebook/report_plots.py",
+    "course/notebook/allreduce_report.py",
+    "course/notebook/exchange_report.py",
+    "course/notebook/model_parallel_report.py",
+    "course/notebook/scaling_report.py",
+    "course/notebook/profile_report.py",
+    "course/notebook/placement.py",
+    "course/notebook/one_node.py",
+    "course/notebook/handin.py",
+    "course/notebook/handin_command.py",
+    "course/notebook/handin_submit.py",
+    "course/notebook/scripts.py",
+    "course/notebook/setup.py",
+    "course/notebook/directives.py",
 )
 # The notebooks whose markdown, docstrings and comments are in the catalogs.
 NOTEBOOKS = (

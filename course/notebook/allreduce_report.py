@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from course import costmodel
+from course import costmodel, i18n
 from course.contracts import benchmark
 from course.errors import ResultsError
+from course.i18n import _
 
 
 @dataclass
@@ -40,7 +41,7 @@ class Series:
 
     @property
     def label(self) -> str:
-        return f"{self.algorithm}, {self.ranks} ranks"
+        return _("{algorithm}, {ranks} ranks").format(algorithm=self.algorithm, ranks=self.ranks)
 
     @property
     def oversubscribed(self) -> bool:
@@ -55,7 +56,7 @@ def measured_table(folder: Path = Path("."), prefix: str = benchmark.PREFIX) -> 
         try:
             record = benchmark.load(path)
         except ResultsError as e:
-            print(f"note: left out: {e.message}")
+            print(_("note: left out: {why}").format(why=e.message))
             continue
         by_job[(record["ranks"], record["algorithm"])][path.parent.name].append(record)
     table = []
@@ -104,11 +105,23 @@ def _bytes(n: int) -> str:
     return f"{n // unit} {name}" if n % unit == 0 else f"{n / unit:.1f} {name}"
 
 
+def _right(text: str, columns: int) -> str:
+    """`text` right-aligned in `columns` terminal columns (a Japanese character takes two)."""
+    return " " * max(0, columns - i18n.width(text)) + text
+
+
+def _centred(text: str, columns: int) -> str:
+    """`text` centred in `columns` terminal columns, as str.center places it."""
+    room = max(0, columns - i18n.width(text))
+    left = room // 2 + (room & columns & 1)  # str.center's rule: the odd column goes left or right
+    return i18n.ljust(" " * left + text, columns)
+
+
 def table_text(table: list[Series]) -> str:
     """Sizes down, (ranks, algorithm) across: median and quartiles in microseconds."""
     sizes = sorted({n for s in table for n in s.sizes})
-    header = f"{'size':>8} | " + " | ".join(f"{s.label:^28}" for s in table)
-    lines = [header, "-" * len(header)]
+    header = _right(_("size"), 8) + " | " + " | ".join(_centred(s.label, 28) for s in table)
+    lines = [header, "-" * i18n.width(header)]
     for n in sizes:
         cells = []
         for s in table:
@@ -144,22 +157,33 @@ def compare(
             faster = first if a.median[i] < b.median[j] else second
             ratio = max(a.median[i], b.median[j]) / min(a.median[i], b.median[j])
             (beyond if apart else within).append(
-                f"{_bytes(n)} ({faster} {ratio:.2f}x faster)" if apart else _bytes(n)
+                _("{size} ({algorithm} {ratio:.2f}x faster)").format(
+                    size=_bytes(n), algorithm=faster, ratio=ratio
+                )
+                if apart
+                else _bytes(n)
             )
         said.append(
-            f"{ranks} ranks, {first} vs {second}: beyond the spread at "
-            f"{', '.join(beyond) or 'no size'}; within it (noise) at "
-            f"{', '.join(within) or 'no size'}"
+            _(
+                "{ranks} ranks, {first} vs {second}: beyond the spread at {beyond}; within it "
+                "(noise) at {within}"
+            ).format(
+                ranks=ranks,
+                first=first,
+                second=second,
+                beyond=", ".join(beyond) or _("no size"),
+                within=", ".join(within) or _("no size"),
+            )
         )
     if said:
         said.append(
-            "The alpha-beta model has no term for the sums themselves (the Fujitsu study's table 1 "
-            "counts them as "
-            "computation): recursive doubling adds the whole vector at each of its log2(p) steps, "
-            "the ring "
-            "(p-1)/p of it in all. On one node, where a message is a memory copy, an addition "
-            "costs about "
-            "what a copy does, so on 2 ranks, where both send n bytes, the ring can still win."
+            _(
+                "The alpha-beta model has no term for the sums themselves (the Fujitsu study's "
+                "table 1 counts them as computation): recursive doubling adds the whole vector at "
+                "each of its log2(p) steps, the ring (p-1)/p of it in all. On one node, where a "
+                "message is a memory copy, an addition costs about what a copy does, so on 2 "
+                "ranks, where both send n bytes, the ring can still win."
+            )
         )
     return said
 
@@ -178,32 +202,41 @@ def notes(table: list[Series], fitted: dict[tuple[int, str], tuple[float, float]
         worst = max(range(len(errors)), key=lambda i: abs(errors[i]))
         close = [_bytes(n) for n, e in zip(s.sizes, errors) if abs(e) <= 0.25]
         line = (
-            f"{s.label}: alpha {alpha * 1e6:.2f} us, beta {beta * 1e9:.3f} ns/byte "
-            f"({1 / beta / 1e9:.2f} GB/s); the model is within 25% of the median at "
-            f"{', '.join(close) or 'no size'} and misses most at {_bytes(s.sizes[worst])} "
-            f"({errors[worst]:+.0%})"
+            _(
+                "{label}: alpha {alpha:.2f} us, beta {beta:.3f} ns/byte ({bandwidth:.2f} GB/s); "
+                "the model is within 25% of the median at {close} and misses most at {worst} "
+                "({error:+.0%})"
+            ).format(
+                label=s.label,
+                alpha=alpha * 1e6,
+                beta=beta * 1e9,
+                bandwidth=1 / beta / 1e9,
+                close=", ".join(close) or _("no size"),
+                worst=_bytes(s.sizes[worst]),
+                error=errors[worst],
+            )
             if beta > 0
-            else f"{s.label}: the fit gives beta <= 0: no bandwidth term"
+            else _("{label}: the fit gives beta <= 0: no bandwidth term").format(label=s.label)
         )
+        # TRANSLATORS: this and the next three are appended to the line above, each with its
+        # separator ("; " or ". ") first.
         if alpha <= 0:
-            line += "; alpha <= 0: the latency is below what these sizes resolve"
+            line += _("; alpha <= 0: the latency is below what these sizes resolve")
         if s.nodes == 1 and errors[worst] < 0 and s.sizes[worst] >= 4 * 2**20:
-            line += (
+            line += _(
                 "; from a few MiB on the messages no longer fit in the caches and each copy runs "
-                "at memory "
-                "speed: one beta cannot hold both"
+                "at memory speed: one beta cannot hold both"
             )
         if s.oversubscribed:
-            line += (
-                f". {s.ranks} ranks on {s.cores} cores: ranks take turns on a core, so a step "
-                "waits for a "
-                "rank to be scheduled as well as for its message, and the times are not the "
+            line += _(
+                ". {ranks} ranks on {cores} cores: ranks take turns on a core, so a step waits "
+                "for a rank to be scheduled as well as for its message, and the times are not the "
                 "network's"
-            )
+            ).format(ranks=s.ranks, cores=s.cores)
         elif s.nodes == 1:
-            line += (
-                ". One node: the 'network' is shared memory, and the ranks share caches and memory "
-                "bandwidth, which the model's one β per link does not know"
+            line += _(
+                ". One node: the 'network' is shared memory, and the ranks share caches and "
+                "memory bandwidth, which the model's one β per link does not know"
             )
         said.append(line)
     return said
@@ -253,11 +286,20 @@ def by_width(table: list[Series], sizes: dict[int, int]) -> list[str]:
         if len(at) == len(sizes):
             (w1, t1), (w2, t2) = list(at.items())[:2]
             said.append(
-                f"{s.label}: the width-{w1} gradient ({_bytes(sizes[w1])}) {t1 * 1e3:.2f} ms, the "
-                f"width-{w2} "
-                f"one ({_bytes(sizes[w2])}, {sizes[w2] / sizes[w1]:.0f}x the bytes) {t2 * 1e3:.2f} "
-                "ms: "
-                f"{t2 / t1:.1f}x the time"
+                _(
+                    "{label}: the width-{w1} gradient ({bytes1}) {ms1:.2f} ms, the width-{w2} one "
+                    "({bytes2}, {ratio:.0f}x the bytes) {ms2:.2f} ms: {times:.1f}x the time"
+                ).format(
+                    label=s.label,
+                    w1=w1,
+                    bytes1=_bytes(sizes[w1]),
+                    ms1=t1 * 1e3,
+                    w2=w2,
+                    bytes2=_bytes(sizes[w2]),
+                    ratio=sizes[w2] / sizes[w1],
+                    ms2=t2 * 1e3,
+                    times=t2 / t1,
+                )
             )
     return said
 
@@ -283,7 +325,7 @@ def plot(
             fmt="o",
             color=colour,
             capsize=3,
-            label=f"{s.label} (measured)",
+            label=_("{label} (measured)").format(label=s.label),
         )
         if (s.ranks, s.algorithm) in fitted:
             grid = np.geomspace(min(s.sizes), max(s.sizes), 50)
@@ -293,11 +335,17 @@ def plot(
                 )
                 for n in grid
             ]
-            ax.plot(grid, model, color=colour, linestyle="--", label=f"{s.label} (model)")
+            ax.plot(
+                grid,
+                model,
+                color=colour,
+                linestyle="--",
+                label=_("{label} (model)").format(label=s.label),
+            )
     for width, n in (marks or {}).items():
         ax.axvline(n, color="grey", linewidth=0.8, linestyle=":")
         ax.annotate(
-            f"VGG width {width}",
+            _("VGG width {width}").format(width=width),
             (n, 1.0),
             xycoords=("data", "axes fraction"),
             rotation=90,
@@ -309,9 +357,9 @@ def plot(
     ax.set(
         xscale="log",
         yscale="log",
-        xlabel="message size (bytes)",
-        ylabel="allreduce time (s)",
-        title="Allreduce: measured (median, quartiles) and the fitted alpha-beta model",
+        xlabel=_("message size (bytes)"),
+        ylabel=_("allreduce time (s)"),
+        title=_("Allreduce: measured (median, quartiles) and the fitted alpha-beta model"),
     )
     ax.legend(fontsize=7)
     figure.tight_layout()
@@ -326,8 +374,10 @@ def show(folder: Path = Path(".")) -> list[Series]:
     table = measured_table(folder)
     if not table:
         print(
-            "No allreduce measurements yet: submit jobs/run_allreduce_benchmark.sh, then run this "
-            "cell again."
+            _(
+                "No allreduce measurements yet: submit jobs/run_allreduce_benchmark.sh, then run "
+                "this cell again."
+            )
         )
         return table
     fitted = fits(table)
@@ -347,15 +397,22 @@ def summary(folder: Path = Path(".")) -> list[str]:
     from course.runtime.profile import PHASES
 
     lines = [
-        f"step profile, {row['ranks']} rank(s), rank {row['rank']} on {row['host']}: "
-        + ", ".join(f"{phase} {row[phase]:.1f}" for phase in PHASES if row[phase] is not None)
-        + " ms"
+        _("step profile, {ranks} rank(s), rank {rank} on {host}: {phases} ms").format(
+            ranks=row["ranks"],
+            rank=row["rank"],
+            host=row["host"],
+            phases=", ".join(
+                f"{phase} {row[phase]:.1f}" for phase in PHASES if row[phase] is not None
+            ),
+        )
         for row in profile_report.rows(folder)
     ]
     fitted = fits(measured_table(folder))
     lines += [
-        f"allreduce fit, {algorithm} on {ranks} ranks: alpha {alpha * 1e6:.2f} us, beta "
-        f"{beta * 1e9:.3f} ns/byte"
+        _(
+            "allreduce fit, {algorithm} on {ranks} ranks: alpha {alpha:.2f} us, beta {beta:.3f} "
+            "ns/byte"
+        ).format(algorithm=algorithm, ranks=ranks, alpha=alpha * 1e6, beta=beta * 1e9)
         for (ranks, algorithm), (alpha, beta) in sorted(fitted.items())
     ]
     measured = profile_report.measured_allreduce_seconds(folder)
@@ -368,9 +425,18 @@ def summary(folder: Path = Path(".")) -> list[str]:
             *fitted[(measured["ranks"], measured["algorithm"])],
         )
         lines.append(
-            f"gradient allreduce of {measured['run']} ({sum(arrays):,} parameters, "
-            f"{measured['algorithm']} on "
-            f"{measured['ranks']} ranks): predicted {predicted * 1e3:.2f} ms, measured "
-            f"{measured['seconds'] * 1e3:.2f} ms (ratio {predicted / measured['seconds']:.2f})"
+            _(
+                "gradient allreduce of {run} ({parameters:,} parameters, {algorithm} on {ranks} "
+                "ranks): predicted {predicted:.2f} ms, measured {measured:.2f} ms (ratio "
+                "{ratio:.2f})"
+            ).format(
+                run=measured["run"],
+                parameters=sum(arrays),
+                algorithm=measured["algorithm"],
+                ranks=measured["ranks"],
+                predicted=predicted * 1e3,
+                measured=measured["seconds"] * 1e3,
+                ratio=predicted / measured["seconds"],
+            )
         )
     return lines

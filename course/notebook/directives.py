@@ -20,6 +20,7 @@ from course.cluster import pbs, siteenv, sites
 from course.contracts import stages
 from course.errors import CourseError, JobError
 from course.fileio import atomic_file
+from course.i18n import _
 
 # The walltime's margin over the training's measured time, for start-up, evaluation and a slower
 # node: at least this share of it and at least this many seconds; a request beyond three margins
@@ -53,7 +54,7 @@ def applied_site(folder: Path = Path(".")) -> Site:
     """The site whose profile was applied to `folder`'s jobs/ (course site apply). A CPU site's
     nodes hold the ranks per node of its largest stage-3 run."""
     settings = siteenv.of_folder(folder)
-    _, per_node = settings.largest_run
+    per_node = settings.largest_run[1]
     return Site(
         settings.site or "?",
         settings.queue,
@@ -79,8 +80,8 @@ def walltime_range(epoch_seconds: float, epochs: int) -> tuple[int, int]:
 def not_lines(kind: str) -> CourseError:
     """What `check` says of a result of type `kind` that is no list of lines."""
     return CourseError(
-        f"resource_request returned {kind}, not a list of lines",
-        'return a list such as ["#PBS -l select=1:mpiprocs=2", ...]',
+        _("resource_request returned {kind}, not a list of lines").format(kind=kind),
+        _('return a list such as ["#PBS -l select=1:mpiprocs=2", ...]'),
     )
 
 
@@ -95,7 +96,8 @@ def check(
     for line in lines:
         if not line.startswith("#PBS "):
             raise CourseError(
-                f"{line!r} is not a #PBS line", "each line starts with '#PBS ' and one qsub option"
+                _("{line} is not a #PBS line").format(line=repr(line)),
+                _("each line starts with '#PBS ' and one qsub option"),
             )
     try:
         request = pbs.read_request("#!/bin/bash\n" + "\n".join(lines) + "\n", extra=site.resources)
@@ -107,55 +109,95 @@ def check(
         ("queue", site.queue, request.queue),
         ("group", site.group, request.group),
     ):
+        words = _words(name)
         if needed and found != needed:
             raise CourseError(
-                f"{site.name} runs jobs in {name} {needed}; the lines "
-                + (f"ask for {found}" if found else f"name no {name}"),
-                f"a job without the site's {name} is refused at qsub (or charged to nobody): "
-                f"which of site's fields holds it, and which #PBS option names a {name}?",
+                (
+                    _("{site} runs jobs in {what} {needed}; the lines ask for {found}")
+                    if found
+                    else _("{site} runs jobs in {what} {needed}; the lines name no {what}")
+                ).format(site=site.name, what=words["what"], needed=needed, found=found),
+                _(
+                    "a job without the site's {what} is refused at qsub (or charged to nobody): "
+                    "which of site's fields holds it, and which #PBS option names a {what}?"
+                ).format(what=words["what"]),
             )
         if not needed and found:
             raise CourseError(
-                f"{site.name} has no {name}s, and the lines name {name} {found}",
-                f"site.{name} is None here: a {name} PBS does not know refuses the job",
+                _("{site} has no {whats}, and the lines name {what} {found}").format(
+                    site=site.name, whats=words["whats"], what=words["what"], found=found
+                ),
+                _("site.{field} is None here: a {what} PBS does not know refuses the job").format(
+                    field=name, what=words["what"]
+                ),
             )
     return request
+
+
+def _words(name: str) -> dict[str, str]:
+    """A request's field ("queue" or "group") as the messages say it, one and several."""
+    if name == "queue":
+        return {"what": _("queue"), "whats": _("queues")}
+    return {"what": _("group"), "whats": _("groups")}
 
 
 def _check_shape(request: pbs.Request, site: Site, ranks: int, threads_per_rank: int) -> None:
     """Every rank started, none sharing a GPU or a core, on as few nodes as hold them."""
     most = ranks_per_node(site, threads_per_rank)
     holds = (
-        f"a node of {site.name} has {site.gpus_per_node} GPU(s), one per rank"
+        _("a node of {site} has {gpus} GPU(s), one per rank").format(
+            site=site.name, gpus=site.gpus_per_node
+        )
         if site.gpus_per_node
-        else f"a node of {site.name} gives a job {site.cores_per_node} core(s), one per thread, "
-        f"and each rank runs {threads_per_rank} thread(s)"
+        else _(
+            "a node of {site} gives a job {cores} core(s), one per thread, and each rank runs "
+            "{threads} thread(s)"
+        ).format(site=site.name, cores=site.cores_per_node, threads=threads_per_rank)
     )
     if request.ranks != ranks:
         raise CourseError(
-            f"the lines start {request.nodes} node(s) x {request.mpiprocs} rank(s) = "
-            f"{request.ranks} rank(s); the run needs {ranks}",
-            "select=NODES:mpiprocs=M starts M ranks on each of NODES nodes",
+            _(
+                "the lines start {nodes} node(s) x {mpiprocs} rank(s) = {started} rank(s); the "
+                "run needs {ranks}"
+            ).format(
+                nodes=request.nodes,
+                mpiprocs=request.mpiprocs,
+                started=request.ranks,
+                ranks=ranks,
+            ),
+            _("select=NODES:mpiprocs=M starts M ranks on each of NODES nodes"),
         )
     if request.mpiprocs > most:
         raise CourseError(
-            f"{request.mpiprocs} ranks per node would share what a node has: {holds}",
-            "more ranks than a node holds run slower than fewer, not faster",
+            _("{mpiprocs} ranks per node would share what a node has: {holds}").format(
+                mpiprocs=request.mpiprocs, holds=holds
+            ),
+            _("more ranks than a node holds run slower than fewer, not faster"),
         )
     fewest = math.ceil(ranks / most)
     if request.nodes > fewest:
         raise CourseError(
-            f"{request.nodes} nodes for {ranks} ranks leave part of each idle: {holds}, so "
-            f"{fewest} node(s) hold them",
-            "a job on more nodes than it needs waits longer in the queue, is charged for the "
-            "idle parts, and its ranks talk across the network where they could share a node",
+            _(
+                "{nodes} nodes for {ranks} ranks leave part of each idle: {holds}, so {fewest} "
+                "node(s) hold them"
+            ).format(nodes=request.nodes, ranks=ranks, holds=holds, fewest=fewest),
+            _(
+                "a job on more nodes than it needs waits longer in the queue, is charged for the "
+                "idle parts, and its ranks talk across the network where they could share a node"
+            ),
         )
     asked = request.ompthreads or 1
     if asked != threads_per_rank:
         raise CourseError(
-            f"each rank runs {threads_per_rank} thread(s), and the lines ask for "
-            + (f"ompthreads={request.ompthreads}" if request.ompthreads else "no ompthreads"),
-            "PBS sets each rank's OMP_NUM_THREADS from the chunk's ompthreads (1 when not asked)",
+            (
+                _("each rank runs {threads} thread(s), and the lines ask for ompthreads={asked}")
+                if request.ompthreads
+                else _("each rank runs {threads} thread(s), and the lines ask for no ompthreads")
+            ).format(threads=threads_per_rank, asked=request.ompthreads),
+            _(
+                "PBS sets each rank's OMP_NUM_THREADS from the chunk's ompthreads (1 when not "
+                "asked)"
+            ),
         )
 
 
@@ -165,24 +207,42 @@ def _check_walltime(request: pbs.Request, epoch_seconds: float, epochs: int) -> 
     training = pbs.format_walltime(math.ceil(epoch_seconds * epochs))
     if request.walltime is None:
         raise CourseError(
-            "the lines ask for no walltime",
-            "without one the queue's default applies, which may be shorter than the training",
+            _("the lines ask for no walltime"),
+            _("without one the queue's default applies, which may be shorter than the training"),
         )
     asked = pbs.format_walltime(request.walltime)
     if request.walltime < fewest:
         raise CourseError(
-            f"walltime {asked} leaves too little margin: {epochs} epoch(s) of "
-            f"{epoch_seconds:.0f} s take {training}, and the margin must be at least "
-            f"{MARGIN_SHARE:.0%} of that and at least {MARGIN_SECONDS // 60} minutes, so at "
-            f"least {pbs.format_walltime(fewest)}",
-            "a job killed at its walltime resumes from its snapshot only when submitted again",
+            _(
+                "walltime {asked} leaves too little margin: {epochs} epoch(s) of {seconds:.0f} s "
+                "take {training}, and the margin must be at least {share:.0%} of that and at least "
+                "{minutes} minutes, so at least {fewest}"
+            ).format(
+                asked=asked,
+                epochs=epochs,
+                seconds=epoch_seconds,
+                training=training,
+                share=MARGIN_SHARE,
+                minutes=MARGIN_SECONDS // 60,
+                fewest=pbs.format_walltime(fewest),
+            ),
+            _("a job killed at its walltime resumes from its snapshot only when submitted again"),
         )
     if request.walltime > most:
         raise CourseError(
-            f"walltime {asked} is more than the training ({training}) and "
-            f"{MARGINS_AT_MOST} margins ({pbs.format_walltime(most)} in all)",
-            "the scheduler reserves the whole walltime: a longer request waits longer in the "
-            "queue and holds the nodes from others",
+            _(
+                "walltime {asked} is more than the training ({training}) and {margins} margins "
+                "({most} in all)"
+            ).format(
+                asked=asked,
+                training=training,
+                margins=MARGINS_AT_MOST,
+                most=pbs.format_walltime(most),
+            ),
+            _(
+                "the scheduler reserves the whole walltime: a longer request waits longer in the "
+                "queue and holds the nodes from others"
+            ),
         )
 
 
@@ -192,8 +252,8 @@ def measured_epochs(folder: Path = Path(".")) -> tuple[float, int]:
     found = [run for run in evidence.runs(stages.SINGLE_GPU.name, folder) if run.traced]
     if not found:
         raise CourseError(
-            "there is no traced stage-1 run in runs/ to measure an epoch's time with",
-            "run notebook 01's job first: its epoch time sets this job's walltime",
+            _("there is no traced stage-1 run in runs/ to measure an epoch's time with"),
+            _("run notebook 01's job first: its epoch time sets this job's walltime"),
         )
     record = found[-1].record
     epochs = len(record["log"])
@@ -209,8 +269,10 @@ def write(lines: list[str], folder: Path = Path(".")) -> Path:
     text = script.read_text()
     if sites.BEGIN not in text or sites.END not in text:
         raise CourseError(
-            f"{script} has no site directive markers",
-            f"restore it: python -m course site apply {applied_site(folder).name}",
+            _("{script} has no site directive markers").format(script=script),
+            _("restore it: {command}").format(
+                command=f"python -m course site apply {applied_site(folder).name}"
+            ),
         )
     block = text.split(sites.BEGIN, 1)[1].split(sites.END, 1)[0]
     kept = [
@@ -237,8 +299,17 @@ def use(resource_request, folder: Path = Path(".")) -> list[str]:
     script = write(lines, folder)
     block = script.read_text().split(sites.BEGIN, 1)[1].split(sites.END, 1)[0].strip()
     print(
-        f"{Path(paths.JOBS_DIR) / script.name} now asks for {request.nodes} node(s) x "
-        f"{request.mpiprocs} MPI rank(s) for {pbs.format_walltime(request.walltime or 0)} "
-        f"({epochs} epoch(s) of {epoch_seconds:.0f} s measured in stage 1):\n{block}"
+        _(
+            "{script} now asks for {nodes} node(s) x {mpiprocs} MPI rank(s) for {walltime} "
+            "({epochs} epoch(s) of {seconds:.0f} s measured in stage 1):"
+        ).format(
+            script=Path(paths.JOBS_DIR) / script.name,
+            nodes=request.nodes,
+            mpiprocs=request.mpiprocs,
+            walltime=pbs.format_walltime(request.walltime or 0),
+            epochs=epochs,
+            seconds=epoch_seconds,
+        )
+        + f"\n{block}"
     )
     return lines

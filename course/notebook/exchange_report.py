@@ -19,6 +19,7 @@ from typing import Any
 
 from course import costmodel
 from course.contracts import benchmark
+from course.i18n import _
 from course.notebook import allreduce_report, profile_report
 from course.notebook.allreduce_report import Series
 
@@ -45,8 +46,8 @@ def ring_fit(ranks: int, folder: Path = Path(".")) -> tuple[float, float, str] |
     """(α, β, where from) for `ranks` ranks: notebook 03's benchmark, else the exchange job's
     ring."""
     for prefix, source in (
-        (benchmark.PREFIX, "your notebook-03 benchmark"),
-        (benchmark.EXCHANGE_PREFIX, "the ring measured beside the server"),
+        (benchmark.PREFIX, _("your notebook-03 benchmark")),
+        (benchmark.EXCHANGE_PREFIX, _("the ring measured beside the server")),
     ):
         fitted = allreduce_report.fits(allreduce_report.measured_table(folder, prefix))
         if (ranks, "ring") in fitted:
@@ -59,9 +60,11 @@ def server_lines(
     table: list[Series],
     parameter_server_time: Callable[..., Any],
     folder: Path = Path("."),
-    whose: str = "your model",
+    whose: str | None = None,
 ) -> list[str]:
-    """Per rank count and size: the measured server/ring ratio and the models' ratio."""
+    """Per rank count and size: the measured server/ring ratio and the models' ratio (`whose`:
+    the model's owner in words, the student's by default)."""
+    whose = _("your model") if whose is None else whose
     by = {(s.ranks, s.algorithm): s for s in table}
     said = []
     for ranks in sorted({s.ranks for s in table}):
@@ -71,8 +74,9 @@ def server_lines(
             continue
         alpha, beta, source = fit
         said.append(
-            f"{ranks} ranks (alpha {alpha * 1e6:.2f} us, beta {beta * 1e9:.3f} ns/byte, from "
-            f"{source}):"
+            _(
+                "{ranks} ranks (alpha {alpha:.2f} us, beta {beta:.3f} ns/byte, from {source}):"
+            ).format(ranks=ranks, alpha=alpha * 1e6, beta=beta * 1e9, source=source)
         )
         for n in sorted(set(ring.sizes) & set(server.sizes)):
             t_ring, t_server = (
@@ -82,9 +86,18 @@ def server_lines(
             model_ring = costmodel.allreduce_seconds("ring", ranks, n, alpha, beta)
             model_server = float(parameter_server_time(ranks, n, alpha, beta))
             said.append(
-                f"  {_bytes(n):>8}: server {t_server * 1e3:8.3f} ms, ring "
-                f"{t_ring * 1e3:8.3f} ms, measured ratio {t_server / t_ring:5.2f}; {whose}: "
-                f"server {model_server * 1e3:8.3f} ms, ratio {model_server / model_ring:5.2f}"
+                f"  {_bytes(n):>8}: "
+                + _(
+                    "server {server:8.3f} ms, ring {ring:8.3f} ms, measured ratio {ratio:5.2f}; "
+                    "{whose}: server {model_server:8.3f} ms, ratio {model_ratio:5.2f}"
+                ).format(
+                    server=t_server * 1e3,
+                    ring=t_ring * 1e3,
+                    ratio=t_server / t_ring,
+                    whose=whose,
+                    model_server=model_server * 1e3,
+                    model_ratio=model_server / model_ring,
+                )
             )
     return said
 
@@ -101,20 +114,20 @@ def plot_by_workers(
         workers,
         [float(parameter_server_time(p, nbytes, alpha, beta)) for p in workers],
         "o-",
-        label="parameter server (your model)",
+        label=_("parameter server (your model)"),
     )
     ax.plot(
         workers,
         [costmodel.allreduce_seconds("ring", p, nbytes, alpha, beta) for p in workers],
         "s--",
-        label="ring allreduce",
+        label=_("ring allreduce"),
     )
     ax.set(
         xscale="log",
         yscale="log",
-        xlabel="ranks",
-        ylabel="seconds per exchange",
-        title=f"One exchange of {_bytes(nbytes)} with your alpha and beta",
+        xlabel=_("ranks"),
+        ylabel=_("seconds per exchange"),
+        title=_("One exchange of {size} with your alpha and beta").format(size=_bytes(nbytes)),
     )
     ax.legend(fontsize=8)
     figure.tight_layout()
@@ -129,8 +142,10 @@ def show_server(parameter_server_time: Callable[..., Any], folder: Path = Path("
     table = server_table(folder)
     if not table:
         print(
-            "No parameter-server measurement yet: run the benchmark cell above, then this cell "
-            "again."
+            _(
+                "No parameter-server measurement yet: run the benchmark cell above, then this "
+                "cell again."
+            )
         )
         return table
     print(allreduce_report.table_text(table))
@@ -164,30 +179,34 @@ def profiled_layers(folder: Path = Path(".")) -> dict | None:
     }
 
 
-_NO_PROFILE = (
-    "No profiled stage-3 run with per-layer times yet: run notebook 03's step-profile cell (its "
-    "runs record each layer's backward time), then this cell again."
-)
+def no_profile() -> str:
+    """What profile_and_fit says without a profiled run that has per-layer times."""
+    return _(
+        "No profiled stage-3 run with per-layer times yet: run notebook 03's step-profile cell "
+        "(its runs record each layer's backward time), then this cell again."
+    )
 
 
 def profile_and_fit(folder: Path) -> tuple[dict, float, float, str] | str:
     """The profiled run with layers and (α, β, where from) for its ranks, or what is missing."""
     profiled = profiled_layers(folder)
     if profiled is None:
-        return _NO_PROFILE
+        return no_profile()
     fit = ring_fit(profiled["ranks"], folder)
     if fit is None:
-        return (
-            f"No ring benchmark on {profiled['ranks']} ranks to fit alpha and beta on: run "
-            "notebook 03's benchmark cell, then this cell again."
-        )
+        return _(
+            "No ring benchmark on {ranks} ranks to fit alpha and beta on: run notebook 03's "
+            "benchmark cell, then this cell again."
+        ).format(ranks=profiled["ranks"])
     return profiled, *fit
 
 
 def overlap_lines(
-    overlapped_backward: Callable[..., Any], folder: Path = Path("."), whose: str = "your model"
+    overlapped_backward: Callable[..., Any], folder: Path = Path("."), whose: str | None = None
 ) -> list[str]:
-    """The profiled run's backward and exchange, without overlap and with the layer-wise model."""
+    """The profiled run's backward and exchange, without overlap and with the layer-wise model
+    (`whose`: the model's owner in words, the student's by default)."""
+    whose = _("your model") if whose is None else whose
     found = profile_and_fit(folder)
     if isinstance(found, str):
         return [found]
@@ -204,22 +223,41 @@ def overlap_lines(
     overlapped = float(overlapped_backward(backward, exchange))
     hidden = serial - overlapped
     return [
-        f"{profiled['run']} ({ranks} ranks), rank 0: {len(layers)} layers with parameters, "
-        f"backward {sum(backward) * 1e3:.2f} ms; one ring allreduce per layer with alpha "
-        f"{alpha * 1e6:.2f} us, beta {beta * 1e9:.3f} ns/byte (from {source}): "
-        f"{sum(exchange) * 1e3:.3f} ms of exchange",
-        f"without overlap {serial * 1e3:.3f} ms; layer by layer ({whose}) "
-        f"{overlapped * 1e3:.3f} ms: {hidden * 1e3:.3f} ms hidden, "
-        f"{hidden / sum(exchange):.0%} of the exchange"
+        _(
+            "{run} ({ranks} ranks), rank 0: {layers} layers with parameters, backward "
+            "{backward:.2f} ms; one ring allreduce per layer with alpha {alpha:.2f} us, beta "
+            "{beta:.3f} ns/byte (from {source}): {exchange:.3f} ms of exchange"
+        ).format(
+            run=profiled["run"],
+            ranks=ranks,
+            layers=len(layers),
+            backward=sum(backward) * 1e3,
+            alpha=alpha * 1e6,
+            beta=beta * 1e9,
+            source=source,
+            exchange=sum(exchange) * 1e3,
+        ),
+        _(
+            "without overlap {serial:.3f} ms; layer by layer ({whose}) {overlapped:.3f} ms: "
+            "{hidden:.3f} ms hidden, {share:.0%} of the exchange"
+        ).format(
+            serial=serial * 1e3,
+            whose=whose,
+            overlapped=overlapped * 1e3,
+            hidden=hidden * 1e3,
+            share=hidden / sum(exchange),
+        )
         if sum(exchange) > 0
-        else "no exchange to hide",
+        else _("no exchange to hide"),
     ]
 
 
 def half_precision_lines(
-    half_precision_saving: Callable[..., Any], folder: Path = Path("."), whose: str = "your model"
+    half_precision_saving: Callable[..., Any], folder: Path = Path("."), whose: str | None = None
 ) -> list[str]:
-    """The saving the model predicts for the profiled run's gradient in one float16 buffer."""
+    """The saving the model predicts for the profiled run's gradient in one float16 buffer
+    (`whose`: the model's owner in words, the student's by default)."""
+    whose = _("your model") if whose is None else whose
     found = profile_and_fit(folder)
     if isinstance(found, str):
         return [found]
@@ -232,10 +270,21 @@ def half_precision_lines(
     )
     step = sum(value or 0 for value in profiled["median_ms"].values()) / 1e3
     return [
-        f"{profiled['run']}: {parameters:,} parameters on {ranks} ranks, one ring allreduce of "
-        f"one buffer (alpha, beta from {source}): float32 {whole * 1e3:.3f} ms; float16 saves "
-        f"{saved * 1e3:.3f} ms by {whose}, {saved / step:.2%} of the measured "
-        f"{step * 1e3:.1f} ms step"
+        _(
+            "{run}: {parameters:,} parameters on {ranks} ranks, one ring allreduce of one buffer "
+            "(alpha, beta from {source}): float32 {whole:.3f} ms; float16 saves {saved:.3f} ms by "
+            "{whose}, {share:.2%} of the measured {step:.1f} ms step"
+        ).format(
+            run=profiled["run"],
+            parameters=parameters,
+            ranks=ranks,
+            source=source,
+            whole=whole * 1e3,
+            saved=saved * 1e3,
+            whose=whose,
+            share=saved / step,
+            step=step * 1e3,
+        )
     ]
 
 
@@ -259,10 +308,10 @@ def summary(folder: Path = Path(".")) -> list[str]:
     """For a terminal (the demo): notebook 04's measurement and figures, by the kit's models."""
     from course import exchangemodel
 
-    whose = "the kit's model"
+    whose = _("the kit's model")
     table = server_table(folder)
     lines = server_lines(table, exchangemodel.parameter_server_seconds, folder, whose) or [
-        "no parameter-server measurement (notebook 04's benchmark cell)"
+        _("no parameter-server measurement (notebook 04's benchmark cell)")
     ]
     return [
         *lines,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from course.contracts import results
 from course.errors import CourseError
+from course.i18n import _
 from course.runtime import checkpoint, snapshot_integrity
 
 CONFIG = "nbgrader_config.py"
@@ -66,7 +67,7 @@ def limits(folder: Path = Path(".")) -> Limits:
 def folder_size(folder: Path) -> int:
     """Bytes in `folder` as nbgrader's submit counts them against max_dir_size: every file, ignored
     ones included, symbolic links not followed."""
-    return sum(size for _, size in _files(folder))
+    return sum(size for path, size in _files(folder))
 
 
 def _files(folder: Path) -> list[tuple[Path, int]]:
@@ -129,12 +130,13 @@ def remove_snapshots(run: str | Path, folder: Path = Path(".")) -> int:
     path = Path(run) if Path(run).is_dir() else Path(folder) / results.RUNS_DIR / str(run)
     if not path.is_dir():
         raise CourseError(
-            f"there is no run folder {run}", "give a folder of runs/, as check() lists them"
+            _("there is no run folder {run}").format(run=run),
+            _("give a folder of runs/, as check() lists them"),
         )
     if _training(path):
         raise CourseError(
-            f"a job is training {path} now; its snapshots are in use",
-            "wait for the job to end (or cancel it), then remove them",
+            _("a job is training {path} now; its snapshots are in use").format(path=path),
+            _("wait for the job to end (or cancel it), then remove them"),
         )
     files = checkpoint.snapshot_files(path)
     freed = sum(file.stat().st_size for file in files)
@@ -153,12 +155,18 @@ def check(folder: Path = Path("."), largest: int = 5) -> bool:
     folder = Path(folder)
     allowed = limits(folder)
     files = _files(folder)
-    total = sum(size for _, size in files)
-    where = allowed.config or "nbgrader's defaults"
+    total = sum(size for path, size in files)
+    where = allowed.config or _("nbgrader's defaults")
     fits = total <= allowed.max_dir_size
     print(
-        f"{folder.resolve()}: {_mb(total)} as nbgrader counts it (ignored files too), "
-        f"limit {_mb(allowed.max_dir_size)} ({where})"
+        _(
+            "{folder}: {size} as nbgrader counts it (ignored files too), limit {limit} ({where})"
+        ).format(
+            folder=folder.resolve(),
+            size=_mb(total),
+            limit=_mb(allowed.max_dir_size),
+            where=where,
+        )
     )
     too_big = [
         (path, size)
@@ -167,12 +175,16 @@ def check(folder: Path = Path("."), largest: int = 5) -> bool:
     ]
     for path, size in too_big:
         print(
-            f"  left out of the submission: {path.relative_to(folder)} ({_mb(size)}, over the "
-            f"{_mb(allowed.max_file_size)} a file may have)"
+            "  "
+            + _(
+                "left out of the submission: {path} ({size}, over the {limit} a file may have)"
+            ).format(
+                path=path.relative_to(folder), size=_mb(size), limit=_mb(allowed.max_file_size)
+            )
         )
     if fits:
         print(*_snapshot_lines(folder), sep="\n")
-        print("ready to hand in: nbgrader's submit takes this folder")
+        print(_("ready to hand in: nbgrader's submit takes this folder"))
         return True
     print(refusal(folder, total, allowed.max_dir_size, files, largest))
     return False
@@ -183,15 +195,20 @@ def _snapshot_lines(folder: Path) -> list[str]:
     lines = []
     for entry in snapshots(folder):
         state = (
-            "a job is training it now"
+            _("a job is training it now")
             if entry.training
-            else "finished: not needed any more"
+            else _("finished: not needed any more")
             if entry.finished
-            else "unfinished: the next job of this training resumes from them"
+            else _("unfinished: the next job of this training resumes from them")
         )
         lines.append(
-            f"  snapshots: {entry.run.relative_to(folder)}: {len(entry.files)} file(s), "
-            f"{_mb(entry.bytes)} ({state})"
+            "  "
+            + _("snapshots: {run}: {files} file(s), {size} ({state})").format(
+                run=entry.run.relative_to(folder),
+                files=len(entry.files),
+                size=_mb(entry.bytes),
+                state=state,
+            )
         )
     return lines
 
@@ -209,14 +226,18 @@ def refusal(
     biggest = sorted(files, key=lambda pair: -pair[1])[:largest]
     return "\n".join(
         [
-            f"nbgrader's submit refuses this folder: {_mb(total - limit)} too much.",
-            "Its largest files:",
+            _("nbgrader's submit refuses this folder: {excess} too much.").format(
+                excess=_mb(total - limit)
+            ),
+            _("Its largest files:"),
             *(f"  {_mb(size):>12}  {path.relative_to(folder)}" for path, size in biggest),
             *_snapshot_lines(folder),
-            "Remove what you do not need: a run's snapshots with "
-            "course.notebook.handin.remove_snapshots('<run folder>') (an unfinished run then "
-            "starts over), core files and data sets by hand (keep runs/ and the job logs: they "
-            "are graded).",
+            _(
+                "Remove what you do not need: a run's snapshots with "
+                "course.notebook.handin.remove_snapshots('<run folder>') (an unfinished run then "
+                "starts over), core files and data sets by hand (keep runs/ and the job logs: "
+                "they are graded)."
+            ),
         ]
     )
 

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from course import paths
+from course.i18n import _
 from course.notebook import handin
 
 SUBMITTED = "Submitted as:"  # nbgrader's log line once the copy is in the exchange
@@ -40,21 +41,23 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "assignment", nargs="?", default=paths.ASSIGNMENT, help="default: %(default)s"
+        "assignment", nargs="?", default=paths.ASSIGNMENT, help=_("default: %(default)s")
     )
     parser.add_argument(
         "--folder",
         type=Path,
         default=Path("."),
-        help="a folder in your copy of the course (default: here)",
+        help=_("a folder in your copy of the course (default: here)"),
     )
     args, extra = parser.parse_known_args(argv)  # the rest goes to nbgrader (--student=...)
     config = handin.limits(args.folder).config
     if config is None:
         print(
-            f"Nothing was handed in: there is no {handin.CONFIG} in {args.folder.resolve()} or "
-            "above it. Run this command in the folder your instructor gave you (the one with "
-            "install.sh), or give it with --folder.",
+            _(
+                "Nothing was handed in: there is no {config} in {folder} or above it. Run this "
+                "command in the folder your instructor gave you (the one with install.sh), or "
+                "give it with --folder."
+            ).format(config=handin.CONFIG, folder=args.folder.resolve()),
             file=sys.stderr,
         )
         return 1
@@ -62,13 +65,19 @@ def main(argv: list[str] | None = None) -> int:
     said = [line for line in log.splitlines() if line.strip()]
     if handed_in:
         print("\n".join(said))
-        print(f"Handed in: {args.assignment} is in the exchange, as the line above says.")
+        print(
+            _("Handed in: {assignment} is in the exchange, as the line above says.").format(
+                assignment=args.assignment
+            )
+        )
         return 0
     print("\n".join(said[-15:]), file=sys.stderr)
     print(
-        f"Nothing was handed in: nbgrader's submit of {args.assignment} failed in "
-        f"{config.parent} (its words are above). Fix what they name and run this command again; "
-        "your work is still in your folder.",
+        _(
+            "Nothing was handed in: nbgrader's submit of {assignment} failed in {folder} (its "
+            "words are above). Fix what they name and run this command again; your work is still "
+            "in your folder."
+        ).format(assignment=args.assignment, folder=config.parent),
         file=sys.stderr,
     )
     return 1

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from nbgrader.exchange.default.submit import ExchangeSubmit
 
+from course.i18n import _
+
 
 class NamingSubmit(ExchangeSubmit):
     """nbgrader's default submit; over the size limit, its error names the largest files, and every
@@ -20,10 +22,12 @@ class NamingSubmit(ExchangeSubmit):
 
     def fail(self, msg) -> None:
         super().fail(
-            f"{msg}\nNothing was handed in. The exchange is {self.root} (nbgrader_config.py "
-            "sets it; COURSE_EXCHANGE=/path overrides it): ask your instructor which exchange "
-            "folder the course uses and whether the assignment was released there, then submit "
-            "again."
+            f"{msg}\n"
+            + _(
+                "Nothing was handed in. The exchange is {root} (nbgrader_config.py sets it; "
+                "COURSE_EXCHANGE=/path overrides it): ask your instructor which exchange folder "
+                "the course uses and whether the assignment was released there, then submit again."
+            ).format(root=self.root)
         )
 
     def do_copy(self, src, dest, log=None) -> None:
@@ -33,10 +37,13 @@ class NamingSubmit(ExchangeSubmit):
             from course.notebook import handin  # the snapshot rules: only for a refused folder
 
             said = handin.refusal(Path(src), size, limit)
-            self.log.error("Directory size is too big")
+            self.log.error(_("Directory size is too big"))
             for line in said.splitlines():  # the command line shows logged errors only
                 self.log.error(line)
             raise RuntimeError(
-                f"Directory size is too big. Size is {size}, maximum size is {limit}.\n{said}"
+                _("Directory size is too big. Size is {size}, maximum size is {limit}.").format(
+                    size=size, limit=limit
+                )
+                + f"\n{said}"
             )
         super().do_copy(src, dest, log)

@@ -20,32 +20,21 @@ from course import parallelism
 from course.cluster.accounting import Accounting
 from course.contracts import joblog, model_parallel
 from course.errors import ResultsError
+from course.i18n import _, ljust, width
 
-# Student-facing notes (named placeholders, for translation).
-LEFT_OUT = "left out {path}: {why}"
+# The note line's English, which course/notebook/checks/model_parallel.py formats too; `note` says
+# it in the student's language.
 NOTE = "note: {note}"
-NO_LOG = "no job log of job {job} is in this folder"
-NOT_LOGGED = "the log {log} does not name this file with its SHA-256 (copied or edited?)"
-NO_RUN = (
-    "No model-parallel run yet: submit jobs/{script} (the cell above), wait for it to end, then "
-    "run this cell again."
-)
-HEADER = (
-    "{run}: VGG width {width} ({parameters:,} parameters), {batch} images a step, {ranks} ranks on "
-    "{nodes} node(s) of {cores} cores"
-)
-COLUMNS = "{empty:16} {ms:>9} {rate:>9} {moved:>20}"
-MS, RATE, MOVED = "ms/step", "images/s", "bytes moved a step"
-DATA, SPLIT = "data parallel", "model parallel"
-DATA_ROW = (
-    "{name:16} {ms:9.1f} {rate:9.1f} {moved:20,}  (ring allreduce of {gradient:,} bytes of "
-    "gradient)"
-)
-SPLIT_ROW = (
-    "{name:16} {ms:9.1f} {rate:9.1f} {moved:20,}  (activations {shape} per image after block "
-    "{block}, forward and back)"
-)
-VERDICT = "model parallel took {times:.2f} times as long a step, moving {bytes:.2g} times the bytes"
+
+
+def note(text: str) -> str:
+    """A note line: `text` (already in the student's language) after "note:"."""
+    return _("note: {note}").format(note=text)
+
+
+def _right(text: str, columns: int) -> str:
+    """`text` right-aligned in `columns` terminal columns (a Japanese character takes two)."""
+    return " " * max(0, columns - width(text)) + text
 
 
 @dataclass(frozen=True)
@@ -109,19 +98,21 @@ def _why_not(record: dict, path: Path, name: str, folder: Path, checked: Account
     job = record["job"]
     log = joblog.find(folder, job["id"] or "", job["name"]) if job["id"] else None
     if log is None:
-        return NO_LOG.format(job=job["id"] or "?")
+        return _("no job log of job {job} is in this folder").format(job=job["id"] or "?")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if not any(
         line["path"] == name and line["sha256"] == digest
         for line in model_parallel.logged(joblog.read(log))
     ):
-        return NOT_LOGGED.format(log=log.name)
+        return _(
+            "the log {log} does not name this file with its SHA-256 (copied or edited?)"
+        ).format(log=log.name)
     if checked is None:
         return ""
     claims = {"job": job, "hosts": record["hosts"], "wall_seconds": record["seconds_total"]}
     problems, notes = checked.check(_Job(claims))
-    for note in notes:
-        print(NOTE.format(note=note))
+    for said in notes:
+        print(note(said))
     return "; ".join(problems)
 
 
@@ -137,11 +128,11 @@ def sort_out(
         try:
             record = model_parallel.load(path)
         except ResultsError as e:
-            left_out.append(LEFT_OUT.format(path=name, why=e.message))
+            left_out.append(_("left out {path}: {why}").format(path=name, why=e.message))
             continue
         why = _why_not(record, path, name, Path(folder), checked)
         if why:
-            left_out.append(LEFT_OUT.format(path=name, why=why))
+            left_out.append(_("left out {path}: {why}").format(path=name, why=why))
         else:
             found.append(_run(record, name))
     return found, left_out
@@ -152,7 +143,7 @@ def traced(folder: Path = Path("."), checked: Accounting | None = None) -> list[
     with a note that says why."""
     found, left_out = sort_out(folder, checked)
     for line in left_out:
-        print(NOTE.format(note=line))
+        print(note(line))
     return found
 
 
@@ -163,11 +154,26 @@ def newest(folder: Path = Path("."), checked: Accounting | None = None) -> Run |
 
 
 def lines(run: Run) -> list[str]:
-    """The two settings side by side: time a step, images/sec, bytes a step."""
+    """The two settings side by side: time a step, images/sec, bytes a step (columns aligned in
+    terminal columns, as wide as their headings)."""
     ring = parallelism.gradient_bytes(run.parameters, run.ranks)
     data, split = run.median("data_parallel"), run.median("model_parallel")
+    headings = (_("ms/step"), _("images/s"), _("bytes moved a step"))
+    names = (_("data parallel"), _("model parallel"))
+    first = max(16, *(width(name) for name in names))
+    ms, rate, moved = (max(least, width(h)) for least, h in zip((9, 9, 20), headings))
+
+    def row(name: str, seconds: float, nbytes: int) -> str:
+        return (
+            f"{ljust(name, first)} {seconds * 1e3:{ms}.1f} {run.batch / seconds:{rate}.1f} "
+            f"{nbytes:{moved},}"
+        )
+
     return [
-        HEADER.format(
+        _(
+            "{run}: VGG width {width} ({parameters:,} parameters), {batch} images a step, {ranks} "
+            "ranks on {nodes} node(s) of {cores} cores"
+        ).format(
             run=run.run,
             width=run.width,
             parameters=run.parameters,
@@ -176,23 +182,21 @@ def lines(run: Run) -> list[str]:
             nodes=len(set(run.hosts)),
             cores=run.cores,
         ),
-        COLUMNS.format(empty="", ms=MS, rate=RATE, moved=MOVED),
-        DATA_ROW.format(
-            name=DATA,
-            ms=data * 1e3,
-            rate=run.batch / data,
-            moved=ring,
-            gradient=run.gradient_bytes_per_rank,
+        " ".join([" " * first, *(_right(h, w) for h, w in zip(headings, (ms, rate, moved)))]),
+        row(names[0], data, ring)
+        + "  "
+        + _("(ring allreduce of {gradient:,} bytes of gradient)").format(
+            gradient=run.gradient_bytes_per_rank
         ),
-        SPLIT_ROW.format(
-            name=SPLIT,
-            ms=split * 1e3,
-            rate=run.batch / split,
-            moved=run.activation_bytes,
-            shape=list(run.cut_shape),
-            block=run.cut_after,
+        row(names[1], split, run.activation_bytes)
+        + "  "
+        + _("(activations {shape} per image after block {block}, forward and back)").format(
+            shape=list(run.cut_shape), block=run.cut_after
         ),
-        VERDICT.format(times=split / data, bytes=run.activation_bytes / ring),
+        _(
+            "model parallel took {times:.2f} times as long a step, moving {bytes:.2g} times the "
+            "bytes"
+        ).format(times=split / data, bytes=run.activation_bytes / ring),
     ]
 
 
@@ -211,7 +215,12 @@ def show(folder: Path = Path(".")) -> Run | None:
     """Print the newest traced run's comparison (or how to get one); return it."""
     run = newest(folder)
     if run is None:
-        print(NO_RUN.format(script=model_parallel.JOB_SCRIPT))
+        print(
+            _(
+                "No model-parallel run yet: submit jobs/{script} (the cell above), wait for it to "
+                "end, then run this cell again."
+            ).format(script=model_parallel.JOB_SCRIPT)
+        )
         return None
     for line in lines(run):
         print(line)

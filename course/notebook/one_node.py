@@ -9,6 +9,7 @@ from pathlib import Path
 
 from course import evidence, gpu
 from course.contracts import stages
+from course.i18n import _
 from course.notebook.report import html_table
 
 
@@ -38,7 +39,7 @@ def rows(folder: Path = Path(".")) -> list[dict]:
             "stage": name,
             "how": "MultiprocessParallelUpdater"
             if name == stages.MULTI_GPU.name
-            else f"ChainerMN, {run.setting}",
+            else f"ChainerMN, {run.setting}",  # names, as they are in any language
             "GPUs": run.workers,
             "GPU model": run.record.get("gpu_model"),
             "img/s": round(run.images_per_sec, 1),
@@ -54,20 +55,24 @@ def why_empty(folder: Path = Path(".")) -> str:
     """What is missing for the comparison, as it is."""
     if not evidence.runs(stages.MULTI_GPU.name, folder):
         found = gpu.visible_gpus().count
-        if found < 2:
-            return (
-                f"This machine has {found or 'no'} GPU{'' if found == 1 else 's'}, and stage 2 has "
-                "no run: "
-                "MultiprocessParallelUpdater needs 2 or more GPUs in one node, so there is nothing "
-                "to put beside "
-                "ChainerMN here. On a node with 2 or more GPUs, run stage 2's job and stage 3 with "
-                "-l select=1:mpiprocs=2 (one rank per GPU); this table then shows both."
+        if found == 1:
+            return _(
+                "This machine has 1 GPU, and stage 2 has no run: MultiprocessParallelUpdater "
+                "needs 2 or more GPUs in one node, so there is nothing to put beside ChainerMN "
+                "here. On a node with 2 or more GPUs, run stage 2's job and stage 3 with -l "
+                "select=1:mpiprocs=2 (one rank per GPU); this table then shows both."
             )
-        return "Stage 2 has no run yet: submit notebook 02's job on this node."
-    return (
+        if found < 2:
+            return _(
+                "This machine has no GPUs, and stage 2 has no run: MultiprocessParallelUpdater "
+                "needs 2 or more GPUs in one node, so there is nothing to put beside ChainerMN "
+                "here. On a node with 2 or more GPUs, run stage 2's job and stage 3 with -l "
+                "select=1:mpiprocs=2 (one rank per GPU); this table then shows both."
+            )
+        return _("Stage 2 has no run yet: submit notebook 02's job on this node.")
+    return _(
         "No traced stage-2 and stage-3 runs on one node with the same number of GPUs: run stage 3 "
-        "with "
-        "-l select=1:mpiprocs=N for the N GPUs of your stage-2 run."
+        "with -l select=1:mpiprocs=N for the N GPUs of your stage-2 run."
     )
 
 
@@ -79,5 +84,15 @@ def show(folder: Path = Path(".")) -> list[dict]:
     if not table:
         print(why_empty(folder))
         return table
-    display(HTML(html_table(table, list(table[0]), lambda value: html.escape(str(value)))))
+    headings = {
+        "stage": _("stage"),
+        "how": _("how"),
+        "GPUs": "GPUs",
+        "GPU model": _("GPU model"),
+        "img/s": "img/s",
+        "run": _("run"),
+    }
+    display(
+        HTML(html_table(table, list(table[0]), lambda value: html.escape(str(value)), headings))
+    )
     return table

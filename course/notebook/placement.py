@@ -17,6 +17,7 @@ from pathlib import Path
 
 from course.cluster import mpi
 from course.errors import CourseError
+from course.i18n import _
 
 TIMEOUT_SECONDS = 60  # a map takes a tenth of a second; a busy machine gets a wide margin
 # The options that decide the map, which the dry run passes on (with their values); it leaves out
@@ -49,20 +50,6 @@ _ARITY |= dict.fromkeys(
 )  # fmt: skip
 # Where the map is a file's, written for the hosts of one job: the dry run cannot follow it.
 _RANK_FILES = {"--rankfile", "-rankfile", "-rf"}
-REFUSED = "mpirun refused the line: {said}"
-UNKNOWN = (
-    "the launch line has the option {option}, which this check does not know, so it cannot tell "
-    "where the line's options end and its command begins"
-)
-RANK_FILE = (
-    "the launch line places the ranks by a rank file ({option}), which fixes the hosts and cores "
-    "of one job; this check places them on simulated nodes, where such a file does not apply"
-)
-_RANK_FILE_HINT = (
-    "let the mapping options place the ranks on the nodes the job's host file lists (--map-by, "
-    "in the lesson's Open MPI reference)"
-)
-SLOW = "mpirun took more than {seconds} s to map the line"
 # A job's own variables: mpirun would map onto that job's allocation (and start srun to reach it)
 # instead of the simulated nodes, or join the launch the process runs in.
 _JOB_VARIABLES = ("SLURM_", "PBS_", "PMIX_", "PRTE_", "OMPI_COMM_WORLD_", "OMPI_UNIVERSE_")
@@ -80,6 +67,21 @@ class Rank:
     cores: tuple[int, ...]  # the node's cores it may run on (logical indexes); () unbound
 
 
+def _rank_file(option: str) -> CourseError:
+    """The refusal of a line that places its ranks by a rank file (`option`, with its value)."""
+    return CourseError(
+        _(
+            "the launch line places the ranks by a rank file ({option}), which fixes the hosts "
+            "and cores of one job; this check places them on simulated nodes, where such a file "
+            "does not apply"
+        ).format(option=option),
+        _(
+            "let the mapping options place the ranks on the nodes the job's host file lists "
+            "(--map-by, in the lesson's Open MPI reference)"
+        ),
+    )
+
+
 def mapping_words(argv: list[str]) -> list[str]:
     """The options of `argv` (mpiexec's words after its name) that decide where ranks go;
     CourseError for an option it does not know or a rank file."""
@@ -89,24 +91,27 @@ def mapping_words(argv: list[str]) -> list[str]:
         option, equals, value = word.partition("=")
         spellings = {option, "-" + option}  # -bind-to is --bind-to's single-dash spelling
         if spellings & _RANK_FILES:
-            raise CourseError(RANK_FILE.format(option=option), _RANK_FILE_HINT)
+            raise _rank_file(option)
         if spellings & _MAP_OPTIONS:
             value = value if equals else next(words, "")
             if value.lower().startswith("rankfile"):
-                raise CourseError(
-                    RANK_FILE.format(option=" ".join((option, value))), _RANK_FILE_HINT
-                )
+                raise _rank_file(" ".join((option, value)))
             kept += [word] if equals else [word, value]
         elif spellings & _MAP_FLAGS:
             kept.append(word)
         elif option in _ARITY:
-            for _ in range(0 if equals else _ARITY[option]):
+            for _skipped in range(0 if equals else _ARITY[option]):
                 next(words, None)
         elif word.startswith("-"):
             raise CourseError(
-                UNKNOWN.format(option=option),
-                "write the options of the lesson's Open MPI reference, spelt as it spells them "
-                "(two dashes for the long ones, such as --map-by)",
+                _(
+                    "the launch line has the option {option}, which this check does not know, so "
+                    "it cannot tell where the line's options end and its command begins"
+                ).format(option=option),
+                _(
+                    "write the options of the lesson's Open MPI reference, spelt as it spells "
+                    "them (two dashes for the long ones, such as --map-by)"
+                ),
             )
         else:
             break  # the command
@@ -120,7 +125,8 @@ def dry_run(argv: list[str], nodes: int, slots: int, sockets: int, cores: int) -
     program = mpi.find_launcher("mpirun")
     if program is None:
         raise CourseError(
-            "mpirun is not found", 'install the kit\'s mpi extra (pip install -e ".[mpi]")'
+            _("mpirun is not found"),
+            _('install the kit\'s mpi extra (pip install -e ".[mpi]")'),
         )
     with tempfile.TemporaryDirectory(prefix="course-map-") as folder:
         hostfile = Path(folder) / "hostfile"
@@ -138,15 +144,17 @@ def dry_run(argv: list[str], nodes: int, slots: int, sockets: int, cores: int) -
             )
         except subprocess.TimeoutExpired:
             raise CourseError(
-                SLOW.format(seconds=TIMEOUT_SECONDS),
-                "the line's options should map at once; look for one that waits",
+                _("mpirun took more than {seconds} s to map the line").format(
+                    seconds=TIMEOUT_SECONDS
+                ),
+                _("the line's options should map at once; look for one that waits"),
             ) from None
     said = done.stdout + done.stderr
     ranks = read_map(said)
     if done.returncode != 0 or not ranks:
         raise CourseError(
-            REFUSED.format(said=refusal(said)),
-            "its words name the option to look at; the references in the lesson list them",
+            _("mpirun refused the line: {said}").format(said=refusal(said)),
+            _("its words name the option to look at; the references in the lesson list them"),
         )
     return ranks
 
@@ -170,7 +178,7 @@ def read_map(text: str) -> list[Rank]:
         elif "Binding:" in line and rank >= 0:
             bound = _BINDING.findall(line)
             packages = tuple(sorted({int(package) for package, _ in bound}))
-            cores = tuple(sorted({core for _, spec in bound for core in _core_list(spec)}))
+            cores = tuple(sorted({core for package, spec in bound for core in _core_list(spec)}))
             ranks.append(Rank(rank, node, local, packages, cores))
             rank = -1
     return sorted(ranks, key=lambda r: r.rank)
@@ -180,7 +188,7 @@ def _core_list(spec: str) -> list[int]:
     """The cores of "L0-3,L8" (hwloc's logical indexes)."""
     cores: list[int] = []
     for part in spec.replace("L", "").split(","):
-        first, _, last = part.partition("-")
+        first, dash, last = part.partition("-")
         if first.strip().isdigit():
             cores.extend(range(int(first), int(last or first) + 1))
     return cores

@@ -11,6 +11,7 @@ from typing import Any
 
 from course import evidence
 from course.contracts import stages
+from course.i18n import _
 from course.notebook.report import html_table
 from course.runtime.profile import PHASES
 
@@ -93,7 +94,13 @@ def plot(folder: Path = Path(".")):
     table = rows(folder)
     figure, axes = plt.subplots(figsize=(max(4.0, 0.9 * len(table) + 2), 3.6))
     if not table:
-        axes.text(0.5, 0.5, "no profiled run yet: submit with PROFILE=1", ha="center", va="center")
+        axes.text(
+            0.5,
+            0.5,
+            _("no profiled run yet: submit with PROFILE=1"),
+            ha="center",
+            va="center",
+        )
         axes.set_axis_off()
         return figure
     positions = list(range(len(table)))
@@ -112,11 +119,16 @@ def plot(folder: Path = Path(".")):
         bottoms = [b + h for b, h in zip(bottoms, heights)]
     axes.set_xticks(
         positions,
-        [f"{row['ranks']} rank(s)\nrank {row['rank']}\n{row['host']}" for row in table],
+        [
+            _("{ranks} rank(s)\nrank {rank}\n{host}").format(
+                ranks=row["ranks"], rank=row["rank"], host=row["host"]
+            )
+            for row in table
+        ],
         fontsize=8,
     )
-    axes.set_ylabel("ms per step (median)")
-    axes.set_title("Where a training step's time goes, per rank")
+    axes.set_ylabel(_("ms per step (median)"))
+    axes.set_title(_("Where a training step's time goes, per rank"))
     handles, labels = axes.get_legend_handles_labels()
     axes.legend(
         handles[::-1], labels[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0)
@@ -132,44 +144,58 @@ def show(folder: Path = Path(".")) -> list[dict]:
 
     table = rows(folder)
     columns = ["run", "ranks", "nodes", "rank", "host", *PHASES, "step", "steps"]
-    display(HTML(html_table(table, columns, _cell)))
+    display(HTML(html_table(table, columns, _cell, headings())))
     figure = plot(folder)
     display(figure)
     plt.close(figure)
     return table
 
 
-# What show_shares prints (named placeholders: they will go through gettext).
-NO_PROFILE = "no profiled run yet: run the cells above that submit it (PROFILE=1)"
-NO_STEPS = "{run}, rank {rank}: no steady step was profiled"
-SHARES_LINE = (
-    "{run}, rank {rank} of {ranks}: not computing {not_computing:.1%} of its {step:.1f} ms step "
-    "({shares})"
-)
-SHARE = "{phase} {share:.1%}"
+def headings() -> dict[str, str]:
+    """The table's headings in the student's language; a phase's is its name in the profile
+    (course.runtime.profile.PHASES, the keys step_shares reads), as the notebook names it."""
+    return {
+        "run": _("run"),
+        "ranks": _("ranks"),
+        "nodes": _("nodes"),
+        "rank": _("rank"),
+        "host": _("host"),
+        "step": _("step"),
+        "steps": _("steps"),
+    }
+
+
+def no_profile() -> str:
+    """What shares_lines says without a profiled run."""
+    return _("no profiled run yet: run the cells above that submit it (PROFILE=1)")
 
 
 def shares_lines(step_shares: Callable[..., Any], table: list[dict]) -> list[str]:
     """A line per rank of `table` (rows()): the student's step_shares of its medians."""
     if not table:
-        return [NO_PROFILE]
+        return [no_profile()]
     lines = []
     for row in table:
         medians = {phase: row[phase] for phase in PHASES}
         if any(ms is None for ms in medians.values()):
-            lines.append(NO_STEPS.format(run=row["run"], rank=row["rank"]))
+            lines.append(
+                _("{run}, rank {rank}: no steady step was profiled").format(
+                    run=row["run"], rank=row["rank"]
+                )
+            )
             continue
         found = step_shares(medians)
         lines.append(
-            SHARES_LINE.format(
+            _(
+                "{run}, rank {rank} of {ranks}: not computing {not_computing:.1%} of its "
+                "{step:.1f} ms step ({shares})"
+            ).format(
                 run=row["run"],
                 rank=row["rank"],
                 ranks=row["ranks"],
                 not_computing=found["not_computing"],
                 step=row["step"],
-                shares=", ".join(
-                    SHARE.format(phase=phase, share=found["shares"][phase]) for phase in PHASES
-                ),
+                shares=", ".join(f"{phase} {found['shares'][phase]:.1%}" for phase in PHASES),
             )
         )
     return lines

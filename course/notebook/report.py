@@ -11,6 +11,7 @@ from typing import Any
 from course import comparison, evidence
 from course.contracts import grading_rules, results, stages
 from course.errors import CourseError
+from course.i18n import _, ljust, width
 from course.notebook.report_plots import plot
 
 COLUMNS = (
@@ -31,6 +32,32 @@ COLUMNS = (
 )
 
 
+def headings() -> dict[str, str]:
+    """The columns' headings in the student's language (COLUMNS are the rows' keys, which stay)."""
+    return {
+        "run": _("run"),
+        "stage": _("stage"),
+        "workers": _("workers"),
+        "scaling": _("scaling"),
+        "devices": _("devices"),
+        "setting": _("setting"),
+        "img/s": "img/s",
+        "spread": _("spread"),
+        "speedup": _("speedup"),
+        "efficiency": _("efficiency"),
+        "val. accuracy": _("val. accuracy"),
+        "time to target": _("time to target"),
+        "TTA speedup": _("TTA speedup"),
+        "counts": _("counts"),
+    }
+
+
+def _scaling(value: Any) -> Any:
+    """The scaling column's word (comparison.scaling's "weak" or "strong", which the rows keep for
+    the plot) in the student's language."""
+    return {"weak": _("weak"), "strong": _("strong")}.get(value, value)
+
+
 def target_of(folder: Path = Path("."), baseline: str | None = None) -> float | None:
     """The accuracy target of the data set a folder's baseline run trained on (None: no target
     known)."""
@@ -48,7 +75,7 @@ def _rules() -> grading_rules.GradingRules | None:
 
 def _rate(run: evidence.Run) -> str:
     """The learning-rate rule of a stage-3 run; on one worker every rule is stage 1's rate."""
-    return f"lr {run.lr_rule}" if run.workers > 1 else "lr of one worker"
+    return _("lr {rule}").format(rule=run.lr_rule) if run.workers > 1 else _("lr of one worker")
 
 
 def _target(base: evidence.Run | None) -> float | None:
@@ -76,15 +103,19 @@ def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
             tta = run.time_to_accuracy(target) if target is not None else None
             setting = f"{run.setting}, {_rate(run)}" if stage == stages.MULTI_NODE.name else "-"
             if run.profiled:
-                setting += ", profiled"
+                setting += ", " + _("profiled")
+            devices = ", ".join(sorted(set(run.devices)))
             table.append(
                 {
                     "run": run.path.parent.name,
                     "stage": stage,
                     "workers": run.workers,
                     "scaling": scaling if scaling and run.workers > 1 else "-",
-                    "devices": ", ".join(sorted(set(run.devices)))
-                    + (f" on {len(set(run.hosts))} node(s)" if run.hosts else ""),
+                    "devices": _("{devices} on {nodes} node(s)").format(
+                        devices=devices, nodes=len(set(run.hosts))
+                    )
+                    if run.hosts
+                    else devices,
                     "setting": setting,
                     "img/s": run.images_per_sec,
                     "spread": (record.get("throughput") or {}).get("std", 0.0),
@@ -95,13 +126,15 @@ def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
                         comparison.efficiency(run, compared_with) if compared_with else None
                     ),
                     "val. accuracy": run.final_accuracy,
-                    "time to target": (f"{tta['seconds']:.0f} s" if tta else "never")
+                    "time to target": (f"{tta['seconds']:.0f} s" if tta else _("never"))
                     if target is not None
                     else None,
                     "TTA speedup": base_tta["seconds"] / tta["seconds"]
                     if compared_with and tta and base_tta
                     else None,
-                    "counts": "yes" if run.traced else "no: " + run.problems[0],
+                    "counts": _("yes")
+                    if run.traced
+                    else _("no: {problem}").format(problem=run.problems[0]),
                     "baseline": base is not None and run.path == base.path,
                     "_curve": run.accuracy_curve,
                 }
@@ -123,10 +156,17 @@ def _cell(value) -> str:
 _NOWRAP = 'style="white-space: nowrap"'
 
 
-def html_table(table: list[dict], columns: list[str], cell: Callable[[Any], str]) -> str:
+def html_table(
+    table: list[dict],
+    columns: list[str],
+    cell: Callable[[Any], str],
+    headings: dict[str, str] | None = None,
+) -> str:
     """`columns` of the rows of `table` as an HTML table whose cells never wrap; `cell` writes a
-    value (HTML-escaped). Every table the notebooks display is one."""
-    head = "".join(f"<th {_NOWRAP}>{c}</th>" for c in columns)
+    value (HTML-escaped); a column's heading is its name in `headings`, else the column itself.
+    Every table the notebooks display is one."""
+    named = headings or {}
+    head = "".join(f"<th {_NOWRAP}>{html.escape(named.get(c, c))}</th>" for c in columns)
     body = "".join(
         "<tr>" + "".join(f"<td {_NOWRAP}>{cell(row[c])}</td>" for c in columns) + "</tr>"
         for row in table
@@ -134,14 +174,24 @@ def html_table(table: list[dict], columns: list[str], cell: Callable[[Any], str]
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _shown(table: list[dict]) -> list[dict]:
+    """The rows as the tables show them: the scaling column in words."""
+    return [{**row, "scaling": _scaling(row.get("scaling"))} for row in table]
+
+
 def table_html(table: list[dict]) -> str:
-    return html_table(table, list(COLUMNS), _cell)
+    return html_table(_shown(table), list(COLUMNS), _cell, headings())
 
 
 def table_text(table: list[dict]) -> str:
-    cells = [list(COLUMNS)] + [[_cell(row[c]) for c in COLUMNS] for row in table]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(COLUMNS))]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells)
+    """The table for a terminal, its columns aligned in terminal columns (a Japanese heading's
+    characters take two each)."""
+    named = headings()
+    cells = [[named[c] for c in COLUMNS]] + [
+        [_cell(row[c]) for c in COLUMNS] for row in _shown(table)
+    ]
+    widths = [max(width(r[i]) for r in cells) for i in range(len(COLUMNS))]
+    return "\n".join("  ".join(ljust(v, w) for v, w in zip(r, widths)).rstrip() for r in cells)
 
 
 def notes(table: list[dict], target: float | None = None) -> list[str]:
@@ -149,24 +199,29 @@ def notes(table: list[dict], target: float | None = None) -> list[str]:
     1."""
     found = [row for row in table if row["baseline"]]
     if not found:
-        return ["No traced stage-1 run: speedup and efficiency need one (the baseline)."]
+        return [_("No traced stage-1 run: speedup and efficiency need one (the baseline).")]
     said = [
-        f"Baseline: {found[0]['run']} (the latest traced stage-1 run unless you name one: "
-        f'course.report.show(baseline="<run>")).'
+        _(
+            "Baseline: {run} (the latest traced stage-1 run unless you name one: "
+            'course.report.show(baseline="<run>")).'
+        ).format(run=found[0]["run"])
     ]
     if target is not None:
         said.append(
-            f"Time to target: wall time until validation accuracy first reached {target} "
-            "(the course's grading rules), at the resolution of the evaluations."
+            _(
+                "Time to target: wall time until validation accuracy first reached {target} "
+                "(the course's grading rules), at the resolution of the evaluations."
+            ).format(target=target)
         )
     noisy = [row["run"] for row in table if (row["efficiency"] or 0) > 1.0]
     if noisy:
         said.append(
-            f"Efficiency above 1 ({', '.join(noisy)}) is measurement noise: the baseline ran "
-            "slower than "
-            "usual (shared cores, another job). Run stage 1 and these again, one right after the "
-            "other, so that both meet the same load; stage 3's grade also measures against its "
-            "own one-rank run, submitted with the others."
+            _(
+                "Efficiency above 1 ({runs}) is measurement noise: the baseline ran slower than "
+                "usual (shared cores, another job). Run stage 1 and these again, one right after "
+                "the other, so that both meet the same load; stage 3's grade also measures against "
+                "its own one-rank run, submitted with the others."
+            ).format(runs=", ".join(noisy))
         )
     return said
 
@@ -182,13 +237,19 @@ def efficiency_tiers(folder: Path = Path("."), baseline: str | None = None) -> l
     for stage in (stages.MULTI_GPU.name, stages.MULTI_NODE.name):
         limits = rules.efficiency(stage, kind)
         tiers = ", ".join(
-            f"{share:.0%} of them at {minimum} or more" for minimum, share in limits.tiers
+            _("{share:.0%} of them at {minimum} or more").format(share=share, minimum=minimum)
+            for minimum, share in limits.tiers
         )
         said.append(
-            f"Efficiency points of {stage} on {kind} (the course's grading rules): {tiers}, none "
-            f"below; above {limits.suspicious_above} a run does not compare with its baseline."
+            _(
+                "Efficiency points of {stage} on {kind} (the course's grading rules): {tiers}, "
+                "none below; above {suspicious} a run does not compare with its baseline."
+            ).format(stage=stage, kind=kind, tiers=tiers, suspicious=limits.suspicious_above)
             + (
-                " The grade takes the best against stage 1 or against stage 3's own one-rank run."
+                _(
+                    " The grade takes the best against stage 1 or against stage 3's own one-rank "
+                    "run."
+                )
                 if stage == stages.MULTI_NODE.name
                 else ""
             )
@@ -209,7 +270,7 @@ def show(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
 
     table = rows(folder, baseline)
     if not table:
-        print("No runs yet: submit a job above, then run this cell again.")
+        print(_("No runs yet: submit a job above, then run this cell again."))
         return table
     display(HTML(table_html(table)))
     for line in notes(table, target_of(folder, baseline)) + efficiency_tiers(folder, baseline):
@@ -218,7 +279,7 @@ def show(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
     plt.close("all")
     for model, figures in references().items():
         shown = ", ".join(f"{stage} {value} img/s" for stage, value in figures.items())
-        print(f"Reference, {model}: {shown}")
+        print(_("Reference, {model}: {figures}").format(model=model, figures=shown))
     return table
 
 
@@ -229,20 +290,29 @@ def snapshot_cost(folder: Path = Path(".")) -> dict | None:
     cost = traced[-1].snapshot_cost() if traced else None
     if cost is None:
         print(
-            "No traced stage-1 run with snapshots yet: write add_snapshots, write the script, "
-            "submit the job."
+            _(
+                "No traced stage-1 run with snapshots yet: write add_snapshots, write the script, "
+                "submit the job."
+            )
         )
         return None
-    line = (
-        f"{traced[-1].describe()}: {cost['snapshots']} snapshot(s), {cost['seconds']:.3f} s each "
-        "on average "
-        "(serialising the trainer and writing the file)"
-    )
     if cost["epoch_seconds"]:
-        line += (
-            f"; an epoch took {cost['epoch_seconds']:.1f} s, so one snapshot per epoch costs "
-            f"{100 * cost['share']:.2f}% of the training time"
+        line = _(
+            "{run}: {snapshots} snapshot(s), {seconds:.3f} s each on average (serialising the "
+            "trainer and writing the file); an epoch took {epoch_seconds:.1f} s, so one snapshot "
+            "per epoch costs {percent:.2f}% of the training time"
+        ).format(
+            run=traced[-1].describe(),
+            snapshots=cost["snapshots"],
+            seconds=cost["seconds"],
+            epoch_seconds=cost["epoch_seconds"],
+            percent=100 * cost["share"],
         )
+    else:
+        line = _(
+            "{run}: {snapshots} snapshot(s), {seconds:.3f} s each on average (serialising the "
+            "trainer and writing the file)"
+        ).format(run=traced[-1].describe(), snapshots=cost["snapshots"], seconds=cost["seconds"])
     print(line)
     return cost
 
@@ -251,36 +321,50 @@ def check_runs(stage: str, folder: Path = Path(".")) -> list[evidence.Run]:
     """Print whether the job outputs of `stage` will count (a visible self-check; never raises)."""
     found = evidence.runs(stage, folder)
     if not found:
-        job = stages.STAGES[stage].job_path if stage in stages.STAGES else "its job"
+        job = stages.STAGES[stage].job_path if stage in stages.STAGES else _("its job")
         print(
-            f"No {stage} run yet in {Path(folder, results.RUNS_DIR)}/, so this check has nothing "
-            f"to grade and earns no points yet: submit {job} (the cell above; where it said NOT "
-            "SUBMITTED for want of GPUs, on a GPU node of a cluster), then run this cell again."
+            _(
+                "No {stage} run yet in {runs}/, so this check has nothing to grade and earns no "
+                "points yet: submit {job} (the cell above; where it said NOT SUBMITTED for want "
+                "of GPUs, on a GPU node of a cluster), then run this cell again."
+            ).format(stage=stage, runs=Path(folder, results.RUNS_DIR), job=job)
         )
     for run in found:
         status = (
-            "OK, traced to " + run.log.name
+            _("OK, traced to {log}").format(log=run.log.name)
             if run.traced and run.log is not None  # a traced run has its log
-            else "WILL NOT COUNT: " + "; ".join(run.problems)
+            else _("WILL NOT COUNT: {problems}").format(problems="; ".join(run.problems))
         )
         print(
-            f"{run.describe()}: {run.images_per_sec:.1f} img/s, {run.workers} worker(s) [{status}]"
+            _("{run}: {images_per_sec:.1f} img/s, {workers} worker(s) [{status}]").format(
+                run=run.describe(),
+                images_per_sec=run.images_per_sec,
+                workers=run.workers,
+                status=status,
+            )
         )
         for note in run.notes:
-            print(f"  note: {note}")
+            print("  " + _("note: {note}").format(note=note))
     return found
+
+
+# The verdicts "OK: " and "NOT YET: " open a self-check's line as they are in every language (as
+# course.notebook.checks.verdict's "OK: "): the words after them are translated.
+OK, NOT_YET = "OK: ", "NOT YET: "
 
 
 def check_comparison(folder: Path = Path(".")) -> comparison.Coverage:
     """Print what the stage-3 comparison covers so far (a visible self-check; never raises)."""
     coverage = comparison.comparison_coverage(evidence.runs(stages.MULTI_NODE.name, folder))
     if coverage.complete:
-        print(f"OK: traced stage-3 runs cover {coverage.describe()}.")
+        print(OK + _("traced stage-3 runs cover {coverage}.").format(coverage=coverage.describe()))
     else:
         print(
-            f"NOT YET: traced stage-3 runs cover {coverage.describe()}; the comparison needs at "
-            "least "
-            f"{coverage.NEEDED} of each: run the comparison cell above."
+            NOT_YET
+            + _(
+                "traced stage-3 runs cover {coverage}; the comparison needs at least {needed} of "
+                "each: run the comparison cell above."
+            ).format(coverage=coverage.describe(), needed=coverage.NEEDED)
         )
     return coverage
 
@@ -295,17 +379,19 @@ def main(argv: list[str]) -> int:
         type=Path,
         nargs="?",
         default=Path("."),
-        help="where you submit the jobs from (default: here)",
+        help=_("where you submit the jobs from (default: here)"),
     )
     parser.add_argument(
-        "--baseline", default=None, help="the stage-1 run to compare with (default: the latest)"
+        "--baseline",
+        default=None,
+        help=_("the stage-1 run to compare with (default: the latest)"),
     )
     args = parser.parse_args(argv)
     table = rows(args.folder, args.baseline)
     if not table:
         raise CourseError(
-            f"no runs in {args.folder / results.RUNS_DIR}",
-            "give the folder you submit the jobs from (it holds runs/ and the job logs)",
+            _("no runs in {runs}").format(runs=args.folder / results.RUNS_DIR),
+            _("give the folder you submit the jobs from (it holds runs/ and the job logs)"),
         )
     print(table_text(table))
     for line in notes(table, target_of(args.folder, args.baseline)) + efficiency_tiers(
@@ -323,48 +409,65 @@ def check_accuracy(folder: Path = Path("."), baseline: str | None = None) -> lis
     found = [run for run in evidence.runs(stages.MULTI_NODE.name, folder) if run.traced]
     if base is None or not found:
         print(
-            "NOT YET: the accuracy comparison needs a traced stage-1 run and traced stage-3 runs."
+            NOT_YET
+            + _("the accuracy comparison needs a traced stage-1 run and traced stage-3 runs.")
         )
         return found
     if target is None:
         print(
-            "The course's grading rules set no accuracy target for this data set, so only the "
-            "final accuracies are shown; ask your instructor if you expected a target."
+            _(
+                "The course's grading rules set no accuracy target for this data set, so only the "
+                "final accuracies are shown; ask your instructor if you expected a target."
+            )
         )
     for run in [base, *found]:
         tta = run.time_to_accuracy(target) if target is not None else None
         reached = (
-            f"reached {target} at epoch {tta['epoch']} ({tta['seconds']:.0f} s)"
+            _("reached {target} at epoch {epoch} ({seconds:.0f} s)").format(
+                target=target, epoch=tta["epoch"], seconds=tta["seconds"]
+            )
             if tta
-            else f"never reached {target}"
+            else _("never reached {target}").format(target=target)
             if target is not None
             else ""
         )
-        rule = (
-            " (stage 1)"
+        workers = (
+            _("{workers} worker(s) (stage 1)")
             if run is base
-            else f", lr rule {run.lr_rule}"
+            else _("{workers} worker(s), lr rule {rule}")
             if run.workers > 1
-            else ", lr of one worker"
-        )
+            else _("{workers} worker(s), lr of one worker")
+        ).format(workers=run.workers, rule=run.lr_rule)
         final = (
-            "no evaluation"
+            _("no evaluation")
             if run.final_accuracy is None
-            else f"final accuracy {run.final_accuracy:.3f}"
+            else _("final accuracy {accuracy:.3f}").format(accuracy=run.final_accuracy)
         )
-        print(f"{run.describe()}: {run.workers} worker(s){rule}: {final}; {reached}")
+        print(f"{run.describe()}: {workers}: {final}; {reached}")
     graded = comparison.accuracy_candidates(found, base)
     on_target = [run for run in graded if target is not None and run.time_to_accuracy(target)]
     if on_target:
         print(
-            f"OK: a run on {on_target[0].workers} ranks with the {stages.TAUGHT_LR_RULE} rule "
-            "reached the target."
+            OK
+            + _("a run on {ranks} ranks with the {rule} rule reached the target.").format(
+                ranks=on_target[0].workers, rule=stages.TAUGHT_LR_RULE
+            )
         )
     elif target is not None:
-        where = f"on {graded[0].workers} ranks" if graded else "on 2 or more ranks"
         print(
-            f"NOT YET: no run {where} with the {stages.TAUGHT_LR_RULE} rule reached {target}: "
-            "check "
-            "learning_rate_schedule above, then run the comparison again."
+            NOT_YET
+            + (
+                _(
+                    "no run on {ranks} ranks with the {rule} rule reached {target}: check "
+                    "learning_rate_schedule above, then run the comparison again."
+                )
+                if graded
+                else _(
+                    "no run on 2 or more ranks with the {rule} rule reached {target}: check "
+                    "learning_rate_schedule above, then run the comparison again."
+                )
+            ).format(
+                ranks=graded[0].workers if graded else 0, rule=stages.TAUGHT_LR_RULE, target=target
+            )
         )
     return found

@@ -4,6 +4,7 @@ against epochs, updates and time (course.notebook.report makes the rows)."""
 from __future__ import annotations
 
 from course.contracts import stages
+from course.i18n import _
 
 
 def _label(row: dict) -> str:
@@ -36,7 +37,9 @@ def plot(table: list[dict]):
                     zorder=3,
                     facecolors="none" if scaling == "strong" else None,
                     edgecolors="C3" if scaling == "strong" else None,
-                    label=f"{stage} (strong scaling)" if scaling == "strong" else stage,
+                    label=_("{stage} (strong scaling)").format(stage=stage)
+                    if scaling == "strong"
+                    else stage,
                 )
     most = max(2, max(row["workers"] for row in table))
     top = max(row["img/s"] for row in table)
@@ -49,7 +52,7 @@ def plot(table: list[dict]):
             color="black",
             linestyle="--",
             linewidth=1.5,
-            label="ideal (linear, from the baseline)",
+            label=_("ideal (linear, from the baseline)"),
             zorder=2,
         )
         top = max(top, ideal[1])
@@ -69,20 +72,21 @@ def plot(table: list[dict]):
         by_epoch.plot([p["epoch"] for p in curve], [p["accuracy"] for p in curve], **style)
         by_update.plot([p["iteration"] for p in curve], [p["accuracy"] for p in curve], **style)
         by_time.plot([p["seconds"] for p in curve], [p["accuracy"] for p in curve], **style)
-    speed.set(xlabel="workers (GPUs or CPU cores)", ylabel="images/sec", title="Throughput")
-    by_epoch.set(
-        xlabel="epoch", ylabel="validation accuracy", title="Accuracy per epoch", ylim=(0, 1)
+    accuracy = _("validation accuracy")
+    speed.set(
+        xlabel=_("workers (GPUs or CPU cores)"), ylabel=_("images/sec"), title=_("Throughput")
     )
+    by_epoch.set(xlabel=_("epoch"), ylabel=accuracy, title=_("Accuracy per epoch"), ylim=(0, 1))
     by_update.set(
-        xlabel="updates (iterations): N ranks make N times fewer per epoch",
-        ylabel="validation accuracy",
-        title="Accuracy per update",
+        xlabel=_("updates (iterations): N ranks make N times fewer per epoch"),
+        ylabel=accuracy,
+        title=_("Accuracy per update"),
         ylim=(0, 1),
     )
     by_time.set(
-        xlabel="wall time (s)",
-        ylabel="validation accuracy",
-        title="Accuracy over time",
+        xlabel=_("wall time (s)"),
+        ylabel=accuracy,
+        title=_("Accuracy over time"),
         ylim=(0, 1),
     )
     # Workers, epochs and updates are counts. min_n_ticks=1: with the default (2) the locator falls

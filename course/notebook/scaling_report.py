@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from course import costmodel
+from course.i18n import _
 from course.notebook import allreduce_report, exchange_report, profile_report
 
 RANK_COUNTS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -27,10 +28,10 @@ FACTOR = 4  # the share question's three changes: GPU, network, ranks, each this
 
 def _size(nbytes: float) -> str:
     if nbytes == 0:
-        return "0 bytes (at every size)"
+        return _("0 bytes (at every size)")
     if math.isinf(nbytes):
-        return "no size (never)"
-    return f"{nbytes:,.0f} bytes ({nbytes / 2**20:.3g} MiB)"
+        return _("no size (never)")
+    return _("{nbytes:,.0f} bytes ({mib:.3g} MiB)").format(nbytes=nbytes, mib=nbytes / 2**20)
 
 
 def crossover_lines(
@@ -41,7 +42,7 @@ def crossover_lines(
     """Per rank count with both algorithms fitted: the student's crossover size, and the algorithm
     each gradient (a name: its bytes) should use by it."""
     said = []
-    for ranks in sorted({ranks for ranks, _ in fitted}):
+    for ranks in sorted({key[0] for key in fitted}):
         if (ranks, "ring") not in fitted or (ranks, "recursive_doubling") not in fitted:
             continue
         (ring_alpha, ring_beta) = fitted[(ranks, "ring")]
@@ -50,18 +51,29 @@ def crossover_lines(
             ring_crossover_bytes(ranks, ring_alpha, ring_beta, doubling_alpha, doubling_beta)
         )
         said.append(
-            f"{ranks} ranks: ring alpha {ring_alpha * 1e6:.2f} us, beta {ring_beta * 1e9:.3f} "
-            f"ns/byte; recursive doubling alpha {doubling_alpha * 1e6:.2f} us, beta "
-            f"{doubling_beta * 1e9:.3f} ns/byte: the ring is faster above {_size(above)}"
+            _(
+                "{ranks} ranks: ring alpha {ring_alpha:.2f} us, beta {ring_beta:.3f} ns/byte; "
+                "recursive doubling alpha {doubling_alpha:.2f} us, beta {doubling_beta:.3f} "
+                "ns/byte: the ring is faster above {size}"
+            ).format(
+                ranks=ranks,
+                ring_alpha=ring_alpha * 1e6,
+                ring_beta=ring_beta * 1e9,
+                doubling_alpha=doubling_alpha * 1e6,
+                doubling_beta=doubling_beta * 1e9,
+                size=_size(above),
+            )
         )
         said += [
             f"  {name}, {_size(nbytes)}: "
-            + ("the ring" if nbytes > above else "recursive doubling")
+            + (_("the ring") if nbytes > above else _("recursive doubling"))
             for name, nbytes in gradients.items()
         ]
     return said or [
-        "No fit of both the ring and recursive doubling on the same ranks: run notebook 03's "
-        "benchmark cell (it measures both), then this cell again."
+        _(
+            "No fit of both the ring and recursive doubling on the same ranks: run notebook 03's "
+            "benchmark cell (it measures both), then this cell again."
+        )
     ]
 
 
@@ -73,9 +85,11 @@ def show_crossover(ring_crossover_bytes: Callable[..., Any], folder: Path = Path
     if fitted:
         profiled = profile_report.measured_allreduce_seconds(folder)
         if profiled and profiled["gradient_bytes"]:
-            gradients["your profiled run's gradient"] = profiled["gradient_bytes"]
+            gradients[_("your profiled run's gradient")] = profiled["gradient_bytes"]
         for width, nbytes in allreduce_report.gradient_bytes().items():
-            gradients[f"the course network's gradient at width {width}"] = nbytes
+            gradients[_("the course network's gradient at width {width}").format(width=width)] = (
+                nbytes
+            )
     said = crossover_lines(ring_crossover_bytes, fitted, gradients)
     print("\n".join(said))
     return said
@@ -103,11 +117,16 @@ def step_setting(folder: Path = Path(".")) -> dict | str:
 
 
 def _setting_line(setting: dict) -> str:
-    return (
-        f"{setting['run']}: compute (forward and backward) {setting['compute'] * 1e3:.1f} ms a "
-        f"step per rank, a gradient of {_size(setting['bytes'])}, alpha "
-        f"{setting['alpha'] * 1e6:.2f} us, beta {setting['beta'] * 1e9:.3f} ns/byte (from "
-        f"{setting['source']})"
+    return _(
+        "{run}: compute (forward and backward) {compute:.1f} ms a step per rank, a gradient of "
+        "{size}, alpha {alpha:.2f} us, beta {beta:.3f} ns/byte (from {source})"
+    ).format(
+        run=setting["run"],
+        compute=setting["compute"] * 1e3,
+        size=_size(setting["bytes"]),
+        alpha=setting["alpha"] * 1e6,
+        beta=setting["beta"] * 1e9,
+        source=setting["source"],
     )
 
 
@@ -118,17 +137,24 @@ def slowdown_lines(
     and for a GPU FASTER_GPU times faster."""
     said = [_setting_line(setting)]
     for label, compute in (
-        ("as profiled", setting["compute"]),
-        (f"a GPU {FASTER_GPU} times faster", setting["compute"] / FASTER_GPU),
+        (_("as profiled"), setting["compute"]),
+        (_("a GPU {times} times faster").format(times=FASTER_GPU), setting["compute"] / FASTER_GPU),
     ):
         run = (compute, setting["bytes"], setting["alpha"], setting["beta"])
         speedups = [float(weak_scaling_speedup(ranks, *run)) for ranks in RANK_COUNTS]
         slower = first_slower(RANK_COUNTS, *run)
         said.append(
             f"{label}: "
-            + ", ".join(f"{ranks} ranks {s:.3g}" for ranks, s in zip(RANK_COUNTS, speedups))
+            + ", ".join(
+                _("{ranks} ranks {speedup:.3g}").format(ranks=ranks, speedup=s)
+                for ranks, s in zip(RANK_COUNTS, speedups)
+            )
             + "; "
-            + ("no rank count slower than one" if slower is None else f"first slower: {slower}")
+            + (
+                _("no rank count slower than one")
+                if slower is None
+                else _("first slower: {ranks}").format(ranks=slower)
+            )
         )
     return said
 
@@ -138,19 +164,25 @@ def share_lines(exchange_share: Callable[..., Any], setting: dict) -> list[str]:
     compute, nbytes, ranks = setting["compute"], setting["bytes"], setting["ranks"]
     rates = (setting["alpha"], setting["beta"])
     changes = {
-        "as profiled": (compute, nbytes, ranks),
-        f"a GPU {FACTOR} times faster": (compute / FACTOR, nbytes, ranks),
-        f"a network {FACTOR} times larger (parameters and compute)": (
+        _("as profiled"): (compute, nbytes, ranks),
+        _("a GPU {times} times faster").format(times=FACTOR): (compute / FACTOR, nbytes, ranks),
+        _("a network {times} times larger (parameters and compute)").format(times=FACTOR): (
             compute * FACTOR,
             nbytes * FACTOR,
             ranks,
         ),
-        f"{FACTOR} times the ranks": (compute, nbytes, ranks * FACTOR),
+        _("{times} times the ranks").format(times=FACTOR): (compute, nbytes, ranks * FACTOR),
     }
     shares = {name: float(exchange_share(*case, *rates)) for name, case in changes.items()}
     return [
         _setting_line(setting),
-        *(f"  {name}: the exchange is {share:.2%} of the step" for name, share in shares.items()),
+        *(
+            "  "
+            + _("{change}: the exchange is {share:.2%} of the step").format(
+                change=name, share=share
+            )
+            for name, share in shares.items()
+        ),
     ]
 
 

@@ -11,6 +11,7 @@ from course.cluster.siteenv import SiteSettings
 from course.cluster.submit import nbgrader_running
 from course.contracts import stages
 from course.errors import CourseError
+from course.i18n import _
 from course.runtime import data, data_prepare
 
 
@@ -25,26 +26,43 @@ def setup(stage_name: str) -> None:
         settings = siteenv.of_folder(os.getcwd())
     except CourseError:
         print(
-            "Note: no jobs/site_env.sh here. Open the notebooks from the assignment folder (it has "
-            "jobs/), "
-            "so that the jobs find your scripts."
+            _(
+                "Note: no jobs/site_env.sh here. Open the notebooks from the assignment folder (it "
+                "has jobs/), so that the jobs find your scripts."
+            )
         )
         settings = SiteSettings()  # no site: its name shows as ?
     for name, value in settings.job_environment().items():  # as the jobs will see them
         os.environ.setdefault(name, value)
     found = gpu.visible_gpus()
     scheduler = settings.scheduler
+    gpus = (
+        f"{found.count} ({', '.join(sorted(set(found.names)))})"
+        if found.count
+        else f"{found.count}"
+    )
     print(
-        f"Stage {stage.number} ({stage.name}) | site profile: {settings.site or '?'} "
-        f"(jobs go to {'this machine' if scheduler == 'local' else 'qsub'}) | "
-        "GPUs here: "
-        f"{found.count}{' (' + ', '.join(sorted(set(found.names))) + ')' if found.count else ''}"
+        (
+            _(
+                "Stage {number} ({stage}) | site profile: {site} (jobs go to this machine) | "
+                "GPUs here: {gpus}"
+            )
+            if scheduler == "local"
+            else _(
+                "Stage {number} ({stage}) | site profile: {site} (jobs go to qsub) | GPUs here: "
+                "{gpus}"
+            )
+        ).format(number=stage.number, stage=stage.name, site=settings.site or "?", gpus=gpus)
     )
     name = os.environ.get("COURSE_DATASET", "auto")
     try:
-        print(f"Data: {data.info(data.resolve(name)).describe()}")
+        print(_("Data: {data}").format(data=data.info(data.resolve(name)).describe()))
     except CourseError as e:
         if name in (data.SYNTHETIC, "auto") and scheduler == "local" and not nbgrader_running():
-            print(f"Data: {data_prepare.prepare_synthetic().describe()} (made now)")
+            print(
+                _("Data: {data} (made now)").format(
+                    data=data_prepare.prepare_synthetic().describe()
+                )
+            )
         else:
-            print(f"Data: {e}")
+            print(_("Data: {data}").format(data=e))

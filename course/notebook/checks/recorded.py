@@ -41,9 +41,7 @@ def answers(run: evidence.Run) -> tuple[dict[str, Any] | None, tuple[str, str]]:
     return None, (words.NOT_SUBMITTED.format(run=run.describe()), words.SUBMIT_PREDICTED)
 
 
-def changed(
-    run: evidence.Run, key: str, now: Any, then: Any, said: str | None = None
-) -> None:
+def changed(run: evidence.Run, key: str, now: Any, then: Any, said: str | None = None) -> None:
     """Say (`said`, by default that the recorded one is graded) that the function's answer `now`
     differs from the recorded `then`."""
     if now != then and run.prediction is not None:
