@@ -37,6 +37,14 @@ MARKED = (
     "course/notebook/checks/single.py",
     "course/notebook/checks/single_snapshots.py",
     "course/diagnostics/doctor.py",
+    "course/cluster/diagnosis.py",
+    "course/cluster/pending.py",
+    "course/cluster/submit.py",
+    "course/cluster/submit_command.py",
+    "course/cluster/job.py",
+    "course/cluster/launch.py",
+    "course/cluster/localsched.py",
+    "course/cluster/usage.py",
 )
 # The notebooks whose markdown is in the catalogs (notebook 01 first; the rest once their text
 # settles).
