@@ -1,7 +1,9 @@
 """The decisive test of the cluster modules' marking (issue 23): what a student reads when a job is
 submitted or refused, waits, fails or is diagnosed, under the pseudo-locale, where `_()` wraps each
-line of a translated message in markers. Every such line must carry them: a line without is one
-that never went through `_()` and would stay English in the Japanese edition. The cases are those
+line of a translated message in markers. Every such line must be one message between them, end to
+end (a frame the kit put around it aside: brackets, a hint's arrow): a line without is one that
+never went through `_()` and would stay English in the Japanese edition, and a phrase put into a
+message is checked to be one too. The cases are those
 the modules' own tests build, read from their parametrizations (tests/test_joblog_end.py's logs and
 notices, tests/test_jobs.py's pending reasons and refusals) or made with their fixtures
 (tests/test_budget.py's budget, tests/test_prediction_record.py's site); with the markers taken off,
@@ -13,6 +15,7 @@ job's output, the schedulers' notices, the kit's protocol lines) stay English by
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -55,13 +58,18 @@ def pseudo_locale(monkeypatch):
     monkeypatch.setenv(i18n.VARIABLE, i18n.PSEUDO)
 
 
-def unmarked(text: str) -> list[str]:
-    """The non-blank lines of `text` without the pseudo-locale's markers."""
-    return [
-        line
-        for line in text.splitlines()
-        if line.strip() and not (i18n.MARK_OPEN in line and i18n.MARK_CLOSE in line)
-    ]
+def unwrapped(text: str) -> list[str]:
+    """The non-blank lines of `text` that are not one translated message, between the markers
+    from end to end: all but the frames the kit puts around one (a hint's arrow, brackets). Where
+    a message holds another, a frame left unmarked shows too, not only a line without markers."""
+    found = []
+    for line in text.splitlines():
+        inner = line.strip().removeprefix("-> ").removeprefix("[").removesuffix("]")
+        if line.strip() and not (
+            inner.startswith(i18n.MARK_OPEN) and inner.endswith(i18n.MARK_CLOSE)
+        ):
+            found.append(line)
+    return found
 
 
 def plain(text: str) -> str:
@@ -70,9 +78,16 @@ def plain(text: str) -> str:
 
 
 def translated(text: str) -> str:
-    """`text`, once it is checked that every line of it carries the markers."""
-    assert text and not unmarked(text), text
+    """`text`, once it is checked that every line of it is a translated message."""
+    assert text and not unwrapped(text), text
     return text
+
+
+def whole(part: str) -> str:
+    """`part` of a message (a phrase put into another), once it is checked that it is one
+    translated message: a phrase left unmarked inside a marked one shows no other way."""
+    assert part.startswith(i18n.MARK_OPEN) and part.endswith(i18n.MARK_CLOSE), part
+    return part
 
 
 # --- why a job failed (course.cluster.diagnosis) -------------------------------------------------
@@ -121,6 +136,8 @@ def test_the_watchdogs_finding_is_translated_and_its_english_is_the_watchdogs(ha
     said = diagnosis.explain(f"{hang.format()}\n{jobend.end_line('9.x', 124, AT)}\n", "9.x", True)
     finding = hang.format().removeprefix("course: watchdog: ").removesuffix("; the job was ended")
     assert plain(translated(said)).startswith(f"{finding}; the watchdog ended the job")
+    # the finding, and how the rank hung in it, are each a message
+    assert whole(diagnosis._hang_finding(hang)).endswith(i18n.MARK_CLOSE * 2)
     monkeypatch.delenv(i18n.VARIABLE)
     assert diagnosis.explain(f"{hang.format()}\n", "9.x", True).startswith(f"{finding}; ")
 
@@ -134,6 +151,8 @@ def test_an_end_without_a_cause_or_by_a_signal_is_explained_in_the_students_lang
     ):
         translated(diagnosis.explain(log, "9.pbs01", local=local))
         translated(diagnosis.explain(log, "9.pbs01", local=local, log="job.sh.o9"))
+    said = diagnosis.explain(jobend.end_line("9.pbs01", 1, AT), "9.pbs01", local=local)
+    assert f"{i18n.MARK_OPEN}the log{i18n.MARK_CLOSE} names no cause" in said
 
 
 @pytest.mark.parametrize(
@@ -177,6 +196,7 @@ def test_slurms_reasons_of_the_jobs_tests_are_said_in_the_students_language(reas
 def test_every_slurm_reason_is_said_in_the_students_language(reason):
     waits = pending.slurm_reason(reason, "7", "00:30:00", "01:00:00", "n1 drained (disk)")
     translated(waits.says("7.slurm"))
+    assert whole(waits.means) and whole(waits.next)
 
 
 @pytest.mark.parametrize(
@@ -194,7 +214,9 @@ def test_every_slurm_reason_is_said_in_the_students_language(reason):
     ],
 )
 def test_every_pbs_comment_is_said_in_the_students_language(comment):
-    translated(pending.pbs_comment(comment).says("4244.reedbush-pbsadmin0"))
+    waits = pending.pbs_comment(comment)
+    translated(waits.says("4244.reedbush-pbsadmin0"))
+    assert whole(waits.means) and whole(waits.next)
 
 
 # --- following a job (course.cluster.job) --------------------------------------------------------
@@ -291,8 +313,10 @@ def ended_local_job(number: int, record: dict) -> localsched.LocalJob:
     job = localsched.LocalJob(
         number, "job.sh", folder / f"job.sh.o{number}", folder / "status.json"
     )
-    (folder / "spec.json").write_text(f'{{"log": "{job.log}", "status": "{job.status_file}"}}')
-    job.status_file.write_text(__import__("json").dumps(record))
+    (folder / "spec.json").write_text(
+        json.dumps({"log": str(job.log), "status": str(job.status_file)})
+    )
+    job.status_file.write_text(json.dumps(record))
     return job
 
 
@@ -460,12 +484,14 @@ def test_the_budget_is_said_in_the_students_language(
     assert plain(translated(left)).startswith("budget on site local-budget: 0.008 of 0.050")
     with pytest.raises(JobError) as raised:  # 0.008 + 10 minutes: more than 0.050
         usage.check(budgeted, quick, ["-l", "walltime=00:10:00"], settings)
-    translated(str(raised.value))
+    assert f"{i18n.MARK_OPEN}node-hours{i18n.MARK_CLOSE}" in translated(str(raised.value))
     # a job not ended (its scheduler cannot say otherwise): it counts, and waiting is a way out
     usage.record("99.pbs", "qsub", budgeted, usage.Usage("quick.sh", 1, 0, 120, "walltime"))
     with pytest.raises(JobError) as raised:
         usage.check(budgeted, quick, [], settings)
-    assert "(not ended)" in plain(translated(str(raised.value)))
+    assert f"{i18n.MARK_OPEN}job 99.pbs (not ended){i18n.MARK_CLOSE}" in translated(
+        str(raised.value)
+    )
     (budgeted / "jobs" / "none.sh").write_text("#!/bin/bash\necho\n")
     with pytest.raises(JobError) as raised:
         usage.check(budgeted, budgeted / "jobs" / "none.sh", [], settings)
