@@ -86,6 +86,51 @@ ALLOWED = {
     "from chainer.training import extensions\n{extra}\nfrom course.runtime import harness\n",
     "def {}(*args, **kwargs):\n    raise NotImplementedError({})\n",
     "def main(",
+    # how jobend and the local scheduler's supervisor word a job's end (English in the log and the
+    # record), looked up by course.cluster.diagnosis.how_ended to translate them
+    r"ended with exit status (?P<status>-?\d+)|was killed by (?:PBS: (?P<why>.+)|(?P<signal>\S+))",
+    "was killed at its walltime",
+    "was requeued by the scheduler",
+    "was stopped: a node of it failed",
+    "was lost: its scheduler process died",
+    "was cancelled",
+    "could not start",
+    # what bash, Open MPI, Slurm, PBS and qstat print, matched to find the cause or the state
+    r"^.*No such file or directory.*$",
+    r"^(?P<file>\S+): line (?P<line>\d+): syntax error(?P<what>.*)$",
+    r"^(?:\S+: )?(?:Unknown option: |unrecognized option ')(?P<option>[^\s']+)'?$",
+    r"^(?P<file>\S+): line (?P<line>\d+): (?P<command>.+): command not found$",
+    r"(?P<launcher>\w+) was unable to find the specified executable file[\s\S]*?Executable: "
+    r"(?P<exe>\S+)",
+    r"(?P<launcher>\w+) noticed that process rank (?P<rank>\d+) with PID \d+ on node "
+    r"(?P<node>\S+) exited on\s+signal (?P<signal>\d+) \((?P<name>[^)]*)\)",
+    "Nodes required for job are DOWN",
+    r"ineligible state: (?P<state>\w+)",
+    "Can Never Run",
+    r"Insufficient amount of (?:\w+ )?resource|too few free|free nodes",
+    "reservation|top job",
+    "Queue not started",
+    "Unknown Job Id",
+    "Invalid job id",
+    "has finished",
+    "Job has been deleted",
+    # prog names, options, commands and launcher words, typed as they are in any language
+    "course submit",
+    "course launch",
+    "course cancel",
+    "--no-wait",
+    "--stage-data",
+    "{}:overload-allowed",
+    "python -m course cancel {}",
+    "python -m course launch -- python train.py ...",
+    # file and folder names of the local scheduler and the budget's ledger
+    "course-kit",
+    "course-launch-",
+    "job-counter",
+    "submitted-jobs.json",
+    # the budget's kinds: keys of course.cluster.usage.limits (translated where they are shown)
+    "node-hours",
+    "GPU-hours",
 }
 
 

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from course import paths
 from course.cluster import accounting, localsched, pending
-from course.cluster.diagnosis import explain
+from course.cluster.diagnosis import explain, how_ended
 from course.contracts import jobend, joblog
+from course.i18n import _
 
 # PBS copies a job's log into the submit folder after the job ends: a job the scheduler no longer
 # knows and that has no log this long after was cancelled (or refused) before it started.
@@ -101,51 +102,67 @@ class Job:
             raise
         if echo and status is not None and self.find_log() is None:
             echo(
-                f"[job {self.id} left the queue without a log: it was cancelled before it "
-                f"started, or its log is not in {self.workdir}]"
+                _(
+                    "[job {job} left the queue without a log: it was cancelled before it started, "
+                    "or its log is not in {folder}]"
+                ).format(job=self.id, folder=self.workdir)
             )
         elif echo and status is not None:
             end = self.ending()
             says = (
-                f"{end.says} (exit status {status})"
+                # TRANSLATORS: {ended} is how the job ended, e.g. "was killed at its walltime"
+                _("{ended} (exit status {status})").format(ended=how_ended(end.says), status=status)
                 if end and end.kind != "exit"
-                else f"ended with exit status {status}"
+                else _("ended with exit status {status}").format(status=status)
             )
             attempt = jobend.attempts(self.log_text())[-1][0]
-            says += f" in attempt {attempt}" if attempt > 1 else ""
-            echo(f"[job {self.id} {says}; log: {self.find_log()}]")
+            fields = dict(job=self.id, ended=says, attempt=attempt, log=self.find_log())
+            if attempt > 1:
+                # TRANSLATORS: {ended} is how the job ended, e.g. "ended with exit status 1"
+                echo(_("[job {job} {ended} in attempt {attempt}; log: {log}]").format(**fields))
+            else:
+                # TRANSLATORS: {ended} is how the job ended, e.g. "ended with exit status 1"
+                echo(_("[job {job} {ended}; log: {log}]").format(**fields))
             if status != 0:
-                echo(f"[what went wrong: {self.diagnosis()}]")
+                # TRANSLATORS: {diagnosis} is the likeliest cause and what to do about it
+                echo(_("[what went wrong: {diagnosis}]").format(diagnosis=self.diagnosis()))
         return status
 
     def cancel_command(self) -> str:
         if self.scheduler == "local":
             return f"python -m course cancel {self.id}"
-        return f"qdel {self.id} (on Slurm: scancel {self.number})"
+        return _("qdel {job} (on Slurm: scancel {number})").format(job=self.id, number=self.number)
 
     def _interrupted(self, echo: Callable[[str], None]) -> None:
         """Say that the job goes on, and how to stop it; in a terminal, offer to cancel it."""
         echo(
-            f"[stopped following job {self.id}; it goes on running. Its log: {self.find_log()}; "
-            f"to cancel it: {self.cancel_command()}]"
+            _(
+                "[stopped following job {job}; it goes on running. Its log: {log}; to cancel it: "
+                "{command}]"
+            ).format(job=self.id, log=self.find_log(), command=self.cancel_command())
         )
         if self.scheduler != "local" or not sys.stdin.isatty():  # nobody to answer: ask nothing
             return
         try:
-            answer = input(f"cancel job {self.id} now? [y/N] ")
+            answer = input(_("cancel job {job} now? [y/N]").format(job=self.id) + " ")
         except (EOFError, KeyboardInterrupt):
             return
         if answer.strip().lower() in ("y", "yes"):
             localsched.cancel(self.id)
-            echo(f"[job {self.id} was cancelled; log: {self.find_log()}]")
+            echo(
+                _("[job {job} was cancelled; log: {log}]").format(job=self.id, log=self.find_log())
+            )
 
     def diagnosis(self) -> str:
         """The likeliest cause of a failed job, read from its log, and what to do about it."""
         log = self.find_log()
         if log is None:
-            return f"the job left no log *.o{self.number} in {self.workdir}" + (
-                "" if self.scheduler == "local" else f": ask the scheduler (qstat -x -f {self.id})"
-            )
+            fields = dict(number=self.number, folder=self.workdir, job=self.id)
+            if self.scheduler == "local":
+                return _("the job left no log *.o{number} in {folder}").format(**fields)
+            return _(
+                "the job left no log *.o{number} in {folder}: ask the scheduler (qstat -x -f {job})"
+            ).format(**fields)
         return explain(self.log_text(), self.id, self.scheduler == "local", log.name)
 
     def _wait_qsub(
@@ -186,8 +203,10 @@ class Job:
                 shown = upto
             if echo and attempt > announced:
                 echo(
-                    f"[the scheduler is rerunning job {self.id} (attempt {attempt}); its log "
-                    "keeps the output of every attempt]"
+                    _(
+                        "[the scheduler is rerunning job {job} (attempt {attempt}); its log keeps "
+                        "the output of every attempt]"
+                    ).format(job=self.id, attempt=attempt)
                 )
                 announced = attempt
             if ended:

@@ -24,6 +24,7 @@ from course.cli import command_parser
 from course.cluster import hosts, mpi, procs, staging
 from course.contracts import joblog
 from course.errors import JobError
+from course.i18n import _
 
 DEFAULT_TEMPLATE = "mpiexec -n {nprocs} --hostfile {hostfile}"
 # What `build` fills in; `course site apply` refuses a profile's template with any other field.
@@ -63,12 +64,13 @@ def build(
 ) -> tuple[list[str], dict[str, str]]:
     """The launcher's argv and the extra environment of the ranks."""
     if not command:
-        raise JobError("nothing to launch", "python -m course launch -- python train.py ...")
+        raise JobError(_("nothing to launch"), "python -m course launch -- python train.py ...")
     extra = {"COURSE_RUN_TAG": job.run_tag or "", **mpi.rank_environment()}
     if allreduce:
         if allreduce not in ALLREDUCE:
             raise JobError(
-                f"unknown allreduce algorithm {allreduce!r}", f"one of {', '.join(ALLREDUCE)}"
+                _("unknown allreduce algorithm {algorithm}").format(algorithm=repr(allreduce)),
+                _("one of {names}").format(names=", ".join(ALLREDUCE)),
             )
         # Open MPI 5's hierarchical `han` component outranks `tuned` on communicators that span
         # nodes and would choose its own algorithm: left out, so that the one asked for runs there
@@ -90,9 +92,11 @@ def build(
     launcher = mpi.find_launcher(program)
     if launcher is None:
         raise JobError(
-            f"{program} is not found",
-            "load the site's MPI module in the site profile's setup, "
-            'or install the kit\'s mpi extra (pip install -e ".[mpi]")',
+            _("{program} is not found").format(program=program),
+            _(
+                "load the site's MPI module in the site profile's setup, or install the kit's mpi "
+                'extra (pip install -e ".[mpi]")'
+            ),
         )
     # Each rank checks that it is one of these (mpi.check_world), so another MPI's launcher, which
     # starts each copy alone, stops at once.
@@ -109,8 +113,14 @@ def build(
         )
     except (KeyError, IndexError) as e:
         raise JobError(
-            f"the site's launcher template has an unknown field {e}: {template!r}",
-            "fields: " + " ".join("{" + field + "}" for field in TEMPLATE_FIELDS),
+            # TRANSLATORS: {field} is the field's name as Python names it ('gpus'); {template} the
+            # template, quoted
+            _("the site's launcher template has an unknown field {field}: {template}").format(
+                field=e, template=repr(template)
+            ),
+            _("fields: {fields}").format(
+                fields=" ".join("{" + field + "}" for field in TEMPLATE_FIELDS)
+            ),
         ) from None
     argv = shlex.split(filled)
     if oversubscribed:  # else Open MPI refuses to bind more ranks than cores
@@ -131,14 +141,20 @@ def write_hostfile(job: hosts.JobEnvironment, folder: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = command_parser("course launch", __doc__)
     parser.add_argument(
-        "--allreduce", default="", help=f"Open MPI allreduce algorithm: {', '.join(ALLREDUCE)}"
+        "--allreduce",
+        default="",
+        help=_("Open MPI allreduce algorithm: {names}").format(names=", ".join(ALLREDUCE)),
     )
     parser.add_argument(
         "--stage-data",
         action="store_true",
-        help="copy the data set to this node's $TMPDIR (else /tmp) first, and train from the copy",
+        help=_(
+            "copy the data set to this node's $TMPDIR (else /tmp) first, and train from the copy"
+        ),
     )
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command of one rank")
+    parser.add_argument(
+        "command", nargs=argparse.REMAINDER, help=_("-- then the command of one rank")
+    )
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     job = hosts.detect()
@@ -152,12 +168,13 @@ def main(argv: list[str] | None = None) -> int:
         print(joblog.launch_line(job.job_id, job.scheduler, job.hosts), flush=True)
         found = gpu.visible_gpus()
         if found.count and job.per_node > found.count:
-            print(
-                f"course launch: warning: {job.per_node} ranks per node but this node has "
-                f"{found.count} GPU(s); "
-                "ranks past the last GPU cannot bind one",
-                flush=True,
-            )
+            # the log's launch lines (joblog.launches) allow warnings, in any words, after this
+            # prefix
+            warning = _(
+                "{ranks} ranks per node but this node has {gpus} GPU(s); ranks past the last GPU "
+                "cannot bind one"
+            ).format(ranks=job.per_node, gpus=found.count)
+            print(f"{joblog.LAUNCH_PREFIX}warning: {warning}", flush=True)
         print(joblog.launch_command_line(argv_), flush=True)
         return run(argv_, {**os.environ, **extra})
 

@@ -33,8 +33,10 @@ from pathlib import Path
 
 from course import gpu
 from course.cluster import pbs, procs
+from course.cluster.diagnosis import how_ended
 from course.contracts import jobend, joblog
 from course.errors import JobError
+from course.i18n import _
 
 WALLTIME_EXIT = jobend.WALLTIME_EXIT
 LOST_EXIT = jobend.LOST_EXIT
@@ -138,8 +140,10 @@ class LocalJob:
             if lost:
                 if echo:
                     echo(
-                        f"course local scheduler: job {self.id} was lost (its supervisor ended "
-                        "without a status)"
+                        _(
+                            "course local scheduler: job {job} was lost (its supervisor ended "
+                            "without a status)"
+                        ).format(job=self.id)
                     )
                 return LOST_EXIT
             if deadline is not None and time.monotonic() > deadline:
@@ -153,16 +157,20 @@ def find(job_id: str) -> LocalJob:
     number = joblog.job_number(job_id)
     if job_id != number and not job_id.endswith(".local"):
         raise JobError(
-            f"{job_id} is a cluster's job, not one of this machine's",
-            f"cancel it with its scheduler's command: qdel {job_id} (PBS) or scancel {number} "
-            "(Slurm)",
+            _("{job} is a cluster's job, not one of this machine's").format(job=job_id),
+            _(
+                "cancel it with its scheduler's command: qdel {job} (PBS) or scancel {number} "
+                "(Slurm)"
+            ).format(job=job_id, number=number),
         )
     spec = read_record(state_dir() / "jobs" / number / "spec.json") if number.isdigit() else {}
     if not spec:
         raise JobError(
-            f"no local job {job_id}",
-            f"this machine's jobs are in {state_dir() / 'jobs'}; "
-            "use the id `python -m course submit` printed, e.g. 12.local",
+            _("no local job {job}").format(job=job_id),
+            _(
+                "this machine's jobs are in {folder}; use the id `python -m course submit` "
+                "printed, e.g. 12.local"
+            ).format(folder=state_dir() / "jobs"),
         )
     log = Path(spec["log"])
     return LocalJob(int(number), log.name.rsplit(".o", 1)[0], log, Path(spec["status"]))
@@ -192,16 +200,23 @@ def cancel(job_id: str, timeout: float = GRACE + 10) -> LocalJob:
     record = job.record()
     if "exit_status" in record:
         raise JobError(
-            f"job {job.id} has already ended: it {record.get('says', 'ended')}",
-            f"its log: {job.log}",
+            # TRANSLATORS: {ended} is how the job ended, e.g. "was cancelled"
+            _("job {job} has already ended: it {ended}").format(
+                job=job.id, ended=how_ended(record.get("says", "ended"))
+            ),
+            _("its log: {log}").format(log=job.log),
         )
     supervisor = record.get("supervisor")
     if supervisor and _is_supervisor(supervisor):
         os.kill(supervisor, signal.SIGTERM)
     if job.wait(max(deadline - time.monotonic(), 1.0)) is None:
         raise JobError(
-            f"job {job.id} did not end within {timeout:.0f} s of being cancelled",
-            f"see which of its processes still run: ps -s {record.get('session')}",
+            _("job {job} did not end within {timeout:.0f} s of being cancelled").format(
+                job=job.id, timeout=timeout
+            ),
+            _("see which of its processes still run: {command}").format(
+                command=f"ps -s {record.get('session')}"
+            ),
         )
     return job
 
@@ -211,10 +226,17 @@ def main(argv: list[str]) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="course cancel", description=main.__doc__)
-    parser.add_argument("job", help="the job's id, as `course submit` printed it (e.g. 12.local)")
+    parser.add_argument(
+        "job", help=_("the job's id, as `course submit` printed it (e.g. 12.local)")
+    )
     args = parser.parse_args(argv)
     job = cancel(args.job)
-    print(f"job {job.id} {job.record().get('says')}; its log: {job.log}")
+    # TRANSLATORS: {ended} is how the job ended, e.g. "was cancelled"
+    print(
+        _("job {job} {ended}; its log: {log}").format(
+            job=job.id, ended=how_ended(job.record().get("says", "ended")), log=job.log
+        )
+    )
     return 0
 
 
@@ -224,18 +246,28 @@ def check_request(request: pbs.Request) -> list[str]:
     if request.ngpus:
         found = gpu.visible_gpus()
         if found.count < request.ngpus:
-            have = f"{found.count} ({', '.join(found.names)})" if found.count else "none"
+            fields = dict(asked=request.ngpus, count=found.count, names=", ".join(found.names))
             raise JobError(
-                f"this job asks for {request.ngpus} GPU(s) per node, and this machine has {have}",
-                "run it on a GPU node of a cluster (qsub there); every cell of the notebook that "
-                "needs "
-                "no GPU still works here",
+                _(
+                    "this job asks for {asked} GPU(s) per node, and this machine has {count} "
+                    "({names})"
+                ).format(**fields)
+                if found.count
+                else _(
+                    "this job asks for {asked} GPU(s) per node, and this machine has none"
+                ).format(**fields),
+                _(
+                    "run it on a GPU node of a cluster (qsub there); every cell of the notebook "
+                    "that needs no GPU still works here"
+                ),
             )
     warnings = []
     cores = os.cpu_count() or 1
     if request.ranks > cores:
         warnings.append(
-            f"{request.ranks} ranks on {cores} cores: they share cores, so each runs slower"
+            _("{ranks} ranks on {cores} cores: they share cores, so each runs slower").format(
+                ranks=request.ranks, cores=cores
+            )
         )
     return warnings
 
@@ -253,7 +285,8 @@ def start(
     workdir = Path(workdir or os.getcwd()).resolve()
     if not script.is_file():
         raise JobError(
-            f"no job script {script}", "submit from the folder that holds the notebooks and jobs/"
+            _("no job script {script}").format(script=script),
+            _("submit from the folder that holds the notebooks and jobs/"),
         )
     request = pbs.read_request(script.read_text(), options, resources)
     warnings = check_request(request)

@@ -26,6 +26,7 @@ from course.contracts import prediction as predictions
 from course.contracts import stages
 from course.contracts.stubs import stubbed_functions
 from course.errors import CourseError, JobError
+from course.i18n import _
 
 # Below this, a walltime written without hours is refused: too short for a stage's training on a
 # cluster (starting the job, Python, Chainer and the data take part of it), so `1:00`, a minute for
@@ -46,14 +47,16 @@ def check_training_scripts(script: Path, workdir: Path) -> None:
         target = Path(workdir) / name
         if not target.is_file():
             raise JobError(
-                f"the job runs {name}, which does not exist yet",
-                "run the notebook cell that writes it (course.notebook.write_script) first",
+                _("the job runs {name}, which does not exist yet").format(name=name),
+                _("run the notebook cell that writes it (course.notebook.write_script) first"),
             )
         stubs = stubbed_functions(target.read_text())
         if stubs:
             raise NotImplementedError(
-                f"{name} still has PUT YOUR CODE HERE stubs in {', '.join(stubs)}: "
-                "fill them in, run their self-checks, then write the script again"
+                _(
+                    "{name} still has PUT YOUR CODE HERE stubs in {functions}: fill them in, run "
+                    "their self-checks, then write the script again"
+                ).format(name=name, functions=", ".join(stubs))
             )
 
 
@@ -69,8 +72,10 @@ def qsub_options(
         for key, value in env.items():
             if "," in str(value):
                 raise JobError(
-                    f"-v {key}={value}: qsub cannot pass a comma in a value",
-                    "use another separator",
+                    _("{option}: qsub cannot pass a comma in a value").format(
+                        option=f"-v {key}={value}"
+                    ),
+                    _("use another separator"),
                 )
         options += ["-v", ",".join(f"{k}={v}" for k, v in env.items())]
     return options
@@ -135,16 +140,20 @@ def _recorded(
     try:
         answers = predict(*args)
     except NotImplementedError:
-        name = getattr(predict, "__name__", "the prediction function")
+        name = getattr(predict, "__name__", None) or _("the prediction function")
         raise NotImplementedError(
-            f"{name} is not written yet: the job records your prediction when it is submitted, "
-            "so write it first (the exercise above), then run this cell again"
+            _(
+                "{name} is not written yet: the job records your prediction when it is submitted, "
+                "so write it first (the exercise above), then run this cell again"
+            ).format(name=name)
         ) from None
     checked = predictions.check(stage, answers)
-    said = (
-        f"your prediction for {tuple(args)}, recorded with the job (it cannot be changed "
-        f"afterwards): {checked}"
-    )
+    # TRANSLATORS: {args} is what the prediction function was asked about, a Python tuple;
+    # {prediction} its answers
+    said = _(
+        "your prediction for {args}, recorded with the job (it cannot be changed afterwards): "
+        "{prediction}"
+    ).format(args=tuple(args), prediction=checked)
     return predictions.encode(predictions.stamped(checked)), said
 
 
@@ -162,17 +171,18 @@ def _submit(
     if nbgrader_running():
         if echo:
             echo(
-                f"nbgrader is running this notebook: {script} is not submitted; the grader reads "
-                "the job "
-                "outputs that came with your submission."
+                _(
+                    "nbgrader is running this notebook: {script} is not submitted; the grader "
+                    "reads the job outputs that came with your submission."
+                ).format(script=script)
             )
         return None
     folder = Path(workdir or os.getcwd()).resolve()
     script = Path(script)
     if not (folder / script).is_file():
         raise JobError(
-            f"no job script {folder / script}",
-            "work in the assignment folder (the one with the notebooks and jobs/)",
+            _("no job script {script}").format(script=folder / script),
+            _("work in the assignment folder (the one with the notebooks and jobs/)"),
         )
     settings = siteenv.of_folder(folder)
     check_training_scripts(folder / script, folder)
@@ -209,11 +219,18 @@ def _submit(
     elif scheduler == "qsub":
         job = _qsub(script, options, folder, settings, env if by_environment else None)
     else:
-        raise JobError(f"unknown scheduler {scheduler!r}", "auto, local or qsub")
+        raise JobError(
+            _("unknown scheduler {scheduler}").format(scheduler=repr(scheduler)),
+            _("auto, local or qsub"),
+        )
     if budget:
         usage.record(job.id, job.scheduler, folder, budget[0])
     if echo:
-        echo(f"submitted {script} as job {job.id} ({job.scheduler})")
+        echo(
+            _("submitted {script} as job {job} ({scheduler})").format(
+                script=script, job=job.id, scheduler=job.scheduler
+            )
+        )
         if budget:
             echo(budget[1])
     return job
@@ -228,15 +245,24 @@ def missing_gpus(
     found = gpu.visible_gpus()
     if found.count >= request.ngpus:
         return None
-    have = f"has {found.count} GPU(s) ({', '.join(found.names)})" if found.count else "has no GPU"
-    return (
-        f"NOT SUBMITTED: this machine {have} and {script} asks for {request.ngpus} GPU(s) per "
-        "node, so "
+    fields = dict(
+        count=found.count, names=", ".join(found.names), script=script, asked=request.ngpus
+    )
+    if found.count:
+        return _(
+            "NOT SUBMITTED: this machine has {count} GPU(s) ({names}) and {script} asks for "
+            "{asked} GPU(s) per node, so its job cannot run here. The checks that grade this job's "
+            "run (its speedup and efficiency) earn their points only once a run of it is in runs/: "
+            "submit it from this folder on a GPU node of a cluster (qsub -j oe {script}) before "
+            "you hand in. The exercises and the rest of this notebook run here: read on."
+        ).format(**fields)
+    return _(
+        "NOT SUBMITTED: this machine has no GPU and {script} asks for {asked} GPU(s) per node, so "
         "its job cannot run here. The checks that grade this job's run (its speedup and "
         "efficiency) earn their points only once a run of it is in runs/: submit it from this "
-        f"folder on a GPU node of a cluster (qsub -j oe {script}) before you hand in. The "
+        "folder on a GPU node of a cluster (qsub -j oe {script}) before you hand in. The "
         "exercises and the rest of this notebook run here: read on."
-    )
+    ).format(**fields)
 
 
 def check_site_request(script: Path, options: list[str], settings: SiteSettings) -> None:
@@ -245,16 +271,20 @@ def check_site_request(script: Path, options: list[str], settings: SiteSettings)
     queues = settings.queues
     if request.queue and queues and request.queue not in queues:
         raise JobError(
-            f"queue {request.queue!r} is not one of this site's ({', '.join(queues)})",
-            "use -q with one of those, or ask your instructor",
+            _("queue {queue} is not one of this site's ({queues})").format(
+                queue=repr(request.queue), queues=", ".join(queues)
+            ),
+            _("use -q with one of those, or ask your instructor"),
         )
     gpus = settings.gpus_per_node
     asked = max(request.ngpus, request.mpiprocs)
     if gpus and asked > gpus:  # every course job runs one rank per GPU at most
         raise JobError(
-            f"the job asks for {asked} GPUs or ranks per node, and this site's nodes have {gpus} "
-            "GPUs",
-            f"one rank per GPU: at most -l select=N:mpiprocs={gpus}",
+            _(
+                "the job asks for {asked} GPUs or ranks per node, and this site's nodes have "
+                "{gpus} GPUs"
+            ).format(asked=asked, gpus=gpus),
+            _("one rank per GPU: at most {option}").format(option=f"-l select=N:mpiprocs={gpus}"),
         )
 
 
@@ -268,19 +298,35 @@ def check_walltime(script: Path, options: list[str], settings: SiteSettings) -> 
     limit = settings.walltime_limit(request.queue)
     if limit and request.walltime > pbs.parse_walltime(limit[1]):
         queue, longest = limit
+        fields = dict(asked=request.walltime_text, queue=queue, longest=longest)
         raise JobError(
-            f"the job asks for walltime {request.walltime_text}, more than "
-            f"{f'queue {queue}' if queue else 'this site'} allows ({longest})",
-            f"ask for at most -l walltime={longest}; a run killed at its walltime resumes from its "
-            "snapshot when you submit the job again",
+            _(
+                "the job asks for walltime {asked}, more than queue {queue} allows ({longest})"
+            ).format(**fields)
+            if queue
+            else _(
+                "the job asks for walltime {asked}, more than this site allows ({longest})"
+            ).format(**fields),
+            _(
+                "ask for at most -l walltime={longest}; a run killed at its walltime resumes from "
+                "its snapshot when you submit the job again"
+            ).format(**fields),
         )
     unclear = pbs.without_hours(request.walltime_text)
     if unclear is None:
         return None
     meaning, fix = unclear
     if request.walltime < SHORTEST_UNCLEAR_WALLTIME:
-        raise JobError(f"{meaning}: too short for a training job, so it was not submitted", fix)
-    return f"warning: {meaning}; {fix}"
+        # TRANSLATORS: {meaning} is what PBS makes of the walltime, e.g. "walltime=1:00 is 1
+        # minute (PBS reads [[hours:]minutes:]seconds)"
+        raise JobError(
+            _("{meaning}: too short for a training job, so it was not submitted").format(
+                meaning=meaning
+            ),
+            fix,
+        )
+    # TRANSLATORS: {meaning} is what PBS makes of the walltime; {fix} how to write what was meant
+    return _("warning: {meaning}; {fix}").format(meaning=meaning, fix=fix)
 
 
 def _split_variables(options: list[str]) -> tuple[list[str], list[str]]:
@@ -310,9 +356,13 @@ def _qsub(
     qsub = paths.find_program("qsub")
     if qsub is None:
         raise JobError(
-            f"no qsub here, and the jobs are set up for the `{settings.site}` site "
-            f"({settings.scheduler})",
-            "submit on the cluster's login node, or run here: python -m course submit --local ...",
+            _("no qsub here, and the jobs are set up for the `{site}` site ({scheduler})").format(
+                site=settings.site, scheduler=settings.scheduler
+            ),
+            _(
+                "submit on the cluster's login node, or run here: python -m course submit --local "
+                "..."
+            ),
         )
     run = subprocess.run(
         [qsub, "-j", "oe", *options, str(script)],
@@ -323,12 +373,19 @@ def _qsub(
     )
     if run.returncode != 0:
         raise JobError(
-            f"qsub refused {script}: {(run.stderr or run.stdout).strip()}",
-            "check the queue, group and resources in the site profile (python -m course site show)",
+            # TRANSLATORS: {said} is qsub's own words
+            _("qsub refused {script}: {said}").format(
+                script=script, said=(run.stderr or run.stdout).strip()
+            ),
+            _(
+                "check the queue, group and resources in the site profile (python -m course site "
+                "show)"
+            ),
         )
     match = re.search(r"(\d+[\w.\-]*)\s*$", run.stdout.strip())
     if not match:
         raise JobError(
-            f"qsub said {run.stdout.strip()!r}, not a job id", "check the job with qstat"
+            _("qsub said {said}, not a job id").format(said=repr(run.stdout.strip())),
+            _("check the job with qstat"),
         )
     return Job(match.group(1), workdir, "qsub")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from course.cli import command_parser
 from course.cluster import submit
+from course.i18n import _
 
 
 def main(argv: list[str]) -> int:
@@ -19,10 +20,10 @@ def main(argv: list[str]) -> int:
         dest="scheduler",
         action="store_const",
         const="local",
-        help="run it on this machine, whatever the site profile says",
+        help=_("run it on this machine, whatever the site profile says"),
     )
     where.add_argument(
-        "--qsub", dest="scheduler", action="store_const", const="qsub", help="hand it to qsub"
+        "--qsub", dest="scheduler", action="store_const", const="qsub", help=_("hand it to qsub")
     )
     parser.set_defaults(scheduler="auto")
     parser.add_argument(
@@ -31,13 +32,13 @@ def main(argv: list[str]) -> int:
         action="append",
         default=[],
         metavar="RESOURCE",
-        help="as qsub -l, e.g. -l select=1:mpiprocs=2",
+        help=_("as qsub -l, e.g. -l select=1:mpiprocs=2"),
     )
     parser.add_argument(
-        "-v", dest="variables", default="", metavar="VAR=VALUE,...", help="as qsub -v"
+        "-v", dest="variables", default="", metavar="VAR=VALUE,...", help=_("as qsub -v")
     )
     parser.add_argument(
-        "--no-wait", dest="wait", action="store_false", help="return after submitting"
+        "--no-wait", dest="wait", action="store_false", help=_("return after submitting")
     )
     parser.add_argument("script", type=Path)
     args = parser.parse_args(argv)
@@ -48,7 +49,8 @@ def main(argv: list[str]) -> int:
     if job is None:  # nbgrader runs the notebook: nothing was submitted, as submit said
         return 0
     if not args.wait:
-        print(f"follow it with: tail -f {job.find_log() or f'<script>.o{job.number}'}")
+        log = job.find_log() or f"<script>.o{job.number}"
+        print(_("follow it with: {command}").format(command=f"tail -f {log}"))
         return 0
     status = job.wait()
     return 1 if status is None or status < 0 else min(status, 255)  # < 0: how it ended is unknown

@@ -35,35 +35,13 @@ from course.cluster.siteenv import SiteSettings
 from course.contracts import jobend, joblog, model_parallel, results, stages
 from course.errors import JobError, ResultsError
 from course.fileio import atomic_file
+from course.i18n import _
 
 NODE_HOURS, GPU_HOURS = "node-hours", "GPU-hours"
 BENCHMARK_SCRIPT = "run_allreduce_benchmark.sh"  # MPI between ranks: it uses no GPU
 # The jobs that run on CPU ranks only, wherever they run: the benchmark and notebook 05's split.
 CPU_SCRIPTS = (BENCHMARK_SCRIPT, model_parallel.JOB_SCRIPT)
 LEDGER = "submitted-jobs.json"
-
-# Student-facing messages (named placeholders, for translation).
-EXCEEDED = (
-    "{script} was NOT SUBMITTED: it would take your {kind} to {total} of the {limit} each student "
-    "has on site {site}. You have used {used} ({spent}); this job may use {asked} ({nodes} "
-    "node(s), {gpus} GPU(s), walltime {walltime})."
-)
-EXCEEDED_FIX = (
-    "ask for less ({left} {kind} are left): a shorter walltime (-l walltime=HH:MM:SS) or fewer "
-    "nodes (-l select=NODES:mpiprocs=RANKS){wait}; or ask your instructor for more"
-)
-WAIT_FOR_JOBS = (
-    ", or wait for your jobs that have not ended (each counts its whole walltime till then)"
-)
-SPENT = "{source}: {hours}"
-NOT_ENDED = "job {job} (not ended)"
-NOTHING_SPENT = "no runs or pending jobs yet"
-NO_WALLTIME = (
-    "{script} asks for no walltime, so what it may use cannot be counted against your budget"
-)
-NO_WALLTIME_FIX = "give it one: -l walltime=HH:MM:SS"
-REMAINS = "budget on site {site}: {parts}"
-REMAINS_PART = "{used} of {limit} {kind} used, this job up to {asked}, {left} left after it"
 
 
 @dataclass(frozen=True)
@@ -118,7 +96,13 @@ def job_usage(script: Path, options: Sequence[str], settings: SiteSettings) -> U
     JobError when it asks for no walltime."""
     request = pbs.read_request(script.read_text(), options, settings.resources)
     if request.walltime is None:
-        raise JobError(NO_WALLTIME.format(script=script.name), NO_WALLTIME_FIX)
+        raise JobError(
+            _(
+                "{script} asks for no walltime, so what it may use cannot be counted against your "
+                "budget"
+            ).format(script=script.name),
+            _("give it one: -l walltime=HH:MM:SS"),
+        )
     per_node = gpus_used(script.name, request.mpiprocs, settings.gpus_per_node, request.ngpus)
     return Usage(script.name, request.nodes, request.nodes * per_node, request.walltime, "walltime")
 
@@ -207,7 +191,7 @@ def used(folder: Path) -> tuple[list[Usage], list[Usage]]:
             entry["nodes"],
             entry["gpus"],
             entry["seconds"],
-            NOT_ENDED.format(job=entry["id"]),
+            _("job {job} (not ended)").format(job=entry["id"]),
         )
         for entry in running
     ]
@@ -227,39 +211,57 @@ def check(
     for kind, limit in limits(settings).items():
         so_far = sum(usage.hours(kind) for usage in spent)
         total = so_far + asked.hours(kind)
+        named = _("node-hours") if kind == NODE_HOURS else _("GPU-hours")
         if total > limit:
             listed = ", ".join(
-                SPENT.format(source=u.source, hours=hours(u.hours(kind)))
-                for u in spent
-                if u.hours(kind)
+                f"{u.source}: {hours(u.hours(kind))}" for u in spent if u.hours(kind)
             )
+            fields = dict(left=hours(max(0.0, limit - so_far)), kind=named)
             raise JobError(
-                EXCEEDED.format(
+                # TRANSLATORS: {kind} is node-hours or GPU-hours; {spent} lists where the hours
+                # used went ("runs/single_gpu-9.local: 0.008, job 12.local (not ended): 0.033")
+                _(
+                    "{script} was NOT SUBMITTED: it would take your {kind} to {total} of the "
+                    "{limit} each student has on site {site}. You have used {used} ({spent}); this "
+                    "job may use {asked} ({nodes} node(s), {gpus} GPU(s), walltime {walltime})."
+                ).format(
                     script=script.name,
-                    kind=kind,
+                    kind=named,
                     total=hours(total),
                     limit=hours(limit),
                     site=settings.site,
                     used=hours(so_far),
-                    spent=listed or NOTHING_SPENT,
+                    spent=listed or _("no runs or pending jobs yet"),
                     asked=hours(asked.hours(kind)),
                     nodes=asked.nodes,
                     gpus=asked.gpus,
                     walltime=pbs.format_walltime(int(asked.seconds)),
                 ),
-                EXCEEDED_FIX.format(
-                    left=hours(max(0.0, limit - so_far)),
-                    kind=kind,
-                    wait=WAIT_FOR_JOBS if jobs else "",
-                ),
+                # TRANSLATORS: {kind} is node-hours or GPU-hours
+                _(
+                    "ask for less ({left} {kind} are left): a shorter walltime "
+                    "(-l walltime=HH:MM:SS) or fewer nodes (-l select=NODES:mpiprocs=RANKS), or "
+                    "wait for your jobs that have not ended (each counts its whole walltime till "
+                    "then); or ask your instructor for more"
+                ).format(**fields)
+                if jobs
+                else _(
+                    "ask for less ({left} {kind} are left): a shorter walltime "
+                    "(-l walltime=HH:MM:SS) or fewer nodes (-l select=NODES:mpiprocs=RANKS); or "
+                    "ask your instructor for more"
+                ).format(**fields),
             )
         parts.append(
-            REMAINS_PART.format(
+            # TRANSLATORS: {kind} is node-hours or GPU-hours
+            _("{used} of {limit} {kind} used, this job up to {asked}, {left} left after it").format(
                 used=hours(so_far),
                 limit=hours(limit),
-                kind=kind,
+                kind=named,
                 asked=hours(asked.hours(kind)),
                 left=hours(limit - total),
             )
         )
-    return asked, REMAINS.format(site=settings.site, parts="; ".join(parts))
+    # TRANSLATORS: {parts} is what is used and left of each kind of hours, joined with "; "
+    return asked, _("budget on site {site}: {parts}").format(
+        site=settings.site, parts="; ".join(parts)
+    )

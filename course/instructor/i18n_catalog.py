@@ -71,6 +71,14 @@ MARKED = (
     "course/notebook/scripts.py",
     "course/notebook/setup.py",
     "course/notebook/directives.py",
+    "course/cluster/diagnosis.py",
+    "course/cluster/pending.py",
+    "course/cluster/submit.py",
+    "course/cluster/submit_command.py",
+    "course/cluster/job.py",
+    "course/cluster/launch.py",
+    "course/cluster/localsched.py",
+    "course/cluster/usage.py",
 )
 # The notebooks whose markdown, docstrings and comments are in the catalogs.
 NOTEBOOKS = (
