@@ -34,6 +34,11 @@ ALLOWED = {
     "--gpu-selftest",
     "python -m course site apply <profile>",
     'pip install "nvidia-cuda-runtime-cu12=={}.*"',
+    # the prefix of the watchdog's lines in a job log (its hang line: course.contracts.jobend)
+    "course: watchdog: ",
+    # a heartbeat's file name and the watchdog thread's name, never shown as prose
+    ".watchdog-rank{}.json",
+    "course-watchdog",
 }
 
 

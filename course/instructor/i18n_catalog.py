@@ -37,6 +37,15 @@ MARKED = (
     "course/notebook/checks/single.py",
     "course/notebook/checks/single_snapshots.py",
     "course/diagnostics/doctor.py",
+    "course/evidence.py",
+    "course/prediction_evidence.py",
+    "course/comparison.py",
+    "course/instructor/scoring.py",
+    "course/runtime/harness.py",
+    "course/runtime/checkpoint.py",
+    "course/runtime/snapshot_integrity.py",
+    "course/runtime/watchdog.py",
+    "course/runtime/data.py",
 )
 # The notebooks whose markdown is in the catalogs (notebook 01 first; the rest once their text
 # settles).
