@@ -14,6 +14,7 @@ from pathlib import Path
 from course.contracts import results, stages
 from course.errors import ResultsError
 from course.evidence import Run, runs
+from course.i18n import _
 
 
 def baseline(folder: Path = Path("."), name: str | None = None) -> Run | None:
@@ -23,8 +24,12 @@ def baseline(folder: Path = Path("."), name: str | None = None) -> Run | None:
     named = [run for run in traced if run.path.parent.name == name]
     if name and not named:
         raise ResultsError(
-            f"no traced stage-1 run {name!r} in {Path(folder, results.RUNS_DIR)}/",
-            f"one of: {', '.join(run.path.parent.name for run in traced) or 'none'}",
+            _("no traced stage-1 run {name} in {folder}/").format(
+                name=repr(name), folder=Path(folder, results.RUNS_DIR)
+            ),
+            _("one of: {names}").format(
+                names=", ".join(run.path.parent.name for run in traced) or _("none")
+            ),
         )
     return named[0] if named else (traced[-1] if traced else None)
 
@@ -38,34 +43,40 @@ def comparable(run: Run, base: Run, scaling: str = "weak") -> list[str]:
 
     scaling: weak (each worker the batch stage 1 had: the work grows with the workers) or strong
     (stage 1's batch split over the workers: the same work, done by more of them)."""
-    batch = ("batch per worker", "per_worker") if scaling == "weak" else ("total batch", "total")
+    batch = (
+        (_("batch per worker"), "per_worker") if scaling == "weak" else (_("total batch"), "total")
+    )
     differences = []
     for label, mine, theirs in (
-        ("device kind", run.record.get("device_kind"), base.record.get("device_kind")),
+        (_("device kind"), run.record.get("device_kind"), base.record.get("device_kind")),
         (
-            "GPU model",
+            _("GPU model"),
             run.record.get("gpu_model"),
             base.record.get("gpu_model"),
         ),  # a slower one flatters
         (
-            "model",
+            _("model"),
             (run.record.get("model") or {}).get("name"),
             (base.record.get("model") or {}).get("name"),
         ),
         (
-            "model width",
+            _("model width"),
             (run.record.get("model") or {}).get("width"),
             (base.record.get("model") or {}).get("width"),
         ),
         (batch[0], _batch(run, batch[1]), _batch(base, "per_worker")),
         (
-            "data set",
+            _("data set"),
             (run.record.get("dataset") or {}).get("name"),
             (base.record.get("dataset") or {}).get("name"),
         ),
     ):
         if mine != theirs:
-            differences.append(f"{label}: {mine} here, {theirs} in stage 1")
+            differences.append(
+                _("{label}: {mine} here, {theirs} in stage 1").format(
+                    label=label, mine=mine, theirs=theirs
+                )
+            )
     return differences
 
 
@@ -97,7 +108,9 @@ class Coverage:
         return len(self.rank_counts) >= self.NEEDED and len(self.settings) >= self.NEEDED
 
     def describe(self) -> str:
-        return f"rank counts {self.rank_counts} and communication settings {self.settings}"
+        return _("rank counts {counts} and communication settings {settings}").format(
+            counts=self.rank_counts, settings=self.settings
+        )
 
 
 def accuracy_candidates(found: list[Run], base: Run) -> list[Run]:

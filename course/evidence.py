@@ -23,6 +23,7 @@ from course.cluster.accounting import Accounting
 from course.contracts import jobend, joblog, results, stages
 from course.errors import ResultsError
 from course.fileio import sha256_file
+from course.i18n import _
 
 
 @dataclass
@@ -121,7 +122,7 @@ class Run:
         return next((point for point in self.accuracy_curve if point["accuracy"] >= target), None)
 
     def describe(self) -> str:
-        return f"{self.path.parent.name} (job {self.job_id})"
+        return _("{run} (job {job})").format(run=self.path.parent.name, job=self.job_id)
 
     @property
     def segments(self) -> list[dict]:
@@ -155,32 +156,40 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
     folder = Path(folder) if folder else path.parent.parent.parent
     record = results.load(path)
     run = Run(path, record)
-    edited = "the results file was edited after the job wrote it (its seal does not match)"
+    edited = _("the results file was edited after the job wrote it (its seal does not match)")
     if not results.seal_ok(record):
         run.problems.append(edited)
     if not record["complete"]:
-        run.problems.append(f"the run did not finish ({record.get('error') or 'no end recorded'})")
+        run.problems.append(
+            _("the run did not finish ({error})").format(
+                error=record.get("error") or _("no end recorded")
+            )
+        )
     if not record.get("throughput"):
-        run.problems.append("the run measured no images/sec (too few steady iterations)")
+        run.problems.append(_("the run measured no images/sec (too few steady iterations)"))
     job_id = run.job_id
     if not job_id:
         run.problems.append(
-            "it did not run as a job (no job id): submit the job script, as the notebook shows"
+            _("it did not run as a job (no job id): submit the job script, as the notebook shows")
         )
         return run
     run.log = joblog.find(folder, job_id, record["job"].get("name"))
     if run.log is None:
         run.problems.append(
-            f"no job log *.o{joblog.job_number(job_id)} beside the notebooks: hand in the log "
-            "the scheduler wrote (qsub -j oe) together with runs/"
+            _(
+                "no job log *.o{number} beside the notebooks: hand in the log the scheduler wrote "
+                "(qsub -j oe) together with runs/"
+            ).format(number=joblog.job_number(job_id))
         )
         return run
     attempt = record["job"].get("attempt", 1)
     text = jobend.attempt(joblog.read(run.log), attempt)  # the attempt that wrote the run
     if text is None:
         run.problems.append(
-            f"the log {run.log.name} does not show attempt {attempt} of job {job_id}, which wrote "
-            "this results file: hand in the log the scheduler wrote"
+            _(
+                "the log {log} does not show attempt {attempt} of job {job}, which wrote this "
+                "results file: hand in the log the scheduler wrote"
+            ).format(log=run.log.name, attempt=attempt, job=job_id)
         )
         return run
     ended = jobend.ended_at(text)  # None while the job runs, or when SIGKILL left no end line
@@ -190,30 +199,39 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
     finished = record.get("finished_at")
     if ended and finished and datetime.fromisoformat(finished) > ended:
         run.problems.append(
-            f"the results file was written at {finished}, after job {job_id} ended "
-            f"({ended:%Y-%m-%d %H:%M:%S} UTC): a process of the job outlived it; run the job again"
+            _(
+                "the results file was written at {finished}, after job {job} ended ({ended} UTC): "
+                "a process of the job outlived it; run the job again"
+            ).format(finished=finished, job=job_id, ended=f"{ended:%Y-%m-%d %H:%M:%S}")
         )
     digests = joblog.results_digests(text, path.parent.name, results.FILENAME)
     shown, shown_in = prediction_evidence.first_job(folder, run.segments, text, run.log)
     if not digests:
-        run.problems.append(f"the log {run.log.name} does not name this results file")
+        run.problems.append(
+            _("the log {log} does not name this results file").format(log=run.log.name)
+        )
     elif len(digests) > 1:  # a job writes its results line once: a second one was added to the log
         run.problems.append(
-            f"the log {run.log.name} names {path.parent.name}/{results.FILENAME} {len(digests)} "
-            "times; "
-            "a job writes one results line: the log was edited"
+            _(
+                "the log {log} names {file} {count} times; a job writes one results line: the log "
+                "was edited"
+            ).format(
+                log=run.log.name, file=f"{path.parent.name}/{results.FILENAME}", count=len(digests)
+            )
         )
     elif sha256_file(path) not in digests:
         if prediction_evidence.written_but_prediction(record, shown, digests[0]):
             # the run is the job's; only its prediction was edited, and that does not count
             run.problems = [problem for problem in run.problems if problem != edited]
-            run.prediction_problem = prediction_evidence.EDITED_IN_RESULTS.format(
-                file=f"{path.parent.name}/{results.FILENAME}", job=job_id
+            run.prediction_problem = prediction_evidence.edited_in_results(
+                f"{path.parent.name}/{results.FILENAME}", job_id
             )
         else:
             run.problems.append(
-                f"the results file differs from the one job {job_id} wrote "
-                f"(see its sha256 in {run.log.name})"
+                _(
+                    "the results file differs from the one job {job} wrote (see its sha256 in "
+                    "{log})"
+                ).format(job=job_id, log=run.log.name)
             )
     if run.prediction_problem is None:
         run.prediction, run.prediction_problem = prediction_evidence.recorded(
@@ -222,15 +240,18 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
     rates = joblog.throughputs(text)
     if len(rates) > 1:
         run.problems.append(
-            f"the log {run.log.name} shows {len(rates)} Throughput lines "
-            f"({', '.join(f'{r:.2f}' for r in rates)}); a job prints one: the log was edited"
+            _(
+                "the log {log} shows {count} Throughput lines ({rates}); a job prints one: the log "
+                "was edited"
+            ).format(log=run.log.name, count=len(rates), rates=", ".join(f"{r:.2f}" for r in rates))
         )
     elif run.images_per_sec and not any(
         joblog.same_throughput(rate, run.images_per_sec) for rate in rates
     ):
         run.problems.append(
-            f"images/sec in the results ({run.images_per_sec:.2f}) is not what the log shows "
-            f"({', '.join(f'{r:.2f}' for r in rates) or 'none'})"
+            _("images/sec in the results ({rate:.2f}) is not what the log shows ({logged})").format(
+                rate=run.images_per_sec, logged=", ".join(f"{r:.2f}" for r in rates) or _("none")
+            )
         )
     run.problems += _header_problems(run, text, run.log)
     run.problems += _launch_problems(run, text, run.log)
@@ -238,8 +259,10 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
     script = folder / record["script"].get("name", "")
     if script.is_file() and sha256_file(script) != record["script"].get("sha256"):
         run.notes.append(
-            f"{script.name} has changed since this job ran it: run the job again after your last "
-            "change"
+            _(
+                "{script} has changed since this job ran it: run the job again after your last "
+                "change"
+            ).format(script=script.name)
         )
     if (
         accounting is not None and run.traced
@@ -258,23 +281,30 @@ def _header_problems(run: Run, text: str, log: Path) -> list[str]:
     shown = {"stage": record["stage"], "workers": run.workers}
     if len(headers) > 1:
         return [
-            f"the log {log.name} shows {len(headers)} run headers of job {job_id}; a job starts "
-            "one run: "
-            "the log was edited"
+            _(
+                "the log {log} shows {count} run headers of job {job}; a job starts one run: the "
+                "log was edited"
+            ).format(log=log.name, count=len(headers), job=job_id)
         ]
     if not headers or {k: headers[0][k] for k in shown} != shown:
         return [
-            f"the log does not show a {record['stage']} run of job {job_id} with {run.workers} "
-            "worker(s)"
+            _("the log does not show a {stage} run of job {job} with {workers} worker(s)").format(
+                stage=record["stage"], job=job_id, workers=run.workers
+            )
         ]
     problems = []
     devices, model = run.devices, record.get("gpu_model")
     if (headers[0]["devices"], headers[0]["gpu_model"]) != (devices, model):
         problems.append(
-            f"the log's run header shows devices {', '.join(headers[0]['devices'])} "
-            f"(GPU model {headers[0]['gpu_model'] or 'none'}), the results file "
-            f"{', '.join(devices)} "
-            f"(GPU model {model or 'none'})"
+            _(
+                "the log's run header shows devices {logged} (GPU model {logged_model}), the "
+                "results file {devices} (GPU model {model})"
+            ).format(
+                logged=", ".join(headers[0]["devices"]),
+                logged_model=headers[0]["gpu_model"] or _("none"),
+                devices=", ".join(devices),
+                model=model or _("none"),
+            )
         )
     gpus = (
         record.get("device_kind") == "gpu"
@@ -283,9 +313,10 @@ def _header_problems(run: Run, text: str, log: Path) -> list[str]:
     )
     if record["stage"] == stages.MULTI_GPU.name and not gpus:
         problems.append(
-            f"a {record['stage']} run trains on GPUs, and this one shows devices "
-            f"{', '.join(devices)} "
-            f"with GPU model {model or 'none'}"
+            _(
+                "a {stage} run trains on GPUs, and this one shows devices {devices} with GPU model "
+                "{model}"
+            ).format(stage=record["stage"], devices=", ".join(devices), model=model or _("none"))
         )
     return problems
 
@@ -299,25 +330,33 @@ def _launch_problems(run: Run, text: str, log: Path) -> list[str]:
     launched = [launch for launch in joblog.launches(text) if launch["job"] == job_id]
     if not launched:
         return [
-            f"the log {log.name} does not show course launch starting the ranks of job {job_id} "
-            "(stage 3 runs through jobs/run_multi_node_training.sh, which prints it)"
+            _(
+                "the log {log} does not show course launch starting the ranks of job {job} (stage "
+                "3 runs through jobs/run_multi_node_training.sh, which prints it)"
+            ).format(log=log.name, job=job_id)
         ]
     if len(launched) > 1:
         return [
-            f"the log {log.name} shows course launch starting job {job_id} {len(launched)} times; "
-            "a job launches once: the log was edited"
+            _(
+                "the log {log} shows course launch starting job {job} {count} times; a job "
+                "launches once: the log was edited"
+            ).format(log=log.name, job=job_id, count=len(launched))
         ]
     [launch] = launched
     problems = []
     if launch["slots"] != run.workers:
         problems.append(
-            f"the results file says {run.workers} worker(s), but course launch started "
-            f"{launch['slots']} rank(s) in job {job_id}"
+            _(
+                "the results file says {workers} worker(s), but course launch started {slots} "
+                "rank(s) in job {job}"
+            ).format(workers=run.workers, slots=launch["slots"], job=job_id)
         )
     if launch["command_ranks"] is not None and launch["command_ranks"] != launch["slots"]:
         problems.append(
-            f"the launcher's command in {log.name} starts {launch['command_ranks']} rank(s), "
-            f"not the {launch['slots']} slot(s) course launch names"
+            _(
+                "the launcher's command in {log} starts {ranks} rank(s), not the {slots} slot(s) "
+                "course launch names"
+            ).format(log=log.name, ranks=launch["command_ranks"], slots=launch["slots"])
         )
     return problems
 
@@ -331,9 +370,10 @@ def _earlier_segments(run: Run, folder: Path) -> list[str]:
         log = joblog.find(folder, job.get("id") or "", job.get("name")) if job.get("id") else None
         if log is None:
             problems.append(
-                f"the run resumed from job {job.get('id') or '(none)'}, whose log is not beside "
-                "the "
-                "notebooks: hand in every job's log together with runs/"
+                _(
+                    "the run resumed from job {job}, whose log is not beside the notebooks: hand "
+                    "in every job's log together with runs/"
+                ).format(job=job.get("id") or _("(none)"))
             )
             continue
         text = jobend.attempt(joblog.read(log), job.get("attempt", 1)) or ""
@@ -342,15 +382,25 @@ def _earlier_segments(run: Run, folder: Path) -> list[str]:
             header["job"] == job["id"] and header["stage"] == run.record["stage"]
             for header in joblog.run_headers(shown)
         ):
-            which = f" (attempt {job['attempt']})" if job.get("attempt") else ""
             problems.append(
-                f"the log {log.name} does not show job {job['id']}{which} training this run"
+                _(
+                    "the log {log} does not show job {job} (attempt {attempt}) training this run"
+                ).format(log=log.name, job=job["id"], attempt=job["attempt"])
+                if job.get("attempt")
+                else _("the log {log} does not show job {job} training this run").format(
+                    log=log.name, job=job["id"]
+                )
             )
         taken = segment.get("snapshot_at")
         if not taken or (ended and datetime.fromisoformat(taken) > ended):
             problems.append(
-                f"job {job['id']} wrote the snapshot this run resumed from "
-                f"{'after it ended' if taken else 'at no recorded time'}"
+                _("job {job} wrote the snapshot this run resumed from after it ended").format(
+                    job=job["id"]
+                )
+                if taken
+                else _(
+                    "job {job} wrote the snapshot this run resumed from at no recorded time"
+                ).format(job=job["id"])
             )
     return problems
 

@@ -15,17 +15,15 @@ from pathlib import Path
 
 from course.contracts import jobend, joblog, results
 from course.contracts import prediction as contract
+from course.i18n import _
 
-# Why a traced run's prediction does not count (named placeholders: they go through gettext).
-EDITED_IN_RESULTS = (
-    "the prediction in {file} was changed after job {job} wrote it (its log shows the one "
-    "submitted with the job)"
-)
-LOG_DIFFERS = (
-    "the prediction line in {log} is not the prediction {file} records: the log was edited"
-)
-LOG_SILENT = "{log} shows no prediction line, but {file} records one: the log was edited"
-LOG_REPEATS = "{log} shows {count} prediction lines; a job prints one: the log was edited"
+
+def edited_in_results(file: str, job: str) -> str:
+    """Why the prediction of a results file whose only edit is its prediction does not count."""
+    return _(
+        "the prediction in {file} was changed after job {job} wrote it (its log shows the one "
+        "submitted with the job)"
+    ).format(file=file, job=job)
 
 
 def _parsed(line: str) -> dict:
@@ -69,10 +67,18 @@ def recorded(record: dict, text: str, file: str, log: str) -> tuple[dict | None,
     does) of a results file whose log shows `text`."""
     shown, kept = logged(text), record.get("prediction")
     if len(shown) > 1:
-        return None, LOG_REPEATS.format(log=log, count=len(shown))
+        return None, _(
+            "{log} shows {count} prediction lines; a job prints one: the log was edited"
+        ).format(log=log, count=len(shown))
     if not shown:  # a kit before predictions prints no line: then nothing was submitted
-        return None, LOG_SILENT.format(log=log, file=file) if kept is not None else None
+        if kept is None:
+            return None, None
+        return None, _(
+            "{log} shows no prediction line, but {file} records one: the log was edited"
+        ).format(log=log, file=file)
     as_logged = None if shown[0] is None else contract.canonical(shown[0])
     if as_logged != (None if kept is None else contract.canonical(kept)):
-        return None, LOG_DIFFERS.format(log=log, file=file)
+        return None, _(
+            "the prediction line in {log} is not the prediction {file} records: the log was edited"
+        ).format(log=log, file=file)
     return kept, None

@@ -131,6 +131,11 @@ ALLOWED = {
     # the budget's kinds: keys of course.cluster.usage.limits (translated where they are shown)
     "node-hours",
     "GPU-hours",
+    # the prefix of the watchdog's lines in a job log (its hang line: course.contracts.jobend)
+    "course: watchdog: ",
+    # a heartbeat's file name and the watchdog thread's name, never shown as prose
+    ".watchdog-rank{}.json",
+    "course-watchdog",
 }
 
 

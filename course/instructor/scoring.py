@@ -17,6 +17,7 @@ from course.cluster.accounting import Accounting
 from course.comparison import comparable, efficiency
 from course.contracts import grading_rules, results, stages
 from course.evidence import Run
+from course.i18n import _
 from course.notebook.checks import fail, passed
 
 
@@ -33,7 +34,7 @@ def accounting(folder: Path) -> Accounting:
 def _notes(*runs: Run) -> None:
     for run in runs:
         for note in run.notes:
-            print(f"note: {note}")
+            print(_("note: {note}").format(note=note))
 
 
 def _latest_traced(stage: str, folder: Path) -> Run:
@@ -41,15 +42,18 @@ def _latest_traced(stage: str, folder: Path) -> Run:
     found = evidence.runs(stage, folder, accounting(folder))
     if not found:
         fail(
-            f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}/",
-            "submit the stage's job and hand in runs/ with its log (<job script>.o<number>)",
+            _("there is no {stage} run in {folder}/").format(
+                stage=stage, folder=Path(folder, results.RUNS_DIR)
+            ),
+            _("submit the stage's job and hand in runs/ with its log (<job script>.o<number>)"),
         )
     traced = [run for run in found if run.traced]
     if not traced:
         last = found[-1]
         fail(
-            f"no {stage} run can be traced to its job; the latest, {last.describe()}: "
-            f"{'; '.join(last.problems)}"
+            _("no {stage} run can be traced to its job; the latest, {run}: {problems}").format(
+                stage=stage, run=last.describe(), problems="; ".join(last.problems)
+            )
         )
     return traced[-1]
 
@@ -61,8 +65,9 @@ def grade_run(stage: str, points: float, folder: Path = Path(".")) -> float:
     assert run.log is not None  # a traced run is traced to its log
     _notes(run)
     passed(
-        f"{run.describe()}: {run.images_per_sec:.1f} img/s on {run.workers} worker(s), traced to "
-        f"{run.log.name}"
+        _("{run}: {rate:.1f} img/s on {workers} worker(s), traced to {log}").format(
+            run=run.describe(), rate=run.images_per_sec, workers=run.workers, log=run.log.name
+        )
     )
     return points
 
@@ -73,8 +78,8 @@ def _baselines(folder: Path, checked: Accounting) -> list[Run]:
     bases = [run for run in evidence.runs(stages.BASELINE.name, folder, checked) if run.traced]
     if not bases:
         fail(
-            "no traced stage-1 run to compare with",
-            "stage 1's results and job log must come with the submission",
+            _("no traced stage-1 run to compare with"),
+            _("stage 1's results and job log must come with the submission"),
         )
     return bases
 
@@ -94,10 +99,15 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
     ]
     if not found:
         fail(
-            f"there is no {stage} run in {Path(folder, results.RUNS_DIR)}/",
-            "submit the stage's job where it can run"
-            + (" (a node with 2 or more GPUs)" if stage == stages.MULTI_GPU.name else "")
-            + " and hand in runs/ with the job log",
+            _("there is no {stage} run in {folder}/").format(
+                stage=stage, folder=Path(folder, results.RUNS_DIR)
+            ),
+            _(
+                "submit the stage's job where it can run (a node with 2 or more GPUs) and hand in "
+                "runs/ with the job log"
+            )
+            if stage == stages.MULTI_GPU.name
+            else _("submit the stage's job where it can run and hand in runs/ with the job log"),
         )
     pairs = [
         (run, base)
@@ -113,10 +123,13 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
             for run in untraced[-3:]
         )
         fail(
-            f"no traced {stage} run on 2 or more workers compares with stage 1 "
-            f"({why or 'none found'})",
-            "run every stage with the same site settings (model, width, batch per worker, "
-            "data set)",
+            _("no traced {stage} run on 2 or more workers compares with stage 1 ({why})").format(
+                stage=stage, why=why or _("none found")
+            ),
+            _(
+                "run every stage with the same site settings (model, width, batch per worker, "
+                "data set)"
+            ),
         )
     graded: list[tuple[float | None, float, float | None, float, float, Run, Run]] = []
     # (share, None above the ceiling; efficiency; tier reached; ceiling; lowest tier; run; base)
@@ -144,25 +157,40 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
     share, value, minimum, ceiling, lowest, best, base = (
         max(plausible, key=lambda e: (e[0], e[1])) if plausible else min(graded, key=lambda e: e[1])
     )
-    measured = (
-        f"{best.describe()}: {best.images_per_sec:.1f} img/s on {best.workers} workers against "
-        f"{base.images_per_sec:.1f} img/s on 1 in {base.describe()}: efficiency {value:.3f}"
+    measured = _(
+        "{run}: {rate:.1f} img/s on {workers} workers against {base_rate:.1f} img/s on 1 in "
+        "{base}: efficiency {efficiency:.3f}"
+    ).format(
+        run=best.describe(),
+        rate=best.images_per_sec,
+        workers=best.workers,
+        base_rate=base.images_per_sec,
+        base=base.describe(),
+        efficiency=value,
     )
     if share is None:
         fail(
-            f"{measured}, above {ceiling}: more than linear speedup means the runs do not compare",
-            "run stage 1 and this stage again with the same settings, on the same kind of node",
+            _(
+                "{measured}, above {ceiling}: more than linear speedup means the runs do not "
+                "compare"
+            ).format(measured=measured, ceiling=ceiling),
+            _("run stage 1 and this stage again with the same settings, on the same kind of node"),
         )
     if not share:
         fail(
-            f"{measured}, below {lowest}",
-            "look at the job log: too few steady iterations, other jobs on the node, or too small "
-            "a batch per "
-            "worker for the communication to hide behind",
+            _("{measured}, below {lowest}").format(measured=measured, lowest=lowest),
+            _(
+                "look at the job log: too few steady iterations, other jobs on the node, or too "
+                "small a batch per worker for the communication to hide behind"
+            ),
         )
     assert share is not None  # fail() raised above
     _notes(best, base)
-    print(f"{measured} >= {minimum}: {share:.0%} of the points")
+    print(
+        _("{measured} >= {minimum}: {share:.0%} of the points").format(
+            measured=measured, minimum=minimum, share=share
+        )
+    )
     return round(points * share, 3)
 
 
@@ -172,18 +200,23 @@ def grade_comparisons(points: float, folder: Path = Path(".")) -> float:
     found = evidence.runs(stages.MULTI_NODE.name, folder, accounting(folder))
     coverage = comparison.comparison_coverage(found)
     if not coverage.complete:
-        left_out = "".join(
-            f"; {run.describe()} does not count: {run.problems[0]}"
+        left_out = "; ".join(
+            _("{run} does not count: {problem}").format(run=run.describe(), problem=run.problems[0])
             for run in found
             if not run.traced
         )
         fail(
-            f"traced stage-3 runs cover {coverage.describe()}{left_out}",
-            f"the comparison needs at least {coverage.NEEDED} of each: run the notebook's "
-            "comparison cell",
+            _("traced stage-3 runs cover {coverage}; {left_out}").format(
+                coverage=coverage.describe(), left_out=left_out
+            )
+            if left_out
+            else _("traced stage-3 runs cover {coverage}").format(coverage=coverage.describe()),
+            _(
+                "the comparison needs at least {count} of each: run the notebook's comparison cell"
+            ).format(count=coverage.NEEDED),
         )
     _notes(*(run for run in found if run.traced))
-    passed(f"stage-3 runs compare {coverage.describe()}")
+    passed(_("stage-3 runs compare {coverage}").format(coverage=coverage.describe()))
     return points
 
 
@@ -213,29 +246,26 @@ def collapse_hint(run: Run, base: Run) -> str:
         and _near(rates[0], target)
         and not _near(start, target)
     ):
-        return (
-            f"the learning rate was already {rates[0]:.3g} (N x the single-worker rate) in the "
-            "first epoch: no "
-            "warm-up; check learning_rate_schedule (the check above)"
-        )
+        return _(
+            "the learning rate was already {rate:.3g} (N x the single-worker rate) in the first "
+            "epoch: no warm-up; check learning_rate_schedule (the check above)"
+        ).format(rate=rates[0])
     if (
         rates
         and run.workers > 1
         and _near(rates[-1], plan.get("start") or rates[-1])
         and not _near(rates[-1], target)
     ):
-        return (
-            f"the learning rate stayed at {rates[-1]:.3g}, the single-worker rate, with an N times "
-            "larger batch: "
-            "no scaling; check learning_rate_schedule"
-        )
+        return _(
+            "the learning rate stayed at {rate:.3g}, the single-worker rate, with an N times "
+            "larger batch: no scaling; check learning_rate_schedule"
+        ).format(rate=rates[-1])
     updates = (run.accuracy_curve[-1]["iteration"] if run.accuracy_curve else 0) or 0
     base_updates = (base.accuracy_curve[-1]["iteration"] if base.accuracy_curve else 0) or 0
-    return (
-        f"{updates} updates against {base_updates} in stage 1: N ranks make N times fewer updates "
-        "per epoch; "
-        "train more epochs, or check the warm-up's length"
-    )
+    return _(
+        "{updates} updates against {base_updates} in stage 1: N ranks make N times fewer updates "
+        "per epoch; train more epochs, or check the warm-up's length"
+    ).format(updates=updates, base_updates=base_updates)
 
 
 def grade_accuracy_at_scale(points: float, folder: Path = Path(".")) -> float:
@@ -253,9 +283,10 @@ def grade_accuracy_at_scale(points: float, folder: Path = Path(".")) -> float:
     }
     if all(target is None for target in targets.values()):
         fail(
-            f"grading.toml sets no accuracy target for the data set "
-            f"{(bases[-1].record.get('dataset') or {}).get('name', '')!r}",
-            "the instructor adds it under [accuracy] target",
+            _("grading.toml sets no accuracy target for the data set {name}").format(
+                name=repr((bases[-1].record.get("dataset") or {}).get("name", ""))
+            ),
+            _("the instructor adds it under [accuracy] target"),
         )
     pairs = [
         (run, base, target)
@@ -265,10 +296,11 @@ def grade_accuracy_at_scale(points: float, folder: Path = Path(".")) -> float:
     ]
     if not pairs:
         fail(
-            f"no traced stage-3 run on 2 or more workers with the {stages.TAUGHT_LR_RULE} rule "
-            "compares with "
-            "stage 1",
-            "run the notebook's comparison cell and hand in runs/ with the job logs",
+            _(
+                "no traced stage-3 run on 2 or more workers with the {rule} rule compares with "
+                "stage 1"
+            ).format(rule=stages.TAUGHT_LR_RULE),
+            _("run the notebook's comparison cell and hand in runs/ with the job logs"),
         )
     reached = [
         (run, base, target, point)
@@ -279,14 +311,21 @@ def grade_accuracy_at_scale(points: float, folder: Path = Path(".")) -> float:
         run, base, target = max(
             pairs, key=lambda pair: (pair[0].final_accuracy or 0.0, pair[0].workers)
         )
-        ended = (
-            "made no evaluation"
-            if run.final_accuracy is None
-            else f"ended at validation accuracy {run.final_accuracy:.3f}"
-        )
         fail(
-            f"{run.describe()} on {run.workers} ranks {ended}, below the target {target}",
-            f"most likely: {collapse_hint(run, base)}",
+            _("{run} on {workers} ranks made no evaluation, below the target {target}").format(
+                run=run.describe(), workers=run.workers, target=target
+            )
+            if run.final_accuracy is None
+            else _(
+                "{run} on {workers} ranks ended at validation accuracy {accuracy:.3f}, below the "
+                "target {target}"
+            ).format(
+                run=run.describe(),
+                workers=run.workers,
+                accuracy=run.final_accuracy,
+                target=target,
+            ),
+            _("most likely: {hint}").format(hint=collapse_hint(run, base)),
         )
     earned, run, base, said = max(
         (_accuracy_points(points, rules.accuracy_speedup_tiers, *entry) for entry in reached),
@@ -301,10 +340,14 @@ def _accuracy_points(
     points: float, tiers: grading_rules.Tiers, run: Run, base: Run, target: float, point: dict
 ) -> tuple[float, Run, Run, str]:
     """(points, run, base, what to print) for a run that reached `target` at `point`."""
-    measured = (
-        f"{run.describe()} reached {target} at epoch {point['epoch']} (iteration "
-        f"{point['iteration']}, "
-        f"{point['seconds']:.0f} s)"
+    measured = _(
+        "{run} reached {target} at epoch {epoch} (iteration {iteration}, {seconds:.0f} s)"
+    ).format(
+        run=run.describe(),
+        target=target,
+        epoch=point["epoch"],
+        iteration=point["iteration"],
+        seconds=point["seconds"],
     )
     base_point = base.time_to_accuracy(target)
     if base_point is None:
@@ -312,8 +355,9 @@ def _accuracy_points(
             round(points / 2, 3),
             run,
             base,
-            f"{measured}; stage 1 ({base.describe()}) never reached it, so there is no speedup to "
-            "compare",
+            _(
+                "{measured}; stage 1 ({base}) never reached it, so there is no speedup to compare"
+            ).format(measured=measured, base=base.describe()),
         )
     speedup = base_point["seconds"] / point["seconds"]
     share = next((share for minimum, share in tiers if speedup >= minimum), 0.0)
@@ -321,9 +365,16 @@ def _accuracy_points(
         round(points / 2 + points / 2 * share, 3),
         run,
         base,
-        f"{measured}; stage 1 took {base_point['seconds']:.0f} s: time-to-accuracy speedup "
-        f"{speedup:.2f} on "
-        f"{run.workers} ranks -> {share:.0%} of the speedup points",
+        _(
+            "{measured}; stage 1 took {seconds:.0f} s: time-to-accuracy speedup {speedup:.2f} on "
+            "{workers} ranks -> {share:.0%} of the speedup points"
+        ).format(
+            measured=measured,
+            seconds=base_point["seconds"],
+            speedup=speedup,
+            workers=run.workers,
+            share=share,
+        ),
     )
 
 
@@ -331,33 +382,46 @@ def grade_allreduce_prediction(
     points: float,
     predicted_seconds: float,
     measured_seconds: float,
-    what: str = "the gradient allreduce",
+    what: str | None = None,
 ) -> float:
     """Full points when the cost model's prediction is within grading.toml [allreduce]
     prediction_factor of the measured time, either way; CheckFailed (no points) otherwise. Both in
-    seconds per step."""
+    seconds per step. `what` names what was predicted (default: the gradient allreduce)."""
     __tracebackhide__ = True
+    what = _("the gradient allreduce") if what is None else what
     factor = grading_rules.load().prediction_factor
-    for name, value in (("predicted", predicted_seconds), ("measured", measured_seconds)):
+    for value, wrong in (
+        (
+            predicted_seconds,
+            _("the predicted time of {what} is {value}, not a positive number of seconds"),
+        ),
+        (
+            measured_seconds,
+            _("the measured time of {what} is {value}, not a positive number of seconds"),
+        ),
+    ):
         if not (isinstance(value, (int, float)) and value > 0):
             fail(
-                f"the {name} time of {what} is {value!r}, not a positive number of seconds",
-                "run the benchmark and the step profile jobs, then the cells above this one",
+                wrong.format(what=what, value=repr(value)),
+                _("run the benchmark and the step profile jobs, then the cells above this one"),
             )
     ratio = predicted_seconds / measured_seconds
-    said = (
-        f"{what}: predicted {predicted_seconds * 1e3:.3g} ms, measured "
-        f"{measured_seconds * 1e3:.3g} ms "
-        f"(ratio {ratio:.2f})"
+    said = _(
+        "{what}: predicted {predicted:.3g} ms, measured {measured:.3g} ms (ratio {ratio:.2f})"
+    ).format(
+        what=what,
+        predicted=predicted_seconds * 1e3,
+        measured=measured_seconds * 1e3,
+        ratio=ratio,
     )
     if not 1 / factor <= ratio <= factor:
         fail(
-            f"{said}, more than {factor:g}x apart",
-            "check the model's inputs: the bytes are parameters x 4, the ranks and algorithm those "
-            "of the measured "
-            "run, alpha and beta from your fit of that rank count; the naive communicator sends "
-            "one allreduce per "
-            "parameter array, each paying alpha",
+            _("{said}, more than {factor:g}x apart").format(said=said, factor=factor),
+            _(
+                "check the model's inputs: the bytes are parameters x 4, the ranks and algorithm "
+                "those of the measured run, alpha and beta from your fit of that rank count; the "
+                "naive communicator sends one allreduce per parameter array, each paying alpha"
+            ),
         )
-    passed(f"{said}: within {factor:g}x")
+    passed(_("{said}: within {factor:g}x").format(said=said, factor=factor))
     return points

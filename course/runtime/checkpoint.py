@@ -33,6 +33,7 @@ from chainer.training.extensions import _snapshot
 from course.cluster import hosts
 from course.contracts import prediction, results
 from course.errors import CourseError
+from course.i18n import _
 from course.runtime import snapshot_integrity
 
 KEY_FILE = "resume.json"
@@ -127,9 +128,13 @@ def claim_folder(out: str, stage: str, key: str, resume: bool) -> tuple[str, boo
                 return str(folder), True
     if not _lock(Path(out)):  # two copies of one job (not one MPI job), or two jobs
         raise CourseError(
-            f"another job or process holds the run {out}: it trains there now",
-            "let it end, or train with --out in another folder; if this job's ranks each train "
-            "alone, python -m course doctor checks the MPI launcher",
+            _("another job or process holds the run {folder}: it trains there now").format(
+                folder=out
+            ),
+            _(
+                "let it end, or train with --out in another folder; if this job's ranks each "
+                "train alone, python -m course doctor checks the MPI launcher"
+            ),
         )
     (Path(out) / KEY_FILE).write_text(
         json.dumps({"key": key, "stage": stage, "created_at": _now()}) + "\n"
@@ -286,9 +291,13 @@ def _load(path: Path, trainer) -> None:
         chainer.serializers.load_npz(str(path), trainer)
     except Exception as e:  # an intact file that does not fit this trainer
         raise CourseError(
-            f"the snapshot {path} does not fit this training ({type(e).__name__}: {e})",
-            "start the run over: submit the job with COURSE_TRAIN_ARGS=--no-resume, or remove "
-            "the run's snapshots (course.notebook.handin.remove_snapshots)",
+            _("the snapshot {path} does not fit this training ({error})").format(
+                path=path, error=f"{type(e).__name__}: {e}"
+            ),
+            _(
+                "start the run over: submit the job with COURSE_TRAIN_ARGS=--no-resume, or "
+                "remove the run's snapshots (course.notebook.handin.remove_snapshots)"
+            ),
         ) from e
 
 
@@ -325,9 +334,10 @@ def resume(trainer, comm=None) -> int | None:
             snapshot.checkpointer.maybe_load(trainer, optimizer, path=trainer.out)
         except Exception as e:
             raise CourseError(
-                f"rank {comm.rank}'s snapshot in {trainer.out} does not fit this training "
-                f"({type(e).__name__}: {e})",
-                "start the run over: submit the job with COURSE_TRAIN_ARGS=--no-resume",
+                _("rank {rank}'s snapshot in {folder} does not fit this training ({error})").format(
+                    rank=comm.rank, folder=trainer.out, error=f"{type(e).__name__}: {e}"
+                ),
+                _("start the run over: submit the job with COURSE_TRAIN_ARGS=--no-resume"),
             ) from e
         if trainer.updater.iteration == before:
             return None

@@ -21,6 +21,7 @@ import numpy as np
 
 from course.errors import CourseError, DatasetError
 from course.fileio import sha256_file
+from course.i18n import _
 
 REAL = "cifar10"
 SYNTHETIC = "synthetic"
@@ -32,21 +33,25 @@ N_CLASSES = 10  # CIFAR-10's labels are 0..9
 
 def prepare_hint(name: str) -> str:
     if name == REAL:
-        return (
-            f"download {CIFAR_URL} and run:  python -m course data cifar10 --from "
-            f"/path/to/{CIFAR_ARCHIVE}   (or use the synthetic set: python -m course data "
-            "synthetic)"
-        )
+        return _(
+            "download {url} and run:  python -m course data cifar10 --from /path/to/{archive}   "
+            "(or use the synthetic set: python -m course data synthetic)"
+        ).format(url=CIFAR_URL, archive=CIFAR_ARCHIVE)
     if name == SYNTHETIC:
-        return "run:  python -m course data synthetic"
+        return _("run:  python -m course data synthetic")
     variant = parse_variant(name)
     if variant:
         base, size, percent = variant
-        return (
-            f"run:  python -m course data variant --base {base} --size {size} --percent {percent:g}"
-            f"   (needs the {base!r} data set first)"
-        )
-    return "run:  python -m course data list   to see which data sets exist"
+        return _(
+            "run:  python -m course data variant --base {base} --size {size} --percent "
+            "{percent:g}   (needs the {name} data set first)"
+        ).format(base=base, size=size, percent=percent, name=repr(base))
+    return _("run:  python -m course data list   to see which data sets exist")
+
+
+def _delete_then(name: str) -> str:
+    """The fix for a damaged data set file: delete it, then make it again."""
+    return _("delete it, then {hint}").format(hint=prepare_hint(name))
 
 
 def data_dir() -> Path:
@@ -60,7 +65,8 @@ def data_dir() -> Path:
 def path_for(name: str) -> Path:
     if not re.fullmatch(r"[A-Za-z0-9_.\-]+", name):
         raise DatasetError(
-            f"{name!r} is not a data set name", "use letters, digits, '.', '_' and '-'"
+            _("{name} is not a data set name").format(name=repr(name)),
+            _("use letters, digits, '.', '_' and '-'"),
         )
     return data_dir() / ("cifar-10.npz" if name == REAL else f"{name}.npz")
 
@@ -86,10 +92,16 @@ class DatasetInfo:
     meta: dict
 
     def describe(self) -> str:
-        source = self.meta.get("source", "unknown source")
-        return (
-            f"{self.name}: {self.n_train} training / {self.n_test} test images, "
-            f"{self.image_size} px ({source}) in {self.path}"
+        source = self.meta.get("source", _("unknown source"))
+        return _(
+            "{name}: {train} training / {test} test images, {size} px ({source}) in {path}"
+        ).format(
+            name=self.name,
+            train=self.n_train,
+            test=self.n_test,
+            size=self.image_size,
+            source=source,
+            path=self.path,
         )
 
 
@@ -119,23 +131,36 @@ def check_arrays(arrays: Arrays, where: str, name: str) -> None:
         size = int(round((x.shape[1] / 3) ** 0.5)) if x.ndim == 2 else 0
         if x.dtype != np.uint8 or x.ndim != 2 or 3 * size * size != x.shape[1]:
             raise DatasetError(
-                f"{where}: {split} images are {x.dtype} {x.shape}, expected uint8 N x 3*S*S",
+                # TRANSLATORS: {split} is train or test (the arrays train_x, test_x), as it is
+                _("{where}: {split} images are {dtype} {shape}, expected uint8 N x 3*S*S").format(
+                    where=where, split=split, dtype=x.dtype, shape=x.shape
+                ),
                 prepare_hint(name),
             )
         if x.shape[0] == 0:  # training would divide by the number of images
-            raise DatasetError(f"{where}: the {split} set has 0 images", prepare_hint(name))
+            raise DatasetError(
+                # TRANSLATORS: {split} is train or test (the arrays train_x, test_x), as it is
+                _("{where}: the {split} set has 0 images").format(where=where, split=split),
+                prepare_hint(name),
+            )
         if y.shape != (x.shape[0],):
             raise DatasetError(
-                f"{where}: {split} labels have shape {y.shape}, expected one label for each "
-                f"of the {x.shape[0]} images",
+                # TRANSLATORS: {split} is train or test (the arrays train_x, test_x), as it is
+                _(
+                    "{where}: {split} labels have shape {shape}, expected one label for each of "
+                    "the {count} images"
+                ).format(where=where, split=split, shape=y.shape, count=x.shape[0]),
                 prepare_hint(name),
             )
         wrong = np.unique(y[(y < 0) | (y >= N_CLASSES)])
         if wrong.size:
             shown = ", ".join(str(v) for v in wrong[:5]) + (", ..." if wrong.size > 5 else "")
             raise DatasetError(
-                f"{where}: {split} labels must be 0..{N_CLASSES - 1} (CIFAR-10's ten classes), "
-                f"found {shown}",
+                # TRANSLATORS: {split} is train or test (the arrays train_x, test_x), as it is
+                _(
+                    "{where}: {split} labels must be 0..{last} (CIFAR-10's ten classes), found "
+                    "{found}"
+                ).format(where=where, split=split, last=N_CLASSES - 1, found=shown),
                 prepare_hint(name),
             )
 
@@ -145,15 +170,20 @@ def read_arrays(name: str) -> Arrays:
     path = path_for(name)
     if not path.exists():
         raise DatasetError(
-            f"data set {name!r} is not prepared: {path} does not exist", prepare_hint(name)
+            _("data set {name} is not prepared: {path} does not exist").format(
+                name=repr(name), path=path
+            ),
+            prepare_hint(name),
         )
     try:
         with np.load(path, allow_pickle=False) as npz:
             missing = [k for k in KEYS if k not in npz.files]
             if missing:
                 raise DatasetError(
-                    f"{path} lacks {', '.join(missing)}: it is not a CIFAR data set file",
-                    "delete it, then " + prepare_hint(name),
+                    _("{path} lacks {keys}: it is not a CIFAR data set file").format(
+                        path=path, keys=", ".join(missing)
+                    ),
+                    _delete_then(name),
                 )
             # Reading every member checks its CRC, so a corrupt file fails here, not mid-training.
             loaded = {k: npz[k] for k in KEYS}
@@ -162,8 +192,10 @@ def read_arrays(name: str) -> Arrays:
         raise
     except (zipfile.BadZipFile, EOFError, ValueError, OSError, KeyError, json.JSONDecodeError) as e:
         raise DatasetError(
-            f"{path} is truncated or corrupt ({type(e).__name__}: {e})",
-            "delete it, then " + prepare_hint(name),
+            _("{path} is truncated or corrupt ({error})").format(
+                path=path, error=f"{type(e).__name__}: {e}"
+            ),
+            _delete_then(name),
         ) from None
     arrays = Arrays(meta={**meta, "name": name}, **loaded)
     check_arrays(arrays, str(path), name)
@@ -199,9 +231,11 @@ def resolve(name: str) -> str:
         if path_for(candidate).exists():
             return candidate
     raise DatasetError(
-        "no data set is prepared (neither real CIFAR-10 nor the synthetic set)",
-        "run:  python -m course data synthetic   (real CIFAR-10: python -m course data cifar10 "
-        "--from cifar-10-python.tar.gz)",
+        _("no data set is prepared (neither real CIFAR-10 nor the synthetic set)"),
+        _(
+            "run:  python -m course data synthetic   (real CIFAR-10: python -m course data "
+            "cifar10 --from cifar-10-python.tar.gz)"
+        ),
     )
 
 

@@ -25,6 +25,7 @@ from course import fileio
 from course.contracts import joblog, results, stages
 from course.errors import CourseError
 from course.fileio import sha256_file
+from course.i18n import _
 from course.runtime import checkpoint, data, profile, watchdog
 from course.runtime.devices import (
     check_communicator,
@@ -90,8 +91,10 @@ def _require_throughput(trainer) -> None:
         trainer.get_extension("Throughput")
     except ValueError:
         raise CourseError(
-            "the trainer has no course.Throughput extension, so images/sec cannot be measured",
-            "add  trainer.extend(course.Throughput(batch_size, ...))  when you build the trainer",
+            _("the trainer has no course.Throughput extension, so images/sec cannot be measured"),
+            _("add  {code}  when you build the trainer").format(
+                code="trainer.extend(course.Throughput(batch_size, ...))"
+            ),
         ) from None
 
 
@@ -114,12 +117,23 @@ def _claim_run_folder(trainer, args: argparse.Namespace, comm, devices, state) -
     trainer.out, resuming = claimed
     args.out = trainer.out
     if reporting:
-        fileio.require_free_space(Path(trainer.out), MIN_FREE_BYTES, "its results and snapshots")
+        fileio.require_free_space(
+            Path(trainer.out),
+            MIN_FREE_BYTES,
+            # TRANSLATORS: what needs the space, in "... {what} need about 256 MiB"
+            _("its results and snapshots"),
+        )
     if not resuming:
         return None
     resumed = checkpoint.resume(trainer, comm)
     if resumed is None and reporting:
-        print(f"course: no intact snapshot left in {trainer.out}: this run starts over", flush=True)
+        print(
+            "course: "
+            + _("no intact snapshot left in {folder}: this run starts over").format(
+                folder=trainer.out
+            ),
+            flush=True,
+        )
     return resumed
 
 
@@ -168,8 +182,11 @@ def run(
             print(joblog.NO_SNAPSHOTS, flush=True)
         if record.record["device_kind"] == "gpu" and not chainer.backends.cuda.cudnn_enabled:
             print(
-                "course: warning: Chainer does not use cuDNN here, so convolutions run slower; "
-                "python -m course doctor says how to fix it",
+                "course: "
+                + _(
+                    "warning: Chainer does not use cuDNN here, so convolutions run slower; "
+                    "python -m course doctor says how to fix it"
+                ),
                 flush=True,
             )
     profiler = (
@@ -185,15 +202,19 @@ def run(
                 record.write(trainer, complete=False, error=_failure(e, trainer.out))
             except OSError as unwritten:  # a full disk takes no record either: say why, go on
                 print(
-                    f"course: {results.FILENAME} could not be written in {trainer.out} either "
-                    f"({unwritten.strerror})",
+                    "course: "
+                    + _("{file} could not be written in {folder} either ({error})").format(
+                        file=results.FILENAME, folder=trainer.out, error=unwritten.strerror
+                    ),
                     flush=True,
                 )
         if isinstance(e, OSError) and e.errno == errno.ENOSPC:
             raise CourseError(
                 _failure(e, trainer.out),
-                "free space there, or train with --out on another "
-                "file system; the job resumes from its last snapshot when submitted again",
+                _(
+                    "free space there, or train with --out on another file system; the job "
+                    "resumes from its last snapshot when submitted again"
+                ),
             ) from e
         raise
     stats = trainer.get_extension("Throughput").stats()
@@ -234,5 +255,7 @@ def _failure(error: BaseException, out: str) -> str:
     there."""
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
         free = fileio.free_bytes(Path(out)) // 2**20
-        return f"no space left on the file system of {out} ({free} MiB free)"
+        return _("no space left on the file system of {folder} ({free} MiB free)").format(
+            folder=out, free=free
+        )
     return f"{type(error).__name__}: {error}"

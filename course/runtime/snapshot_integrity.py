@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from course.fileio import atomic_file, sha256_file
+from course.i18n import _
 
 DIGEST = ".sha256"
 
@@ -50,15 +51,15 @@ def problem(snapshot: Path) -> str | None:
     try:
         if recorded is not None:
             if sha256_file(snapshot) != recorded:
-                return "its bytes differ from the digest written with it: damaged after writing"
+                return _("its bytes differ from the digest written with it: damaged after writing")
             return None
         with zipfile.ZipFile(snapshot) as archive:
             bad = archive.testzip()  # reads every member and checks its CRC
-        return f"its member {bad} fails its CRC check" if bad else None
+        return _("its member {member} fails its CRC check").format(member=bad) if bad else None
     except zipfile.BadZipFile as e:
-        return f"it is not a whole snapshot file (truncated?): {e}"
+        return _("it is not a whole snapshot file (truncated?): {error}").format(error=e)
     except OSError as e:
-        return f"it cannot be read: {e}"
+        return _("it cannot be read: {error}").format(error=e)
 
 
 def remove(snapshot: Path) -> None:
@@ -68,11 +69,17 @@ def remove(snapshot: Path) -> None:
 
 
 def damaged_line(snapshot: Path, why: str, rank: int | None = None) -> str:
-    who = f" (rank {rank})" if rank is not None else ""
-    return (
-        f"course: snapshot {snapshot}{who} is damaged: {why}; removed, the snapshot before it is "
-        "used"
-    )
+    """The job log's line on a damaged snapshot, removed (read by students, not by the kit)."""
+    if rank is None:
+        said = _(
+            "snapshot {snapshot} is damaged: {why}; removed, the snapshot before it is used"
+        ).format(snapshot=snapshot, why=why)
+    else:
+        said = _(
+            "snapshot {snapshot} (rank {rank}) is damaged: {why}; removed, the snapshot before it "
+            "is used"
+        ).format(snapshot=snapshot, rank=rank, why=why)
+    return "course: " + said
 
 
 def newest_intact(

@@ -45,6 +45,7 @@ from typing import Any
 from course.contracts.jobend import Hang
 from course.errors import CourseError
 from course.fileio import atomic_file
+from course.i18n import _
 
 LIMIT_VARIABLE = "COURSE_HANG_MINUTES"
 # Minutes without moving before a training counts as hung: a first step that compiles GPU kernels
@@ -52,6 +53,8 @@ LIMIT_VARIABLE = "COURSE_HANG_MINUTES"
 DEFAULT_MINUTES = 10.0
 EXIT_STATUS = 124  # as GNU timeout's for a command that ran out of time
 WATCHERS = 2  # ranks 0 and 1 read every heartbeat: one still runs when the other stopped
+# How the watchdog's lines in a job log begin (its hang line is course.contracts.jobend's).
+PREFIX = "course: watchdog: "
 
 
 def limit_minutes(environ: dict[str, str] | None = None) -> float:
@@ -65,9 +68,13 @@ def limit_minutes(environ: dict[str, str] | None = None) -> float:
         minutes = -1.0
     if not 0 <= minutes < float("inf"):
         raise CourseError(
-            f"{LIMIT_VARIABLE}={text} is not a number of minutes",
-            f"give the minutes a training may go without moving before its job is ended "
-            f"(default {DEFAULT_MINUTES:g}), or 0 for no watchdog",
+            _("{variable}={value} is not a number of minutes").format(
+                variable=LIMIT_VARIABLE, value=text
+            ),
+            _(
+                "give the minutes a training may go without moving before its job is ended "
+                "(default {default:g}), or 0 for no watchdog"
+            ).format(default=DEFAULT_MINUTES),
         )
     return minutes
 
@@ -206,7 +213,7 @@ class Watchdog:
         log, then end the job."""
         if frame is not None and hang.how in ("stuck", "alone"):
             stack = "".join(traceback.format_stack(frame))
-            print(f"course: watchdog: the training's stack, innermost last:\n{stack}", end="")
+            print(PREFIX + _("the training's stack, innermost last:") + "\n" + stack, end="")
         print(hang.format(), flush=True)
         sys.stderr.flush()
         if self.ranks > 1:
