@@ -37,6 +37,13 @@ MARKED = (
     "course/notebook/checks/single.py",
     "course/notebook/checks/single_snapshots.py",
     "course/diagnostics/doctor.py",
+    "course/notebook/checks/multi_gpu.py",
+    "course/notebook/checks/multi_gpu_observers.py",
+    "course/notebook/checks/multi_node.py",
+    "course/notebook/checks/mn_local.py",
+    "course/notebook/checks/mn_ranks.py",
+    "course/notebook/checks/mn_observers.py",
+    "course/notebook/checks/inputs.py",
 )
 # The notebooks whose markdown is in the catalogs (notebook 01 first; the rest once their text
 # settles).
