@@ -36,25 +36,24 @@ STAGE_2 = [
 ]
 
 
-def _table(test) -> list:
-    """The parameter sets of `test`'s parametrization (pytest.param's marks kept)."""
+def _table(test) -> list[tuple[str, object]]:
+    """(id, parameter set) of each case of `test`'s parametrization, with its marks: the id
+    test_checks gives it, else its mistake's name."""
     [mark] = [mark for mark in test.pytestmark if mark.name == "parametrize"]
-    return [case if hasattr(case, "marks") else pytest.param(*case) for case in mark.args[1]]
+    cases = [case if hasattr(case, "marks") else pytest.param(*case) for case in mark.args[1]]
+    ids = mark.kwargs.get("ids") or [case.values[0].__name__ for case in cases]
+    return list(zip(ids, cases, strict=True))
 
 
 STAGE_2_CASES = [
-    pytest.param(check, *case.values, id=f"{check.__name__}: {case.values[1][:40]}")
+    pytest.param(check, *case.values, id=f"{check.__name__}: {name}")
     for test, check in STAGE_2
-    for case in _table(test)
+    for name, case in _table(test)
 ] + [
     pytest.param(
-        multi_gpu.trainer,
-        (old, new, hidden),
-        words,
-        marks=case.marks,
-        id=f"trainer: {words[:40]}",
+        multi_gpu.trainer, (old, new, hidden), words, marks=case.marks, id=f"trainer: {name}"
     )
-    for case in _table(test_checks.test_multi_gpu_trainer_mistakes)
+    for name, case in _table(test_checks.test_multi_gpu_trainer_mistakes)
     for old, new, words, hidden in [case.values]
 ]
 # The cells of notebook 03 whose checks are in this group (check_run_lines is mn_placement's).
