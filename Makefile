@@ -72,7 +72,8 @@ gpu: $(VENV)/.installed
 	$(PIP) install -c constraints.txt --no-build-isolation -e ".[mpi,dev,hub,gpu]"
 	$(PY) -m course doctor
 
-# Regenerate the student release notebooks/ from solutions/ with nbgrader.
+# Regenerate the student release notebooks/ from solutions/ with nbgrader: every edition (English,
+# and Japanese from course/locale/ja, as the assignment distributed_training_ja).
 release: $(VENV)/.installed
 	$(PY) -m course release
 
@@ -82,12 +83,13 @@ i18n-update: $(VENV)/.installed
 	$(PY) -m course i18n update --lang ja
 
 # What to hand out to students (never the repository: it holds solutions/): build/student-bundle.
+# COURSE_LANG=ja: the Japanese edition (its notebooks, and the course's messages in Japanese).
 # EXCHANGE=/shared/exchange: the exchange folder the students submit to (every student must be able
 # to write it); default: $COURSE_EXCHANGE, else exchange/ here (one machine, one account only).
 BUNDLE ?= build/student-bundle
 EXCHANGE ?=
 student-bundle: $(VENV)/.installed
-	rm -rf $(BUNDLE) && $(PY) -m course bundle --out $(BUNDLE) $(if $(EXCHANGE),--exchange $(EXCHANGE))
+	rm -rf $(BUNDLE) && $(PY) -m course bundle --out $(BUNDLE) $(if $(EXCHANGE),--exchange $(EXCHANGE)) $(if $(COURSE_LANG),--lang $(COURSE_LANG))
 
 # JupyterHub's proxy (configurable-http-proxy, pinned with its dependencies in jupyterhub/package*.json),
 # from the npm registry into build/hub-proxy: nothing global. docs/instructors.md ("On JupyterHub") starts the hub.

@@ -342,3 +342,29 @@ def test_every_file_and_make_target_a_student_can_see_is_in_the_bundle(made):
         found += [m.group(1) for m in PATH.finditer(text) if not there(m.group(1))]
         missing += [f"{where}: {name}" for name in found if (module, name) not in NOT_FOR_STUDENTS]
     assert not missing, "the bundle lacks what these name:\n" + "\n".join(missing)
+
+
+@pytest.mark.integration
+def test_the_japanese_bundle_holds_the_japanese_edition_and_speaks_japanese(tmp_path):
+    out = bundle.build(ROOT, tmp_path / "演習 1", tmp_path / "exchange", lang="ja")
+    course = exchange.settings(out)
+    folder = exchange.assignment_folder(out, course).with_name("distributed_training_ja")
+    assert not exchange.assignment_folder(out, course).exists()
+    notebook = json.loads((folder / "01_single_gpu.ipynb").read_text(encoding="utf-8"))
+    assert "ステージ 1" in "".join(notebook["cells"][0]["source"])
+    assert (folder / "jobs").is_dir() and "ノートブック" in (folder / "README.md").read_text()
+    start = (out / "start-jupyterlab.sh").read_text()
+    assert "export COURSE_LANG=${COURSE_LANG:-ja}" in start
+    said = subprocess.run(
+        [
+            "bash",
+            "-c",
+            'source <(grep "^export COURSE_LANG" start-jupyterlab.sh); echo $COURSE_LANG',
+        ],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+        check=True,
+    )
+    assert said.stdout.strip() == "ja"

@@ -117,10 +117,10 @@ def test_a_check_fails_on_the_right_case_for_each_visible_mistake():
     from course.notebook.checks.allreduce_mistakes import close
 
     for name, mistakes in (
-        ("traffic", known.TRAFFIC),
-        ("server", known.PARAMETER_SERVER),
-        ("overlap", known.OVERLAP),
-        ("half", known.HALF_PRECISION),
+        ("traffic", known.traffic()),
+        ("server", known.parameter_server()),
+        ("overlap", known.overlap()),
+        ("half", known.half_precision()),
     ):
         reference, visible = cases[name]
         for what, model in mistakes:

@@ -27,6 +27,7 @@ from tests.helpers import (
 )
 from tests.solutions import solution_functions
 from tests.test_i18n_pseudo import unmarked
+from tests.test_i18n_pseudo_scaling import bare
 
 # (test of tests/test_checks.py whose parametrization lists stage 2's planted mistakes, check)
 STAGE_2 = [
@@ -90,11 +91,6 @@ def stage_2(tmp_path_factory):
     return notebook_module(tmp_path_factory.mktemp("stage2_pseudo"), "multi_gpu")
 
 
-def plain(text: str) -> str:
-    """`text` without the pseudo-locale's markers: the English a student would read."""
-    return text.replace(i18n.MARK_OPEN, "").replace(i18n.MARK_CLOSE, "")
-
-
 def translated_lines(message: str, hint_marked: bool = True) -> list[str]:
     """The lines of a failure that never went through `_()`; the hint's are left out when it
     comes from a module not marked yet (`hint_marked` false)."""
@@ -124,7 +120,7 @@ def test_every_line_of_a_stage_2_mistakes_failure_is_translated(stage_2, check, 
     with pytest.raises(CheckFailed) as raised:
         check(function, **inputs)
     message = str(raised.value)
-    assert re.search(words, plain(message)), message  # the same failure as in English
+    assert re.search(words, bare(message)), message  # the same failure as in English
     assert not translated_lines(message), message
 
 
@@ -165,7 +161,7 @@ def _planted(folder, planted: tuple) -> object:
 def test_every_line_of_a_stage_3_local_mistakes_failure_is_translated(tmp_path, case):
     planted, cell, words = test_checks.STAGE_3_MISTAKES[case]
     message = _failed(_planted(tmp_path, planted), cell)
-    assert message is not None and words in plain(message), message
+    assert message is not None and words in bare(message), message
     # resource_request's hint is the directive parser's (course/notebook/directives.py)
     hint_marked = cell != "check_resource_request" or "course/notebook/directives.py" in MARKED
     assert not translated_lines(message, hint_marked), message
@@ -194,5 +190,5 @@ def test_the_passing_lines_of_stage_3_ranked_checks_are_translated(tmp_path, cap
 def test_every_line_of_a_stage_3_ranked_mistakes_failure_is_translated(tmp_path, case):
     planted, cell, words = RANKED[case]
     message = _failed(_planted(tmp_path, planted), cell)
-    assert message is not None and words in plain(message), message
+    assert message is not None and words in bare(message), message
     assert not translated_lines(message), message

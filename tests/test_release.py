@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from course import paths
-from course.instructor import release
+from course import i18n, paths
+from course.instructor import i18n_release, release
 from tests.helpers import NOTEBOOKS, ROOT
 from tests.solutions import SOLUTIONS as SOURCE
 
@@ -17,20 +17,29 @@ RELEASED = ROOT / "notebooks" / paths.ASSIGNMENT
 
 @pytest.fixture(scope="module")
 def regenerated(tmp_path_factory):
+    """Each edition as `course release` makes it now: {assignment: its folder}."""
     destination = tmp_path_factory.mktemp("release")
-    release.generate(ROOT, destination)
-    return destination / paths.ASSIGNMENT
+    for lang in i18n.LANGUAGES:
+        release.generate(ROOT, destination, lang)
+    return {p.name: p for p in destination.iterdir()}
 
 
 @pytest.mark.integration
 def test_committed_release_is_what_nbgrader_makes_from_solutions(regenerated):
-    made = sorted(str(p.relative_to(regenerated)) for p in regenerated.rglob("*") if p.is_file())
-    committed = sorted(str(p.relative_to(RELEASED)) for p in RELEASED.rglob("*") if p.is_file())
-    assert made == committed
-    for name in made:
-        assert (regenerated / name).read_bytes() == (RELEASED / name).read_bytes(), (
-            f"notebooks/{paths.ASSIGNMENT}/{name} is stale: run  make release"
+    assert sorted(regenerated) == sorted(i18n_release.assignment(lang) for lang in i18n.LANGUAGES)
+    for assignment, made_folder in regenerated.items():
+        committed_folder = ROOT / "notebooks" / assignment
+        made = sorted(
+            str(p.relative_to(made_folder)) for p in made_folder.rglob("*") if p.is_file()
         )
+        committed = sorted(
+            str(p.relative_to(committed_folder)) for p in committed_folder.rglob("*") if p.is_file()
+        )
+        assert made == committed, assignment
+        for name in made:
+            assert (made_folder / name).read_bytes() == (committed_folder / name).read_bytes(), (
+                f"notebooks/{assignment}/{name} is stale: run  make release"
+            )
 
 
 @pytest.mark.integration

@@ -31,11 +31,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from course import paths
+from course import i18n, paths
 from course.cli import command_parser
 from course.contracts import grading_rules
 from course.errors import CourseError
-from course.instructor import exchange, release
+from course.instructor import exchange, i18n_release, release
 
 # nbgrader's instructor tools (its installation guide names them); the Assignment List and Validate
 # stay.
@@ -73,6 +73,8 @@ START = """#!/usr/bin/env bash
 # JupyterLab for the course, with jupyter/ as its configuration: no instructor tools.
 cd "$(dirname "$0")"
 export JUPYTER_CONFIG_DIR="$PWD/jupyter"
+# The language of the course's messages (course/i18n.py); the student may set another.
+export {variable}=${{{variable}:-{lang}}}
 exec .venv/bin/jupyter lab --ServerApp.root_dir="$PWD" "$@"
 """
 
@@ -123,9 +125,13 @@ def student_jupyter_config(folder: Path) -> Path:
     return folder
 
 
-def build(root: Path, out: Path, exchange_root: Path | None = None) -> Path:
-    """Make the student bundle of the kit at `root` in the new folder `out`; returns `out`."""
-    released = root / "notebooks" / paths.ASSIGNMENT
+def build(
+    root: Path, out: Path, exchange_root: Path | None = None, lang: str = i18n.DEFAULT
+) -> Path:
+    """Make the student bundle of the kit at `root`, in the edition `lang`, in the new folder `out`;
+    returns `out`."""
+    assignment = i18n_release.assignment(lang)
+    released = root / "notebooks" / assignment
     if not released.is_dir():
         raise CourseError(f"no release in {released}", "make release first")
     if release.job_outputs(released):
@@ -137,7 +143,7 @@ def build(root: Path, out: Path, exchange_root: Path | None = None) -> Path:
             f"{out} exists and is not empty", "give a new folder, or remove that one first"
         )
     course = exchange.settings(root)
-    target = exchange.assignment_folder(out, course)
+    target = exchange.assignment_folder(out, course).with_name(assignment)
     shutil.copytree(released, target, ignore=shutil.ignore_patterns(*course.ignore))
     package = root / "course"
     shutil.copytree(
@@ -167,14 +173,14 @@ def build(root: Path, out: Path, exchange_root: Path | None = None) -> Path:
     ).stdout.strip()
     for name, text in (
         ("install.sh", INSTALL.format(bootstrap=bootstrap)),
-        ("start-jupyterlab.sh", START),
+        ("start-jupyterlab.sh", START.format(variable=i18n.VARIABLE, lang=lang)),
     ):
         (out / name).write_text(text)
         os.chmod(out / name, 0o755)
     (out / "README.md").write_text(
         README.format(
             course_id=course.course_id,
-            assignment=paths.ASSIGNMENT,
+            assignment=assignment,
             folder=target.parent.relative_to(out),
             exchange=exchange_root or course.root,
         )
@@ -191,9 +197,16 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the exchange students use (default: the course's, from nbgrader_config.py)",
     )
+    parser.add_argument(
+        "--lang",
+        choices=i18n.LANGUAGES,
+        default=i18n.DEFAULT,
+        help="the edition: its notebooks, and the language of the course's messages (COURSE_LANG)",
+    )
     args = parser.parse_args(argv)
     root = paths.kit_root()
-    out = build(root, args.out.resolve(), args.exchange.resolve() if args.exchange else None)
+    exchange_root = args.exchange.resolve() if args.exchange else None
+    out = build(root, args.out.resolve(), exchange_root, args.lang)
     files = sum(1 for path in out.rglob("*") if path.is_file())
     print(
         f"student bundle: {out} ({files} files). Hand out this folder, never the repository (it "

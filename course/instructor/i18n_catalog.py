@@ -27,6 +27,7 @@ from babel.messages.catalog import Catalog
 
 from course import i18n, paths
 from course.fileio import atomic_file
+from course.instructor import i18n_code
 
 # The modules whose student-facing messages go through `_()` (tests/test_i18n_lint.py checks that
 # every message of theirs does). The rest of the kit is marked as the edition grows (issue 23).
@@ -37,6 +38,24 @@ MARKED = (
     "course/notebook/checks/single.py",
     "course/notebook/checks/single_snapshots.py",
     "course/diagnostics/doctor.py",
+    "course/notebook/checks/exchange.py",
+    "course/notebook/checks/exchange_mistakes.py",
+    "course/notebook/checks/exchange_observers.py",
+    "course/notebook/checks/exchange_scaling.py",
+    "course/notebook/checks/exchange_scaling_mistakes.py",
+    "course/notebook/checks/large_batch.py",
+    "course/notebook/checks/large_batch_observers.py",
+    "course/notebook/checks/model_parallel.py",
+    "course/notebook/checks/model_parallel_observers.py",
+    "course/notebook/checks/mn_placement.py",
+    "course/notebook/checks/prediction_words.py",
+    "course/notebook/checks/predictions.py",
+    "course/notebook/checks/scaling.py",
+    "course/notebook/checks/scaling_mistakes.py",
+    "course/notebook/checks/scaling_observers.py",
+    "course/notebook/checks/allreduce.py",
+    "course/notebook/checks/allreduce_mistakes.py",
+    "course/notebook/checks/allreduce_observers.py",
     "course/notebook/checks/multi_gpu.py",
     "course/notebook/checks/multi_gpu_observers.py",
     "course/notebook/checks/multi_node.py",
@@ -45,13 +64,22 @@ MARKED = (
     "course/notebook/checks/mn_observers.py",
     "course/notebook/checks/inputs.py",
 )
-# The notebooks whose markdown is in the catalogs (notebook 01 first; the rest once their text
-# settles).
-NOTEBOOKS = ("01_single_gpu.ipynb",)
+# The notebooks whose markdown, docstrings and comments are in the catalogs.
+NOTEBOOKS = (
+    "01_single_gpu.ipynb",
+    "02_multi_gpu.ipynb",
+    "03_multi_node.ipynb",
+    "04_the_exchange.ipynb",
+    "05_beyond_data_parallel.ipynb",
+)
+# The markdown files of the assignment (a student reads them beside the notebooks).
+DOCUMENTS = ("README.md",)
+# The stub nbgrader leaves for a solution (nbgrader_config.py's code_stub): its comment, translated.
+STUB_KEY = "nbgrader:code_stub"
 PYTHON_DOMAIN, NOTEBOOK_DOMAIN = i18n.DOMAIN, "notebooks"
 PROJECT = "chainer-course-kit"
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_CODE_SPAN = re.compile(r"`[^`\n]+`")
+_CODE_SPAN = re.compile(r"`[^`]+`")  # markdown lets a code span run over a line break
 # Words a translation keeps as they are: the stub's token that messages and stubs refer to.
 KEPT = ("PUT YOUR CODE HERE",)
 
@@ -108,24 +136,44 @@ def segment_key(notebook: str, cell_id: str, index: int) -> str:
     return f"{notebook}:{cell_id}:{index}"
 
 
+def prose_cell(cell: dict) -> bool:
+    """Whether a translation covers the markdown cell `cell`: all but the answer cells (their source
+    text is the instructor's model answer; students see nbgrader's placeholder)."""
+    return cell["cell_type"] == "markdown" and not cell["metadata"].get("nbgrader", {}).get(
+        "solution"
+    )
+
+
 def translated_cells(notebook: dict) -> Iterator[dict]:
-    """The markdown cells of a source notebook that a translation covers: all but the answer
-    cells (their source text is the instructor's model answer; students see nbgrader's
-    placeholder)."""
-    for cell in notebook["cells"]:
-        if cell["cell_type"] == "markdown" and not cell["metadata"].get("nbgrader", {}).get(
-            "solution"
-        ):
-            yield cell
+    """The markdown cells of a source notebook that a translation covers."""
+    return (cell for cell in notebook["cells"] if prose_cell(cell))
+
+
+def code_key(notebook: str, cell_id: str, index: int) -> str:
+    """The context that keys a docstring or comment of a code cell in the catalog."""
+    return f"{notebook}:{cell_id}:code{index}"
+
+
+def markdown_segments(
+    name: str, text: str, cell_id: str | None = None
+) -> Iterator[tuple[str, str]]:
+    """(context, English text) of every translated segment of markdown `text` (a cell's, or a
+    whole file's: then keyed by the file `name` alone)."""
+    translatable = [b for b in blocks(text) if b.translated]
+    for index, block in enumerate(translatable):
+        key = segment_key(name, cell_id, index) if cell_id else f"{name}:{index}"
+        yield key, block.text
 
 
 def segments(name: str, notebook: dict) -> Iterator[tuple[str, str]]:
-    """(context, English text) of every translated segment of the notebook `name`."""
-    for cell in translated_cells(notebook):
-        text = "".join(cell["source"])
-        translatable = [b for b in blocks(text) if b.translated]
-        for index, block in enumerate(translatable):
-            yield segment_key(name, cell["id"], index), block.text
+    """(context, English text) of every translated segment of the notebook `name`: its markdown,
+    then the docstrings and comments of each code cell."""
+    for cell in notebook["cells"]:
+        if prose_cell(cell):
+            yield from markdown_segments(name, "".join(cell["source"]), cell["id"])
+        elif cell["cell_type"] == "code":
+            for index, piece in enumerate(i18n_code.pieces("".join(cell["source"]))):
+                yield code_key(name, cell["id"], index), piece.text
 
 
 def _catalog(domain: str, lang: str | None = None) -> Catalog:
@@ -148,10 +196,15 @@ def python_template(root: Path) -> Catalog:
 def notebook_template(root: Path, names: tuple[str, ...] = NOTEBOOKS) -> Catalog:
     """The template of `notebooks.po`: every translated segment of the notebooks `names`."""
     template = _catalog(NOTEBOOK_DOMAIN)
+    source = root / "solutions" / paths.ASSIGNMENT
     for name in names:
-        notebook = json.loads((root / "solutions" / paths.ASSIGNMENT / name).read_text())
+        notebook = json.loads((source / name).read_text())
         for context, text in segments(name, notebook):
             template.add(text, context=context, locations=[(f"solutions/{name}", 0)])
+    for name in DOCUMENTS:
+        for context, text in markdown_segments(name, (source / name).read_text()):
+            template.add(text, context=context, locations=[(f"solutions/{name}", 0)])
+    template.add(i18n_code.STUB, context=STUB_KEY, locations=[("nbgrader_config.py", 0)])
     return template
 
 

@@ -21,11 +21,22 @@ from course import paths
 from course.errors import CourseError
 from course.fileio import atomic_file
 from course.instructor import i18n_catalog as cat
+from course.instructor import i18n_code
 
 
 def assignment(lang: str) -> str:
     """The nbgrader assignment of an edition: the English one's name, then `_<lang>`."""
     return paths.ASSIGNMENT if lang == "en" else f"{paths.ASSIGNMENT}_{lang}"
+
+
+_HOW = (
+    "translate them (a fuzzy entry's English changed: check the translation, then remove its "
+    "fuzzy flag), then build again"
+)
+
+
+def _catalog_path(root: Path, lang: str) -> Path:
+    return root / "course" / "locale" / lang / "LC_MESSAGES" / f"{cat.NOTEBOOK_DOMAIN}.po"
 
 
 class CatalogIncomplete(CourseError):
@@ -37,62 +48,103 @@ def _split_source(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
 
+def _translation(catalog: Catalog, key: str, english: str, wanting: list[str]) -> str | None:
+    """The shippable translation of `english` keyed `key`; None (told to `wanting`) if none."""
+    message = catalog.get(english, context=key)
+    if message is None or not message.string or message.fuzzy:
+        state = "missing" if message is None else "fuzzy" if message.fuzzy else "empty"
+        wanting.append(f"{key} ({state}): {english[:60]!r}")
+        return None
+    return str(message.string)
+
+
+def translate_markdown(
+    name: str, text: str, catalog: Catalog, wanting: list[str], cell_id: str | None = None
+) -> str:
+    """Markdown `text` with each translated segment replaced (keys as in i18n_catalog)."""
+    keys = iter(key for key, _ in cat.markdown_segments(name, text, cell_id))
+    pieces = []
+    for block in cat.blocks(text):
+        translation = None
+        if block.translated:
+            translation = _translation(catalog, next(keys), block.text, wanting)
+        pieces.append((translation or block.text) + block.after)
+    return "".join(pieces)
+
+
 def translate_notebook(name: str, notebook: dict, catalog: Catalog) -> tuple[dict, list[str]]:
-    """(the notebook with its markdown translated, the contexts of the segments that could not
-    be: missing, empty or fuzzy)."""
+    """(the notebook with its markdown, docstrings and comments translated, the contexts of the
+    segments that could not be: missing, empty or fuzzy)."""
     result = copy.deepcopy(notebook)
     wanting: list[str] = []
-    by_id = {cell["id"]: cell for cell in cat.translated_cells(result)}
-    for cell_id, cell in by_id.items():
-        pieces = []
-        index = 0
-        for block in cat.blocks("".join(cell["source"])):
-            text = block.text
-            if block.translated:
-                key = cat.segment_key(name, cell_id, index)
-                index += 1
-                message = catalog.get(block.text, context=key)
-                if message is None or not message.string or message.fuzzy:
-                    state = "missing" if message is None else "fuzzy" if message.fuzzy else "empty"
-                    wanting.append(f"{key} ({state}): {block.text[:60]!r}")
-                else:
-                    text = str(message.string)
-            pieces.append(text + block.after)
-        cell["source"] = _split_source("".join(pieces))
+    for cell in result["cells"]:
+        source = "".join(cell["source"])
+        if cat.prose_cell(cell):
+            source = translate_markdown(name, source, catalog, wanting, cell["id"])
+        elif cell["cell_type"] == "code":
+            translations = [
+                _translation(catalog, cat.code_key(name, cell["id"], index), piece.text, wanting)
+                for index, piece in enumerate(i18n_code.pieces(source))
+            ]
+            source = i18n_code.translated(source, translations)
+        cell["source"] = _split_source(source)
     return result, wanting
+
+
+def code_stub(catalog: Catalog, wanting: list[str]) -> str:
+    """nbgrader's code_stub in the edition's language (nbgrader_config.py's, its comment
+    translated)."""
+    comment = _translation(catalog, cat.STUB_KEY, i18n_code.STUB, wanting) or i18n_code.STUB
+    return f"# {comment}\nraise NotImplementedError()"
 
 
 def build(root: Path, lang: str, out: Path, names: tuple[str, ...] = cat.NOTEBOOKS) -> list[Path]:
     """Write the edition `lang` of the notebooks `names` to `out`/<assignment>/; the paths
     written. CatalogIncomplete, naming every entry that is wanting, before anything is written."""
-    catalog_path = root / "course" / "locale" / lang / "LC_MESSAGES" / f"{cat.NOTEBOOK_DOMAIN}.po"
+    catalog_path = _catalog_path(root, lang)
     if not catalog_path.is_file():
         raise CourseError(
             f"no notebook catalog for {lang}: {catalog_path} is missing",
             f"run  python -m course i18n update --lang {lang}  and translate it",
         )
     catalog = cat.read(catalog_path)
-    built, wanting = [], []
+    source = root / "solutions" / paths.ASSIGNMENT
+    built: list[tuple[str, str]] = []
+    wanting: list[str] = []
     for name in names:
-        source = root / "solutions" / paths.ASSIGNMENT / name
-        notebook = json.loads(source.read_text(encoding="utf-8"))
+        notebook = json.loads((source / name).read_text(encoding="utf-8"))
         translated, missing = translate_notebook(name, notebook, catalog)
-        built.append((name, translated))
+        built.append((name, json.dumps(translated, indent=1, ensure_ascii=False) + "\n"))
         wanting += missing
+    for name in cat.DOCUMENTS:
+        text = (source / name).read_text(encoding="utf-8")
+        built.append((name, translate_markdown(name, text, catalog, wanting)))
+    code_stub(catalog, wanting)  # nbgrader_config() writes it: it must be translated too
     if wanting:
         shown = "\n  ".join(wanting[:20])
         more = f"\n  ... and {len(wanting) - 20} more" if len(wanting) > 20 else ""
         raise CatalogIncomplete(
             f"the {lang} edition cannot be built: {len(wanting)} segments are not translated "
             f"or are fuzzy in {catalog_path}:\n  {shown}{more}",
-            "translate them (a fuzzy entry's English changed: check the translation, then "
-            "remove its fuzzy flag), then build again",
+            _HOW,
         )
     folder = out / assignment(lang)
     written = []
-    for name, notebook in built:
+    for name, text in built:
         path = folder / name
         with atomic_file(path) as f:
-            f.write((json.dumps(notebook, indent=1, ensure_ascii=False) + "\n").encode())
+            f.write(text.encode())
         written.append(path)
     return written
+
+
+def nbgrader_config(root: Path, lang: str) -> str:
+    """The nbgrader_config.py of the edition `lang`: the kit's own, whose stub comment speaks the
+    edition's language (a student's `# PUT YOUR CODE HERE` keeps its English words beside it)."""
+    wanting: list[str] = []
+    stub = code_stub(cat.read(_catalog_path(root, lang)), wanting)
+    if wanting:
+        raise CatalogIncomplete(f"the {lang} stub is not translated: {wanting[0]}", _HOW)
+    english = (root / "nbgrader_config.py").read_text(encoding="utf-8")
+    override = f"c.ClearSolutions.code_stub = {{'python': {stub!r}}}"
+    return f"{english}\n# The {lang} edition's stub.\n{override}\n"

@@ -1,4 +1,5 @@
-"""`python -m course release`: the student release notebooks/ from the nbgrader source solutions/.
+"""`python -m course release`: the student release notebooks/ from the nbgrader source solutions/,
+in every language of the course (the English edition, and each other one as its own assignment).
 
 nbgrader's own generate_assignment makes the notebooks (stubs for solutions, hidden tests removed);
 then the job scripts of jobs/ are copied in, so that the released folder holds everything a student
@@ -13,10 +14,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course import paths
+from course import i18n, paths
 from course.cluster import sites
 from course.errors import CourseError
-from course.instructor import exchange
+from course.instructor import exchange, i18n_release
 
 JOB_OUTPUTS = ("runs", "*.o[0-9]*", "train_cifar_*.py", "result")
 
@@ -26,22 +27,15 @@ def job_outputs(folder: Path) -> list[Path]:
     return sorted(p for pattern in JOB_OUTPUTS for p in Path(folder).glob(pattern))
 
 
-def generate(root: Path, destination: Path) -> list[Path]:
-    """Run nbgrader generate_assignment on root's source into `destination`/<assignment>."""
-    source = root / "solutions" / paths.ASSIGNMENT
-    leftovers = job_outputs(source)
-    if leftovers:
-        raise CourseError(
-            f"{source} holds job outputs ({', '.join(p.name for p in leftovers[:4])})",
-            "run the solution notebooks in a copy, not in solutions/; remove these first",
-        )
+def _generate_assignment(root: Path, assignment: str, destination: Path) -> None:
+    """nbgrader generate_assignment of root's source `assignment` into `destination`."""
     with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
         command = [
             sys.executable,
             "-m",
             "nbgrader",
             "generate_assignment",
-            paths.ASSIGNMENT,
+            assignment,
             "--force",
             "--CourseDirectory.root=" + str(root),
             f"--CourseDirectory.release_directory={destination}",
@@ -56,7 +50,31 @@ def generate(root: Path, destination: Path) -> list[Path]:
             f"nbgrader generate_assignment failed:\n{run.stdout}{run.stderr}",
             "fix the notebook it names (nbgrader's cell metadata or solution markers)",
         )
-    folder = Path(destination) / paths.ASSIGNMENT
+
+
+def generate(root: Path, destination: Path, lang: str = i18n.DEFAULT) -> list[Path]:
+    """Run nbgrader generate_assignment on root's source, in the edition `lang`, into
+    `destination`/<the edition's assignment>. Another language's source is built first from the
+    English one and its catalog (course.instructor.i18n_release), in a course folder of its own."""
+    source = root / "solutions" / paths.ASSIGNMENT
+    leftovers = job_outputs(source)
+    if leftovers:
+        raise CourseError(
+            f"{source} holds job outputs ({', '.join(p.name for p in leftovers[:4])})",
+            "run the solution notebooks in a copy, not in solutions/; remove these first",
+        )
+    assignment = i18n_release.assignment(lang)
+    if lang == i18n.DEFAULT:
+        _generate_assignment(root, assignment, destination)
+    else:
+        with tempfile.TemporaryDirectory(prefix=f"course-release-{lang}-") as tmp:
+            edition = Path(tmp)
+            i18n_release.build(root, lang, edition / "solutions")
+            (edition / "nbgrader_config.py").write_text(
+                i18n_release.nbgrader_config(root, lang), encoding="utf-8"
+            )
+            _generate_assignment(edition, assignment, destination)
+    folder = Path(destination) / assignment
     sites.copy_jobs(root / paths.JOBS_DIR, folder / paths.JOBS_DIR)
     return sorted(folder.rglob("*"))
 
@@ -67,22 +85,27 @@ def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(prog="course release", description=__doc__).parse_args(argv or [])
     root = paths.kit_root()
     release = root / "notebooks"
-    folder = release / paths.ASSIGNMENT
-    if folder.exists() and job_outputs(folder):
-        raise CourseError(
-            f"{folder} holds job outputs", "work in a copy of the release; remove them here first"
-        )
+    folders = [release / i18n_release.assignment(lang) for lang in i18n.LANGUAGES]
+    for folder in folders:
+        if folder.exists() and job_outputs(folder):
+            raise CourseError(
+                f"{folder} holds job outputs",
+                "work in a copy of the release; remove them here first",
+            )
     with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
-        generate(root, Path(tmp))
-        if folder.exists():
-            shutil.rmtree(folder)
-        shutil.copytree(Path(tmp) / paths.ASSIGNMENT, folder)
-    print(f"released {paths.ASSIGNMENT} to {folder}:")
-    for path in sorted(folder.rglob("*")):
-        if path.is_file():
-            print(f"  {path.relative_to(release)}")
+        for lang in i18n.LANGUAGES:  # every edition made before any is replaced
+            generate(root, Path(tmp), lang)
+        for folder in folders:
+            if folder.exists():
+                shutil.rmtree(folder)
+            shutil.copytree(Path(tmp) / folder.name, folder)
+    for folder in folders:
+        print(f"released {folder.name} to {folder}:")
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                print(f"  {path.relative_to(release)}")
     print(
-        f"To the students: nbgrader release_assignment {paths.ASSIGNMENT} (here; the exchange is "
-        f"{exchange.settings(root).root}), and hand out make student-bundle"
+        f"To the students: nbgrader release_assignment {' and '.join(f.name for f in folders)} "
+        f"(here; the exchange is {exchange.settings(root).root}), and hand out make student-bundle"
     )
     return 0

@@ -20,6 +20,7 @@ from typing import Any
 import course.notebook.checks.allreduce_observers as observers
 from course import costmodel
 from course.contracts import grading_rules
+from course.i18n import _
 from course.notebook import allreduce_report, profile_report
 from course.notebook.allreduce_report import parameter_arrays
 from course.notebook.checks.allreduce_mistakes import close, diagnosis
@@ -71,15 +72,23 @@ def cost_model(
         shown = f"allreduce_time({algorithm!r}, {ranks}, {nbytes}, {alpha:g}, {beta:g})"
         value = number(fact["seconds"])
         if value is None:
-            fail(f"{shown} returned {fact['type']}, not a number of seconds")
+            fail(
+                _("{call} returned {type}, not a number of seconds").format(
+                    call=shown, type=fact["type"]
+                )
+            )
         expect(
             close(value, expected),
-            f"{shown} returned {value:.6g} s; the model gives {expected:.6g} s",
+            _("{call} returned {value:.6g} s; the model gives {expected:.6g} s").format(
+                call=shown, value=value, expected=expected
+            ),
             diagnosis(value, algorithm, ranks, nbytes, alpha, beta),
         )
     passed(
-        f"allreduce_time: ring and recursive doubling match the alpha-beta model in {len(every)} "
-        f"cases, {len(drawn)} of them drawn at random"
+        _(
+            "allreduce_time: ring and recursive doubling match the alpha-beta model in {count} "
+            "cases, {drawn} of them drawn at random"
+        ).format(count=len(every), drawn=len(drawn))
     )
 
 
@@ -89,14 +98,17 @@ def _fitted(fact: Any, what: str) -> tuple[float, float]:
     pair = fact["pair"]
     expect(
         pair is not None,
-        f"fit_alpha_beta returned {fact['type']} on {what}, not the pair (alpha, beta)",
+        _("fit_alpha_beta returned {type} on {what}, not the pair (alpha, beta)").format(
+            type=fact["type"], what=what
+        ),
     )
     first, second = pair
     alpha, beta = number(first), number(second)
     expect(
         alpha is not None and beta is not None,
-        f"fit_alpha_beta returned ({fact['types'][0]}, {fact['types'][1]}) on {what}, not two "
-        "numbers",
+        _("fit_alpha_beta returned ({first}, {second}) on {what}, not two numbers").format(
+            first=fact["types"][0], second=fact["types"][1], what=what
+        ),
     )
     assert alpha is not None and beta is not None
     return alpha, beta
@@ -108,16 +120,25 @@ def _compare(
     __tracebackhide__ = True
     if close(got[0], expected[1], relative) and close(got[1], expected[0], relative):
         fail(
-            f"fit_alpha_beta on {what} returned ({got[0]:.4g}, {got[1]:.4g}): alpha and beta the "
-            "wrong way round "
-            f"(expected alpha {expected[0]:.4g} s, beta {expected[1]:.4g} s/byte)",
-            "return (alpha, beta): the latency first",
+            _(
+                "fit_alpha_beta on {what} returned ({first:.4g}, {second:.4g}): alpha and beta the "
+                "wrong way round (expected alpha {alpha:.4g} s, beta {beta:.4g} s/byte)"
+            ).format(what=what, first=got[0], second=got[1], alpha=expected[0], beta=expected[1]),
+            _("return (alpha, beta): the latency first"),
         )
     expect(
         close(got[0], expected[0], relative) and close(got[1], expected[1], relative),
-        f"fit_alpha_beta on {what} returned alpha {got[0]:.4g} s, beta {got[1]:.4g} s/byte; "
-        "expected "
-        f"alpha {expected[0]:.4g} s, beta {expected[1]:.4g} s/byte (within {relative:.0%})",
+        _(
+            "fit_alpha_beta on {what} returned alpha {got_alpha:.4g} s, beta {got_beta:.4g} "
+            "s/byte; expected alpha {alpha:.4g} s, beta {beta:.4g} s/byte (within {relative:.0%})"
+        ).format(
+            what=what,
+            got_alpha=got[0],
+            got_beta=got[1],
+            alpha=expected[0],
+            beta=expected[1],
+            relative=relative,
+        ),
         hint,
     )
 
@@ -155,36 +176,48 @@ def fit(
     ] + [[s.sizes, s.median, s.algorithm, s.ranks] for s in measured]
     facts = observe(observers.fits, fit_alpha_beta, series=series)
     if len(facts) != len(series):
-        fail(f"fit_alpha_beta was observed on {len(facts)} series, not {len(series)}")
+        fail(
+            _("fit_alpha_beta was observed on {found} series, not {series}").format(
+                found=len(facts), series=len(series)
+            )
+        )
     for (algorithm, ranks, a, b), fact in zip(exact, facts):
-        what = f"exact {algorithm} times on {ranks} ranks"
+        what = _("exact {algorithm} times on {ranks} ranks").format(
+            algorithm=algorithm, ranks=ranks
+        )
         _compare(
             _fitted(fact, what),
             (a, b),
             1e-4,
-            f"{what} (alpha {a:g}, beta {b:g})",
-            "these times follow the model exactly, so a least-squares fit of the model's two "
-            "terms gives alpha and beta back; the terms' coefficients are those of allreduce_time",
+            _("{what} (alpha {alpha:g}, beta {beta:g})").format(what=what, alpha=a, beta=b),
+            _(
+                "these times follow the model exactly, so a least-squares fit of the model's two "
+                "terms gives alpha and beta back; the terms' coefficients are those of "
+                "allreduce_time"
+            ),
         )
     expect(
         bool(measured),
-        "there is no measured ring or recursive_doubling series to fit",
-        "submit jobs/run_allreduce_benchmark.sh, then allreduce_report.measured_table() again",
+        _("there is no measured ring or recursive_doubling series to fit"),
+        _("submit jobs/run_allreduce_benchmark.sh, then allreduce_report.measured_table() again"),
     )
     for s, fact in zip(measured, facts[len(exact) :]):
+        what = _("the measured {series}").format(series=s.label)
         _compare(
-            _fitted(fact, f"the measured {s.label}"),
+            _fitted(fact, what),
             costmodel.fit(s.sizes, s.median, s.algorithm, s.ranks),
             tolerance,
-            f"the measured {s.label}",
-            "weigh every size alike: divide each row and its time by the measured time (relative "
-            "error); "
-            "unweighted, the 64 MiB points alone set the fit",
+            what,
+            _(
+                "weigh every size alike: divide each row and its time by the measured time "
+                "(relative error); unweighted, the 64 MiB points alone set the fit"
+            ),
         )
     passed(
-        f"fit_alpha_beta: recovers alpha and beta from exact times, and fits {len(measured)} "
-        "measured series "
-        "as the kit does"
+        _(
+            "fit_alpha_beta: recovers alpha and beta from exact times, and fits {count} measured "
+            "series as the kit does"
+        ).format(count=len(measured))
     )
 
 
@@ -213,12 +246,20 @@ def _predicted(
     )
     _fitted(facts["fit"], what)
     if len(facts["times"]) != len(messages):
-        fail(f"allreduce_time was observed on {len(facts['times'])} messages, not {len(messages)}")
+        fail(
+            _("allreduce_time was observed on {found} messages, not {messages}").format(
+                found=len(facts["times"]), messages=len(messages)
+            )
+        )
     total = 0.0
     for fact in facts["times"]:
         value = number(fact["seconds"])
         if value is None:
-            fail(f"allreduce_time returned {fact['type']}, not a number of seconds")
+            fail(
+                _("{call} returned {type}, not a number of seconds").format(
+                    call="allreduce_time", type=fact["type"]
+                )
+            )
         total += value
     return total
 
@@ -239,8 +280,10 @@ def predict(
     series = next((s for s in table if (s.ranks, s.algorithm) == (ranks, algorithm)), None)
     if series is None:
         fail(
-            f"the benchmark has not measured {algorithm} on {ranks} ranks, the setting of the "
-            "profiled step",
+            _(
+                "the benchmark has not measured {algorithm} on {ranks} ranks, the setting of the "
+                "profiled step"
+            ).format(algorithm=algorithm, ranks=ranks),
             f"qsub -j oe -l select=1:mpiprocs={ranks} -v ALGORITHMS={algorithm} "
             "jobs/run_allreduce_benchmark.sh",
         )
@@ -255,7 +298,7 @@ def predict(
             costmodel.BYTES_PER_PARAMETER * n
             for n in ([arrays] if isinstance(arrays, int) else arrays)
         ],
-        f"the measured {series.label}",
+        _("the measured {series}").format(series=series.label),
     )
 
 
@@ -272,8 +315,8 @@ def predict_profiled_step(
     measured = profile_report.measured_allreduce_seconds(folder)
     if measured is None:
         fail(
-            "there is no profiled stage-3 run on 2 or more ranks",
-            "run the step-profile section above first",
+            _("there is no profiled stage-3 run on 2 or more ranks"),
+            _("run the step-profile section above first"),
         )
     if measured["device_kind"] == "gpu":
         return predict_held_out_size(
@@ -292,11 +335,20 @@ def predict_profiled_step(
         sum(arrays) if packed else arrays,
     )
     print(
-        f"{measured['run']}: {sum(arrays):,} parameters in {1 if packed else len(arrays)} "
-        "allreduce(s) of "
-        f"{measured['algorithm']} on {measured['ranks']} ranks: predicted {predicted * 1e3:.2f} "
-        "ms, measured "
-        f"{measured['seconds'] * 1e3:.2f} ms per step (ratio {predicted / measured['seconds']:.2f})"
+        _(
+            "{run}: {parameters:,} parameters in {count} allreduce(s) of {algorithm} on {ranks} "
+            "ranks: predicted {predicted:.2f} ms, measured {measured:.2f} ms per step (ratio "
+            "{ratio:.2f})"
+        ).format(
+            run=measured["run"],
+            parameters=sum(arrays),
+            count=1 if packed else len(arrays),
+            algorithm=measured["algorithm"],
+            ranks=measured["ranks"],
+            predicted=predicted * 1e3,
+            measured=measured["seconds"] * 1e3,
+            ratio=predicted / measured["seconds"],
+        )
     )
     print(prediction_verdict(predicted / measured["seconds"]))
     return predicted, measured
@@ -319,8 +371,10 @@ def predict_held_out_size(
     )
     if series is None or len(series.sizes) < 3:
         fail(
-            f"the benchmark has no ring or recursive_doubling series of 3 or more sizes on {ranks} "
-            "ranks, the rank count of the profiled step",
+            _(
+                "the benchmark has no ring or recursive_doubling series of 3 or more sizes on "
+                "{ranks} ranks, the rank count of the profiled step"
+            ).format(ranks=ranks),
             f"qsub -j oe -l select=1:mpiprocs={ranks} jobs/run_allreduce_benchmark.sh",
         )
     largest = series.sizes[-1]
@@ -332,15 +386,25 @@ def predict_held_out_size(
         series.algorithm,
         ranks,
         [largest],
-        f"the measured {series.label} without its largest size",
+        _("the measured {series} without its largest size").format(series=series.label),
     )
-    what = f"the benchmark's {largest:,}-byte {series.algorithm} allreduce on {ranks} ranks"
+    what = _("the benchmark's {bytes:,}-byte {algorithm} allreduce on {ranks} ranks").format(
+        bytes=largest, algorithm=series.algorithm, ranks=ranks
+    )
     print(
-        f"{profiled['run']} ran on GPUs: its gradient went through NCCL in GPU memory "
-        f"({profiled['seconds'] * 1e3:.2f} ms per step), which the MPI benchmark in host memory "
-        f"does not measure. Graded instead: {what}, from a fit of its smaller sizes: predicted "
-        f"{predicted * 1e3:.2f} ms, measured {series.median[-1] * 1e3:.2f} ms (ratio "
-        f"{predicted / series.median[-1]:.2f})"
+        _(
+            "{run} ran on GPUs: its gradient went through NCCL in GPU memory ({step:.2f} ms per "
+            "step), which the MPI benchmark in host memory does not measure. Graded instead: "
+            "{what}, from a fit of its smaller sizes: predicted {predicted:.2f} ms, measured "
+            "{measured:.2f} ms (ratio {ratio:.2f})"
+        ).format(
+            run=profiled["run"],
+            step=profiled["seconds"] * 1e3,
+            what=what,
+            predicted=predicted * 1e3,
+            measured=series.median[-1] * 1e3,
+            ratio=predicted / series.median[-1],
+        )
     )
     print(prediction_verdict(predicted / series.median[-1]))
     return predicted, {**profiled, "run": what, "seconds": series.median[-1]}
@@ -352,14 +416,15 @@ def prediction_verdict(ratio: float) -> str:
     rules = grading_rules.for_students()
     factor = rules.prediction_factor if rules is not None else grading_rules.PREDICTION_FACTOR
     if 1 / factor <= ratio <= factor:
-        return (
-            f"PASS: the prediction is within {factor:g}x of the measurement, the factor the "
-            "course's grading rules allow either way, so it earns the point."
-        )
-    return (
-        f"NOT YET: the prediction is more than {factor:g}x away from the measurement (the course's "
-        "grading rules allow that factor either way), so it would earn no point. Check the "
-        "model's inputs: the bytes are parameters x 4, the ranks and algorithm those of the "
-        "measured run, alpha and beta from your fit of that rank count; the naive communicator "
-        "sends one allreduce per parameter array, each paying alpha."
-    )
+        # "PASS: " and "NOT YET: " are verdict tokens, as "OK: " is: they stay as they are.
+        return "PASS: " + _(
+            "the prediction is within {factor:g}x of the measurement, the factor the course's "
+            "grading rules allow either way, so it earns the point."
+        ).format(factor=factor)
+    return "NOT YET: " + _(
+        "the prediction is more than {factor:g}x away from the measurement (the course's grading "
+        "rules allow that factor either way), so it would earn no point. Check the model's "
+        "inputs: the bytes are parameters x 4, the ranks and algorithm those of the measured run, "
+        "alpha and beta from your fit of that rank count; the naive communicator sends one "
+        "allreduce per parameter array, each paying alpha."
+    ).format(factor=factor)

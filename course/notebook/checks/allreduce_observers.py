@@ -32,10 +32,14 @@ REFERENCE: tuple[Callable[..., Any], ...] = (
 
 def _closed(*args: Any, **kwargs: Any) -> Any:
     # The body a reference function has while it is closed. It runs with that function's globals,
-    # so it names builtins only.
+    # so it names builtins only, and imports the translation itself.
+    from course.i18n import _
+
     raise RuntimeError(
-        "the kit's own cost model (course.costmodel) is closed while your function is checked: "
-        "write the formula (or the least-squares fit) in your function yourself"
+        _(
+            "the kit's own cost model (course.costmodel) is closed while your function is "
+            "checked: write the formula (or the least-squares fit) in your function yourself"
+        )
     )
 
 

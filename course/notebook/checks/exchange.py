@@ -20,6 +20,7 @@ from typing import Any
 import course.notebook.checks.exchange_mistakes as mistakes
 import course.notebook.checks.exchange_observers as observers
 from course import exchangemodel
+from course.i18n import _
 from course.notebook.checks.allreduce_mistakes import close
 from course.notebook.checks.observe import number, observe
 from course.notebook.checks.verdict import expect, fail, passed
@@ -57,18 +58,11 @@ HALF_PRECISION_CASES = (
 )
 
 
-# The messages, with named placeholders (they will go through gettext).
-OBSERVED_COUNT = "{name} was observed on {observed} cases, not {cases}"
-NOT_A_NUMBER = "{shown} returned {kind}, not a number of {unit}"
-WRONG_NUMBER = "{shown} returned {value:.6g} {unit}; the model gives {expected:.6g} {unit}"
-TRAFFIC_PASSED = (
-    "exchange_traffic: both patterns match the kit's model in {count} cases, 2 drawn at random"
-)
-SERVER_PASSED = "parameter_server_time: matches the kit's model in {count} cases, 1 drawn at random"
-OVERLAP_PASSED = (
-    "overlapped_backward: matches the kit's timeline in {count} cases, 2 drawn at random"
-)
-HALF_PASSED = "half_precision_saving: matches the kit's model in {count} cases, 1 drawn at random"
+def observed_count(name: str, observed: int, cases: int) -> str:
+    """The failure of an observation that came back with another number of cases than asked."""
+    return _("{name} was observed on {found} cases, not {cases}").format(
+        name=name, found=observed, cases=cases
+    )
 
 
 def judge(
@@ -79,11 +73,12 @@ def judge(
     unit: str,
     hint: str,
 ) -> int:
-    """Judge function(*case) against reference(*case) on every case; the number of cases."""
+    """Judge function(*case) against reference(*case) on every case; the number of cases.
+    `unit` and `hint` are in the student's language already."""
     __tracebackhide__ = True
     facts = observe(observers.values, function, cases=[list(case) for case in cases])
     if len(facts) != len(cases):
-        fail(OBSERVED_COUNT.format(name=function.__name__, observed=len(facts), cases=len(cases)))
+        fail(observed_count(function.__name__, len(facts), len(cases)))
     for case, fact in zip(cases, facts):
         expected = reference(*case)
         shown = "{name}({args})".format(
@@ -91,10 +86,19 @@ def judge(
         )
         value = number(fact["value"])
         if value is None:
-            fail(NOT_A_NUMBER.format(shown=shown, kind=fact["type"], unit=unit))
+            fail(
+                # TRANSLATORS: {call} is the call, e.g. exchange_traffic('ring', 4, 1048576);
+                # {type} a Python type's name; {unit} a unit (bytes, s, times, parts of a step, a
+                # share of the step).
+                _("{call} returned {type}, not a number of {unit}").format(
+                    call=shown, type=fact["type"], unit=unit
+                )
+            )
         expect(
             close(value, expected),
-            WRONG_NUMBER.format(shown=shown, value=value, unit=unit, expected=expected),
+            _("{shown} returned {value:.6g} {unit}; the model gives {expected:.6g} {unit}").format(
+                shown=shown, value=value, unit=unit, expected=expected
+            ),
             mistakes.diagnosis(value, expected, known, case) or hint,
         )
     return len(cases)
@@ -128,11 +132,19 @@ def traffic(
         exchange_traffic,
         [*cases, *drawn],
         exchangemodel.busiest_link_bytes,
-        mistakes.TRAFFIC,
-        "bytes",
-        "count the messages that cross the busiest rank's link, in and out, and the bytes of each",
+        mistakes.traffic(),
+        _("bytes"),
+        _(
+            "count the messages that cross the busiest rank's link, in and out, and the bytes of "
+            "each"
+        ),
     )
-    passed(TRAFFIC_PASSED.format(count=count))
+    passed(
+        _(
+            "exchange_traffic: both patterns match the kit's model in {count} cases, 2 drawn at "
+            "random"
+        ).format(count=count)
+    )
 
 
 def parameter_server(
@@ -146,12 +158,19 @@ def parameter_server(
         parameter_server_time,
         [*cases, *drawn],
         exchangemodel.parameter_server_seconds,
-        mistakes.PARAMETER_SERVER,
-        "s",
-        "each message pays alpha once and beta per byte, and the server's link sends or receives "
-        "one message at a time: count its messages",
+        mistakes.parameter_server(),
+        # TRANSLATORS: the unit of seconds, after a number.
+        _("s"),
+        _(
+            "each message pays alpha once and beta per byte, and the server's link sends or "
+            "receives one message at a time: count its messages"
+        ),
     )
-    passed(SERVER_PASSED.format(count=count))
+    passed(
+        _(
+            "parameter_server_time: matches the kit's model in {count} cases, 1 drawn at random"
+        ).format(count=count)
+    )
 
 
 def _drawn_layers() -> tuple[list[float], list[float]]:
@@ -173,12 +192,18 @@ def overlap(
         overlapped_backward,
         every,
         exchangemodel.overlapped_seconds,
-        mistakes.OVERLAP,
-        "s",
-        "follow the layers one by one: when is each gradient ready, when is the link free, and "
-        "when does each exchange end?",
+        mistakes.overlap(),
+        _("s"),
+        _(
+            "follow the layers one by one: when is each gradient ready, when is the link free, "
+            "and when does each exchange end?"
+        ),
     )
-    passed(OVERLAP_PASSED.format(count=count))
+    passed(
+        _(
+            "overlapped_backward: matches the kit's timeline in {count} cases, 2 drawn at random"
+        ).format(count=count)
+    )
 
 
 def half_precision(
@@ -192,9 +217,15 @@ def half_precision(
         half_precision_saving,
         [*cases, *drawn],
         exchangemodel.half_precision_saving,
-        mistakes.HALF_PRECISION,
-        "s",
-        "compare the ring allreduce of the float32 gradient with that of the float16 one: which "
-        "terms change?",
+        mistakes.half_precision(),
+        _("s"),
+        _(
+            "compare the ring allreduce of the float32 gradient with that of the float16 one: "
+            "which terms change?"
+        ),
     )
-    passed(HALF_PASSED.format(count=count))
+    passed(
+        _(
+            "half_precision_saving: matches the kit's model in {count} cases, 1 drawn at random"
+        ).format(count=count)
+    )

@@ -30,10 +30,15 @@ REFERENCE: tuple[Callable[..., Any], ...] = (
 
 
 def _closed(*args: Any, **kwargs: Any) -> Any:
-    # The body a reference function has while it is closed; it runs with that function's globals.
+    # The body a reference function has while it is closed; it runs with that function's globals,
+    # so it imports what it names (the message in the student's language).
+    from course.i18n import _
+
     raise RuntimeError(
-        "the kit's own exchange model (course.exchangemodel) is closed while your function is "
-        "checked: write the model in your function yourself"
+        _(
+            "the kit's own exchange model (course.exchangemodel) is closed while your function is "
+            "checked: write the model in your function yourself"
+        )
     )
 
 

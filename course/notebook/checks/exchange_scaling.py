@@ -20,7 +20,8 @@ from typing import Any
 import course.notebook.checks.exchange_observers as observers
 import course.notebook.checks.exchange_scaling_mistakes as mistakes
 from course import exchangemodel
-from course.notebook.checks.exchange import OBSERVED_COUNT, drawn_rates, judge, shown_value
+from course.i18n import _
+from course.notebook.checks.exchange import drawn_rates, judge, observed_count, shown_value
 from course.notebook.checks.observe import number, observe
 from course.notebook.checks.verdict import expect, fail, passed
 
@@ -59,18 +60,6 @@ SHARE_CASES = (
     (0.05, 1e7, 1, 5e-6, 1e-9),
 )
 
-# The messages, with named placeholders (they will go through gettext).
-WRONG_COUNT = "{shown} returned {value}; the model gives {expected}"
-NOT_A_COUNT = "{shown} returned {kind}, not a number of ranks or None"
-CROSSOVER_PASSED = (
-    "ring_crossover_bytes: matches the kit's model in {count} cases, 2 drawn at random"
-)
-SPEEDUP_PASSED = (
-    "weak_scaling_speedup and first_slower: match the kit's model in {count} and {counted} "
-    "cases, 2 drawn at random"
-)
-SHARE_PASSED = "exchange_share: matches the kit's model in {count} cases, 1 drawn at random"
-
 
 def crossover(
     ring_crossover_bytes: Callable[..., Any],
@@ -83,13 +72,19 @@ def crossover(
         ring_crossover_bytes,
         [*cases, *drawn],
         exchangemodel.ring_crossover_bytes,
-        mistakes.CROSSOVER,
-        "bytes",
-        "write each algorithm's time with its own alpha and beta, and ask for which sizes the "
-        "ring's is the smaller: what happens when the ring's latency is lower, or its bytes cost "
-        "more?",
+        mistakes.crossover(),
+        _("bytes"),
+        _(
+            "write each algorithm's time with its own alpha and beta, and ask for which sizes the "
+            "ring's is the smaller: what happens when the ring's latency is lower, or its bytes "
+            "cost more?"
+        ),
     )
-    passed(CROSSOVER_PASSED.format(count=count))
+    passed(
+        _(
+            "ring_crossover_bytes: matches the kit's model in {count} cases, 2 drawn at random"
+        ).format(count=count)
+    )
 
 
 def _drawn_run() -> tuple[float, float, float, float]:
@@ -109,18 +104,17 @@ def slowdown(
         weak_scaling_speedup,
         [*cases, (_DRAW.randint(2, 256), *_drawn_run())],
         exchangemodel.weak_scaling_speedup,
-        mistakes.SPEEDUP,
-        "times",
-        "compare the images a step of p ranks trains, and its time, with one rank's",
+        mistakes.speedup(),
+        # TRANSLATORS: the unit of a speedup, after a number ("1.5 times").
+        _("times"),
+        _("compare the images a step of p ranks trains, and its time, with one rank's"),
     )
     every: list[tuple[Any, ...]] = [
         (list(r), *run) for r, *run in [*counts, ([1, 2, 4, 8, 16, 32, 64], *_drawn_run())]
     ]
     facts = observe(observers.values, first_slower, cases=[list(case) for case in every])
     if len(facts) != len(every):
-        fail(
-            OBSERVED_COUNT.format(name=first_slower.__name__, observed=len(facts), cases=len(every))
-        )
+        fail(observed_count(first_slower.__name__, len(facts), len(every)))
     for case, fact in zip(every, facts):
         expected = exchangemodel.first_slower(*case)
         shown = "{name}({args})".format(
@@ -129,17 +123,29 @@ def slowdown(
         none = fact["type"] == "NoneType"
         value = None if none else number(fact["value"])
         if value is None and not none:
-            fail(NOT_A_COUNT.format(shown=shown, kind=fact["type"]))
+            fail(
+                _("{shown} returned {kind}, not a number of ranks or None").format(
+                    shown=shown, kind=fact["type"]
+                )
+            )
         expect(
             mistakes.same_count(value, expected),
-            WRONG_COUNT.format(
+            # TRANSLATORS: {value} and {expected} are rank counts or None.
+            _("{shown} returned {value}; the model gives {expected}").format(
                 shown=shown, value="None" if value is None else f"{value:g}", expected=expected
             ),
-            mistakes.count_diagnosis(value, expected, mistakes.FIRST_SLOWER, case)
-            or "compute the speedup of each rank count of the list and keep the fewest ranks "
-            "below 1; None when there is none",
+            mistakes.count_diagnosis(value, expected, mistakes.first_slower(), case)
+            or _(
+                "compute the speedup of each rank count of the list and keep the fewest ranks "
+                "below 1; None when there is none"
+            ),
         )
-    passed(SPEEDUP_PASSED.format(count=count, counted=len(every)))
+    passed(
+        _(
+            "weak_scaling_speedup and first_slower: match the kit's model in {count} and "
+            "{counted} cases, 2 drawn at random"
+        ).format(count=count, counted=len(every))
+    )
 
 
 def share(
@@ -153,9 +159,16 @@ def share(
         exchange_share,
         [*cases, (compute, nbytes, _DRAW.randint(2, 256), *rates)],
         exchangemodel.exchange_share,
-        mistakes.SHARE,
-        "parts of a step",
-        "a step without overlap is the compute, then the ring allreduce of the whole gradient: "
-        "what part of it is the exchange?",
+        mistakes.share(),
+        # TRANSLATORS: the unit of a share, after a number ("0.25 parts of a step").
+        _("parts of a step"),
+        _(
+            "a step without overlap is the compute, then the ring allreduce of the whole "
+            "gradient: what part of it is the exchange?"
+        ),
     )
-    passed(SHARE_PASSED.format(count=count))
+    passed(
+        _("exchange_share: matches the kit's model in {count} cases, 1 drawn at random").format(
+            count=count
+        )
+    )

@@ -19,6 +19,7 @@ from typing import Any
 
 import course.notebook.checks.large_batch_observers as observers
 from course import largebatch
+from course.i18n import _
 from course.notebook.checks.observe import number, observe
 from course.notebook.checks.verdict import expect, fail, passed
 
@@ -46,23 +47,6 @@ LARS_CASES = (
 
 RELATIVE = 1e-6  # float32 arithmetic agrees this far; every known mistake is off by far more
 
-# Student-facing messages (named placeholders, for translation).
-NOT_A_PAIR = "{call} returned {type}, not the pair (linear rule's rate, square-root rule's rate)"
-NOT_NUMBERS = "{call} returned ({first}, {second}), not two numbers"
-NOT_A_NUMBER = "{call} returned {type}, not a number"
-WRONG_PAIR = (
-    "{call} returned ({linear:.6g}, {root:.6g}); the kit gives ({right_linear:.6g}, "
-    "{right_root:.6g})"
-)
-WRONG = (
-    "{call} returned {value:.6g}; Chainer's GradientLARS multiplies the gradient by {expected:.6g}"
-)
-LOOKS_LIKE = "it looks like {mistakes}"
-OR = "; or "
-HOW_FAR = "no known slip gives that: work the case through again as the lesson describes"
-OBSERVED = "{name} was observed on {found} cases, not {cases}"
-PASSED = "{name}: the kit's {what} in {count} cases, one of them drawn at random"
-
 Mistake = tuple[str, Callable[..., Any]]
 
 
@@ -70,69 +54,94 @@ def _rates(base_lr: float, base_batch: int, batch: int) -> tuple[float, float]:
     return largebatch.large_batch_rates(base_lr, base_batch, batch)
 
 
-_RATE_MISTAKES: tuple[Mistake, ...] = (
-    (
-        "the batches' ratio is upside down: a larger batch takes a larger rate, not a smaller one",
-        lambda lr, b0, b: _rates(lr, b, b0),
-    ),
-    (
-        "the square root is taken of the whole rate: the rule takes it of how many times the batch "
-        "grew, and keeps the base rate as a factor",
-        lambda lr, b0, b: (_rates(lr, b0, b)[0], math.sqrt(lr * b / b0)),
-    ),
-    (
-        "the square root is taken of the new batch alone: it is how many times the batch grew "
-        "that counts",
-        lambda lr, b0, b: (_rates(lr, b0, b)[0], lr * math.sqrt(b)),
-    ),
-    (
-        "the two rates are the wrong way round: the linear rule's comes first",
-        lambda lr, b0, b: _rates(lr, b0, b)[::-1],
-    ),
-    (
-        "how many times the batch grew was rounded down to a whole number: a batch of 1000 "
-        "against 128 is 7.8125 times it, not 7",
-        lambda lr, b0, b: _rates(lr, 1, b // b0),
-    ),
-)
+def _rate_mistakes() -> tuple[Mistake, ...]:
+    """large_batch_rates's known mistakes, named in the student's language."""
+    return (
+        (
+            _(
+                "the batches' ratio is upside down: a larger batch takes a larger rate, not a "
+                "smaller one"
+            ),
+            lambda lr, b0, b: _rates(lr, b, b0),
+        ),
+        (
+            _(
+                "the square root is taken of the whole rate: the rule takes it of how many times "
+                "the batch grew, and keeps the base rate as a factor"
+            ),
+            lambda lr, b0, b: (_rates(lr, b0, b)[0], math.sqrt(lr * b / b0)),
+        ),
+        (
+            _(
+                "the square root is taken of the new batch alone: it is how many times the batch "
+                "grew that counts"
+            ),
+            lambda lr, b0, b: (_rates(lr, b0, b)[0], lr * math.sqrt(b)),
+        ),
+        (
+            _("the two rates are the wrong way round: the linear rule's comes first"),
+            lambda lr, b0, b: _rates(lr, b0, b)[::-1],
+        ),
+        (
+            _(
+                "how many times the batch grew was rounded down to a whole number: a batch of 1000 "
+                "against 128 is 7.8125 times it, not 7"
+            ),
+            lambda lr, b0, b: _rates(lr, 1, b // b0),
+        ),
+    )
 
 
 def _local(w: float, g: float, wd: float, threshold: float, eps: float) -> float:
     return largebatch.lars_local_rate(w, g, wd, threshold, eps)
 
 
-_LARS_MISTAKES: tuple[Mistake, ...] = (
-    (
-        "the trust ratio is upside down: a layer whose weights are large against its gradient "
-        "takes a larger step, not a smaller one",
-        lambda w, g, wd, t, e: 1 / _local(w, g, wd, t, e) if w > t else 1.0,
-    ),
-    (
-        "the threshold is left out: a layer whose weight norm is no larger than it (a bias that "
-        "starts at zero) keeps the global rate, a factor of 1",
-        lambda w, g, wd, t, e: _local(w, g, wd, 0.0, e) if w > 0 else 1.0,
-    ),
-    (
-        "the threshold works the wrong way round: the trust ratio is for the layers whose weight "
-        "norm is above it",
-        lambda w, g, wd, t, e: 1.0 if w > t else _local(w, g, wd, 0.0, e),
-    ),
-    (
-        "a weight norm equal to the threshold keeps the global rate: Chainer compares with a "
-        "strict 'more than'",
-        lambda w, g, wd, t, e: _local(w, g, wd, t * (1 - 1e-12), e),
-    ),
-    (
-        "the weight decay is left out: the hook adds the decay to the gradient, so the step it "
-        "scales grows with weight_decay times the weight norm too",
-        lambda w, g, wd, t, e: _local(w, g, 0.0, t, e),
-    ),
-    (
-        "the weight decay is scaled by the gradient's norm: the decay adds weight_decay times the "
-        "weights to the gradient",
-        lambda w, g, wd, t, e: w / (e + g + wd * g) if w > t else 1.0,
-    ),
-)
+def _lars_mistakes() -> tuple[Mistake, ...]:
+    """lars_local_rate's known mistakes, named in the student's language."""
+    return (
+        (
+            _(
+                "the trust ratio is upside down: a layer whose weights are large against its "
+                "gradient takes a larger step, not a smaller one"
+            ),
+            lambda w, g, wd, t, e: 1 / _local(w, g, wd, t, e) if w > t else 1.0,
+        ),
+        (
+            _(
+                "the threshold is left out: a layer whose weight norm is no larger than it (a bias "
+                "that starts at zero) keeps the global rate, a factor of 1"
+            ),
+            lambda w, g, wd, t, e: _local(w, g, wd, 0.0, e) if w > 0 else 1.0,
+        ),
+        (
+            _(
+                "the threshold works the wrong way round: the trust ratio is for the layers whose "
+                "weight norm is above it"
+            ),
+            lambda w, g, wd, t, e: 1.0 if w > t else _local(w, g, wd, 0.0, e),
+        ),
+        (
+            _(
+                "a weight norm equal to the threshold keeps the global rate: Chainer compares with "
+                "a strict 'more than'"
+            ),
+            lambda w, g, wd, t, e: _local(w, g, wd, t * (1 - 1e-12), e),
+        ),
+        (
+            _(
+                "the weight decay is left out: the hook adds the decay to the gradient, so the "
+                "step it scales grows with weight_decay times the weight norm too"
+            ),
+            lambda w, g, wd, t, e: _local(w, g, 0.0, t, e),
+        ),
+        (
+            _(
+                "the weight decay is scaled by the gradient's norm: the decay adds weight_decay "
+                "times the weights to the gradient"
+            ),
+            lambda w, g, wd, t, e: w / (e + g + wd * g) if w > t else 1.0,
+        ),
+    )
 
 
 def close(value: float, expected: float) -> bool:
@@ -170,7 +179,19 @@ def _diagnosis(
         and not _matches(_parts(slip), right)
     ]
     matched = everywhere or there
-    return LOOKS_LIKE.format(mistakes=OR.join(matched)) if matched else HOW_FAR
+    if not matched:
+        return _("no known slip gives that: work the case through again as the lesson describes")
+    return _("it looks like {mistakes}").format(mistakes=_either(matched))
+
+
+def _either(mistakes: list[str]) -> str:
+    """Known mistakes that all give the student's number, named one after the other."""
+    named = mistakes[0]
+    for other in mistakes[1:]:
+        # TRANSLATORS: two known mistakes that both give the student's number ({first} may be
+        # two already joined).
+        named = _("{first}; or {second}").format(first=named, second=other)
+    return named
 
 
 def _shown(name: str, case: tuple) -> str:
@@ -181,7 +202,11 @@ def _observed(name: str, facts: Any, cases: list[tuple]) -> None:
     __tracebackhide__ = True
     if not isinstance(facts, list) or len(facts) != len(cases):
         found = len(facts) if isinstance(facts, list) else 0
-        fail(OBSERVED.format(name=name, found=found, cases=len(cases)))
+        fail(
+            _("{name} was observed on {found} cases, not {cases}").format(
+                name=name, found=found, cases=len(cases)
+            )
+        )
 
 
 def _draw() -> random.SystemRandom:
@@ -209,27 +234,43 @@ def rates(large_batch_rates: Callable[..., Any], cases: Iterable[tuple] = RATE_C
     for case, fact in zip(every, facts, strict=True):
         shown = _shown(name, case)
         if fact["pair"] is None:
-            fail(NOT_A_PAIR.format(call=shown, type=fact["type"]))
+            fail(
+                _(
+                    "{call} returned {type}, not the pair (linear rule's rate, square-root rule's "
+                    "rate)"
+                ).format(call=shown, type=fact["type"])
+            )
         first, second = (number(part["value"]) for part in fact["pair"])
         if first is None or second is None:
             types = [part["type"] for part in fact["pair"]]
-            fail(NOT_NUMBERS.format(call=shown, first=types[0], second=types[1]))
+            fail(
+                _("{call} returned ({first}, {second}), not two numbers").format(
+                    call=shown, first=types[0], second=types[1]
+                )
+            )
         assert first is not None and second is not None
         found.append((first, second))
     for at, (case, (first, second)) in enumerate(zip(every, found, strict=True)):
         right = largebatch.large_batch_rates(*case)
         expect(
             _matches((first, second), right),
-            WRONG_PAIR.format(
+            _(
+                "{call} returned ({linear:.6g}, {root:.6g}); the kit gives ({right_linear:.6g}, "
+                "{right_root:.6g})"
+            ).format(
                 call=_shown(name, case),
                 linear=first,
                 root=second,
                 right_linear=right[0],
                 right_root=right[1],
             ),
-            _diagnosis(found, largebatch.large_batch_rates, _RATE_MISTAKES, every, at),
+            _diagnosis(found, largebatch.large_batch_rates, _rate_mistakes(), every, at),
         )
-    passed(PASSED.format(name=name, what="two rates", count=len(every)))
+    passed(
+        _("{name}: the kit's two rates in {count} cases, one of them drawn at random").format(
+            name=name, count=len(every)
+        )
+    )
 
 
 def lars(lars_local_rate: Callable[..., Any], cases: Iterable[tuple] = LARS_CASES) -> None:
@@ -252,14 +293,25 @@ def lars(lars_local_rate: Callable[..., Any], cases: Iterable[tuple] = LARS_CASE
     for case, fact in zip(every, facts, strict=True):
         value = number(fact["value"])
         if value is None:
-            fail(NOT_A_NUMBER.format(call=_shown(name, case), type=fact["type"]))
+            fail(
+                _("{call} returned {type}, not a number").format(
+                    call=_shown(name, case), type=fact["type"]
+                )
+            )
         assert value is not None
         found.append((value,))
     for at, (case, (value,)) in enumerate(zip(every, found, strict=True)):
         expected = largebatch.lars_local_rate(*case)
         expect(
             close(value, expected),
-            WRONG.format(call=_shown(name, case), value=value, expected=expected),
-            _diagnosis(found, largebatch.lars_local_rate, _LARS_MISTAKES, every, at),
+            _(
+                "{call} returned {value:.6g}; Chainer's GradientLARS multiplies the gradient by "
+                "{expected:.6g}"
+            ).format(call=_shown(name, case), value=value, expected=expected),
+            _diagnosis(found, largebatch.lars_local_rate, _lars_mistakes(), every, at),
         )
-    passed(PASSED.format(name=name, what="local rate", count=len(every)))
+    passed(
+        _("{name}: the kit's local rate in {count} cases, one of them drawn at random").format(
+            name=name, count=len(every)
+        )
+    )

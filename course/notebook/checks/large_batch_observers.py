@@ -24,10 +24,14 @@ REFERENCE: tuple[Callable[..., Any], ...] = (
 
 def _closed(*args: Any, **kwargs: Any) -> Any:
     # The body a reference function has while it is closed: builtins only (its globals are the
-    # reference module's).
+    # reference module's), so it imports what it names (the message in the student's language).
+    from course.i18n import _
+
     raise RuntimeError(
-        "the kit's own large-batch rules (course.largebatch) are closed while your function is "
-        "checked: work the rates out in your function yourself"
+        _(
+            "the kit's own large-batch rules (course.largebatch) are closed while your function is "
+            "checked: work the rates out in your function yourself"
+        )
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from course.errors import CourseError
+from course.i18n import _
 from course.notebook import placement
 from course.notebook.checks.mn_observers import run_part as observe_run_part
 from course.notebook.checks.observe import observe
@@ -41,21 +42,31 @@ def run_part(function: Any, cases: tuple = _CASES) -> None:
         folders = [_folders(Path(scratch) / str(n), case[-1]) for n, case in enumerate(cases)]
         sites = [
             directives.Site(name, None, None, gpus, cores, (), sockets)
-            for name, gpus, cores, sockets, *_ in cases
+            for name, gpus, cores, sockets, *_others in cases
         ]
         found = observe(
             observe_run_part,
             function,
             cases=[
                 [dataclasses.asdict(site), per_node, threads, local_dir]
-                for site, (*_, per_node, threads, local_dir) in zip(sites, cases)
+                for site, (*_others, per_node, threads, local_dir) in zip(sites, cases)
             ],
             folders=folders,
         )
-        expect(len(found) == len(cases), COUNT.format(found=len(found), cases=len(cases)))
+        expect(
+            len(found) == len(cases),
+            _("{found} answers came back for {cases} cases").format(
+                found=len(found), cases=len(cases)
+            ),
+        )
         for site, case, folder, facts in zip(sites, cases, folders, found):
             _judge(site, case, folder, facts)
-    passed(PASSED.format(sites=len(cases), line=found[0]["lines"][-1]))
+    passed(
+        _(
+            "run_lines: threads, staging and one rank per GPU or core group on {sites} sites, "
+            "e.g. {line}"
+        ).format(sites=len(cases), line=found[0]["lines"][-1])
+    )
 
 
 def _folders(root: Path, local_dir: str) -> dict:
@@ -75,79 +86,38 @@ def _folders(root: Path, local_dir: str) -> dict:
     }
 
 
-COUNT = "{found} answers came back for {cases} cases"
-PASSED = (
-    "run_lines: threads, staging and one rank per GPU or core group on {sites} sites, e.g. {line}"
-)
-# What a failing case says, after where it failed (WHERE); named placeholders, for translation.
-WHERE = "for {site!r} ({per_node} rank(s) per node of {threads} thread(s), {local_dir})"
-NOT_LINES = "{where}: run_lines returned {kind}, not a list of lines"
-STOPPED = "{where}: the lines stopped with exit status {status}: {said}"
-LAUNCHES = "{where}: the lines start mpiexec (or mpirun) {count} time(s)"
-NO_THREADS = "{where}: the ranks start without OMP_NUM_THREADS"
-THREADS = (
-    "{where}: the ranks start with OMP_NUM_THREADS={found}, and each rank runs {threads} thread(s)"
-)
-NOT_PASSED_ON = "{where}: the lines set {name}, but the launch line does not pass it on"
-NO_ROOT = (
-    "{where}: the ranks start without CHAINER_DATASET_ROOT, so Chainer looks for the data set in "
-    "its default folder"
-)
-NOT_STAGED = (
-    "{where}: the ranks read the data set from the shared folder; nothing was copied to "
-    "node-local storage ({local_dir})"
-)
-NOT_USED = (
-    "{where}: the lines copy the data set to {local_dir}, but the ranks still read it from the "
-    "shared folder"
-)
-NOT_LOCAL = "{where}: CHAINER_DATASET_ROOT names {root}, which is not under {local_dir}"
-NOT_THERE = (
-    "{where}: CHAINER_DATASET_ROOT names {root}, but {file} is not there as it is in the shared "
-    "folder"
-)
-LINKED = (
-    "{where}: {file} under CHAINER_DATASET_ROOT links to the shared file rather than copying it to "
-    "{local_dir}"
-)
-LINKED_OUT = (
-    "{where}: {file} under CHAINER_DATASET_ROOT links to a file outside {local_dir} rather than "
-    "copying it there"
-)
-MAP_FAILED = "{where}: {said}"
-PER_NODE = (
-    "{where}: on {nodes} nodes the line places {counts} rank(s) per node; the directives give "
-    "each node {per_node}"
-)
-UNBOUND = "{where}: rank {rank} is bound to no core"
-FEW_CORES = "{where}: rank {rank} runs {threads} thread(s) on {cores} core(s)"
-SHARED_CORES = "{where}: ranks {a} and {b} share core(s) {cores} of {node}"
-OFF_SOCKET = (
-    "{where}: rank {rank} drives its node's GPU {gpu}, attached to socket {socket}, and runs on "
-    "socket(s) {found}"
-)
-
-
 def _judge(site: Any, case: tuple, folder: dict, facts: dict) -> None:
     __tracebackhide__ = True
-    *_, per_node, threads, local_dir = case
-    where = WHERE.format(site=site, per_node=per_node, threads=threads, local_dir=local_dir)
+    *_others, per_node, threads, local_dir = case
+    # TRANSLATORS: {site} is the simulated site (its Python repr); {local_dir} its node-local
+    # folder, such as $TMPDIR. The words before each failure of the case.
+    where = _(
+        "for {site} ({per_node} rank(s) per node of {threads} thread(s), {local_dir})"
+    ).format(site=repr(site), per_node=per_node, threads=threads, local_dir=local_dir)
     expect(
         "lines" in facts,
-        NOT_LINES.format(where=where, kind=facts.get("type")),
-        'return a list of shell lines, such as ["export NAME=value", ...]',
+        _("{where}: run_lines returned {kind}, not a list of lines").format(
+            where=where, kind=facts.get("type")
+        ),
+        _('return a list of shell lines, such as ["export NAME=value", ...]'),
     )
     expect(
         facts["status"] == 0,
-        STOPPED.format(where=where, status=facts["status"], said=facts["said"].strip()),
-        "they run with bash -eu: every command must succeed, and every variable they use must "
-        "be set (the job's shell sets $PBS_NODEFILE, $COURSE_TRAIN_ARGS and the local folder)",
+        _("{where}: the lines stopped with exit status {status}: {said}").format(
+            where=where, status=facts["status"], said=facts["said"].strip()
+        ),
+        _(
+            "they run with bash -eu: every command must succeed, and every variable they use must "
+            "be set (the job's shell sets $PBS_NODEFILE, $COURSE_TRAIN_ARGS and the local folder)"
+        ),
     )
     launches = facts["launches"]
     expect(
         len(launches) == 1,
-        LAUNCHES.format(where=where, count=len(launches)),
-        "the job launches all its ranks at once, with one mpiexec line",
+        _("{where}: the lines start mpiexec (or mpirun) {count} time(s)").format(
+            where=where, count=len(launches)
+        ),
+        _("the job launches all its ranks at once, with one mpiexec line"),
     )
     launch = launches[0]
     _judge_threads(where, threads, launch["set"].get("OMP_NUM_THREADS"))
@@ -162,7 +132,7 @@ def _judge(site: Any, case: tuple, folder: dict, facts: dict) -> None:
             site.cores_per_node,
         )
     except CourseError as e:
-        fail(MAP_FAILED.format(where=where, said=e.message), e.hint)
+        fail(f"{where}: {e.message}", e.hint)
     _judge_map(where, site, per_node, threads, ranks)
 
 
@@ -170,14 +140,19 @@ def _judge_threads(where: str, threads: int, found: str | None) -> None:
     __tracebackhide__ = True
     expect(
         found is not None,
-        NO_THREADS.format(where=where),
-        "without it OpenMP (and the BLAS under NumPy) starts a thread per core in every rank, so "
-        "the ranks of a node fight over its cores",
+        _("{where}: the ranks start without OMP_NUM_THREADS").format(where=where),
+        _(
+            "without it OpenMP (and the BLAS under NumPy) starts a thread per core in every rank, "
+            "so the ranks of a node fight over its cores"
+        ),
     )
     expect(
         found == str(threads),
-        THREADS.format(where=where, found=found, threads=threads),
-        "the threads per rank are what the directives ask each rank (ompthreads)",
+        _(
+            "{where}: the ranks start with OMP_NUM_THREADS={found}, and each rank runs {threads} "
+            "thread(s)"
+        ).format(where=where, found=found, threads=threads),
+        _("the threads per rank are what the directives ask each rank (ompthreads)"),
     )
 
 
@@ -188,9 +163,13 @@ def _judge_forwarding(where: str, launch: dict) -> None:
     for name in sorted(launch["set"]):
         expect(
             name in named or name.startswith(_FORWARDED_ANYWAY),
-            NOT_PASSED_ON.format(where=where, name=name),
-            "ranks on the other nodes start from their own login environment: Open MPI passes "
-            "on only the variables its options name (see the lesson's Open MPI reference)",
+            _("{where}: the lines set {name}, but the launch line does not pass it on").format(
+                where=where, name=name
+            ),
+            _(
+                "ranks on the other nodes start from their own login environment: Open MPI passes "
+                "on only the variables its options name (see the lesson's Open MPI reference)"
+            ),
         )
 
 
@@ -203,8 +182,11 @@ def _judge_staging(where: str, local_dir: str, folder: dict, root: str | None) -
     copies = [p for p in local.rglob(DATA_FILE.name) if p.is_file() and _on(p.resolve(), own)]
     expect(
         root is not None,
-        NO_ROOT.format(where=where),
-        "the training finds the data set where CHAINER_DATASET_ROOT says",
+        _(
+            "{where}: the ranks start without CHAINER_DATASET_ROOT, so Chainer looks for the data "
+            "set in its default folder"
+        ).format(where=where),
+        _("the training finds the data set where CHAINER_DATASET_ROOT says"),
     )
     named = Path(folder["work"], str(root))  # a relative root is the job folder's
     used = named.resolve()
@@ -213,31 +195,52 @@ def _judge_staging(where: str, local_dir: str, folder: dict, root: str | None) -
         not (_on(named, local) or _on(used, own))
         or not staged.exists()
         or _on(staged.resolve(), own),
-        (LINKED if staged.resolve() == (shared / DATA_FILE).resolve() else LINKED_OUT).format(
-            where=where, file=DATA_FILE, local_dir=local_dir
+        (
+            _(
+                "{where}: {file} under CHAINER_DATASET_ROOT links to the shared file rather than "
+                "copying it to {local_dir}"
+            )
+            if staged.resolve() == (shared / DATA_FILE).resolve()
+            else _(
+                "{where}: {file} under CHAINER_DATASET_ROOT links to a file outside {local_dir} "
+                "rather than copying it there"
+            )
+        ).format(where=where, file=DATA_FILE, local_dir=local_dir),
+        _(
+            "a link leads every read back to where it points, so the ranks would read the shared "
+            "file system at every epoch: node-local storage must hold the file's own bytes"
         ),
-        "a link leads every read back to where it points, so the ranks would read the shared "
-        "file system at every epoch: node-local storage must hold the file's own bytes",
     )
     if used == shared.resolve():
         expect(
             bool(copies),
-            NOT_STAGED.format(where=where, local_dir=local_dir),
-            "every epoch would read the shared file system, which all jobs of the centre share",
+            _(
+                "{where}: the ranks read the data set from the shared folder; nothing was copied "
+                "to node-local storage ({local_dir})"
+            ).format(where=where, local_dir=local_dir),
+            _("every epoch would read the shared file system, which all jobs of the centre share"),
         )
         fail(
-            NOT_USED.format(where=where, local_dir=local_dir),
-            "the copy is used only if the training is told where it is",
+            _(
+                "{where}: the lines copy the data set to {local_dir}, but the ranks still read it "
+                "from the shared folder"
+            ).format(where=where, local_dir=local_dir),
+            _("the copy is used only if the training is told where it is"),
         )
     expect(
         _on(used, own),
-        NOT_LOCAL.format(where=where, root=root, local_dir=local_dir),
-        "node-local storage is the folder local_dir names",
+        _("{where}: CHAINER_DATASET_ROOT names {root}, which is not under {local_dir}").format(
+            where=where, root=root, local_dir=local_dir
+        ),
+        _("node-local storage is the folder local_dir names"),
     )
     expect(
         staged.is_file() and staged.read_bytes() == (shared / DATA_FILE).read_bytes(),
-        NOT_THERE.format(where=where, root=root, file=DATA_FILE),
-        "Chainer looks for its files under CHAINER_DATASET_ROOT with the shared folder's layout",
+        _(
+            "{where}: CHAINER_DATASET_ROOT names {root}, but {file} is not there as it is in the "
+            "shared folder"
+        ).format(where=where, root=root, file=DATA_FILE),
+        _("Chainer looks for its files under CHAINER_DATASET_ROOT with the shared folder's layout"),
     )
 
 
@@ -254,47 +257,59 @@ def _judge_map(where: str, site: Any, per_node: int, threads: int, ranks: list) 
     counts = sorted(len(on) for on in by_node.values())
     expect(
         counts == [per_node] * NODES,
-        PER_NODE.format(where=where, nodes=NODES, counts=counts, per_node=per_node),
-        "the job's host file lists each node's slots; the mapping decides how many ranks go "
-        "on each",
+        _(
+            "{where}: on {nodes} nodes the line places {counts} rank(s) per node; the directives "
+            "give each node {per_node}"
+        ).format(where=where, nodes=NODES, counts=counts, per_node=per_node),
+        _(
+            "the job's host file lists each node's slots; the mapping decides how many ranks go "
+            "on each"
+        ),
     )
     for node, on in sorted(by_node.items()):
         for rank in on:
             expect(
                 bool(rank.cores),
-                UNBOUND.format(where=where, rank=rank.rank),
-                "an unbound rank may be moved between cores and sockets by the OS, away from "
-                "its memory and its GPU",
+                _("{where}: rank {rank} is bound to no core").format(where=where, rank=rank.rank),
+                _(
+                    "an unbound rank may be moved between cores and sockets by the OS, away from "
+                    "its memory and its GPU"
+                ),
             )
             expect(
                 len(rank.cores) >= threads,
-                FEW_CORES.format(
+                _("{where}: rank {rank} runs {threads} thread(s) on {cores} core(s)").format(
                     where=where, rank=rank.rank, threads=threads, cores=len(rank.cores)
                 ),
-                "a rank's threads share the cores it is bound to",
+                _("a rank's threads share the cores it is bound to"),
             )
         for a, first in enumerate(on):
             for second in on[a + 1 :]:
                 shared = sorted(set(first.cores) & set(second.cores))
                 expect(
                     not shared,
-                    SHARED_CORES.format(
+                    _("{where}: ranks {a} and {b} share core(s) {cores} of {node}").format(
                         where=where, a=first.rank, b=second.rank, cores=shared, node=node
                     ),
-                    "two ranks on one core take turns on it",
+                    _("two ranks on one core take turns on it"),
                 )
         if site.gpus_per_node:
             for rank in on:
                 socket = rank.local_rank * site.sockets_per_node // site.gpus_per_node
                 expect(
                     rank.packages == (socket,),
-                    OFF_SOCKET.format(
+                    _(
+                        "{where}: rank {rank} drives its node's GPU {gpu}, attached to socket "
+                        "{socket}, and runs on socket(s) {found}"
+                    ).format(
                         where=where,
                         rank=rank.rank,
                         gpu=rank.local_rank,
                         socket=socket,
                         found=list(rank.packages),
                     ),
-                    "a rank on another socket than its GPU's sends every copy to the GPU over "
-                    "the link between the sockets (Hanawa's report, in the lesson)",
+                    _(
+                        "a rank on another socket than its GPU's sends every copy to the GPU over "
+                        "the link between the sockets (Hanawa's report, in the lesson)"
+                    ),
                 )

@@ -24,6 +24,7 @@ import course.notebook.checks.model_parallel_observers as observers
 from course import parallelism
 from course.cluster.accounting import Accounting
 from course.contracts import model_parallel
+from course.i18n import _
 from course.notebook import model_parallel_report
 from course.notebook.checks.observe import number, observe
 from course.notebook.checks.verdict import expect, fail, passed
@@ -38,90 +39,98 @@ IDLE_CASES = ((2, 1), (4, 1), (4, 8), (2, 16), (1, 4))
 
 RELATIVE = 1e-9  # the same count in another order agrees far closer
 
-# Student-facing messages (named placeholders, for translation).
-NOT_A_NUMBER = "{call} returned {type}, not a number of {unit}"
-WRONG = "{call} returned {value:.6g}; the kit counts {expected:.6g} {unit}"
-LOOKS_LIKE = "it looks like {mistakes}"
-OR = "; or "
-HOW_FAR = "the kit counts {expected:.6g}{ratio}: go through the step again as the lesson describes"
-RATIO = "; yours is {ratio:.4g} times it"
-OBSERVED = "{name} was observed on {found} cases, not {cases}"
-PASSED = "{name}: the kit's {what} in {count} cases, one of them drawn at random"
-NO_RUN = "there is no traced model-parallel run in runs/"
-NONE_COUNTS = "no model-parallel run in runs/ counts: {why}"
-NO_RUN_FIX = "submit jobs/{script} (the cell above), wait for it, then run this cell"
-RUN_NOT_A_NUMBER = "{name} returned {type} on your run's setting, not a number of bytes"
-RUN_WRONG = (
-    "{name} on your run's setting (batch {batch}, cut {cut}, {parameters:,} parameters, {ranks} "
-    "ranks) returned {value:.6g}; the run counted {expected:,} bytes"
-)
-RUN_WRONG_FIX = (
-    "the check of {name} above names what is off: fix it there, then run this cell again"
-)
-RUN_PASSED = (
-    "your counts are {run}'s: the split moved {activation:,} bytes a step, the ring {gradient:,}"
-)
-
 Mistake = tuple[str, Callable[..., float]]
-_ACTIVATION_MISTAKES: tuple[Mistake, ...] = (
-    (
-        "it counts the forward pass only: a training step also sends the gradient of every "
-        "activation back across the cut, as many values again",
-        lambda b, shape: parallelism.activation_bytes(b, shape) / 2,
-    ),
-    (
-        "it counts values, not bytes: each float32 value takes 4 bytes",
-        lambda b, shape: parallelism.activation_bytes(b, shape) / parallelism.BYTES_PER_VALUE,
-    ),
-    (
-        "it counts bits: the question asks for bytes",
-        lambda b, shape: parallelism.activation_bytes(b, shape) * 8,
-    ),
-    (
-        "it counts one image: every image of the batch crosses the cut",
-        lambda b, shape: parallelism.activation_bytes(1, shape),
-    ),
-)
-_GRADIENT_MISTAKES: tuple[Mistake, ...] = (
-    (
-        "it counts what one rank sends: the question asks for all ranks together",
-        lambda n, p: parallelism.gradient_bytes(n, p) / p,
-    ),
-    (
-        "it counts half the ring: an allreduce is a reduce-scatter and then an allgather, and each "
-        "sends its share",
-        lambda n, p: parallelism.gradient_bytes(n, p) / 2,
-    ),
-    (
-        "it counts values, not bytes: each float32 gradient takes 4 bytes",
-        lambda n, p: parallelism.gradient_bytes(n, p) / parallelism.BYTES_PER_VALUE,
-    ),
-    (
-        "every rank sends its whole gradient to every other rank there: a ring passes each rank "
-        "one share of it at a time",
-        lambda n, p: p * (p - 1) * n * parallelism.BYTES_PER_VALUE,
-    ),
-)
-_IDLE_MISTAKES: tuple[Mistake, ...] = (
-    (
-        "it leaves the micro-batches out: with more of them, the fill and drain are a smaller "
-        "share of the step",
-        lambda s, m: parallelism.idle_fraction(s, 1),
-    ),
-    (
-        "that is the share a stage works: the question asks for the share it waits",
-        lambda s, m: 1 - parallelism.idle_fraction(s, m),
-    ),
-    (
-        "the step is longer than the micro-batches alone: it also holds the time the pipeline "
-        "takes to fill and drain",
-        lambda s, m: (s - 1) / m,
-    ),
-)
+
+
+def _activation_mistakes() -> tuple[Mistake, ...]:
+    """activation_bytes's known mistakes, named in the student's language."""
+    return (
+        (
+            _(
+                "it counts the forward pass only: a training step also sends the gradient of every "
+                "activation back across the cut, as many values again"
+            ),
+            lambda b, shape: parallelism.activation_bytes(b, shape) / 2,
+        ),
+        (
+            _("it counts values, not bytes: each float32 value takes 4 bytes"),
+            lambda b, shape: parallelism.activation_bytes(b, shape) / parallelism.BYTES_PER_VALUE,
+        ),
+        (
+            _("it counts bits: the question asks for bytes"),
+            lambda b, shape: parallelism.activation_bytes(b, shape) * 8,
+        ),
+        (
+            _("it counts one image: every image of the batch crosses the cut"),
+            lambda b, shape: parallelism.activation_bytes(1, shape),
+        ),
+    )
+
+
+def _gradient_mistakes() -> tuple[Mistake, ...]:
+    """gradient_bytes's known mistakes, named in the student's language."""
+    return (
+        (
+            _("it counts what one rank sends: the question asks for all ranks together"),
+            lambda n, p: parallelism.gradient_bytes(n, p) / p,
+        ),
+        (
+            _(
+                "it counts half the ring: an allreduce is a reduce-scatter and then an allgather, "
+                "and each sends its share"
+            ),
+            lambda n, p: parallelism.gradient_bytes(n, p) / 2,
+        ),
+        (
+            _("it counts values, not bytes: each float32 gradient takes 4 bytes"),
+            lambda n, p: parallelism.gradient_bytes(n, p) / parallelism.BYTES_PER_VALUE,
+        ),
+        (
+            _(
+                "every rank sends its whole gradient to every other rank there: a ring passes each "
+                "rank one share of it at a time"
+            ),
+            lambda n, p: p * (p - 1) * n * parallelism.BYTES_PER_VALUE,
+        ),
+    )
+
+
+def _idle_mistakes() -> tuple[Mistake, ...]:
+    """idle_fraction's known mistakes, named in the student's language."""
+    return (
+        (
+            _(
+                "it leaves the micro-batches out: with more of them, the fill and drain are a "
+                "smaller share of the step"
+            ),
+            lambda s, m: parallelism.idle_fraction(s, 1),
+        ),
+        (
+            _("that is the share a stage works: the question asks for the share it waits"),
+            lambda s, m: 1 - parallelism.idle_fraction(s, m),
+        ),
+        (
+            _(
+                "the step is longer than the micro-batches alone: it also holds the time the "
+                "pipeline takes to fill and drain"
+            ),
+            lambda s, m: (s - 1) / m,
+        ),
+    )
 
 
 def close(value: float, expected: float) -> bool:
     return math.isclose(value, expected, rel_tol=RELATIVE, abs_tol=1e-12)
+
+
+def _either(mistakes: list[str]) -> str:
+    """Known mistakes that all give the student's number, named one after the other."""
+    named = mistakes[0]
+    for other in mistakes[1:]:
+        # TRANSLATORS: two known mistakes that both give the student's number ({first} may be
+        # two already joined).
+        named = _("{first}; or {second}").format(first=named, second=other)
+    return named
 
 
 def _diagnosis(value: float, right: float, mistakes: Iterable[Mistake], case: tuple) -> str:
@@ -133,9 +142,15 @@ def _diagnosis(value: float, right: float, mistakes: Iterable[Mistake], case: tu
         if close(value, wrong := model(*case)) and not close(wrong, right)
     ]
     if matched:
-        return LOOKS_LIKE.format(mistakes=OR.join(matched))
-    ratio = RATIO.format(ratio=value / right) if right else ""
-    return HOW_FAR.format(expected=right, ratio=ratio)
+        return _("it looks like {mistakes}").format(mistakes=_either(matched))
+    if not right:
+        return _(
+            "the kit counts {expected:.6g}: go through the step again as the lesson describes"
+        ).format(expected=right)
+    return _(
+        "the kit counts {expected:.6g}; yours is {ratio:.4g} times it: go through the step again "
+        "as the lesson describes"
+    ).format(expected=right, ratio=value / right)
 
 
 def _judge(
@@ -149,16 +164,26 @@ def _judge(
     __tracebackhide__ = True
     facts = observe(observers.values, function, cases=[list(case) for case in cases])
     if len(facts) != len(cases):
-        fail(OBSERVED.format(name=function.__name__, found=len(facts), cases=len(cases)))
+        fail(
+            _("{name} was observed on {found} cases, not {cases}").format(
+                name=function.__name__, found=len(facts), cases=len(cases)
+            )
+        )
     for case, fact in zip(cases, facts, strict=True):
         shown = "{}({})".format(function.__name__, ", ".join(repr(part) for part in case))
         value = number(fact["value"])
         if value is None:
-            fail(NOT_A_NUMBER.format(call=shown, type=fact["type"], unit=unit))
+            fail(
+                _("{call} returned {type}, not a number of {unit}").format(
+                    call=shown, type=fact["type"], unit=unit
+                )
+            )
         expected = reference(*case)
         expect(
             close(value, expected),
-            WRONG.format(call=shown, value=value, expected=expected, unit=unit),
+            _("{call} returned {value:.6g}; the kit counts {expected:.6g} {unit}").format(
+                call=shown, value=value, expected=expected, unit=unit
+            ),
             _diagnosis(value, expected, mistakes, case),
         )
     return len(cases)
@@ -177,9 +202,13 @@ def activation(
     drawn = (draw.randint(2, 512), (draw.randint(1, 512), draw.randint(1, 64), draw.randint(1, 64)))
     every = [(batch, tuple(shape)) for batch, shape in cases] + [drawn]
     count = _judge(
-        activation_bytes, every, parallelism.activation_bytes, _ACTIVATION_MISTAKES, "bytes"
+        activation_bytes, every, parallelism.activation_bytes, _activation_mistakes(), _("bytes")
     )
-    passed(PASSED.format(name="activation_bytes", what="count", count=count))
+    passed(
+        _("{name}: the kit's count in {count} cases, one of them drawn at random").format(
+            name="activation_bytes", count=count
+        )
+    )
 
 
 def gradient(gradient_bytes: Callable[..., Any], cases: Iterable[tuple] = GRADIENT_CASES) -> None:
@@ -187,8 +216,14 @@ def gradient(gradient_bytes: Callable[..., Any], cases: Iterable[tuple] = GRADIE
     __tracebackhide__ = True
     draw = _draw()
     every = [*cases, (draw.randint(1_000, 10**9), draw.randint(3, 256))]
-    count = _judge(gradient_bytes, every, parallelism.gradient_bytes, _GRADIENT_MISTAKES, "bytes")
-    passed(PASSED.format(name="gradient_bytes", what="count", count=count))
+    count = _judge(
+        gradient_bytes, every, parallelism.gradient_bytes, _gradient_mistakes(), _("bytes")
+    )
+    passed(
+        _("{name}: the kit's count in {count} cases, one of them drawn at random").format(
+            name="gradient_bytes", count=count
+        )
+    )
 
 
 def idle(idle_fraction: Callable[..., Any], cases: Iterable[tuple] = IDLE_CASES) -> None:
@@ -197,9 +232,17 @@ def idle(idle_fraction: Callable[..., Any], cases: Iterable[tuple] = IDLE_CASES)
     draw = _draw()
     every = [*cases, (draw.randint(2, 64), draw.randint(2, 256))]
     count = _judge(
-        idle_fraction, every, parallelism.idle_fraction, _IDLE_MISTAKES, "(a share of the step)"
+        idle_fraction,
+        every,
+        parallelism.idle_fraction,
+        _idle_mistakes(),
+        _("(a share of the step)"),
     )
-    passed(PASSED.format(name="idle_fraction", what="share", count=count))
+    passed(
+        _("{name}: the kit's share in {count} cases, one of them drawn at random").format(
+            name="idle_fraction", count=count
+        )
+    )
 
 
 def measured_run(
@@ -215,9 +258,15 @@ def measured_run(
     __tracebackhide__ = True
     runs, left_out = model_parallel_report.sort_out(folder, checked)
     if left_out and not runs:
-        fail(NONE_COUNTS.format(why="; ".join(left_out)))
+        # TRANSLATORS: {why} is the reasons each run was left out, joined by "; ".
+        fail(_("no model-parallel run in runs/ counts: {why}").format(why="; ".join(left_out)))
     if not runs:
-        fail(NO_RUN, NO_RUN_FIX.format(script=model_parallel.JOB_SCRIPT))
+        fail(
+            _("there is no traced model-parallel run in runs/"),
+            _("submit jobs/{script} (the cell above), wait for it, then run this cell").format(
+                script=model_parallel.JOB_SCRIPT
+            ),
+        )
     for line in left_out:
         print(model_parallel_report.NOTE.format(note=line))
     run = max(runs, key=lambda run: run.started)
@@ -238,12 +287,18 @@ def measured_run(
         value = number(facts[key]["value"])
         expect(
             value is not None,
-            RUN_NOT_A_NUMBER.format(name=name, type=facts[key]["type"]),
+            _("{name} returned {type} on your run's setting, not a number of bytes").format(
+                name=name, type=facts[key]["type"]
+            ),
         )
         assert value is not None
         expect(
             close(value, expected),
-            RUN_WRONG.format(
+            _(
+                "{name} on your run's setting (batch {batch}, cut {cut}, {parameters:,} "
+                "parameters, {ranks} ranks) returned {value:.6g}; the run counted {expected:,} "
+                "bytes"
+            ).format(
                 name=name,
                 batch=run.batch,
                 cut=list(run.cut_shape),
@@ -252,11 +307,17 @@ def measured_run(
                 value=value,
                 expected=expected,
             ),
-            RUN_WRONG_FIX.format(name=name),
+            _(
+                "the check of {name} above names what is off: fix it there, then run this cell "
+                "again"
+            ).format(name=name),
         )
     passed(
-        RUN_PASSED.format(
-            run=run.run, activation=run.activation_bytes, gradient=counted["gradient"][1]
-        )
+        # TRANSLATORS: {run} is the run's file, e.g. runs/model_parallel-7.local/2r-1.json;
+        # {gradient} is bytes too.
+        _(
+            "your counts are {run}'s: the split moved {activation:,} bytes a step, the ring "
+            "{gradient:,}"
+        ).format(run=run.run, activation=run.activation_bytes, gradient=counted["gradient"][1])
     )
     return model_parallel_report.summary(run)

@@ -24,10 +24,15 @@ REFERENCE: tuple[Callable[..., Any], ...] = (
 
 def _closed(*args: Any, **kwargs: Any) -> Any:
     # The body a reference function has while it is closed: builtins only (its globals are the
-    # reference module's).
+    # reference module's), so it imports what it names (the message in the student's language).
+    from course.i18n import _
+
     raise RuntimeError(
-        "the kit's own model of the two parallelisms (course.parallelism) is closed while your "
-        "function is checked: count the bytes and the idle time in your function yourself"
+        _(
+            "the kit's own model of the two parallelisms (course.parallelism) is closed while "
+            "your function is checked: count the bytes and the idle time in your function "
+            "yourself"
+        )
     )
 
 

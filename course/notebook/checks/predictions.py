@@ -78,10 +78,10 @@ def iterations(train_per_worker: int, batch: int, epochs: int) -> int:
 
 
 def _derivation_misses(
-    returned: dict, train_per_worker: int, batch: int, count: int, made: str = "the run made"
+    returned: dict, train_per_worker: int, batch: int, count: int, expected: bool = False
 ) -> list[str]:
-    """What of a predicted derivation is wrong against `count` updates (what the run `made`, or
-    what the kit expects)."""
+    """What of a predicted derivation is wrong against `count` updates (what the run made, or,
+    `expected`, what the kit expects)."""
     misses = []
     updates: Any = returned.get("updates_per_epoch")
     if not finite(updates) or abs(updates - train_per_worker / batch) >= 1:
@@ -94,18 +94,18 @@ def _derivation_misses(
             )
         )
     if (said := returned.get("iterations")) != count:
-        misses.append(words.ITERATIONS_MISS.format(predicted=said, made=made, count=count))
+        said_of = words.ITERATIONS_EXPECTED if expected else words.ITERATIONS_MISS
+        misses.append(said_of.format(predicted=said, count=count))
     return misses
 
 
-def _snapshot_misses(
-    returned: dict, written: int, kept: int, said_of: str = words.SNAPSHOTS_MISS
-) -> list[str]:
+def _snapshot_misses(returned: dict, written: int, kept: int, expected: bool = False) -> list[str]:
     """What of the predicted snapshots is wrong against `written` and `kept` (what the run wrote,
-    or, `said_of` SNAPSHOTS_EXPECTED, what the kit expects)."""
+    or, `expected`, what the kit expects)."""
     said = (returned.get("snapshots_written"), returned.get("snapshots_kept"))
     if said == (written, kept):
         return []
+    said_of = words.SNAPSHOTS_EXPECTED if expected else words.SNAPSHOTS_MISS
     return [said_of.format(predicted=said[0], predicted_kept=said[1], written=written, kept=kept)]
 
 
@@ -143,11 +143,11 @@ def _case_misses(
         part = train_size // workers
         returned = _returned(function, args, keys)
         count = iterations(part, batch, epochs)
-        wrong = _derivation_misses(returned, part, batch, count, "expected")
+        wrong = _derivation_misses(returned, part, batch, count, expected=True)
         derived += [words.CASE_MISS.format(args=tuple(args), miss=miss) for miss in wrong]
         if single:
             wrong = _snapshot_misses(
-                returned, epochs, min(epochs, SNAPSHOTS_RETAINED), words.SNAPSHOTS_EXPECTED
+                returned, epochs, min(epochs, SNAPSHOTS_RETAINED), expected=True
             )
             snapshots += [words.CASE_MISS.format(args=tuple(args), miss=miss) for miss in wrong]
     return derived, snapshots
@@ -221,11 +221,13 @@ def run_prediction(
         return 0.0
     run = _latest(traced, what, misses + snapshot_misses)
     more, returned = _run_misses(predict_run, stage, run, keys)
-    parts = [("updates and iterations", misses + more)]
+    parts = [(words.PART_DERIVATION, misses + more)]
     if single:
         snapshots = run.record.get("snapshots") or {}
         written, kept = len(snapshots.get("seconds") or []), len(snapshots.get("files") or [])
-        parts.append(("snapshots", snapshot_misses + _snapshot_misses(returned, written, kept)))
+        parts.append(
+            (words.PART_SNAPSHOTS, snapshot_misses + _snapshot_misses(returned, written, kept))
+        )
     said = ", ".join(words.PREDICTED_ITEM.format(key=k, value=v) for k, v in returned.items())
     print(words.YOU_PREDICTED.format(run=run.describe(), said=said))
     recorded.show(traced, returned)
@@ -283,7 +285,7 @@ def comparison_prediction(
     misses, _ = _case_misses(predict_comparison, stages.MULTI_NODE.name, cases, keys)
     compared = _comparison_runs(evidence.runs(stages.MULTI_NODE.name, folder, checked))
     taught = [run for run in compared if run.lr_rule == stages.TAUGHT_LR_RULE]
-    run = _latest(taught, "traced stage-3 run on 2 or more ranks with the warm-up rule", misses)
+    run = _latest(taught, words.WARMUP_RUN, misses)
     more, returned = _run_misses(predict_comparison, stages.MULTI_NODE.name, run, keys)
     misses += more
     # the grader reads grading.toml; a student's notebook, what the bundle ships of it
@@ -300,20 +302,32 @@ def comparison_prediction(
     for each in compared:
         if each.lr_rule in RULES_COMPARED and each.final_accuracy is not None:
             accuracies.setdefault(each.lr_rule, []).append(each.final_accuracy)
-    parts = [("updates and iterations", misses)]
+    parts = [(words.PART_DERIVATION, misses)]
     first = recorded.earliest(compared)
     choices, (unrecorded, todo) = recorded.answers(first)
-    for name, kind, values, noise, relative, key in (
-        ("faster setting", "setting", speeds, throughput_noise, True, "faster_setting"),
-        ("more accurate rule", "rule", accuracies, accuracy_noise, False, "more_accurate_rule"),
+    for name, (one, none), values, noise, relative, key in (
+        (
+            words.PART_FASTER,
+            (words.ONE_SETTING, words.NO_SETTING),
+            speeds,
+            throughput_noise,
+            True,
+            "faster_setting",
+        ),
+        (
+            words.PART_MORE_ACCURATE,
+            (words.ONE_RULE, words.NO_RULE),
+            accuracies,
+            accuracy_noise,
+            False,
+            "more_accurate_rule",
+        ),
     ):
         if choices is None:
             parts.append((name, [words.NOT_GRADED.format(why=unrecorded, todo=todo)]))
         elif len(values) < 2:
-            said = words.ONE_SIDE if values else words.NO_SIDE
-            parts.append(
-                (name, [said.format(kind=kind, found=", ".join(values), ranks=run.workers)])
-            )
+            said = one if values else none
+            parts.append((name, [said.format(found=", ".join(values), ranks=run.workers)]))
         else:
             recorded.changed(first, key, returned.get(key), choices.get(key))
             parts.append((name, _order(values, choices.get(key), noise, relative, name)))
@@ -356,14 +370,14 @@ def exchange_ratio(
         for run in evidence.runs(stages.MULTI_NODE.name, folder, checked)
         if run.traced and run.workers > 1 and (run.record.get("profile") or {}).get("ranks")
     ]
-    run = _latest(runs, "traced stage-3 run with a step profile on 2 or more ranks", misses)
+    run = _latest(runs, words.PROFILED_RUN, misses)
     compute, exchange = _profile_medians(run)
     batch: Any = (run.record.get("batch_size") or {}).get("per_worker")
     misses += _ratio_misses(compute_to_exchange, [(compute, exchange, batch)], keys)
     print(
         words.PROFILED.format(run=run.describe(), compute=compute, exchange=exchange, batch=batch)
     )
-    return _verdict(points, [("ratio and break-even batch", misses)])
+    return _verdict(points, [(words.PART_RATIO, misses)])
 
 
 def _profile_medians(run: evidence.Run) -> tuple[float, float]:

@@ -42,11 +42,13 @@ def answers(run: evidence.Run) -> tuple[dict[str, Any] | None, tuple[str, str]]:
 
 
 def changed(
-    run: evidence.Run, key: str, now: Any, then: Any, said: str = words.GRADED_RECORDED
+    run: evidence.Run, key: str, now: Any, then: Any, said: str | None = None
 ) -> None:
-    """Say (`said`) that the function's answer `now` differs from the recorded `then`."""
+    """Say (`said`, by default that the recorded one is graded) that the function's answer `now`
+    differs from the recorded `then`."""
     if now != then and run.prediction is not None:
         made = run.prediction["made_at"]
+        said = said or words.GRADED_RECORDED  # looked up now, in the student's language
         print(said.format(key=key, now=now, then=then, run=run.describe(), made=made))
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import course.notebook.checks.scaling_mistakes as mistakes
 import course.notebook.checks.scaling_observers as observers
 from course import scalingmodel
+from course.i18n import _
 from course.notebook.checks.observe import number, observe
 from course.notebook.checks.verdict import expect, fail, passed
 from course.runtime.profile import PHASES
@@ -60,16 +61,6 @@ EXCHANGE_CASES = (
     (1.0, 1, 0.3),
 )
 
-# The messages, with named placeholders (they will go through gettext).
-OBSERVED = "{name} was observed on {found} cases, not {cases}"
-NOT_A_DICT = "{call} returned {type}, not a dict with {keys}"
-MISSING = "{call} returned no {key}"
-NOT_A_NUMBER = "{call}: {key} is {type}, not a number"
-WRONG = "{call}: {key} is {value:.6g}; the kit gives {expected:.6g}"
-LOOKS_LIKE = "it looks like {mistakes}"
-OR = "; or "
-PASSED = "{name}: the kit's {what} in {count} cases, {drawn} drawn at random"
-
 
 def _shown_key(key: str) -> str:
     return "".join(f"[{part!r}]" for part in key.split("/"))
@@ -103,7 +94,11 @@ def _diagnosis(
         and not mistakes.matches(slip, right)
     ]
     matched = everywhere or there
-    return LOOKS_LIKE.format(mistakes=OR.join(matched)) if matched else hint
+    if not matched:
+        return hint
+    # TRANSLATORS: the words between two known mistakes that a wrong answer matches alike.
+    alternatives = _("; or ").join(matched)
+    return _("it looks like {mistake}").format(mistake=alternatives)
 
 
 def _check(
@@ -119,29 +114,41 @@ def _check(
     facts = observe(observers.fields, function, cases=[list(case) for case in cases])
     if not isinstance(facts, list) or len(facts) != len(cases):
         found = len(facts) if isinstance(facts, list) else 0
-        fail(OBSERVED.format(name=name, found=found, cases=len(cases)))
+        fail(
+            _("{name} was observed on {found} cases, not {cases}").format(
+                name=name, found=found, cases=len(cases)
+            )
+        )
     results: list[dict[str, float]] = []
     for case, fact in zip(cases, facts):
         call = _shown_call(name, case)
         expected = mistakes.flat(reference(*case))
         if fact["fields"] is None:
             keys = ", ".join(sorted({repr(key.split("/")[0]) for key in expected}))
-            fail(NOT_A_DICT.format(call=call, type=fact["type"], keys=keys))
+            fail(
+                _("{call} returned {type}, not a dict with {keys}").format(
+                    call=call, type=fact["type"], keys=keys
+                )
+            )
         numbers: dict[str, float] = {}
         for key in expected:
             if key not in fact["fields"]:
-                fail(MISSING.format(call=call, key=_shown_key(key)))
+                fail(_("{call} returned no {key}").format(call=call, key=_shown_key(key)))
             value = number(fact["fields"][key]["value"])
             if value is None:
                 kind = fact["fields"][key]["type"]
-                fail(NOT_A_NUMBER.format(call=call, key=_shown_key(key), type=kind))
+                fail(
+                    _("{call}: {key} is {type}, not a number").format(
+                        call=call, key=_shown_key(key), type=kind
+                    )
+                )
             numbers[key] = value
         results.append(numbers)
     for at, (case, numbers) in enumerate(zip(cases, results)):
         for key, right in mistakes.flat(reference(*case)).items():
             expect(
                 mistakes.agrees(key, numbers[key], right),
-                WRONG.format(
+                _("{call}: {key} is {value:.6g}; the kit gives {expected:.6g}").format(
                     call=_shown_call(name, case),
                     key=_shown_key(key),
                     value=numbers[key],
@@ -166,9 +173,13 @@ def shares(
         every,
         scalingmodel.step_shares,
         mistakes.SHARES,
-        "what is a whole step made of, and in which phases does a rank do none of its own work?",
+        _("what is a whole step made of, and in which phases does a rank do none of its own work?"),
     )
-    passed(PASSED.format(name=step_shares.__name__, what="shares", count=len(every), drawn=2))
+    passed(
+        _("{name}: the kit's shares in {count} cases, {drawn} drawn at random").format(
+            name=step_shares.__name__, count=len(every), drawn=2
+        )
+    )
 
 
 def plan(
@@ -190,10 +201,16 @@ def plan(
         every,
         scalingmodel.run_plan,
         mistakes.PLAN,
-        "how many images does one update take, how many updates does it take to see every image "
-        "once, and how many times the reference batch is the total batch?",
+        _(
+            "how many images does one update take, how many updates does it take to see every "
+            "image once, and how many times the reference batch is the total batch?"
+        ),
     )
-    passed(PASSED.format(name=run_plan.__name__, what="plan", count=len(every), drawn=1))
+    passed(
+        _("{name}: the kit's plan in {count} cases, {drawn} drawn at random").format(
+            name=run_plan.__name__, count=len(every), drawn=1
+        )
+    )
 
 
 def exchange(
@@ -211,7 +228,13 @@ def exchange(
         every,
         scalingmodel.implied_exchange,
         mistakes.EXCHANGE,
-        "how many images do N GPUs train in one step, how long does that step take at the "
-        "measured speedup, and how much of it is compute?",
+        _(
+            "how many images do N GPUs train in one step, how long does that step take at the "
+            "measured speedup, and how much of it is compute?"
+        ),
     )
-    passed(PASSED.format(name=implied_exchange.__name__, what="numbers", count=len(every), drawn=1))
+    passed(
+        _("{name}: the kit's numbers in {count} cases, {drawn} drawn at random").format(
+            name=implied_exchange.__name__, count=len(every), drawn=1
+        )
+    )

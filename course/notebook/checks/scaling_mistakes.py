@@ -1,6 +1,9 @@
 """The mistakes the scaling checks (course.notebook.checks.scaling) recognise, per exercise: each a
 slip of the kit's reference (course.scalingmodel) computed by the judge, never by the student's
-functions, with the words that name it."""
+functions, with the words that name it.
+
+The tables (SHARES, PLAN, EXCHANGE) are built where they are read (the module's `__getattr__`),
+so that their words are in the student's language (COURSE_LANG) at that moment."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from course import scalingmodel
+from course.i18n import _
 
 Mistake = tuple[str, Callable[..., dict]]  # (what it is, the reference with that slip, on a case)
 
@@ -34,29 +38,36 @@ def _only_compute_is_work(profile: Mapping[str, float]) -> dict:
     return {"shares": right["shares"], "not_computing": 1 - computing}
 
 
-SHARES: tuple[Mistake, ...] = (
-    (
-        "the shares are of the compute (forward and backward) alone: a phase's share is of the "
-        "whole step, every phase of the profile counted",
-        lambda profile: _shares_of(
-            profile, sum(profile.get(p, 0.0) for p in _COMPUTE), scalingmodel.NOT_COMPUTING
+def _shares_mistakes() -> tuple[Mistake, ...]:
+    return (
+        (
+            _(
+                "the shares are of the compute (forward and backward) alone: a phase's share is of "
+                "the whole step, every phase of the profile counted"
+            ),
+            lambda profile: _shares_of(
+                profile, sum(profile.get(p, 0.0) for p in _COMPUTE), scalingmodel.NOT_COMPUTING
+            ),
         ),
-    ),
-    (
-        "the wait is left out of the time not computing: a rank waiting at the barrier for the "
-        "slowest one computes nothing either",
-        lambda profile: _shares_of(profile, sum(profile.values()), ("allreduce",)),
-    ),
-    (
-        "these are percentages: the exercise asks for fractions of the step, from 0 to 1",
-        _percent,
-    ),
-    (
-        "data, update and other are counted as not computing: they are this rank's own work; "
-        "what it loses to the other ranks is the waiting and the exchange",
-        _only_compute_is_work,
-    ),
-)
+        (
+            _(
+                "the wait is left out of the time not computing: a rank waiting at the barrier for "
+                "the slowest one computes nothing either"
+            ),
+            lambda profile: _shares_of(profile, sum(profile.values()), ("allreduce",)),
+        ),
+        (
+            _("these are percentages: the exercise asks for fractions of the step, from 0 to 1"),
+            _percent,
+        ),
+        (
+            _(
+                "data, update and other are counted as not computing: they are this rank's own "
+                "work; what it loses to the other ranks is the waiting and the exchange"
+            ),
+            _only_compute_is_work,
+        ),
+    )
 
 
 def _plan(updates: int, lr: float, total: int) -> dict:
@@ -67,56 +78,91 @@ def _right(gpus: int, per_gpu: int, images: int, lr: float, base: int) -> dict:
     return scalingmodel.run_plan(gpus, per_gpu, images, lr, base)
 
 
-PLAN: tuple[Mistake, ...] = (
-    (
-        "the updates per epoch are counted with one GPU's batch: one update takes the batches of "
-        "every GPU together",
-        lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "updates_per_epoch": -(-n // b)},
-    ),
-    (
-        "the updates per epoch are rounded down: the images left after the last whole batch "
-        "still take an update",
-        lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "updates_per_epoch": n // (g * b)},
-    ),
-    (
-        "the rate is scaled by the number of GPUs: the linear rule scales it by how many times "
-        "the total batch is the reference batch",
-        lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "lr": lr * g},
-    ),
-    (
-        "the batches' ratio is upside down: a larger total batch takes a larger rate, not a "
-        "smaller one",
-        lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "lr": lr * b0 / (g * b)},
-    ),
-)
+def _plan_mistakes() -> tuple[Mistake, ...]:
+    return (
+        (
+            _(
+                "the updates per epoch are counted with one GPU's batch: one update takes the "
+                "batches of every GPU together"
+            ),
+            lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "updates_per_epoch": -(-n // b)},
+        ),
+        (
+            _(
+                "the updates per epoch are rounded down: the images left after the last whole "
+                "batch still take an update"
+            ),
+            lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "updates_per_epoch": n // (g * b)},
+        ),
+        (
+            _(
+                "the rate is scaled by the number of GPUs: the linear rule scales it by how many "
+                "times the total batch is the reference batch"
+            ),
+            lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "lr": lr * g},
+        ),
+        (
+            _(
+                "the batches' ratio is upside down: a larger total batch takes a larger rate, not "
+                "a smaller one"
+            ),
+            lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "lr": lr * b0 / (g * b)},
+        ),
+    )
 
 
 def _implied(speedup: float, n: int, t: float) -> dict:
     return scalingmodel.implied_exchange(speedup, n, t)
 
 
-EXCHANGE: tuple[Mistake, ...] = (
-    (
-        "that is strong scaling's step, where the GPUs share one GPU's batch: here every GPU "
-        "trains on a whole batch of its own (weak scaling), so it computes as long as one GPU "
-        "alone, every step",
-        lambda s, n, t: {**_implied(s, n, t), "exchange_seconds": t / s - t / n},
-    ),
-    (
-        "the efficiency is upside down: it is at most 1, reached when N GPUs are N times as fast "
-        "as one",
-        lambda s, n, t: {**_implied(s, n, t), "efficiency": n / s},
-    ),
-    (
-        "the speedup is applied to one GPU's step as if the work stayed the same: with weak "
-        "scaling N GPUs train N times one GPU's images in a step",
-        lambda s, n, t: {**_implied(s, n, t), "exchange_seconds": t / s},
-    ),
-    (
-        "that is the whole step: the exchange is what is left of it once the compute is taken out",
-        lambda s, n, t: {**_implied(s, n, t), "exchange_seconds": t * n / s},
-    ),
-)
+def _exchange_mistakes() -> tuple[Mistake, ...]:
+    return (
+        (
+            _(
+                "that is strong scaling's step, where the GPUs share one GPU's batch: here every "
+                "GPU trains on a whole batch of its own (weak scaling), so it computes as long as "
+                "one GPU alone, every step"
+            ),
+            lambda s, n, t: {**_implied(s, n, t), "exchange_seconds": t / s - t / n},
+        ),
+        (
+            _(
+                "the efficiency is upside down: it is at most 1, reached when N GPUs are N times "
+                "as fast as one"
+            ),
+            lambda s, n, t: {**_implied(s, n, t), "efficiency": n / s},
+        ),
+        (
+            _(
+                "the speedup is applied to one GPU's step as if the work stayed the same: with "
+                "weak scaling N GPUs train N times one GPU's images in a step"
+            ),
+            lambda s, n, t: {**_implied(s, n, t), "exchange_seconds": t / s},
+        ),
+        (
+            _(
+                "that is the whole step: the exchange is what is left of it once the compute is "
+                "taken out"
+            ),
+            lambda s, n, t: {**_implied(s, n, t), "exchange_seconds": t * n / s},
+        ),
+    )
+
+
+# The module's tables, by name, each built when it is read.
+_TABLES: dict[str, Callable[[], tuple[Mistake, ...]]] = {
+    "SHARES": _shares_mistakes,
+    "PLAN": _plan_mistakes,
+    "EXCHANGE": _exchange_mistakes,
+}
+
+
+def __getattr__(name: str) -> tuple[Mistake, ...]:
+    """SHARES, PLAN or EXCHANGE: the known mistakes of step_shares, run_plan or implied_exchange,
+    in the student's language."""
+    if name in _TABLES:
+        return _TABLES[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def flat(numbers: Mapping[str, Any]) -> dict[str, float]:

@@ -26,10 +26,14 @@ REFERENCE: tuple[Callable[..., Any], ...] = (
 
 def _closed(*args: Any, **kwargs: Any) -> Any:
     # The body a reference function has while it is closed: builtins only (its globals are the
-    # reference module's).
+    # reference module's), so it imports the translation itself.
+    from course.i18n import _
+
     raise RuntimeError(
-        "the kit's own scaling arithmetic (course.scalingmodel) is closed while your function is "
-        "checked: work the numbers out in your function yourself"
+        _(
+            "the kit's own scaling arithmetic (course.scalingmodel) is closed while your function "
+            "is checked: work the numbers out in your function yourself"
+        )
     )
 
 
