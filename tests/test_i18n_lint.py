@@ -136,6 +136,23 @@ ALLOWED = {
     # a heartbeat's file name and the watchdog thread's name, never shown as prose
     ".watchdog-rank{}.json",
     "course-watchdog",
+    # the other sites' names a stage-3 check passes to resource_request, as a site profile has them
+    # (and "pbs-gpu", above)
+    "no-queue",
+    "queue-only",
+    # mpiexec's options, a command the probe's sandbox runs, and a job id it fakes
+    "mpiexec true",
+    "1.course-check",
+    # the prefixes of the checks' temporary folders
+    "course-check-",
+    "course-probe-",
+    # internal: a kit bug, never a student's (a layout the checks never ask for, a forged cache
+    # entry from the grader's own channel, the probe's ranks not where the kit put them)
+    "no such layout: {}",
+    "not a cached probe run: {}",
+    "the ranks on the job's nodes {} (hosts {})",
+    "the probe's simulated nodes",
+    "{} did not take the layout: the kit's communicator has intra ranks {}, not {} ({})",
 }
 
 

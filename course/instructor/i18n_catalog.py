@@ -88,6 +88,13 @@ MARKED = (
     "course/runtime/snapshot_integrity.py",
     "course/runtime/watchdog.py",
     "course/runtime/data.py",
+    "course/notebook/checks/multi_gpu.py",
+    "course/notebook/checks/multi_gpu_observers.py",
+    "course/notebook/checks/multi_node.py",
+    "course/notebook/checks/mn_local.py",
+    "course/notebook/checks/mn_ranks.py",
+    "course/notebook/checks/mn_observers.py",
+    "course/notebook/checks/inputs.py",
 )
 # The notebooks whose markdown, docstrings and comments are in the catalogs.
 NOTEBOOKS = (

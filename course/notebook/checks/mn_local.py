@@ -9,6 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from course.i18n import _
 from course.notebook.checks.mn_observers import request_lines, schedule_rates
 from course.notebook.checks.observe import finite, observe
 from course.notebook.checks.verdict import expect, fail, passed
@@ -35,14 +36,20 @@ def learning_rate_schedule(
     rates = facts["rates"]
     expect(
         rates is not None,
-        f"learning_rate_schedule returned {facts['type']}, not a trainer extension",
-        "the trainer runs extensions; one of Chainer's (see 'Extensions' in its reference) "
-        "changes an optimizer attribute linearly over a number of iterations",
+        _("learning_rate_schedule returned {kind}, not a trainer extension").format(
+            kind=facts["type"]
+        ),
+        _(
+            "the trainer runs extensions; one of Chainer's (see 'Extensions' in its reference) "
+            "changes an optimizer attribute linearly over a number of iterations"
+        ),
     )
     expect(
         isinstance(rates, list) and all(finite(r) for r in rates),
-        f"the optimizer's rate became something that is not a number: {rates}",
-        "the extension should set the optimizer's lr attribute to a number at each update",
+        _("the optimizer's rate became something that is not a number: {rates}").format(
+            rates=rates
+        ),
+        _("the extension should set the optimizer's lr attribute to a number at each update"),
     )
     used = [float(r) for r in rates]
     ramp = [
@@ -55,37 +62,57 @@ def learning_rate_schedule(
     def close(a: float, b: float) -> bool:
         return abs(a - b) <= 1e-6 * max(1.0, abs(b))
 
-    expect(len(used) == updates, f"{len(used)} updates ran instead of {updates}")
+    expect(
+        len(used) == updates,
+        _("{ran} updates ran instead of {updates}").format(ran=len(used), updates=updates),
+    )
     expect(
         close(used[-1], target) or not close(used[-1], base_lr),
-        f"with {n_workers} workers the rate stays at the single-worker rate {base_lr} (rates used: "
-        f"{shown}): no scaling",
-        f"the linear scaling rule: {n_workers} workers move {n_workers} times the batch per "
-        f"update, so the rate should reach {target:g}",
+        _(
+            "with {n_workers} workers the rate stays at the single-worker rate {base_lr} (rates "
+            "used: {shown}): no scaling"
+        ).format(n_workers=n_workers, base_lr=base_lr, shown=shown),
+        _(
+            "the linear scaling rule: {n_workers} workers move {n_workers} times the batch per "
+            "update, so the rate should reach {target:g}"
+        ).format(n_workers=n_workers, target=target),
     )
     expect(
         close(used[-1], target),
-        f"after the warm-up the rate is {used[-1]:.3g}, not base_lr x n_workers = "
-        f"{target:g} (rates used: {shown})",
-        f"the ramp should end at the scaled rate, {n_workers} times the single-worker rate",
+        _(
+            "after the warm-up the rate is {rate:.3g}, not base_lr x n_workers = {target:g} "
+            "(rates used: {shown})"
+        ).format(rate=used[-1], target=target, shown=shown),
+        _(
+            "the ramp should end at the scaled rate, {n_workers} times the single-worker rate"
+        ).format(n_workers=n_workers),
     )
     expect(
         close(used[0], base_lr),
-        f"the first update used the rate {used[0]:.3g}, not the single-worker rate "
-        f"{base_lr} (rates used: {shown}): no warm-up, so the first updates of a large batch take "
-        "too large steps",
-        "a gradual warm-up (Goyal et al. 2017, in the lesson) starts from the single-worker "
-        "rate while the weights are still random",
+        _(
+            "the first update used the rate {rate:.3g}, not the single-worker rate {base_lr} "
+            "(rates used: {shown}): no warm-up, so the first updates of a large batch take too "
+            "large steps"
+        ).format(rate=used[0], base_lr=base_lr, shown=shown),
+        _(
+            "a gradual warm-up (Goyal et al. 2017, in the lesson) starts from the single-worker "
+            "rate while the weights are still random"
+        ),
     )
     expect(
         all(close(a, b) for a, b in zip(used, ramp)),
-        f"the rates used were {shown}; a linear ramp over {warmup_iterations} updates gives "
-        f"{', '.join(f'{r:.3g}' for r in ramp)}",
-        f"the warm-up should reach the scaled rate at update {warmup_iterations} and stay there",
+        _("the rates used were {shown}; a linear ramp over {warmup} updates gives {ramp}").format(
+            shown=shown, warmup=warmup_iterations, ramp=", ".join(f"{r:.3g}" for r in ramp)
+        ),
+        _("the warm-up should reach the scaled rate at update {warmup} and stay there").format(
+            warmup=warmup_iterations
+        ),
     )
     passed(
-        f"learning_rate_schedule: the rate ramps linearly from {base_lr} to {target:g} over "
-        f"{warmup_iterations} updates, then stays ({shown})"
+        _(
+            "learning_rate_schedule: the rate ramps linearly from {base_lr} to {target:g} over "
+            "{warmup} updates, then stays ({shown})"
+        ).format(base_lr=base_lr, target=target, warmup=warmup_iterations, shown=shown)
     )
 
 
@@ -131,7 +158,12 @@ def resource_request(
         function,
         cases=[[dataclasses.asdict(site), *run] for site, *run in asked],
     )
-    expect(len(found) == len(asked), f"{len(found)} requests came back for {len(asked)} cases")
+    expect(
+        len(found) == len(asked),
+        _("{found} requests came back for {asked} cases").format(
+            found=len(found), asked=len(asked)
+        ),
+    )
     for (site, ranks, threads, epoch_seconds, epochs), request in zip(asked, found):
         try:
             if "lines" not in request:
@@ -139,11 +171,22 @@ def resource_request(
             directives.check(request["lines"], site, ranks, threads, epoch_seconds, epochs)
         except CourseError as e:
             fail(
-                f"for {site!r}: {ranks} rank(s) of {threads} thread(s), {epochs} epoch(s) of "
-                f"{epoch_seconds:g} s: {e.message}",
+                # TRANSLATORS: {site} is the site's settings, {problem} what is wrong with the lines
+                _(
+                    "for {site}: {ranks} rank(s) of {threads} thread(s), {epochs} epoch(s) of "
+                    "{seconds:g} s: {problem}"
+                ).format(
+                    site=repr(site),
+                    ranks=ranks,
+                    threads=threads,
+                    epochs=epochs,
+                    seconds=epoch_seconds,
+                    problem=e.message,
+                ),
                 e.hint,
             )
     passed(
-        f"resource_request: the right #PBS lines for {len(asked)} sites and runs, "
-        f"e.g. {' | '.join(found[0]['lines'])}"
+        _("resource_request: the right #PBS lines for {count} sites and runs, e.g. {lines}").format(
+            count=len(asked), lines=" | ".join(found[0]["lines"])
+        )
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from course.i18n import _
 from course.notebook.checks.inputs import labelled_dataset, scratch_folder
 from course.notebook.checks.verdict import call, real
 
@@ -154,7 +155,7 @@ def _sandboxed(script: str, folder: dict, name: str, per_node: int) -> dict:
         )
         status, said = done.returncode, done.stderr[-600:]
     except subprocess.TimeoutExpired:
-        status, said = -1, f"the lines ran for more than {RUN_SECONDS} s"
+        status, said = -1, _("the lines ran for more than {seconds} s").format(seconds=RUN_SECONDS)
     launches = []
     for record in sorted(records.iterdir(), key=lambda p: int(p.name)):
         argv = (record / "argv").read_bytes().decode(errors="replace").split("\0")[:-1]

@@ -36,6 +36,7 @@ from course.cluster import hosts as job_hosts
 from course.cluster import mpi
 from course.contracts import stages
 from course.errors import JobError
+from course.i18n import _
 from course.notebook import scripts
 from course.notebook.checks.mn_settings import HOSTS
 from course.notebook.checks.observe import Remote
@@ -95,16 +96,35 @@ class Layout:
         return [nodes[:rank].count(node) for rank, node in enumerate(nodes)]
 
     def __str__(self) -> str:
-        placed = "" if self.map_by == "slot" else ", placed round-robin (mpiexec --map-by node)"
+        """The layout in words, for the checks' messages."""
         real = job_nodes(self)
-        nodes = (
-            f"this job's nodes {', '.join(real)}, {self.ranks_per_node} each"
-            if real
-            else f"{self.nodes} simulated nodes of {self.ranks_per_node}"
-        )
-        return (
-            f"{self.size} ranks on {nodes}{placed}: "
-            f"the nodes of ranks 0-{self.size - 1} are {self.node_of()}"
+        if real and self.map_by == "slot":
+            words = _(
+                "{size} ranks on this job's nodes {hosts}, {per_node} each: the nodes of ranks "
+                "0-{last} are {nodes}"
+            )
+        elif real:
+            words = _(
+                "{size} ranks on this job's nodes {hosts}, {per_node} each, placed round-robin "
+                "(mpiexec --map-by node): the nodes of ranks 0-{last} are {nodes}"
+            )
+        elif self.map_by == "slot":
+            words = _(
+                "{size} ranks on {count} simulated nodes of {per_node}: the nodes of ranks "
+                "0-{last} are {nodes}"
+            )
+        else:
+            words = _(
+                "{size} ranks on {count} simulated nodes of {per_node}, placed round-robin "
+                "(mpiexec --map-by node): the nodes of ranks 0-{last} are {nodes}"
+            )
+        return words.format(
+            size=self.size,
+            hosts=", ".join(real or []),
+            count=self.nodes,
+            per_node=self.ranks_per_node,
+            last=self.size - 1,
+            nodes=self.node_of(),
         )
 
 
@@ -130,17 +150,22 @@ def part_facts(function: Any, part: str, layout: Layout) -> tuple[int, list[dict
     for rank, found in enumerate(facts["ranks"]):
         errors = found["errors"]
         if "module" in errors:
-            fail(f"the functions could not be loaded: {errors['module']}")
+            fail(_("the functions could not be loaded: {error}").format(error=errors["module"]))
         if part in errors:
             if errors[part].startswith("NotImplementedError"):
                 where = errors[part].split("(line", 1)[-1].rstrip(")")
                 raise NotImplementedError(
-                    f"the PUT YOUR CODE HERE stub is still there (line{where}): write the "
-                    "function, then run this check again"
+                    # TRANSLATORS: {where} is the line's number and code, after a space
+                    _(
+                        "the PUT YOUR CODE HERE stub is still there (line{where}): write the "
+                        "function, then run this check again"
+                    ).format(where=where)
                 )
             fail(
-                f"on rank {rank}: {errors[part]}",
-                f"the line named above raised it while {layout.size} ranks ran your functions",
+                _("on rank {rank}: {error}").format(rank=rank, error=errors[part]),
+                _("the line named above raised it while {size} ranks ran your functions").format(
+                    size=layout.size
+                ),
             )
     return facts["seed"], [found[part] for found in facts["ranks"]]
 
@@ -204,7 +229,13 @@ def _launch(
     try:
         mpiexec = mpi.mpiexec()
     except JobError as e:
-        fail(f"{e.message}, so the {layout.size}-rank check cannot run", e.hint)
+        fail(
+            # TRANSLATORS: {problem} is why no MPI launcher can run here
+            _("{problem}, so the {size}-rank check cannot run").format(
+                problem=e.message, size=layout.size
+            ),
+            e.hint,
+        )
     env = mpi.local_run_environment(
         CHAINERMN_FORCE_ABORT_ON_EXCEPTION="", **({} if nodes else {HOSTS: hosts})
     )
@@ -236,10 +267,14 @@ def _launch(
             )
         except subprocess.TimeoutExpired:
             fail(
-                f"the {layout.size}-rank run of your functions did not finish in {TIMEOUT} s",
-                "a rank is probably waiting in a collective call (scatter, allreduce, bcast) "
-                "that another rank never makes: every rank must call scatter_dataset, "
-                "the optimizer and the evaluator",
+                _("the {size}-rank run of your functions did not finish in {seconds} s").format(
+                    size=layout.size, seconds=TIMEOUT
+                ),
+                _(
+                    "a rank is probably waiting in a collective call (scatter, allreduce, bcast) "
+                    "that another rank never makes: every rank must call scatter_dataset, "
+                    "the optimizer and the evaluator"
+                ),
             )
 
 
@@ -254,9 +289,11 @@ def _reply(run: subprocess.CompletedProcess[str], layout: Layout) -> dict:
         facts = None
     if not isinstance(facts, dict) or not isinstance(facts.get("ranks"), list):
         fail(
-            f"the {layout.size}-rank run failed (exit status {run.returncode}): "
-            f"{run.stderr.strip()[-800:]}",
-            "run the cells above again; if it persists, run python -m course doctor",
+            # TRANSLATORS: {said} is the end of what the ranks wrote on stderr
+            _("the {size}-rank run failed (exit status {status}): {said}").format(
+                size=layout.size, status=run.returncode, said=run.stderr.strip()[-800:]
+            ),
+            _("run the cells above again; if it persists, run python -m course doctor"),
         )
     return facts
 
