@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import gettext
+import importlib.util
 import io
 import os
 import unicodedata
@@ -99,6 +100,26 @@ def translations(lang: str) -> gettext.NullTranslations:
 def _(message: str) -> str:
     """`message` in the student's language (COURSE_LANG); English when it has no translation."""
     return translations(language()).gettext(message)
+
+
+# Fonts for the languages whose script matplotlib's own font (DejaVu Sans) lacks: (package, the
+# font file inside it). IPAexGothic ships inside japanize-matplotlib, pinned with the kit: found
+# without importing the package, which would import distutils and restyle every plot.
+PLOT_FONTS = {"ja": ("japanize_matplotlib", "fonts/ipaexg.ttf")}
+
+
+def plot_font() -> None:
+    """Make matplotlib draw the student's language: its font registered and chosen (no change for
+    a language DejaVu Sans covers). Call it before drawing a figure with translated labels."""
+    found = PLOT_FONTS.get(language())
+    spec = importlib.util.find_spec(found[0]) if found else None
+    if found is None or spec is None or not spec.submodule_search_locations:
+        return  # English, or the pinned font package is missing: matplotlib's own font
+    from matplotlib import font_manager, rcParams
+
+    path = str(Path(list(spec.submodule_search_locations)[0]) / found[1])
+    font_manager.fontManager.addfont(path)
+    rcParams["font.family"] = font_manager.FontProperties(fname=path).get_name()
 
 
 def width(text: str) -> int:

@@ -219,3 +219,23 @@ def test_doctor_aligns_japanese_in_terminal_columns(monkeypatch):
     assert lines[0] == "course doctor: このマシンで動くもの"
     starts = [i18n.width(line[: line.index("DETAIL")]) for line in lines if "DETAIL" in line]
     assert starts == [len("  [ok] ") + i18n.width("スケジューラ") + 2] * 2, lines
+
+
+def test_a_japanese_plot_draws_every_glyph(monkeypatch):
+    """The report's plots in Japanese draw with the pinned IPAexGothic: matplotlib warns of no
+    missing glyph (its own DejaVu Sans would show boxes)."""
+    import warnings
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from course.notebook import exchange_report
+
+    monkeypatch.setenv(i18n.VARIABLE, "ja")
+    monkeypatch.setitem(matplotlib.rcParams, "font.family", ["DejaVu Sans"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Glyph ... missing from font(s)" is a UserWarning
+        figure = exchange_report.plot_by_workers(lambda p, n, a, b: a * p + b * n, 1e-5, 1e-9, 4096)
+        figure.canvas.draw()
+    assert re.search("[\u3040-\u30ff\u4e00-\u9fff]", figure.axes[0].get_xlabel())
+    assert matplotlib.rcParams["font.family"] == ["IPAexGothic"]

@@ -314,6 +314,7 @@ def plot(
     import matplotlib.pyplot as plt
     import numpy as np
 
+    i18n.plot_font()
     figure, ax = plt.subplots(figsize=(8, 5))
     for k, s in enumerate(table):
         colour = f"C{k % 10}"

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from course import costmodel
+from course import costmodel, i18n
 from course.contracts import benchmark
 from course.i18n import _
 from course.notebook import allreduce_report, profile_report
@@ -108,6 +108,7 @@ def plot_by_workers(
     """The models' time of one exchange of `nbytes` against the rank count, 2 to 256."""
     import matplotlib.pyplot as plt
 
+    i18n.plot_font()
     workers = [2**k for k in range(1, 9)]
     figure, ax = plt.subplots(figsize=(6, 4))
     ax.plot(

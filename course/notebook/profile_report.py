@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from course import evidence
+from course import evidence, i18n
 from course.contracts import stages
 from course.i18n import _
 from course.notebook.report import html_table
@@ -90,6 +90,8 @@ def measured_allreduce_seconds(folder: Path = Path("."), ranks: int | None = Non
 def plot(folder: Path = Path(".")):
     """A stacked bar per rank of every profiled run: where a step's time goes."""
     import matplotlib.pyplot as plt
+
+    i18n.plot_font()
 
     table = rows(folder)
     figure, axes = plt.subplots(figsize=(max(4.0, 0.9 * len(table) + 2), 3.6))

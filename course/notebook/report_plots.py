@@ -3,6 +3,7 @@ against epochs, updates and time (course.notebook.report makes the rows)."""
 
 from __future__ import annotations
 
+from course import i18n
 from course.contracts import stages
 from course.i18n import _
 
@@ -17,6 +18,7 @@ def plot(table: list[dict]):
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
+    i18n.plot_font()
     figure, axes = plt.subplots(2, 2, figsize=(12, 8))
     speed, by_epoch, by_update, by_time = axes.flat
     markers = dict(zip(stages.NAMES, "os^"))
