@@ -186,6 +186,31 @@ def student_lab(course: Course) -> Iterator[Lab]:
 
 
 @pytest.fixture(scope="module")
+def japanese_lab(course: Course) -> Iterator[Lab]:
+    """The Japanese bundle's JupyterLab, its user settings where start-jupyterlab.sh leaves them
+    (under the bundle's jupyter/), COURSE_LANG as that script sets it."""
+    bundle = course.tmp / "演習 1"  # a student folder with Japanese characters and a space
+    python_ok(
+        *("-m", "course", "bundle", "--out", str(bundle), "--lang", "ja"),
+        env=course.env,
+        timeout=300,
+    )
+    settings = bundle / "jupyter" / "lab" / "user-settings"
+    news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    news.parent.mkdir(parents=True)
+    news.write_text(json.dumps({"fetchNews": "false"}))
+    env = {
+        **jupyter_env(course.env, course.tmp / "japanese-home"),
+        "JUPYTER_CONFIG_DIR": str(bundle / "jupyter"),
+        "JUPYTERLAB_SETTINGS_DIR": str(settings),
+        "COURSE_LANG": "ja",
+    }
+    lab = start_lab(bundle, env, course.tmp / "japanese-lab.log")
+    yield lab
+    stop_lab(lab)
+
+
+@pytest.fixture(scope="module")
 def instructor_lab(course: Course) -> Iterator[Lab]:
     """The instructor's JupyterLab in the course folder, with every nbgrader extension."""
     home = course.tmp / "instructor-home"
@@ -303,6 +328,18 @@ def test_the_student_lab_has_no_instructor_tools(browser, student_lab, screensho
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(student_lab.page("formgrader"), timeout=30)
     assert refused.value.code == 404, "the Formgrader's server extension is off"
+
+
+def test_the_japanese_lab_shows_its_menus_and_the_notebooks_in_japanese(
+    browser, japanese_lab, screenshot
+):
+    folder = f"{exchange.settings(japanese_lab.root).course_id}/distributed_training_ja"
+    browser.get(japanese_lab.page(f"lab/tree/{folder}/01_single_gpu.ipynb") + "&reset")
+    wait_for(browser, lambda b: "ファイル" in menu_bar(b), "JupyterLab's File menu in Japanese")
+    assert {"編集", "表示", "ヘルプ"} <= set(menu_bar(browser)), set(menu_bar(browser))
+    cells = wait_for(browser, by_css(".jp-Notebook .jp-MarkdownCell"), "notebook 01's text")
+    wait_for(browser, lambda b: "ステージ 1" in cells[0].text, "notebook 01's Japanese title")
+    screenshot("japanese-lab")
 
 
 def test_the_instructor_lab_has_them(browser, instructor_lab, screenshot):

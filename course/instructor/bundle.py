@@ -49,6 +49,13 @@ SERVER_EXTENSIONS_OFF = (
     "nbgrader.server_extensions.course_list",
 )
 KIT_FILES = ("pyproject.toml", "constraints.txt")
+# JupyterLab's own language for an edition (its language pack is pinned with the kit): the user
+# setting of its translation extension, in the bundle's jupyter/ (JupyterLab's user settings live
+# under JUPYTER_CONFIG_DIR, which start-jupyterlab.sh sets).
+LAB_LOCALES = {"ja": "ja_JP"}
+LAB_LANGUAGE_SETTING = Path(
+    "lab", "user-settings", "@jupyterlab", "translation-extension", "plugin.jupyterlab-settings"
+)
 # Of course/: the instructor's package (the grader, and the reference training `course train`, whose
 # code is the stages' answers). Nothing outside it imports it (tests/test_architecture.py).
 LEFT_OUT = ("instructor",)
@@ -165,6 +172,10 @@ def build(
         root / grading_rules.FILE, out / "course" / "contracts" / grading_rules.PUBLIC.name
     )
     student_jupyter_config(out / "jupyter")
+    if lang in LAB_LOCALES:
+        setting = out / "jupyter" / LAB_LANGUAGE_SETTING
+        setting.parent.mkdir(parents=True, exist_ok=True)
+        setting.write_text(json.dumps({"locale": LAB_LOCALES[lang]}) + "\n")
     bootstrap = subprocess.run(
         [sys.executable, str(root / "tools" / "pins.py"), "bootstrap"],
         check=True,
