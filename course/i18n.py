@@ -122,6 +122,17 @@ def plot_font() -> None:
     rcParams["font.family"] = font_manager.FontProperties(fname=path).get_name()
 
 
+def N_(message: str) -> str:  # noqa: N802 (gettext's own name for it)
+    """`message` as it is, marked for the catalog: for a text translated later, into a language
+    chosen then (`in_language`), not the one of the process that defines it."""
+    return message
+
+
+def in_language(lang: str, message: str) -> str:
+    """`message` in the language `lang` (a student bundle's, say), whatever COURSE_LANG is."""
+    return translations(lang).gettext(message)
+
+
 def width(text: str) -> int:
     """The columns `text` takes in a terminal: wide and full-width characters take two."""
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)

@@ -353,6 +353,8 @@ def test_the_japanese_bundle_holds_the_japanese_edition_and_speaks_japanese(tmp_
     notebook = json.loads((folder / "01_single_gpu.ipynb").read_text(encoding="utf-8"))
     assert "ステージ 1" in "".join(notebook["cells"][0]["source"])
     assert (folder / "jobs").is_dir() and "ノートブック" in (folder / "README.md").read_text()
+    readme = (out / "README.md").read_text(encoding="utf-8")
+    assert "担当教員" in readme and "`distributed_training_ja`" in readme, readme[:300]
     lab = json.loads((out / "jupyter" / bundle.LAB_LANGUAGE_SETTING).read_text())
     assert lab == {"locale": "ja_JP"}  # JupyterLab's own menus, through its pinned language pack
     start = (out / "start-jupyterlab.sh").read_text()

@@ -171,7 +171,9 @@ def _translated(tree: ast.AST) -> tuple[set[int], list[ast.Call]]:
     calls = [
         node
         for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_"
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("_", "N_")
     ]
     return {id(inner) for call in calls for inner in ast.walk(call)}, calls
 

@@ -483,7 +483,9 @@ def test_no_message_is_marked_inside_an_f_string(module):
         for joined in ast.walk(tree)
         if isinstance(joined, ast.JoinedStr)
         for node in ast.walk(joined)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_"
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("_", "N_")
     ]
     assert not inside, f"{module}: _() inside an f-string at lines {inside}"
 

@@ -35,7 +35,7 @@ from course import i18n, paths
 from course.cli import command_parser
 from course.contracts import grading_rules
 from course.errors import CourseError
-from course.instructor import exchange, i18n_release, release
+from course.instructor import bundle_texts, exchange, i18n_release, release
 
 # nbgrader's instructor tools (its installation guide names them); the Assignment List and Validate
 # stay.
@@ -83,26 +83,6 @@ export JUPYTER_CONFIG_DIR="$PWD/jupyter"
 # The language of the course's messages (course/i18n.py); the student may set another.
 export {variable}=${{{variable}:-{lang}}}
 exec .venv/bin/jupyter lab --ServerApp.root_dir="$PWD" "$@"
-"""
-
-README = """# {course_id}: distributed deep learning with Chainer and ChainerMN
-
-1. `./install.sh` once (Python 3.11; `EXTRAS=gpu ./install.sh` on a GPU node of a cluster).
-2. `./start-jupyterlab.sh`, then open **Assignment List** (the Nbgrader menu): fetch
-   `{assignment}` if it is not already in `{folder}/`, and work through
-   `01_single_gpu`, `02_multi_gpu` and `03_multi_node` there. Each notebook submits its
-   training jobs for you (`qsub -j oe`, or this machine when the course runs without a cluster).
-3. Submit from the Assignment List, or in a terminal in this folder with
-   `.venv/bin/python -m course handin`: it runs nbgrader's submit and says plainly whether your
-   work reached the exchange (a failed hand-in exits with status 1 and says why). What your jobs
-   wrote travels with it: `runs/` and the job logs (`run_*.sh.o<number>`); the snapshots do not.
-   Feedback comes back through the same list (**Fetch Feedback**).
-
-The exchange is the folder your instructor set when making this copy: `{exchange}`
-(`nbgrader_config.py`). If your instructor gives you another one, set `COURSE_EXCHANGE=/path` before
-starting JupyterLab or handing in. `.venv/bin/python -m course doctor` says what works on the
-machine you are on, and `.venv/bin/python -m course report {folder}/{assignment}`
-prints the table of your runs.
 """
 
 
@@ -189,7 +169,7 @@ def build(
         (out / name).write_text(text)
         os.chmod(out / name, 0o755)
     (out / "README.md").write_text(
-        README.format(
+        i18n.in_language(lang, bundle_texts.README).format(
             course_id=course.course_id,
             assignment=assignment,
             folder=target.parent.relative_to(out),

@@ -38,6 +38,7 @@ MARKED = (
     "course/notebook/checks/single.py",
     "course/notebook/checks/single_snapshots.py",
     "course/diagnostics/doctor.py",
+    "course/instructor/bundle_texts.py",
     "course/notebook/checks/exchange.py",
     "course/notebook/checks/exchange_mistakes.py",
     "course/notebook/checks/exchange_observers.py",
@@ -109,6 +110,8 @@ DOCUMENTS = ("README.md",)
 # The stub nbgrader leaves for a solution (nbgrader_config.py's code_stub): its comment, translated.
 STUB_KEY = "nbgrader:code_stub"
 PYTHON_DOMAIN, NOTEBOOK_DOMAIN = i18n.DOMAIN, "notebooks"
+# The marks Babel extracts: `_()`, translated at once, and `N_()`, translated later (i18n.N_).
+KEYWORDS = {"_": None, "N_": None}
 PROJECT = "chainer-course-kit"
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _CODE_SPAN = re.compile(r"`[^`]+`")  # markdown lets a code span run over a line break
@@ -217,7 +220,7 @@ def python_template(root: Path) -> Catalog:
     template = _catalog(PYTHON_DOMAIN)
     for module in MARKED:
         for lineno, message, comments, context in extract.extract_from_file(
-            "python", root / module, keywords={"_": None}, comment_tags=("TRANSLATORS:",)
+            "python", root / module, keywords=KEYWORDS, comment_tags=("TRANSLATORS:",)
         ):
             template.add(
                 message, locations=[(module, lineno)], auto_comments=comments, context=context
