@@ -20,7 +20,7 @@ TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 # numbers show; by default the demo's quick ones (course/instructor/demo_settings.py), within 10 min.
 SETTINGS ?= quick
 demo: $(VENV)/.installed
-	$(PY) -m course demo $(if $(filter site,$(SETTINGS)),--site-settings)
+	$(PY) -m course demo $(if $(filter site,$(SETTINGS)),--site-settings) $(if $(COURSE_LANG),--lang $(COURSE_LANG))
 
 # The tiers (markers in pyproject.toml, the guard in tests/conftest.py):
 #   test           every capability once, on the real stack (training, notebooks, nbgrader, Slurm,

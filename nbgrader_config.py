@@ -78,9 +78,11 @@ c.Autograde.sanitize_preprocessors = sanitize_preprocessors()
 # Autograde copies the submission's files, then overwrites the ones whose names the source folder
 # also has with the instructor's copies. The stages' training scripts the student's notebook
 # writes itself: keep theirs.
-from course import paths  # noqa: E402
 from course.contracts import stages  # noqa: E402
+from course.instructor import editions  # noqa: E402
 
+# Every edition (course/instructor/editions.py): the English one and each translation.
 c.Autograde.exclude_overwriting = {
-    paths.ASSIGNMENT: [stage.script for stage in stages.STAGES.values()]
+    assignment: [stage.script for stage in stages.STAGES.values()]
+    for assignment in editions.ASSIGNMENTS
 }

@@ -13,9 +13,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course import comparison, evidence, paths
+from course import comparison, evidence, i18n, paths
 from course.contracts import stages
-from course.instructor import demo, grade_report, nbgrader_cells, process_limit
+from course.instructor import demo, grade_report, i18n_release, nbgrader_cells, process_limit
 from tests.helpers import PYTHON, ROOT, SOLVED_ON_CPU, bubblewrap, core_cases
 from tests.solutions import solution_functions
 
@@ -543,7 +543,7 @@ ATTACKS = {
 # The batch is graded once, within the module's first test: its time limit grows with the number of
 # submissions, so that a machine several times slower than an idle one (other work) still passes.
 # alice (solved), bob (the release), judy and zed hand in every notebook; the others only theirs.
-WHOLE = ("alice", "bob", "judy", "zed")
+WHOLE = ("alice", "bob", "hanako", "judy", "zed")
 HANDED_IN = {
     **{student: handed_in for student, (_, handed_in, *_) in PLANTED.items()},
     **{student: handed_in for student, (_, handed_in, *_) in ATTACKS.items()},
@@ -622,6 +622,23 @@ def hand_in(student_run: Path, folder: Path, notebooks: tuple[str, ...]) -> None
     assert sorted(p.stem for p in folder.glob("*.ipynb")) == sorted(notebooks)
 
 
+JA = i18n_release.assignment("ja")
+
+
+def japanese(student_run: Path, folder: Path) -> None:
+    """The solved run handed in as the Japanese edition: its notebooks' text the Japanese
+    release's (the same cells by id), its code, outputs, runs and job logs the solved run's."""
+    shutil.copytree(student_run, folder)
+    for path in folder.glob("*.ipynb"):
+        notebook = json.loads(path.read_text())
+        released = json.loads((ROOT / "notebooks" / JA / path.name).read_text(encoding="utf-8"))
+        text = {c["id"]: c["source"] for c in released["cells"] if c["cell_type"] == "markdown"}
+        for cell in notebook["cells"]:
+            if cell["cell_type"] == "markdown" and not cell["metadata"]["nbgrader"].get("solution"):
+                cell["source"] = text[cell["id"]]
+        path.write_text(json.dumps(notebook, ensure_ascii=False), encoding="utf-8")
+
+
 def selected_students(request) -> set[str]:
     """The planted and attacking students whose tests this run selected (make test: the core ones),
     with those the module's other tests name."""
@@ -654,6 +671,11 @@ def graded(student_run, tmp_path_factory, request):
             continue
         hand_in(student_run, submitted / student / A, HANDED_IN[student])
         plant(submitted / student / A, course)
+    # The Japanese edition, handed in after an English one: graded on the Japanese, the latest.
+    japanese(student_run, submitted / "hanako" / JA)
+    shutil.copytree(ROOT / "notebooks" / A, submitted / "hanako" / A)
+    (submitted / "hanako" / A / "timestamp.txt").write_text("2026-11-20 09:00:00.000000 UTC")
+    (submitted / "hanako" / JA / "timestamp.txt").write_text("2026-11-21 09:00:00.000000 UTC")
     shutil.copytree(student_run, submitted / "judy" / A)
     (submitted / "judy" / A / "01_single_gpu.ipynb").write_text('{"cells": [')  # a broken file
     # Notebooks handed in as links to a classmate's (on a shared file system): not graded.
@@ -831,6 +853,30 @@ def test_grading_never_trains_and_gives_feedback(graded):
     assert "(0.2, 16, 64, 0.8)" in shown and "(0.1, 32, 96, 0.3)" not in shown
     autograded = (course / "autograded" / "alice" / A / "02_multi_gpu.ipynb").read_text()
     assert "(0.1, 32, 96, 0.3)" in autograded
+
+
+def test_the_japanese_edition_grades_as_the_english_one_and_gives_feedback_in_japanese(graded):
+    """hanako handed in the solved notebooks as the Japanese edition (after the English release):
+    one row in the gradebook, the Japanese edition's, with alice's points; feedback in Japanese,
+    the checks' lines too."""
+    run, totals, details, course = graded
+    assert totals["hanako"] == totals["alice"] == SOLVED, run.stdout + run.stderr
+    with open(course / "grades.csv") as f:
+        rows = [row for row in csv.DictReader(f) if row["student_id"] == "hanako"]
+    assert [row["assignment"] for row in rows] == [JA]
+    assert f"hanako handed in {A} as well: graded on {JA}" in run.stderr
+    assert sorted(lost(details, "hanako")) == [NO_GPU, NO_GPU_PREDICTION]
+    page = (course / "feedback" / "hanako" / JA / "01_single_gpu.html").read_text()
+    shown = html.unescape(re.sub(r"<[^>]+>", "", page))
+    ok = i18n.in_language(
+        "ja",
+        "make_iterators: training batches of {batchsize}, shuffled and repeating; the test "
+        "iterator makes one pass over the test set",
+    ).split("{")[0]
+    assert "ステージ 1" in shown and len(ok) > 5 and "OK: " + ok in shown, shown[:400]
+    with open(course / "grades-plagiarism.csv") as f:  # alice's runs, in the other edition
+        shared = {(row["kind"], row["students"]) for row in csv.DictReader(f)}
+    assert any(k == "results seal" and {"alice", "hanako"} <= set(s.split()) for k, s in shared)
 
 
 def flags(details, student) -> dict[tuple[str, str], str]:

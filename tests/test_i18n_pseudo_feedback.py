@@ -28,7 +28,7 @@ from babel.messages import extract
 from course import comparison, evidence, i18n
 from course.cluster import accounting
 from course.errors import CourseError
-from course.instructor import scoring
+from course.instructor import scoring, scoring_accuracy, scoring_runs
 from course.instructor.i18n_catalog import MARKED
 from tests import (
     test_accuracy,
@@ -48,6 +48,8 @@ GROUP = (
     "course/prediction_evidence.py",
     "course/comparison.py",
     "course/instructor/scoring.py",
+    "course/instructor/scoring_accuracy.py",
+    "course/instructor/scoring_runs.py",
     "course/runtime/harness.py",
     "course/runtime/checkpoint.py",
     "course/runtime/snapshot_integrity.py",
@@ -237,14 +239,15 @@ def watch(monkeypatch, seen: Seen) -> None:
         __tracebackhide__ = True
         fail(seen("failure", message), seen("failure's hint", hint))
 
-    monkeypatch.setattr(scoring, "fail", failing)
+    for module in (scoring, scoring_accuracy, scoring_runs):  # scoring's modules
+        monkeypatch.setattr(module, "fail", failing)
+        monkeypatch.setattr(
+            module,
+            "print",
+            lambda *values, **kwargs: print(*(seen("printed", str(v)) for v in values), **kwargs),
+            raising=False,
+        )
     monkeypatch.setattr(scoring, "passed", lambda message: passed(seen("passing line", message)))
-    monkeypatch.setattr(
-        scoring,
-        "print",
-        lambda *values, **kwargs: print(*(seen("printed", str(v)) for v in values), **kwargs),
-        raising=False,
-    )
 
     init = CourseError.__init__
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from course import paths
 from course.errors import GradingError
 from course.fileio import atomic_file
-from course.instructor import nbgrader_hook, verify, verify_plan
+from course.instructor import editions, nbgrader_hook, verify, verify_plan
 from course.instructor.grade_report import Outcome, read_gradebook
 from course.instructor.nbgrader_hook import CELL_TIMEOUT
 from course.instructor.verify_protocol import VerificationError
@@ -117,14 +117,15 @@ def grading_lock(root: Path) -> Iterator[None]:
         yield  # closing the file releases the lock, also when the process dies
 
 
-def prepare(root: Path, release: Path) -> str:
-    """Put the assignment's notebooks and test cells into the course's gradebook, and its student
-    release into `release`/<assignment> (what every student was given); return the gradebook's
-    URL."""
+def prepare(root: Path, release: Path, assignment: str = ASSIGNMENT) -> str:
+    """Put the edition `assignment`'s notebooks and test cells into the course's gradebook, and its
+    student release into `release`/<assignment> (what every student was given); return the
+    gradebook's URL."""
     check_course_folder(root)
+    editions.prepare_source(root, assignment)
     db_url = f"sqlite:///{root / 'gradebook.db'}"
     _nbgrader_or_raise(
-        ["generate_assignment", ASSIGNMENT, "--force"],
+        ["generate_assignment", assignment, "--force"],
         root,
         [f"--CourseDirectory.release_directory={release}", f"--CourseDirectory.db_url={db_url}"],
         "python -m course release shows the whole error",
@@ -162,18 +163,24 @@ def _failures(log: str, students: list[str]) -> dict[str, str]:
 
 
 def verify_all(
-    root: Path, submitted: Path, students: list[str], verdicts: Path, jobs: int, cell_timeout: float
+    root: Path,
+    submitted: Path,
+    students: list[str],
+    verdicts: Path,
+    jobs: int,
+    cell_timeout: float,
+    assignment: str = ASSIGNMENT,
 ) -> dict[str, tuple[float, dict, str]]:
-    """Verify every submission, `jobs` at a time, each in its own sandboxed process; leave the
-    verdicts in `verdicts` for nbgrader's step. {student: (seconds, flags by (notebook, test),
-    failure or "")}."""
+    """Verify every submission of the edition `assignment`, `jobs` at a time, each in its own
+    sandboxed process speaking the edition's language; leave the verdicts in `verdicts` for
+    nbgrader's step. {student: (seconds, flags by (notebook, test), failure or "")}."""
     from concurrent.futures import ThreadPoolExecutor
 
-    plans = verify_plan.plans(root / "solutions" / ASSIGNMENT)
+    plans = verify_plan.plans(root / "solutions" / assignment)
     hidden = verify.private_paths(root, submitted)
 
     def one(student: str) -> tuple[float, dict, str]:
-        folder = submitted / student / ASSIGNMENT
+        folder = submitted / student / assignment
         started = time.monotonic()
         links = verify.links_leaving(folder)
         if links:  # a submission must be the student's own files, not a window on others'
@@ -190,6 +197,7 @@ def verify_all(
                 hidden=hidden,
                 grading_config=root / "grading.toml",
                 timeout=cell_timeout,
+                lang=editions.language(assignment),
             )
         except VerificationError as e:
             nbgrader_hook.write_verdicts(verdicts, student, None, e.message)
@@ -236,16 +244,18 @@ def autograde(
     db_url: str,
     jobs: int = 0,
     cell_timeout: float = CELL_TIMEOUT,
+    assignment: str = ASSIGNMENT,
 ) -> list[Outcome]:
-    """Verify every submission, then nbgrader autograde over them in one process; outcomes from the
-    gradebook."""
+    """Verify every submission of the edition `assignment`, then nbgrader autograde over them in
+    one process; outcomes from the gradebook."""
     with tempfile.TemporaryDirectory(prefix="course-verdicts-") as verdicts:
+        workers = jobs or os.cpu_count() or 1
         verified = verify_all(
-            root, submitted, students, Path(verdicts), jobs or os.cpu_count() or 1, cell_timeout
+            root, submitted, students, Path(verdicts), workers, cell_timeout, assignment
         )
         try:
             run = _nbgrader(
-                ["autograde", ASSIGNMENT, "--create", "--force"],
+                ["autograde", assignment, "--create", "--force"],
                 root,
                 _gradebook_options(submitted, db_url),
                 timeout=6 * 3600,
@@ -271,6 +281,7 @@ def autograde(
             seconds,
             failure=failures.get(student, ""),
             flags=flags,
+            assignment=assignment,
         )
         if outcome.graded:
             read_gradebook(root, submitted, db_url, outcome)
@@ -278,9 +289,9 @@ def autograde(
     return outcomes
 
 
-def feedback(root: Path, submitted: Path, db_url: str) -> None:
+def feedback(root: Path, submitted: Path, db_url: str, assignment: str = ASSIGNMENT) -> None:
     run = _nbgrader(
-        ["generate_feedback", ASSIGNMENT, "--force"], root, _gradebook_options(submitted, db_url)
+        ["generate_feedback", assignment, "--force"], root, _gradebook_options(submitted, db_url)
     )
     if run.returncode != 0:
         said = _last_error(run.stdout + run.stderr)
@@ -296,26 +307,30 @@ def export(root: Path, db_url: str, out: Path, outcomes: list[Outcome]) -> None:
         [f"--CourseDirectory.db_url={db_url}"],
         "see nbgrader's log",
     )
-    not_graded = {outcome.student for outcome in outcomes if not outcome.graded}
-    if not_graded:
-        _drop_rows(out, not_graded)
+    _keep_rows(out, outcomes)
 
 
-def _drop_rows(path: Path, students: set[str]) -> None:
-    """Remove the assignment's rows of `students` from an nbgrader export."""
+def _keep_rows(path: Path, outcomes: list[Outcome]) -> None:
+    """Of an nbgrader export, keep for each student of this run the row of the edition graded
+    (one per student): not a submission that could not be graded, nor another edition the student
+    handed in (or was graded on before). Students not in this run keep theirs."""
+    ran = {outcome.student for outcome in outcomes}
+    graded = {(outcome.assignment, outcome.student) for outcome in outcomes if outcome.graded}
     with open(path, newline="") as f:
         header, *rows = list(csv.reader(f))
     assignment, student = header.index("assignment"), header.index("student_id")
-    kept = [row for row in rows if not (row[assignment] == ASSIGNMENT and row[student] in students)]
+    kept = [
+        row for row in rows if row[student] not in ran or (row[assignment], row[student]) in graded
+    ]
     with atomic_file(path, "w") as f:
         csv.writer(f, lineterminator="\n").writerows([header, *kept])
 
 
-def collect(root: Path, exchange: Path, submitted: Path) -> None:
-    """nbgrader collect from `exchange` into `submitted`; --update: a student's newer submission
-    replaces the one collected before."""
+def collect(root: Path, exchange: Path, submitted: Path, assignment: str = ASSIGNMENT) -> None:
+    """nbgrader collect of the edition `assignment` from `exchange` into `submitted`; --update: a
+    student's newer submission replaces the one collected before."""
     _nbgrader_or_raise(
-        ["collect", ASSIGNMENT, "--update"],
+        ["collect", assignment, "--update"],
         root,
         [
             f"--Exchange.root={exchange.resolve()}",

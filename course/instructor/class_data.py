@@ -22,7 +22,7 @@ from pathlib import Path
 from course import comparison, evidence, paths
 from course.contracts import grading_rules, stages
 from course.errors import GradingError
-from course.instructor import verify
+from course.instructor import editions, verify
 from course.instructor.grade_report import BY_HAND, NOT_HANDED_IN
 
 KEY_FILE = "class-report.key"  # in the course folder: the secret behind the stable pseudonyms
@@ -195,18 +195,15 @@ def collect(root: Path, submitted: Path, grades: Path) -> ClassData:
     rules = grading_rules.load(root / grading_rules.FILE)
     totals = {row["student_id"]: row for row in read_csv(grades)}
     details = read_csv(grades.with_name(grades.stem + "-details.csv"))
-    names = sorted(
-        {row["student"] for row in details}
-        | set(totals)
-        | {p.parent.name for p in submitted.glob(f"*/{paths.ASSIGNMENT}") if p.is_dir()}
-    )
+    handed_in, _ = editions.handed_in(submitted)
+    names = sorted({row["student"] for row in details} | set(totals) | set(handed_in))
     students, targets = [], Counter[float]()
     for name in names:
         student = Student(name)
         if name in totals:
             student.score = _float(totals[name]["score"])
             student.max_score = _float(totals[name]["max_score"])
-        folder = submitted / name / paths.ASSIGNMENT
+        folder = submitted / name / handed_in.get(name, paths.ASSIGNMENT)
         links = verify.links_leaving(folder) if folder.is_dir() else []
         if links:  # as the grader: a window on other files is not the student's own
             why = f"the submission links to files outside it ({'; '.join(links[:3])}): runs unread"

@@ -29,29 +29,29 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from course import paths
+from course import i18n, paths
 from course.cli import command_parser
 from course.cluster import siteenv
 from course.contracts import stages
 from course.diagnostics import doctor
-from course.errors import CourseError, GradingError
+from course.errors import GradingError
 from course.instructor import (
     class_report,
     demo_settings,
     exchange,
     grade_command,
+    i18n_release,
     nbgrader_cells,
     release,
     sandbox,
     verify,
 )
+from course.instructor.notebook_run import run_notebook
 from course.notebook import allreduce_report, exchange_report, handin, report
 from course.runtime import data, data_prepare
 
@@ -123,95 +123,6 @@ def student_copy(release_folder: Path, solutions_folder: Path, destination: Path
     return destination
 
 
-# A cell that runs at least this long (a job, a stage-3 check) is said as it ends, with the time;
-# one still running is said every HEARTBEAT seconds (a stage-3 comparison takes many minutes).
-SLOW_CELL = 5.0
-HEARTBEAT = 60.0
-
-
-def run_notebook(
-    path: Path,
-    timeout: int | None = None,
-    env: dict[str, str] | None = None,
-    echo: Callable[[str], None] | None = None,
-) -> list[str]:
-    """Execute a notebook in its folder as JupyterLab would, keep its outputs; return its errors.
-
-    env: the kernel's environment (default: this process's); echo: told of each graded or slow cell
-    as it ends, so that a long notebook shows its progress. timeout: seconds a cell may take (None:
-    no limit, the default, since a cell that runs jobs is bounded by their walltimes and the
-    training's watchdog, and takes three times as long on a busy machine: a stage-3 comparison
-    took 829 s on an idle one and over 1800 s at load 16).
-    """
-    import nbformat
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError
-
-    notebook = nbformat.read(path, as_version=4)
-    started = time.monotonic()
-    running: list[Any] = [None, 0, started]  # the cell under way, its index, when it started
-    finished = threading.Event()
-
-    def where(cell: Any, cell_index: int) -> str:
-        name = nbgrader_cells.grade_id(cell)
-        return f"    {path.name} cell {cell_index + 1}/{len(notebook.cells)}" + (
-            f" ({name})" if name else ""
-        )
-
-    def cell_started(cell: Any, cell_index: int, **_: Any) -> None:
-        running[:] = [cell, cell_index, time.monotonic()]
-
-    def cell_ended(cell: Any, cell_index: int, **_: Any) -> None:
-        now = time.monotonic()
-        took = now - running[2]
-        running[0] = None
-        if echo is not None and (nbgrader_cells.grade_id(cell) or took >= SLOW_CELL):
-            echo(f"{where(cell, cell_index)}: {took:.0f} s, {now - started:.0f} s in")
-
-    def heartbeat() -> None:
-        while not finished.wait(HEARTBEAT):
-            cell, cell_index, since = running
-            if echo is not None and cell is not None and time.monotonic() - since >= HEARTBEAT:
-                echo(f"{where(cell, cell_index)}: still running, {time.monotonic() - since:.0f} s")
-
-    client = NotebookClient(
-        notebook,
-        timeout=timeout,
-        allow_errors=True,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-        extra_arguments=["--IPKernelApp.log_level=ERROR"],
-        on_cell_start=cell_started,
-        on_cell_executed=cell_ended,
-    )  # as nbgrader_config.py
-    beating = threading.Thread(target=heartbeat, daemon=True)
-    beating.start()
-    try:
-        client.execute(**({"env": env} if env is not None else {}))
-    except CellTimeoutError as e:  # a TimeoutError, which is an OSError: not a disk's problem
-        _, cell_index, since = running
-        raise CourseError(
-            f"{path.name} cell {cell_index + 1}/{len(notebook.cells)} ran longer than its limit of "
-            f"{timeout} s ({time.monotonic() - since:.0f} s)",
-            "if its jobs were still running, the machine is busier than the limit allows: run "
-            "again with a larger timeout, or none",
-        ) from e
-    finally:
-        finished.set()
-        beating.join()
-    nbformat.write(notebook, path)
-    errors = []
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []):
-            if output.output_type == "error":
-                grade_id = nbgrader_cells.grade_id(cell) or "?"
-                errors.append(
-                    f"{grade_id}: {output.ename}: "
-                    f"{output.evalue.splitlines()[0] if output.evalue else ''}"
-                )
-    return errors
-
-
 def course_folder(root: Path, destination: Path) -> Path:
     """A course folder for nbgrader: its configuration, grading.toml and the source solutions/."""
     destination.mkdir(parents=True)
@@ -251,10 +162,12 @@ def play_student(root: Path, workdir: Path, echo=print, env: dict[str, str] | No
     return student
 
 
-def as_student(app: str, home: Path, ex: Path, *flags: str) -> None:
+def as_student(
+    app: str, home: Path, ex: Path, *flags: str, assignment: str = paths.ASSIGNMENT
+) -> None:
     """`nbgrader APP` on the assignment, from a student's home with their own nbgrader cache (as
     their own account would have one), through the exchange `ex`."""
-    exchange.run(app, [paths.ASSIGNMENT, *flags], home, ex, cache=home / ".nbgrader-cache")
+    exchange.run(app, [assignment, *flags], home, ex, cache=home / ".nbgrader-cache")
 
 
 def play_term(
@@ -262,34 +175,36 @@ def play_term(
     out: Path,
     students: tuple[Student, ...] = STUDENTS,
     env: dict[str, str] | None = None,
+    lang: str = i18n.DEFAULT,
 ) -> tuple[int, dict[str, Path]]:
     """Release, fetch, work, submit, grade and return feedback through the exchange out/exchange
     with nbgrader's apps; (course grade's exit status, each student's assignment folder).
 
-    env: the students' kernels' environment (default: this process's)."""
+    env: the students' kernels' environment (default: this process's); lang: the edition they
+    work in (its own nbgrader assignment)."""
+    assignment = i18n_release.assignment(lang)
     course = course_folder(root, out / "course")
-    release.generate(root, course / "notebooks")
+    release.generate(root, course / "notebooks", lang)
     ex = out / "exchange"
-    exchange.run("release_assignment", [paths.ASSIGNMENT], course, ex)
+    exchange.run("release_assignment", [assignment], course, ex)
     settings = exchange.settings(course)
-    print(f"released {paths.ASSIGNMENT} to {ex}")
+    print(f"released {assignment} to {ex}")
     homes, folders = {}, {}
     for student in students:
         home = homes[student.name] = out / "students" / student.name
         home.mkdir(parents=True)
         (home / "nbgrader_config.py").write_text(exchange.student_config(settings, ex))
-        as_student("fetch_assignment", home, ex)
-        folder = folders[student.name] = exchange.assignment_folder(home, settings)
+        as_student("fetch_assignment", home, ex, assignment=assignment)
+        folder = exchange.assignment_folder(home, settings).with_name(assignment)
+        folders[student.name] = folder
         print(
             f"{student.name}: fetched into {folder}; works on {', '.join(student.notebooks)}"
             + (f", leaving {', '.join(sorted(student.left))} as released" if student.left else "")
         )
         solve(folder, root / "solutions" / paths.ASSIGNMENT, student.notebooks, student.left)
         run_all(folder, student.notebooks, env=env)
-        as_student("submit", home, ex, f"--student={student.name}")
-        sent = max(
-            (ex / settings.course_id / "inbound").glob(f"{student.name}+{paths.ASSIGNMENT}+*")
-        )
+        as_student("submit", home, ex, f"--student={student.name}", assignment=assignment)
+        sent = max((ex / settings.course_id / "inbound").glob(f"{student.name}+{assignment}+*"))
         print(
             f"  submitted: {handin.folder_size(sent) / 1e3:.0f} kB reached the exchange, of "
             f"{handin.folder_size(folder) / 1e6:.1f} MB in the folder (nbgrader refuses a folder "
@@ -298,12 +213,12 @@ def play_term(
 
     print("\n== 5. The instructor collects and grades the submissions with nbgrader")
     status = grade_command.main(["--course-dir", str(course), "--exchange", str(ex)])
-    exchange.run("release_feedback", [paths.ASSIGNMENT], course, ex)
+    exchange.run("release_feedback", [assignment], course, ex)
 
     print("\n== 6. Each student fetches their feedback")
     for student in students:
         home = homes[student.name]
-        as_student("fetch_feedback", home, ex, f"--student={student.name}")
+        as_student("fetch_feedback", home, ex, f"--student={student.name}", assignment=assignment)
         fetched = sorted(
             p.relative_to(home) for p in (folders[student.name] / "feedback").rglob("*.html")
         )
@@ -325,7 +240,15 @@ def main(argv: list[str] | None = None) -> int:
         help="train at the site profile's settings (about 25 min on 2 CPU cores), where the "
         "lessons' numbers show, instead of the demo's quick ones",
     )
+    parser.add_argument(
+        "--lang",
+        choices=i18n.LANGUAGES,
+        default=i18n.DEFAULT,
+        help="the edition the students work in (the Japanese one: ja); the same answers, the same "
+        "gradebook",
+    )
     args = parser.parse_args(argv)
+    os.environ[i18n.VARIABLE] = args.lang  # the students' kernels and their jobs inherit it
     root = paths.kit_root()
     out = (args.out or root / "build" / "demo").resolve()
     if out.exists():
@@ -366,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         "(the jobs "
         "run now)"
     )
-    status, folders = play_term(root, out)
+    status, folders = play_term(root, out, lang=args.lang)
 
     solved = folders[STUDENTS[0].name]
     print(f"\n== 7. {STUDENTS[0].name}'s runs: throughput, scaling, accuracy and time to accuracy")

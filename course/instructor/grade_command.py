@@ -22,7 +22,7 @@ from pathlib import Path
 from course import paths
 from course.cli import command_parser
 from course.errors import GradingError
-from course.instructor import autograde, plagiarism, process_limit, sandbox, verify
+from course.instructor import autograde, editions, plagiarism, process_limit, sandbox, verify
 from course.instructor.autograde import ASSIGNMENT
 from course.instructor.grade_report import summary, write_details
 from course.instructor.nbgrader_hook import CELL_TIMEOUT
@@ -77,28 +77,53 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
     submitted = (args.submitted or root / "submitted").resolve()
     db_url = autograde.prepare(root, release)
     if args.exchange:
-        autograde.collect(root, args.exchange, submitted)
-    students = sorted(p.parent.name for p in submitted.glob(f"*/{ASSIGNMENT}") if p.is_dir())
-    if not students:
+        for assignment in editions.ASSIGNMENTS:
+            autograde.collect(root, args.exchange, submitted, assignment)
+    chosen, others = editions.handed_in(submitted)
+    if not chosen:
         raise GradingError(
-            f"no submissions in {submitted} (expected <student>/{ASSIGNMENT}/)",
+            f"no submissions in {submitted} (expected <student>/{ASSIGNMENT}/, or another "
+            f"edition's: {', '.join(list(editions.ASSIGNMENTS)[1:])})",
             "give the folder that holds the students' folders",
         )
+    for student, also in others.items():
+        print(
+            f"{student} handed in {', '.join(also)} as well: graded on {chosen[student]}, the "
+            "latest",
+            file=sys.stderr,
+        )
     verify.check_sandbox()
-    print(f"grading {len(students)} submission(s) of {ASSIGNMENT} from {submitted}", flush=True)
-    outcomes = autograde.autograde(root, submitted, students, db_url, args.jobs, args.cell_timeout)
-    if args.feedback:
-        autograde.feedback(root, submitted, db_url)
+    outcomes, copied = [], []
+    for assignment in editions.ASSIGNMENTS:
+        students = [student for student, edition in chosen.items() if edition == assignment]
+        if not students:
+            continue
+        if assignment != ASSIGNMENT:
+            autograde.prepare(root, release, assignment)
+        print(f"grading {len(students)} submission(s) of {assignment} from {submitted}", flush=True)
+        outcomes += autograde.autograde(
+            root, submitted, students, db_url, args.jobs, args.cell_timeout, assignment
+        )
+        if args.feedback:
+            autograde.feedback(root, submitted, db_url, assignment)
+        copied += plagiarism.shared_notebooks(  # within an edition: the others' text differs
+            {student: submitted / student / assignment for student in students},
+            source=root / "solutions" / assignment,
+            release=release / assignment,
+        )
+    outcomes.sort(key=lambda outcome: outcome.student)
+    # a run is the same in every edition: job outputs are compared across them
+    copied = (
+        plagiarism.shared_outputs(
+            {student: submitted / student / edition for student, edition in chosen.items()}
+        )
+        + copied
+    )
     out = (args.out or root / "grades.csv").resolve()
     autograde.export(root, db_url, out, outcomes)
     details = out.with_name(out.stem + "-details.csv")
     write_details(outcomes, details)
     shared = out.with_name(out.stem + "-plagiarism.csv")
-    copied = plagiarism.find(
-        {student: submitted / student / ASSIGNMENT for student in students},
-        source=root / "solutions" / ASSIGNMENT,
-        release=release / ASSIGNMENT,
-    )
     plagiarism.write_csv(copied, shared)
     if copied:
         print(

@@ -52,6 +52,7 @@ class Outcome:
     flags: dict[tuple[str, str], list[str]] = field(
         default_factory=dict
     )  # (notebook, test or "") -> notes
+    assignment: str = ASSIGNMENT  # the edition handed in (course.instructor.editions)
 
 
 def _messages(notebook: Path) -> dict[str, str]:
@@ -87,7 +88,7 @@ def read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) -
 
     with Gradebook(db_url, course_id(root)) as gradebook:
         try:
-            submission = gradebook.find_submission(ASSIGNMENT, outcome.student)
+            submission = gradebook.find_submission(outcome.assignment, outcome.student)
         except MissingEntry:
             outcome.graded, outcome.failure = (
                 False,
@@ -97,8 +98,9 @@ def read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) -
         outcome.score, outcome.max_score = submission.score, submission.max_score
         for notebook in submission.notebooks:
             file = f"{notebook.name}.ipynb"
-            if (submitted / outcome.student / ASSIGNMENT / file).exists():
-                messages = _messages(root / "autograded" / outcome.student / ASSIGNMENT / file)
+            handed_in = Path(outcome.student, outcome.assignment, file)
+            if (submitted / handed_in).exists():
+                messages = _messages(root / "autograded" / handed_in)
             else:  # nbgrader scores it 0 and says nothing else
                 outcome.missing.append(file)
                 messages = {

@@ -84,6 +84,8 @@ MARKED = (
     "course/prediction_evidence.py",
     "course/comparison.py",
     "course/instructor/scoring.py",
+    "course/instructor/scoring_accuracy.py",
+    "course/instructor/scoring_runs.py",
     "course/runtime/harness.py",
     "course/runtime/checkpoint.py",
     "course/runtime/snapshot_integrity.py",

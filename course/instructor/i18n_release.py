@@ -17,7 +17,7 @@ from pathlib import Path
 
 from babel.messages.catalog import Catalog
 
-from course import paths
+from course import i18n, paths
 from course.errors import CourseError
 from course.fileio import atomic_file
 from course.instructor import i18n_catalog as cat
@@ -36,7 +36,12 @@ _HOW = (
 
 
 def _catalog_path(root: Path, lang: str) -> Path:
-    return root / "course" / "locale" / lang / "LC_MESSAGES" / f"{cat.NOTEBOOK_DOMAIN}.po"
+    """The kit's notebook catalog of `lang` at `root`; in a course folder that is not a checkout
+    of the kit (no course/locale there), the installed kit's."""
+    here = root / "course" / "locale" / lang / "LC_MESSAGES" / f"{cat.NOTEBOOK_DOMAIN}.po"
+    return (
+        here if here.parent.parent.parent.is_dir() else i18n.catalog_path(lang, cat.NOTEBOOK_DOMAIN)
+    )
 
 
 class CatalogIncomplete(CourseError):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,16 +95,15 @@ def _notebooks(folder: Path, release: Path) -> list[tuple[str, str, Path]]:
     return found
 
 
-def find(submissions: dict[str, Path], source: Path, release: Path) -> list[Flag]:
-    """What two or more of `submissions` ({student: their assignment folder}) share, by kind, then
-    value; `source` and `release` are the assignment's instructor and student notebooks."""
+def _shared(submissions: dict[str, Path], keys: Callable[[Path], list]) -> list[Flag]:
+    """The keys (kind, value, file) that two or more of `submissions` share."""
     shared: dict[tuple[str, str], dict[str, list[str]]] = {}
     for student, folder in sorted(submissions.items()):
-        for kind, value, path in [*_keys(Path(folder)), *_notebooks(Path(folder), release)]:
+        for kind, value, path in keys(Path(folder)):
             shared.setdefault((kind, value), {}).setdefault(student, []).append(
                 str(path.relative_to(folder))
             )
-    flags = [
+    return [
         Flag(
             kind,
             value,
@@ -113,6 +113,18 @@ def find(submissions: dict[str, Path], source: Path, release: Path) -> list[Flag
         for (kind, value), owners in sorted(shared.items())
         if len(owners) > 1
     ]
+
+
+def shared_outputs(submissions: dict[str, Path]) -> list[Flag]:
+    """The job outputs two or more of `submissions` ({student: their assignment folder}, of any
+    edition: a run is the same run in every language) share."""
+    return _shared(submissions, _keys)
+
+
+def shared_notebooks(submissions: dict[str, Path], source: Path, release: Path) -> list[Flag]:
+    """The notebooks and code beyond the solution two or more of `submissions` share; `source`
+    and `release` are their edition's instructor and student notebooks."""
+    flags = _shared(submissions, lambda folder: _notebooks(folder, release))
     return flags + [
         Flag(
             "solution code",
@@ -123,6 +135,12 @@ def find(submissions: dict[str, Path], source: Path, release: Path) -> list[Flag
         )
         for pair in code_similarity.similar_pairs(submissions, source, release)
     ]
+
+
+def find(submissions: dict[str, Path], source: Path, release: Path) -> list[Flag]:
+    """What two or more of `submissions` ({student: their assignment folder}) share, by kind, then
+    value; `source` and `release` are the assignment's instructor and student notebooks."""
+    return shared_outputs(submissions) + shared_notebooks(submissions, source, release)
 
 
 def write_csv(flags: list[Flag], path: Path) -> None:

@@ -12,76 +12,39 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from course import comparison, evidence, paths
-from course.cluster.accounting import Accounting
+from course import comparison, evidence
 from course.comparison import comparable, efficiency
 from course.contracts import grading_rules, results, stages
 from course.evidence import Run
 from course.i18n import _
+from course.instructor.scoring_accuracy import collapse_hint, grade_accuracy_at_scale
+from course.instructor.scoring_runs import accounting, baselines, latest_traced, notes
 from course.notebook.checks import fail, passed
 
-
-def accounting(folder: Path) -> Accounting:
-    """What runs are checked against: the scheduler's records, for the student whose nbgrader folder
-    this is (<student>/<assignment>), with their cluster user from grading.toml [accounting]
-    users."""
-    rules = grading_rules.load()
-    where = Path(folder).resolve()
-    student = where.parent.name if where.name == paths.ASSIGNMENT else None
-    return Accounting(student, rules.cluster_user(student), rules.accounting_enabled)
-
-
-def _notes(*runs: Run) -> None:
-    for run in runs:
-        for note in run.notes:
-            print(_("note: {note}").format(note=note))
-
-
-def _latest_traced(stage: str, folder: Path) -> Run:
-    __tracebackhide__ = True
-    found = evidence.runs(stage, folder, accounting(folder))
-    if not found:
-        fail(
-            _("there is no {stage} run in {folder}/").format(
-                stage=stage, folder=Path(folder, results.RUNS_DIR)
-            ),
-            _("submit the stage's job and hand in runs/ with its log (<job script>.o<number>)"),
-        )
-    traced = [run for run in found if run.traced]
-    if not traced:
-        last = found[-1]
-        fail(
-            _("no {stage} run can be traced to its job; the latest, {run}: {problems}").format(
-                stage=stage, run=last.describe(), problems="; ".join(last.problems)
-            )
-        )
-    return traced[-1]
+# What the notebooks' hidden tests call (scoring.<name>), those graded elsewhere included.
+__all__ = [
+    "accounting",
+    "collapse_hint",
+    "grade_accuracy_at_scale",
+    "grade_allreduce_prediction",
+    "grade_comparisons",
+    "grade_efficiency",
+    "grade_run",
+]
 
 
 def grade_run(stage: str, points: float, folder: Path = Path(".")) -> float:
     """Full points for a traced, complete run of `stage`; CheckFailed (no points) otherwise."""
     __tracebackhide__ = True
-    run = _latest_traced(stage, folder)
+    run = latest_traced(stage, folder)
     assert run.log is not None  # a traced run is traced to its log
-    _notes(run)
+    notes(run)
     passed(
         _("{run}: {rate:.1f} img/s on {workers} worker(s), traced to {log}").format(
             run=run.describe(), rate=run.images_per_sec, workers=run.workers, log=run.log.name
         )
     )
     return points
-
-
-def _baselines(folder: Path, checked: Accounting) -> list[Run]:
-    """The traced stage-1 runs, oldest first; CheckFailed when there is none."""
-    __tracebackhide__ = True
-    bases = [run for run in evidence.runs(stages.BASELINE.name, folder, checked) if run.traced]
-    if not bases:
-        fail(
-            _("no traced stage-1 run to compare with"),
-            _("stage 1's results and job log must come with the submission"),
-        )
-    return bases
 
 
 def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> float:
@@ -93,7 +56,7 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
     found = evidence.runs(stage, folder, checked)
     # Stage 3's own one-rank runs are baselines too: the same script, submitted with the others
     # (a stage-1 run made while the machine was busier would make every run seem too efficient).
-    stage_one = _baselines(folder, checked)
+    stage_one = baselines(folder, checked)
     bases = stage_one + [
         run for run in found if run.traced and run.workers == 1 and not run.profiled
     ]
@@ -185,7 +148,7 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
             ),
         )
     assert share is not None  # fail() raised above
-    _notes(best, base)
+    notes(best, base)
     print(
         _("{measured} >= {minimum}: {share:.0%} of the points").format(
             measured=measured, minimum=minimum, share=share
@@ -215,167 +178,9 @@ def grade_comparisons(points: float, folder: Path = Path(".")) -> float:
                 "the comparison needs at least {count} of each: run the notebook's comparison cell"
             ).format(count=coverage.NEEDED),
         )
-    _notes(*(run for run in found if run.traced))
+    notes(*(run for run in found if run.traced))
     passed(_("stage-3 runs compare {coverage}").format(coverage=coverage.describe()))
     return points
-
-
-def _near(a: float | None, b: float | None) -> bool:
-    """Whether two learning rates are the same up to the 5% that averaging over an epoch's updates
-    blurs."""
-    return a is not None and b is not None and abs(a - b) <= 0.05 * abs(b)
-
-
-def collapse_hint(run: Run, base: Run) -> str:
-    """What most likely kept a run below the target, from the learning rates it really used (the
-    log's `lr`, observed at every update) and its updates against stage 1's."""
-    plan = run.record.get("lr_schedule") or {}
-    drop = plan.get(
-        "drop_from_iteration"
-    )  # the final drop lowers every rule's rate: judge the rates before it
-    rates = [
-        point["lr"]
-        for point in run.accuracy_curve
-        if point.get("lr") is not None and (drop is None or (point["iteration"] or 0) <= drop)
-    ]
-    start, target = plan.get("start"), plan.get("target")
-    if (
-        rates
-        and target
-        and run.workers > 1
-        and _near(rates[0], target)
-        and not _near(start, target)
-    ):
-        return _(
-            "the learning rate was already {rate:.3g} (N x the single-worker rate) in the first "
-            "epoch: no warm-up; check learning_rate_schedule (the check above)"
-        ).format(rate=rates[0])
-    if (
-        rates
-        and run.workers > 1
-        and _near(rates[-1], plan.get("start") or rates[-1])
-        and not _near(rates[-1], target)
-    ):
-        return _(
-            "the learning rate stayed at {rate:.3g}, the single-worker rate, with an N times "
-            "larger batch: no scaling; check learning_rate_schedule"
-        ).format(rate=rates[-1])
-    updates = (run.accuracy_curve[-1]["iteration"] if run.accuracy_curve else 0) or 0
-    base_updates = (base.accuracy_curve[-1]["iteration"] if base.accuracy_curve else 0) or 0
-    return _(
-        "{updates} updates against {base_updates} in stage 1: N ranks make N times fewer updates "
-        "per epoch; train more epochs, or check the warm-up's length"
-    ).format(updates=updates, base_updates=base_updates)
-
-
-def grade_accuracy_at_scale(points: float, folder: Path = Path(".")) -> float:
-    """Stage 3 with the taught warm-up rule, on 2 or more ranks: half the points for reaching the
-    target accuracy, half (in grading.toml's tiers) for the time-to-accuracy speedup over a traced
-    stage-1 run; the most any such run earns."""
-    __tracebackhide__ = True
-    checked = accounting(folder)
-    bases = _baselines(folder, checked)
-    found = evidence.runs(stages.MULTI_NODE.name, folder, checked)
-    rules = grading_rules.load()
-    targets = {
-        base.path: rules.accuracy_target((base.record.get("dataset") or {}).get("name", ""))
-        for base in bases
-    }
-    if all(target is None for target in targets.values()):
-        fail(
-            _("grading.toml sets no accuracy target for the data set {name}").format(
-                name=repr((bases[-1].record.get("dataset") or {}).get("name", ""))
-            ),
-            _("the instructor adds it under [accuracy] target"),
-        )
-    pairs = [
-        (run, base, target)
-        for base in bases
-        if (target := targets[base.path]) is not None
-        for run in comparison.accuracy_candidates(found, base)
-    ]
-    if not pairs:
-        fail(
-            _(
-                "no traced stage-3 run on 2 or more workers with the {rule} rule compares with "
-                "stage 1"
-            ).format(rule=stages.TAUGHT_LR_RULE),
-            _("run the notebook's comparison cell and hand in runs/ with the job logs"),
-        )
-    reached = [
-        (run, base, target, point)
-        for run, base, target in pairs
-        if (point := run.time_to_accuracy(target))
-    ]
-    if not reached:
-        run, base, target = max(
-            pairs, key=lambda pair: (pair[0].final_accuracy or 0.0, pair[0].workers)
-        )
-        fail(
-            _("{run} on {workers} ranks made no evaluation, below the target {target}").format(
-                run=run.describe(), workers=run.workers, target=target
-            )
-            if run.final_accuracy is None
-            else _(
-                "{run} on {workers} ranks ended at validation accuracy {accuracy:.3f}, below the "
-                "target {target}"
-            ).format(
-                run=run.describe(),
-                workers=run.workers,
-                accuracy=run.final_accuracy,
-                target=target,
-            ),
-            _("most likely: {hint}").format(hint=collapse_hint(run, base)),
-        )
-    earned, run, base, said = max(
-        (_accuracy_points(points, rules.accuracy_speedup_tiers, *entry) for entry in reached),
-        key=lambda graded: (graded[0], graded[1].workers),
-    )
-    _notes(run, base)
-    print(said)
-    return earned
-
-
-def _accuracy_points(
-    points: float, tiers: grading_rules.Tiers, run: Run, base: Run, target: float, point: dict
-) -> tuple[float, Run, Run, str]:
-    """(points, run, base, what to print) for a run that reached `target` at `point`."""
-    measured = _(
-        "{run} reached {target} at epoch {epoch} (iteration {iteration}, {seconds:.0f} s)"
-    ).format(
-        run=run.describe(),
-        target=target,
-        epoch=point["epoch"],
-        iteration=point["iteration"],
-        seconds=point["seconds"],
-    )
-    base_point = base.time_to_accuracy(target)
-    if base_point is None:
-        return (
-            round(points / 2, 3),
-            run,
-            base,
-            _(
-                "{measured}; stage 1 ({base}) never reached it, so there is no speedup to compare"
-            ).format(measured=measured, base=base.describe()),
-        )
-    speedup = base_point["seconds"] / point["seconds"]
-    share = next((share for minimum, share in tiers if speedup >= minimum), 0.0)
-    return (
-        round(points / 2 + points / 2 * share, 3),
-        run,
-        base,
-        _(
-            "{measured}; stage 1 took {seconds:.0f} s: time-to-accuracy speedup {speedup:.2f} on "
-            "{workers} ranks -> {share:.0%} of the speedup points"
-        ).format(
-            measured=measured,
-            seconds=base_point["seconds"],
-            speedup=speedup,
-            workers=run.workers,
-            share=share,
-        ),
-    )
 
 
 def grade_allreduce_prediction(

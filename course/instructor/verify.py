@@ -39,7 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from course import paths
+from course import i18n, paths
 from course.errors import GradingError
 from course.instructor import nbgrader_cells, process_limit, sandbox
 from course.instructor.verify_protocol import (
@@ -162,11 +162,14 @@ def verify(
     hidden: list[Path],
     grading_config: Path,
     timeout: float,
+    lang: str = i18n.DEFAULT,
 ) -> list[Verdict]:
     """Verify the submission in `folder` in its own sandboxed process, each test cell within
-    `timeout` seconds; VerificationError when it gives no answer."""
+    `timeout` seconds, its checks speaking `lang` (the edition's); VerificationError when it gives
+    no answer."""
     folder = Path(folder).resolve()
     env = {name: value for name, value in os.environ.items() if name.startswith(_PASSED_ON)}
+    env[i18n.VARIABLE] = lang
     request = Request(str(folder), timeout, notebook_plans)
     with tempfile.TemporaryDirectory(prefix="course-verify-") as tmp:
         config = Path(tmp) / "grading.toml"
