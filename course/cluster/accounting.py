@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from course import i18n
 from course.i18n import _
 
 
@@ -166,10 +167,15 @@ def restarts(job_id: str) -> tuple[str, int] | None:
     return None if isinstance(held, str) or held.returncode else parse_restarts(held.stdout)
 
 
-@functools.cache
 def lookup(scheduler: str, job_id: str) -> Lookup:
     """Job `job_id` in the records of the scheduler that ran it (cached: grading asks once per
-    job)."""
+    job; per language, as the answer's why is in the student's)."""
+    return _lookup(scheduler, job_id, i18n.language())
+
+
+@functools.cache
+def _lookup(scheduler: str, job_id: str, language: str) -> Lookup:
+    """lookup's answer, asked once for each job and language."""
     if scheduler == "slurm":
         sacct = _ask(
             ["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "User,NNodes,AllocTRES,ElapsedRaw"]

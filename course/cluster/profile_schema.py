@@ -147,12 +147,17 @@ def _kind(kind: str) -> str:
 
 
 def did_you_mean(word: str, choices: Sequence[str], form: str = "`{}`") -> str:
-    """'did you mean `queue`? ' for the choice nearest `word`; '' when none is near (a sentence of
-    its own, put before the hint's next one)."""
+    """'did you mean `queue`?' for the choice nearest `word`; '' when none is near (a sentence of
+    its own, which `sentences` puts before the hint's next one)."""
     nearest = difflib.get_close_matches(word, choices, n=1)
     if not nearest:
         return ""
-    return _("did you mean {nearest}? ").format(nearest=form.format(nearest[0]))
+    return _("did you mean {nearest}?").format(nearest=form.format(nearest[0]))
+
+
+def sentences(*said: str) -> str:
+    """Whole sentences (each one message) one after the other; empty ones left out."""
+    return " ".join(sentence for sentence in said if sentence)
 
 
 def _dotted(path: list[str | int]) -> str:
@@ -187,7 +192,7 @@ def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> S
         return SiteError(
             f"{where}{_line_of(text, key)}: "
             + _("unknown key `{key}`").format(key=_dotted([*path, key])),
-            f"{did_you_mean(key, allowed)}{takes}",
+            sentences(did_you_mean(key, allowed), takes),
         )
     name = _dotted(path)
     if kind == "required":
@@ -316,6 +321,8 @@ def check_template(template: str, fields: Sequence[str], key: str, where: str, t
                 + _("`{key}` {template} has an unknown field {field}").format(
                     key=key, template=repr(template), field="{" + field + "}"
                 ),
-                did_you_mean(field, fields, "{{{}}}")
-                + _("its fields are {valid}").format(valid=valid),
+                sentences(
+                    did_you_mean(field, fields, "{{{}}}"),
+                    _("its fields are {valid}").format(valid=valid),
+                ),
             )

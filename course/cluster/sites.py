@@ -22,7 +22,7 @@ from course import paths
 from course.cli import command_parser
 from course.cluster import pbs, siteenv
 from course.cluster.launch import TEMPLATE_FIELDS
-from course.cluster.profile_schema import check_template, did_you_mean, validate
+from course.cluster.profile_schema import check_template, did_you_mean, sentences, validate
 from course.cluster.siteenv import SiteSettings
 from course.errors import SiteError
 from course.i18n import _
@@ -212,7 +212,7 @@ def _max_walltime(setting: str | dict[str, str], queues: list[str], where: str) 
                 + _("max_walltime names queue {queue}, which the profile does not have").format(
                     queue=repr(queue)
                 ),
-                f"{did_you_mean(queue, queues)}{known}",
+                sentences(did_you_mean(queue, queues), known),
             )
     return dict(setting)
 
