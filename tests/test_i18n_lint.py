@@ -153,6 +153,33 @@ ALLOWED = {
     "the ranks on the job's nodes {} (hosts {})",
     "the probe's simulated nodes",
     "{} did not take the layout: the kit's communicator has intra ranks {}, not {} ({})",
+    # the command a job's account comes from (shown as it is typed) and sacct's field names
+    "scontrol show job",
+    "User,NNodes,AllocTRES,ElapsedRaw",
+    # the launcher a rank's protocol line names (course.contracts.joblog.wrong_launcher); the hint
+    # says it in the student's language
+    "the mpiexec of {}",
+    # how the local scheduler's supervisor words a job's end in its record (as jobend does; see
+    # above), translated by course.cluster.diagnosis.how_ended
+    "was killed by {}",
+    "ended with exit status {}",
+    # the markers of the directive block that `site apply` rewrites, a directive, an option and
+    # the command's prog name and command line, as typed
+    "# >>> site directives: written by `python -m course site apply` >>>",
+    "# <<< site directives <<<",
+    "#SBATCH --open-mode=append",
+    "--open-mode",
+    "course site",
+    "python -m course site verify",
+    # the lines of jobs/site_env.sh that SiteSettings.from_shell finds the setup by (its other
+    # comments are translated), and a command it runs
+    ": # nothing to load: jobs inherit the submitting environment",
+    "# Software: modules and the kit's Python environment.\n",
+    "# Data and training defaults, the same at every stage so that the stages compare.",
+    "\n\n# Data and training defaults",
+    'eval "$(python -m course env)"',
+    # the JSON Schema dialect a site profile's schema is written in
+    "https://json-schema.org/draft/2020-12/schema",
 }
 
 
@@ -205,9 +232,21 @@ def untranslated(path: Path) -> list[str]:
 
 
 def badly_marked(path: Path) -> list[str]:
-    """`_()` calls given anything but one plain literal with named placeholders."""
-    _, calls = _translated(ast.parse(path.read_text()))
-    found = []
+    """`_()` calls given anything but one plain literal with named placeholders, or inside an
+    f-string (where Babel's extractor does not look: the message would never reach the catalog)."""
+    tree = ast.parse(path.read_text())
+    _, calls = _translated(tree)
+    in_f_strings = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.JoinedStr)
+        for inner in ast.walk(node)
+    }
+    found = [
+        f"{path.name}:{call.lineno}: _() inside an f-string"
+        for call in calls
+        if id(call) in in_f_strings
+    ]
     for call in calls:
         [argument] = call.args
         if not (isinstance(argument, ast.Constant) and isinstance(argument.value, str)):
@@ -233,6 +272,7 @@ def test_the_lint_finds_an_unmarked_message_and_an_f_string_inside_gettext(tmp_p
         'def f(n):\n    """A docstring with words."""\n'
         '    expect(n, _("the trainer needs {n} epochs").format(n=n), "an English hint")\n'
         '    fail(_(f"{n} snapshots"), _("{} positional"))\n'
+        "    say(f\"{n}: {_('not extracted')}\")\n"
     )
     assert [line.split(": ")[0] for line in untranslated(module)] == ["planted.py:3"]
-    assert len(badly_marked(module)) == 2
+    assert len(badly_marked(module)) == 3

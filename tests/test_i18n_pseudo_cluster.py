@@ -9,9 +9,10 @@ notices, tests/test_jobs.py's pending reasons and refusals) or made with their f
 (tests/test_budget.py's budget, tests/test_prediction_record.py's site); with the markers taken off,
 a message is the English those tests expect.
 
-Not the cluster modules' words, and left out: what course.cluster.pbs says of a walltime written
-without hours (the hint of that refusal) and course.contracts' messages. The log's own lines (the
-job's output, the schedulers' notices, the kit's protocol lines) stay English by design."""
+Not the cluster modules' words, and left out: course.contracts' messages (course.cluster.pbs's,
+such as the hint of a walltime written without hours, are tests/test_i18n_pseudo_sites.py's too).
+The log's own lines (the job's output, the schedulers' notices, the kit's protocol lines) stay
+English by design."""
 
 from __future__ import annotations
 
@@ -360,6 +361,7 @@ def test_a_walltime_without_hours_is_refused_in_the_students_language(
         submit.submit("jobs/job.sh", options=options, scheduler="local", workdir=folder, echo=None)
     # the hint, what to write instead, is course.cluster.pbs's
     assert plain(translated(raised.value.message)).startswith(message)
+    assert plain(translated(raised.value.hint)) == hint
     settings = SiteSettings.read(folder / "jobs" / "site_env.sh")
     warning = submit.check_walltime(folder / "jobs" / "job.sh", ["-l", "walltime=30:00"], settings)
     translated(warning)

@@ -140,6 +140,13 @@ def test_drift_is_reported(jobs_dir):
     ],
 )
 def test_bad_profiles_are_refused_with_the_reason(tmp_path, change, message):
+    with pytest.raises(SiteError, match=message):
+        sites.load_profile(str(bad_profile(tmp_path / "site.toml", change)))
+
+
+def bad_profile(path: Path, change: str) -> Path:
+    """sites/local.toml with one of test_bad_profiles_are_refused_with_the_reason's `change`s,
+    written to `path`."""
     text = (ROOT / "sites" / "local.toml").read_text()
     if change.startswith("scheduler"):
         text = text.replace('scheduler = "local"', change)
@@ -151,10 +158,8 @@ def test_bad_profiles_are_refused_with_the_reason(tmp_path, change, message):
         text = text[: text.index("[environment]")] + change + text[text.index("\n[jobs.") :]
     else:
         text = change
-    path = tmp_path / "site.toml"
     path.write_text(text)
-    with pytest.raises(SiteError, match=message):
-        sites.load_profile(str(path))
+    return path
 
 
 def test_a_job_script_without_markers_is_named(jobs_dir):

@@ -18,6 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from course import i18n
+from course.i18n import _
+
 
 class TracedRun(Protocol):
     """What a check reads of a run (course.evidence.Run): its record and the jobs that made it."""
@@ -127,17 +130,19 @@ def parse_qstat(text: str, source: str = "qstat -x -f") -> JobAccount | None:
 def _ask(command: list[str]) -> subprocess.CompletedProcess | str:
     """The command's result, or why it could not run."""
     if shutil.which(command[0]) is None:
-        return f"{command[0]} is not installed where grading runs"
+        return _("{program} is not installed where grading runs").format(program=command[0])
     try:
         return subprocess.run(command, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{' '.join(command)} failed ({e})"
+        return _("{command} failed ({error})").format(command=" ".join(command), error=e)
 
 
 def _said(done: subprocess.CompletedProcess) -> str:
     """A failed command's last word on why."""
     said = (done.stderr or done.stdout).strip()
-    return said.splitlines()[-1] if said else f"exit status {done.returncode}"
+    return (
+        said.splitlines()[-1] if said else _("exit status {status}").format(status=done.returncode)
+    )
 
 
 # The states of a job Slurm still runs or will run: a requeued job is PENDING again (first
@@ -162,10 +167,15 @@ def restarts(job_id: str) -> tuple[str, int] | None:
     return None if isinstance(held, str) or held.returncode else parse_restarts(held.stdout)
 
 
-@functools.cache
 def lookup(scheduler: str, job_id: str) -> Lookup:
     """Job `job_id` in the records of the scheduler that ran it (cached: grading asks once per
-    job)."""
+    job; per language, as the answer's why is in the student's)."""
+    return _lookup(scheduler, job_id, i18n.language())
+
+
+@functools.cache
+def _lookup(scheduler: str, job_id: str, language: str) -> Lookup:
+    """lookup's answer, asked once for each job and language."""
     if scheduler == "slurm":
         sacct = _ask(
             ["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "User,NNodes,AllocTRES,ElapsedRaw"]
@@ -174,7 +184,7 @@ def lookup(scheduler: str, job_id: str) -> Lookup:
             account = parse_sacct(sacct.stdout, f"sacct -j {job_id}")
             return Lookup(
                 account,
-                "" if account else f"sacct -j {job_id} knows no such job",
+                "" if account else _("sacct -j {job} knows no such job").format(job=job_id),
                 absent=account is None,
             )
         # Without slurmdbd, slurmctld still holds a finished job for MinJobAge (300 s by default).
@@ -184,8 +194,10 @@ def lookup(scheduler: str, job_id: str) -> Lookup:
             return Lookup(account)
         return Lookup(
             None,
-            f"{sacct if isinstance(sacct, str) else 'sacct: ' + _said(sacct)}; "
-            f"scontrol no longer holds job {job_id}",
+            # TRANSLATORS: {sacct} is why sacct could not tell (its own words, or the kit's)
+            _("{sacct}; scontrol no longer holds job {job}").format(
+                sacct=sacct if isinstance(sacct, str) else f"sacct: {_said(sacct)}", job=job_id
+            ),
         )
     if scheduler == "pbs":
         done = _ask(["qstat", "-x", "-f", job_id])
@@ -197,9 +209,11 @@ def lookup(scheduler: str, job_id: str) -> Lookup:
         return Lookup(account) if account else Lookup(None, f"qstat -x -f {job_id}: {_said(done)}")
     return Lookup(
         None,
-        f"the {scheduler} scheduler keeps no accounting"
+        _("the {scheduler} scheduler keeps no accounting").format(scheduler=scheduler)
         if scheduler == "local"
-        else f"the kit cannot read the accounting of scheduler {scheduler!r}",
+        else _("the kit cannot read the accounting of scheduler {scheduler}").format(
+            scheduler=repr(scheduler)
+        ),
     )
 
 
@@ -230,32 +244,55 @@ class Accounting:
             found = (
                 self.records(scheduler or "none", job_id)
                 if self.enabled
-                else Lookup(None, "grading.toml [accounting] has enabled = false")
+                else Lookup(None, _("grading.toml [accounting] has enabled = false"))
             )
             if found.absent:
                 problems.append(
-                    f"job {job_id} is not in the scheduler's records ({found.why}): "
-                    "it did not run on this cluster"
+                    # TRANSLATORS: {why} is what the records said ("sacct -j 7 knows no such job")
+                    _(
+                        "job {job} is not in the scheduler's records ({why}): it did not run on "
+                        "this cluster"
+                    ).format(job=job_id, why=found.why)
                 )
             if found.account is None:
                 if not found.absent:
                     notes.append(
-                        f"job {job_id} was not checked against the scheduler's records: {found.why}"
+                        # TRANSLATORS: {why} is why the records could not be read
+                        _(
+                            "job {job} was not checked against the scheduler's records: {why}"
+                        ).format(job=job_id, why=found.why)
                     )
                 continue
             account = found.account
-            if self.user is None:
+            if self.user is None and self.student:
                 notes.append(
-                    f"job {job_id} ran as user {account.user} ({account.source}); whose job it was "
-                    "is not "
-                    "compared: grading.toml [accounting] users maps no user to "
-                    f"{self.student or 'this folder'}"
+                    # TRANSLATORS: {source} is the command whose records say it, e.g. "sacct -j 7"
+                    _(
+                        "job {job} ran as user {user} ({source}); whose job it was is not "
+                        "compared: grading.toml [accounting] users maps no user to {student}"
+                    ).format(
+                        job=job_id, user=account.user, source=account.source, student=self.student
+                    )
+                )
+            elif self.user is None:
+                notes.append(
+                    _(
+                        "job {job} ran as user {user} ({source}); whose job it was is not "
+                        "compared: grading.toml [accounting] users maps no user to this folder"
+                    ).format(job=job_id, user=account.user, source=account.source)
                 )
             elif account.user != self.user:
                 problems.append(
-                    f"job {job_id} ran as user {account.user} ({account.source}), not as "
-                    f"{self.user}, "
-                    f"the user of {self.student}: it is someone else's job"
+                    _(
+                        "job {job} ran as user {user} ({source}), not as {expected}, the user of "
+                        "{student}: it is someone else's job"
+                    ).format(
+                        job=job_id,
+                        user=account.user,
+                        source=account.source,
+                        expected=self.user,
+                        student=self.student,
+                    )
                 )
             if job_id == job["id"]:
                 problems += self._allocation(run, job_id, account)
@@ -270,34 +307,43 @@ class Accounting:
         nodes = len(set(run.record["hosts"]))
         if nodes > account.nodes:
             problems.append(
-                f"the run names {nodes} node(s), but job {job_id} had {account.nodes} "
-                f"({account.source})"
+                _("the run names {nodes} node(s), but job {job} had {had} ({source})").format(
+                    nodes=nodes, job=job_id, had=account.nodes, source=account.source
+                )
             )
         if run.record.get("device_kind") == "gpu" and account.gpus is not None:
             gpus = len(set(zip(run.record["hosts"], run.record["devices"])))
             if gpus > account.gpus:
                 problems.append(
-                    f"the run names {gpus} GPU(s), but job {job_id} had {account.gpus} "
-                    f"({account.source})"
+                    _("the run names {gpus} GPU(s), but job {job} had {had} ({source})").format(
+                        gpus=gpus, job=job_id, had=account.gpus, source=account.source
+                    )
                 )
         wall = run.record.get("wall_seconds")
         if wall and account.elapsed + ELAPSED_SLACK < wall:
             problems.append(
-                f"job {job_id} ran {account.elapsed:.0f} s ({account.source}), less than the run's "
-                "own "
-                f"{wall:.0f} s"
+                _(
+                    "job {job} ran {elapsed:.0f} s ({source}), less than the run's own {wall:.0f} s"
+                ).format(job=job_id, elapsed=account.elapsed, source=account.source, wall=wall)
             )
         return problems
 
     @staticmethod
     def _checked(job_id: str, account: JobAccount) -> str:
-        gpus = (
-            "GPUs not recorded, so not checked"
-            if account.gpus is None
-            else f"{account.gpus} GPU(s)"
+        fields = dict(
+            job=job_id,
+            source=account.source,
+            user=account.user,
+            nodes=account.nodes,
+            gpus=account.gpus,
+            elapsed=account.elapsed,
         )
-        return (
-            f"job {job_id} checked against {account.source}: user {account.user}, {account.nodes} "
-            "node(s), "
-            f"{gpus}, {account.elapsed:.0f} s"
-        )
+        if account.gpus is None:
+            return _(
+                "job {job} checked against {source}: user {user}, {nodes} node(s), GPUs not "
+                "recorded, so not checked, {elapsed:.0f} s"
+            ).format(**fields)
+        return _(
+            "job {job} checked against {source}: user {user}, {nodes} node(s), {gpus} GPU(s), "
+            "{elapsed:.0f} s"
+        ).format(**fields)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course.errors import JobError
+from course.i18n import _
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,8 @@ def expand_hostlist(expression: str) -> list[str]:
     expression = expression.strip()
     if not re.fullmatch(f"{_HOST}(?:,{_HOST})*", expression):
         raise JobError(
-            f"cannot read the Slurm node list {expression!r}", "report this to your instructor"
+            _("cannot read the Slurm node list {nodes}").format(nodes=repr(expression)),
+            _("report this to your instructor"),
         )
     return [
         host
@@ -76,10 +78,11 @@ def _expand_host(pattern: str, expression: str) -> list[str]:
         return [pattern]
     numbers = []
     for part in group.group(1).split(","):
-        lo, _, hi = part.partition("-")
+        lo, _dash, hi = part.partition("-")
         if not lo.isdigit() or (hi and not hi.isdigit()):
             raise JobError(
-                f"cannot read the Slurm node list {expression!r}", "report this to your instructor"
+                _("cannot read the Slurm node list {nodes}").format(nodes=repr(expression)),
+                _("report this to your instructor"),
             )
         numbers += [f"{n:0{len(lo)}d}" for n in range(int(lo), int(hi or lo) + 1)]
     head, tail = pattern[: group.start()], pattern[group.end() :]
@@ -100,10 +103,14 @@ def read_nodefile(path: Path) -> list[tuple[str, int]]:
         lines = [line.strip() for line in Path(path).read_text().splitlines() if line.strip()]
     except OSError as e:
         raise JobError(
-            f"cannot read the node file {path}: {e}", "is this running inside the job?"
+            _("cannot read the node file {path}: {error}").format(path=path, error=e),
+            _("is this running inside the job?"),
         ) from None
     if not lines:
-        raise JobError(f"the node file {path} is empty", "ask the scheduler for at least one node")
+        raise JobError(
+            _("the node file {path} is empty").format(path=path),
+            _("ask the scheduler for at least one node"),
+        )
     counts: dict[str, int] = {}
     for host in lines:
         counts[host] = counts.get(host, 0) + 1

@@ -13,6 +13,7 @@ from pathlib import Path
 from course import paths
 from course.contracts import joblog
 from course.errors import JobError
+from course.i18n import _
 
 # A CPU "device" in this course is one core: every rank runs its BLAS on one thread.
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -45,9 +46,11 @@ def mpiexec() -> str:
     found = find_launcher("mpiexec")
     if found is None:
         raise JobError(
-            "mpiexec is not found",
-            "load the site's MPI module in the site profile's setup, "
-            'or install the kit\'s mpi extra (pip install -e ".[mpi]")',
+            _("mpiexec is not found"),
+            _(
+                "load the site's MPI module in the site profile's setup, or install the kit's mpi "
+                'extra (pip install -e ".[mpi]")'
+            ),
         )
     return found
 
@@ -127,7 +130,7 @@ def foreign(launcher: str, lib: Library) -> str | None:
     prefix = Path(launcher).resolve().parent.parent  # <prefix>/bin/mpiexec
     if lib.path and prefix not in _SHARED_PREFIXES and lib.path.is_relative_to(prefix):
         return None
-    return next((line.strip() for line in said.splitlines() if line.strip()), "nothing")
+    return next((line.strip() for line in said.splitlines() if line.strip()), _("nothing"))
 
 
 def matching_launcher(lib: Library) -> str | None:
@@ -157,15 +160,22 @@ def check_world(size: int) -> None:
     needed = matching_launcher(lib)
     if needed and os.path.realpath(ran) == os.path.realpath(needed):
         raise JobError(
-            f"course launch started {launched} rank(s), but its launcher's command made an MPI "
-            f"world of {size}",
-            "the site's launcher template must start {nprocs} ranks (-n {nprocs})",
+            _(
+                "course launch started {launched} rank(s), but its launcher's command made an MPI "
+                "world of {size}"
+            ).format(launched=launched, size=size),
+            # TRANSLATORS: {nprocs} is written as it is: the template's field, not a number
+            _("the site's launcher template must start {nprocs} ranks (-n {nprocs})"),
         )
-    needed = needed or f"the mpiexec of {lib.name}"
+    # the protocol line (course.contracts.joblog) names it in English; the hint, in the student's
+    # language
+    named = needed or f"the mpiexec of {lib.name}"
     raise JobError(
-        joblog.wrong_launcher(ran, needed, int(launched), size),
-        f"the site profile's mpiexec must start {needed} (or put its folder first on PATH); "
-        "python -m course doctor checks it",
+        joblog.wrong_launcher(ran, named, int(launched), size),
+        _(
+            "the site profile's mpiexec must start {needed} (or put its folder first on PATH); "
+            "python -m course doctor checks it"
+        ).format(needed=needed or _("the mpiexec of {library}").format(library=lib.name)),
     )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from course.errors import JobError
+from course.i18n import _
 
 # The resources PBS Pro sites use (`-l NAME=...`), and Torque's `nodes`, which Slurm's qsub wrapper
 # reads too. A name outside these lists is refused, not ignored: `-l selct=1:mpiprocs=2` would
@@ -101,7 +102,10 @@ def parse_walltime(text: str) -> int:
     """'[[HH:]MM:]SS' -> seconds."""
     parts = text.split(":")
     if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
-        raise JobError(f"walltime {text!r} is not HH:MM:SS", "e.g. #PBS -l walltime=00:20:00")
+        raise JobError(
+            _("walltime {text} is not HH:MM:SS").format(text=repr(text)),
+            _("e.g. #PBS -l walltime=00:20:00"),
+        )
     seconds = 0
     for part in parts:
         seconds = seconds * 60 + int(part)
@@ -112,11 +116,24 @@ def format_walltime(seconds: int) -> str:
     return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
+def _hours(n: int) -> str:
+    return _("{n} hour").format(n=n) if n == 1 else _("{n} hours").format(n=n)
+
+
+def _minutes(n: int) -> str:
+    return _("{n} minute").format(n=n) if n == 1 else _("{n} minutes").format(n=n)
+
+
+def _seconds(n: int) -> str:
+    return _("{n} second").format(n=n) if n == 1 else _("{n} seconds").format(n=n)
+
+
 def _duration(seconds: int) -> str:
-    """'1 hour', '30 minutes', '1 minute 30 seconds'."""
-    parts = zip((seconds // 3600, seconds % 3600 // 60, seconds % 60), ("hour", "minute", "second"))
-    said = [f"{n} {unit}{'s' if n != 1 else ''}" for n, unit in parts if n]
-    return " ".join(said) or "0 seconds"
+    """'1 hour', '30 minutes', '1 minute 30 seconds': each unit one message with its number (a
+    language without plurals says the two alike), in the student's language."""
+    parts = zip((seconds // 3600, seconds % 3600 // 60, seconds % 60), (_hours, _minutes, _seconds))
+    said = [unit(n) for n, unit in parts if n]
+    return " ".join(said) or _seconds(0)
 
 
 def without_hours(text: str) -> tuple[str, str] | None:
@@ -131,25 +148,45 @@ def without_hours(text: str) -> tuple[str, str] | None:
     # What the writer likely meant: HH:MM, or, for one number, minutes (as Slurm reads --time=90).
     meant = numbers[0] * 3600 + numbers[1] * 60 if len(numbers) == 2 else numbers[0] * 60
     return (
-        f"walltime={text} is {_duration(seconds)} (PBS reads [[hours:]minutes:]seconds)",
-        f"for {_duration(meant)} write {format_walltime(meant)}, "
-        f"for {_duration(seconds)} {format_walltime(seconds)}",
+        # TRANSLATORS: {duration} is how long the walltime is, e.g. "1 minute"
+        _("walltime={text} is {duration} (PBS reads [[hours:]minutes:]seconds)").format(
+            text=text, duration=_duration(seconds)
+        ),
+        # TRANSLATORS: {meant} is the time likely meant ("1 hour") and {meant_walltime} how to
+        # write it (01:00:00); {duration} and {walltime} the same of what was written
+        _("for {meant} write {meant_walltime}, for {duration} {walltime}").format(
+            meant=_duration(meant),
+            meant_walltime=format_walltime(meant),
+            duration=_duration(seconds),
+            walltime=format_walltime(seconds),
+        ),
     )
 
 
 def unknown_resource(name: str, known: Collection[str], where: str) -> JobError:
-    """The error for a resource PBS would not know, naming the nearest one it does."""
+    """The error for a resource PBS would not know, naming the nearest one it does. `where` (the
+    option or line, as written) prefixes the message: _within reads it there."""
     nearest = difflib.get_close_matches(name, known, n=1)
-    hint = f"did you mean {nearest[0]}?" if nearest else f"PBS knows {', '.join(known)}"
-    return JobError(
-        f"{where}: unknown resource {name!r}",
-        f"{hint} (a resource only your site has goes into its profile's `resources` list)",
+    hint = (
+        _(
+            "did you mean {nearest}? (a resource only your site has goes into its profile's "
+            "`resources` list)"
+        ).format(nearest=nearest[0])
+        if nearest
+        else _(
+            "PBS knows {known} (a resource only your site has goes into its profile's `resources` "
+            "list)"
+        ).format(known=", ".join(known))
     )
+    return JobError(f"{where}: " + _("unknown resource {name}").format(name=repr(name)), hint)
 
 
 def _count(key: str, value: str, where: str) -> int:
     if not value.isdigit():
-        raise JobError(f"{where}: {key} must be a number", f"e.g. {key}=2")
+        raise JobError(
+            f"{where}: " + _("{key} must be a number").format(key=key),
+            _("e.g. {key}=2").format(key=key),
+        )
     return int(value)
 
 
@@ -158,17 +195,18 @@ def parse_select(text: str, request: Request, extra: Collection[str] = ()) -> Re
     chunks = text.split("+")
     if len(chunks) > 1:
         raise JobError(
-            f"select={text} mixes chunk kinds",
-            "the course's jobs use one kind: select=N:mpiprocs=M",
+            _("select={text} mixes chunk kinds").format(text=text),
+            _("the course's jobs use one kind: select=N:mpiprocs=M"),
         )
     count, *resources = chunks[0].split(":")
     if not count.isdigit() or int(count) < 1:
         raise JobError(
-            f"select={text}: the node count must come first", "e.g. -l select=2:mpiprocs=2"
+            f"select={text}: " + _("the node count must come first"),
+            _("e.g. -l select=2:mpiprocs=2"),
         )
     values: dict[str, Any] = {"nodes": int(count)}
     for resource in resources:
-        key, _, value = resource.partition("=")
+        key, _equals, value = resource.partition("=")
         if key not in CHUNK_RESOURCES and key not in extra:
             raise unknown_resource(key, [*CHUNK_RESOURCES, *extra], f"select={text}")
         if key in _COUNTS:
@@ -181,8 +219,8 @@ def parse_nodes(text: str, request: Request) -> Request:
     count, *properties = text.split(":")
     if not count.isdigit() or int(count) < 1:
         raise JobError(
-            f"nodes={text}: the node count must come first",
-            "e.g. -l nodes=2:ppn=2, or PBS Pro's -l select=2:mpiprocs=2",
+            f"nodes={text}: " + _("the node count must come first"),
+            _("e.g. -l nodes=2:ppn=2, or PBS Pro's -l select=2:mpiprocs=2"),
         )
     values: dict[str, Any] = {"nodes": int(count)}
     for item in properties:
@@ -196,7 +234,7 @@ def parse_nodes(text: str, request: Request) -> Request:
 
 def _within(error: JobError, context: str) -> JobError:
     """`error` prefixed with where it was found, the message's own prefix left out if `context`
-    holds it."""
+    holds it (a prefix is the option or line as written, never translated: `where: what`)."""
     where, said, what = error.message.partition(": ")
     return JobError(
         f"{context}: {what if said and where in context else error.message}", error.hint
@@ -249,13 +287,16 @@ def apply_options(
             "-r",
         ):
             raise JobError(
-                f"unknown qsub option {option!r}",
-                "see `man qsub`; the course's jobs use -l, -q, -N, -W, -j, -v",
+                _("unknown qsub option {option}").format(option=repr(option)),
+                _("see `man qsub`; the course's jobs use -l, -q, -N, -W, -j, -v"),
             )
         if flag == "-V":
             continue
         if not inline and not tokens:
-            raise JobError(f"qsub option {flag} needs a value", f"e.g. {flag} ...")
+            raise JobError(
+                _("qsub option {flag} needs a value").format(flag=flag),
+                _("e.g. {flag} ...").format(flag=flag),
+            )
         value = inline or tokens.pop(0)
         if flag == "-l":
             try:
@@ -268,7 +309,7 @@ def apply_options(
         elif flag == "-N":
             request = replace(request, name=value)
         elif flag == "-W":
-            key, _, setting = value.partition("=")
+            key, _equals, setting = value.partition("=")
             if key == "group_list":
                 request = replace(request, group=setting)
         elif flag == "-j":
@@ -276,10 +317,11 @@ def apply_options(
         elif flag == "-v":
             variables = dict(request.variables)
             for pair in value.split(","):
-                key, _, setting = pair.partition("=")
+                key, _equals, setting = pair.partition("=")
                 if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
                     raise JobError(
-                        f"-v {value}: {key!r} is not a variable name", "e.g. -v COMMUNICATOR=naive"
+                        f"-v {value}: " + _("{key} is not a variable name").format(key=repr(key)),
+                        _("e.g. -v COMMUNICATOR=naive"),
                     )
                 variables[key] = setting
             request = replace(request, variables=variables)

@@ -15,6 +15,7 @@ from course.cluster import siteenv
 from course.cluster.siteenv import SiteSettings
 from course.contracts import stages
 from course.errors import CourseError
+from course.i18n import _
 from course.runtime import flags
 
 
@@ -41,17 +42,27 @@ class PlannedRun:
         }
 
     def describe(self, select: str = siteenv.DEFAULT_SELECT) -> str:
+        """What the run is, in the student's language, then the qsub command that submits it
+        (course.instructor.allocation cuts the command off at ":  qsub")."""
         variables = ",".join(f"{k}={v}" for k, v in self.env.items())
         request = select.format(nodes=self.nodes, ranks_per_node=self.per_node)
-        strong = (
-            f", strong scaling ({self.batch_per_worker} per rank)" if self.batch_per_worker else ""
+        communication = (
+            _("{communicator} with {allreduce} allreduce").format(
+                communicator=self.communicator, allreduce=self.allreduce
+            )
+            if self.allreduce
+            else self.communicator
         )
+        # TRANSLATORS: {communication} is a communicator ("naive"), or one with its allreduce
+        said = _("{nodes} node(s) x {per_node} rank(s), {communication}, lr rule {rule}").format(
+            nodes=self.nodes, per_node=self.per_node, communication=communication, rule=self.lr_rule
+        )
+        if self.batch_per_worker:
+            said += _(", strong scaling ({batch} per rank)").format(batch=self.batch_per_worker)
+        if self.profile:
+            said += _(", step profile")
         return (
-            f"{self.nodes} node(s) x {self.per_node} rank(s), {self.communicator}"
-            f"{' with ' + self.allreduce + ' allreduce' if self.allreduce else ''}, lr rule "
-            f"{self.lr_rule}{strong}"
-            f"{', step profile' if self.profile else ''}:  "
-            f"qsub -j oe -l select={request} -v {variables} {stages.MULTI_NODE.job_path}"
+            f"{said}:  qsub -j oe -l select={request} -v {variables} {stages.MULTI_NODE.job_path}"
         )
 
 
@@ -79,13 +90,15 @@ def _local_gpu_comparison(
     found = gpu.visible_gpus().count
     if found < 2:
         raise CourseError(
-            "this machine has 1 GPU: stage 3 runs one rank per GPU and NCCL refuses two ranks on "
-            "one GPU, so "
-            "there is no multi-rank run to compare here",
-            "compare on a node with 2 or more GPUs, or on CPU cores: hide the GPU from every stage "
-            "(stage 1 "
-            "included, so that the runs compare) with  export CUDA_VISIBLE_DEVICES=  before "
-            "starting Jupyter",
+            _(
+                "this machine has 1 GPU: stage 3 runs one rank per GPU and NCCL refuses two ranks "
+                "on one GPU, so there is no multi-rank run to compare here"
+            ),
+            _(
+                "compare on a node with 2 or more GPUs, or on CPU cores: hide the GPU from every "
+                "stage (stage 1 included, so that the runs compare) with  export "
+                "CUDA_VISIBLE_DEVICES=  before starting Jupyter"
+            ),
         )
     shapes = tuple(
         dict.fromkeys(
@@ -94,14 +107,19 @@ def _local_gpu_comparison(
     )
     if settings.gpus_per_node == 0:
         return shapes, tuple((name, "") for name in _GPU_COMMUNICATION)
-    through_mpi = sorted({name for name, _ in communication if name in _THROUGH_MPI})
+    through_mpi = sorted({name for name, _allreduce in communication if name in _THROUGH_MPI})
     if through_mpi and not gpu.mpi_cuda_aware():
+        nccl, non_cuda_aware = _GPU_COMMUNICATION
         raise CourseError(
-            f"the site profile compares {', '.join(through_mpi)} on this machine's GPUs, which "
-            "hands GPU memory to MPI, and this MPI is not CUDA-aware (ompi_info does not say it "
-            "was built with CUDA)",
-            f"use {' and '.join(_GPU_COMMUNICATION)} in the profile's [scaling] communication, or "
-            "an MPI built with CUDA support",
+            _(
+                "the site profile compares {communicators} on this machine's GPUs, which hands GPU "
+                "memory to MPI, and this MPI is not CUDA-aware (ompi_info does not say it was "
+                "built with CUDA)"
+            ).format(communicators=", ".join(through_mpi)),
+            _(
+                "use {nccl} and {non_cuda_aware} in the profile's [scaling] communication, or an "
+                "MPI built with CUDA support"
+            ).format(nccl=nccl, non_cuda_aware=non_cuda_aware),
         )
     return shapes, communication
 

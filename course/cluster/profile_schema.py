@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from course.errors import SiteError
+from course.i18n import _
 
 if TYPE_CHECKING:
     import jsonschema
@@ -19,19 +20,12 @@ SCHEDULERS = ("local", "pbs", "slurm")
 _STRINGS = {"type": "array", "items": {"type": "string"}}
 _COUNT = {"type": "integer", "minimum": 1}
 # Hours always: PBS reads [[hours:]minutes:]seconds, so "1:00" would be one minute.
-_WALLTIME = {
-    "type": "string",
-    "pattern": r"^\d+:\d\d:\d\d$",
-    "description": 'HH:MM:SS, e.g. "00:30:00" (PBS reads "1:00" as one minute)',
-}
+_WALLTIME = {"type": "string", "pattern": r"^\d+:\d\d:\d\d$", "example": "walltime"}
 # A per-student budget in hours: more than 0 (leave the key out for no budget).
-_HOURS = {
-    "type": "number",
-    "exclusiveMinimum": 0,
-    "description": "a number of hours above 0, e.g. 12.5",
-}
+_HOURS = {"type": "number", "exclusiveMinimum": 0, "example": "hours"}
 # What a profile may hold. Every table refuses keys it does not name, so that a misspelt key is an
-# error and not a setting silently left at its default.
+# error and not a setting silently left at its default. "example" (a keyword JSON Schema leaves to
+# its users) names what a valid value looks like, which _example says in the author's language.
 PROFILE_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
@@ -49,14 +43,14 @@ PROFILE_SCHEMA = {
             "type": ["string", "object"],
             "pattern": _WALLTIME["pattern"],
             "additionalProperties": _WALLTIME,
-            "description": _WALLTIME["description"],
+            "example": _WALLTIME["example"],
         },
         "resources": {
             "type": "array",
             "items": {
                 "type": "string",
                 "pattern": r"^[A-Za-z_]\w*$",
-                "description": 'a resource name, e.g. "lscratch"',
+                "example": "resource",
             },
         },
         "directives": _STRINGS,
@@ -69,7 +63,7 @@ PROFILE_SCHEMA = {
                 "node_hours_per_student": _HOURS,
                 "gpu_hours_per_student": _HOURS,
             },
-            "description": "node_hours_per_student = 12.5 and/or gpu_hours_per_student = 25",
+            "example": "budget",
         },
         "environment": {
             "type": "object",
@@ -106,36 +100,64 @@ PROFILE_SCHEMA = {
                 "runs": {
                     "type": "array",
                     "minItems": 1,
-                    "description": '["1x1", "1x2"]',
+                    "example": "runs",
                     "items": {
                         "type": "string",
                         "pattern": r"^\d+x\d+$",
-                        "description": 'NODESxRANKS per node, e.g. "1x2"',
+                        "example": "run",
                     },
                 },
                 "communication": {
                     "type": "array",
                     "minItems": 1,
                     "items": {"type": "string"},
-                    "description": '["naive", "naive/ring"]',
+                    "example": "communication",
                 },
             },
         },
     },
 }
-_KINDS = {
-    "string": "text in quotes",
-    "integer": "a whole number",
-    "number": "a number",
-    "array": "a list [...]",
-    "object": "a table",
-}
+
+
+def _example(schema: dict) -> str:
+    """What a valid value of `schema` looks like (its "example"), in the author's language."""
+    name = schema.get("example", "")
+    examples = {
+        "walltime": _('HH:MM:SS, e.g. "00:30:00" (PBS reads "1:00" as one minute)'),
+        "hours": _("a number of hours above 0, e.g. 12.5"),
+        "resource": _('a resource name, e.g. "lscratch"'),
+        "budget": _("node_hours_per_student = 12.5 and/or gpu_hours_per_student = 25"),
+        "runs": '["1x1", "1x2"]',
+        "run": _('NODESxRANKS per node, e.g. "1x2"'),
+        "communication": '["naive", "naive/ring"]',
+    }
+    return examples.get(name, name)
+
+
+def _kind(kind: str) -> str:
+    """A JSON type as a profile's author knows it, in their language."""
+    kinds = {
+        "string": _("text in quotes"),
+        "integer": _("a whole number"),
+        "number": _("a number"),
+        "array": _("a list [...]"),
+        "object": _("a table"),
+    }
+    return kinds.get(kind, kind)
 
 
 def did_you_mean(word: str, choices: Sequence[str], form: str = "`{}`") -> str:
-    """'did you mean `queue`? ' for the choice nearest `word`; '' when none is near."""
+    """'did you mean `queue`?' for the choice nearest `word`; '' when none is near (a sentence of
+    its own, which `sentences` puts before the hint's next one)."""
     nearest = difflib.get_close_matches(word, choices, n=1)
-    return f"did you mean {form.format(nearest[0])}? " if nearest else ""
+    if not nearest:
+        return ""
+    return _("did you mean {nearest}?").format(nearest=form.format(nearest[0]))
+
+
+def sentences(*said: str) -> str:
+    """Whole sentences (each one message) one after the other; empty ones left out."""
+    return " ".join(sentence for sentence in said if sentence)
 
 
 def _dotted(path: list[str | int]) -> str:
@@ -161,47 +183,83 @@ def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> S
     if kind == "additionalProperties":
         allowed = list(error.schema["properties"])
         key = sorted(set(value) - set(allowed))[0]
-        table = f"[{_dotted(path)}]" if path else "the top level"
+        fields = dict(table=f"[{_dotted(path)}]", keys=", ".join(allowed))
+        takes = (
+            _("{table} takes {keys}").format(**fields)
+            if path
+            else _("the top level takes {keys}").format(**fields)
+        )
         return SiteError(
-            f"{where}{_line_of(text, key)}: unknown key `{_dotted([*path, key])}`",
-            f"{did_you_mean(key, allowed)}{table} takes {', '.join(allowed)}",
+            f"{where}{_line_of(text, key)}: "
+            + _("unknown key `{key}`").format(key=_dotted([*path, key])),
+            sentences(did_you_mean(key, allowed), takes),
         )
     name = _dotted(path)
     if kind == "required":
         missing = next(key for key in error.validator_value if key not in value)
         return SiteError(
-            f"{where}: `{_dotted([*path, missing])}` is missing",
-            "see sites/local.toml for a complete profile",
+            f"{where}: " + _("`{key}` is missing").format(key=_dotted([*path, missing])),
+            _("see sites/local.toml for a complete profile"),
         )
     if kind == "enum":
         return SiteError(
-            f"{where}: {name} {value!r} is not one of {', '.join(error.validator_value)}",
-            "fix the profile",
+            f"{where}: "
+            + _("{key} {value} is not one of {choices}").format(
+                key=name, value=repr(value), choices=", ".join(error.validator_value)
+            ),
+            _("fix the profile"),
         )
     if kind == "type":
         expected = error.validator_value
         kinds = expected if isinstance(expected, list) else [expected]
-        return SiteError(
-            f"{where}: `{name}` should be {' or '.join(_KINDS.get(k) or k for k in kinds)}, "
-            f"not {value!r}",
-            "fix the profile",
+        should = (
+            # TRANSLATORS: {kind} is a kind of value: "a whole number", "text in quotes"
+            _("`{key}` should be {kind}, not {value}").format(
+                key=name, kind=_kind(kinds[0]), value=repr(value)
+            )
+            if len(kinds) == 1
+            # TRANSLATORS: {kind} and {other} are kinds of value: "text in quotes", "a table"
+            else _("`{key}` should be {kind} or {other}, not {value}").format(
+                key=name,
+                kind=", ".join(map(_kind, kinds[:-1])),
+                other=_kind(kinds[-1]),
+                value=repr(value),
+            )
         )
-    example = error.schema.get("description")
+        return SiteError(f"{where}: {should}", _("fix the profile"))
+    example = _example(error.schema)
     if kind == "minItems":
-        return SiteError(f"{where}: `{name}` needs at least one entry", f"e.g. {name} = {example}")
+        return SiteError(
+            f"{where}: " + _("`{key}` needs at least one entry").format(key=name),
+            _("e.g. {key} = {example}").format(key=name, example=example),
+        )
     if kind == "minProperties":
         return SiteError(
-            f"{where}{_line_of(text, name)}: [{name}] sets nothing",
-            f"e.g. {example}, or leave the table out",
+            f"{where}{_line_of(text, name)}: " + _("[{table}] sets nothing").format(table=name),
+            _("e.g. {example}, or leave the table out").format(example=example),
         )
     if kind == "exclusiveMinimum":  # a budget: 0 would refuse every job
         return SiteError(
-            f"{where}{_line_of(text, str(path[-1]))}: `{name}` = {value!r} is not {example}",
-            "fix the profile, or leave the key out for no budget",
+            f"{where}{_line_of(text, str(path[-1]))}: "
+            + _("`{key}` = {value} is not {example}").format(
+                key=name, value=repr(value), example=example
+            ),
+            _("fix the profile, or leave the key out for no budget"),
         )
     if kind == "pattern":
-        return SiteError(f"{where}: `{name}` = {value!r} is not {example}", "fix the profile")
-    return SiteError(f"{where}: `{name}`: {error.message}", "fix the profile")
+        return SiteError(
+            f"{where}: "
+            + _("`{key}` = {value} is not {example}").format(
+                key=name, value=repr(value), example=example
+            ),
+            _("fix the profile"),
+        )
+    return SiteError(
+        f"{where}: "
+        # TRANSLATORS: {problem} is the schema validator's own words (English)
+        + _("`{key}`: {problem}").format(key=name, problem=error.message),
+        _("fix the profile"),
+    )
 
 
 def validate(data: dict, where: str, text: str) -> None:
@@ -225,9 +283,11 @@ def validate(data: dict, where: str, text: str) -> None:
     for key, hours in data.get("budget", {}).items():
         if not math.isfinite(hours):  # TOML has inf and nan; JSON Schema lets both through
             raise SiteError(
-                f"{where}{_line_of(text, key)}: `budget.{key}` = {hours} is not "
-                f"{_HOURS['description']}",
-                "fix the profile, or leave the key out for no budget",
+                f"{where}{_line_of(text, key)}: "
+                + _("`{key}` = {value} is not {example}").format(
+                    key=f"budget.{key}", value=hours, example=_example(_HOURS)
+                ),
+                _("fix the profile, or leave the key out for no budget"),
             )
 
 
@@ -237,15 +297,32 @@ def check_template(template: str, fields: Sequence[str], key: str, where: str, t
     where = f"{where}{_line_of(text, key.rpartition('.')[2])}"
     valid = ", ".join("{" + field + "}" for field in fields)
     try:
-        used = [field for _, field, _, _ in string.Formatter().parse(template) if field is not None]
+        used = [
+            field
+            for _text, field, _spec, _conversion in string.Formatter().parse(template)
+            if field is not None
+        ]
     except ValueError as e:  # an unmatched brace
         raise SiteError(
-            f"{where}: `{key}` {template!r}: {e}",
-            f"braces hold a field, one of {valid}; write {{{{ and }}}} for a brace itself",
+            f"{where}: "
+            # TRANSLATORS: {problem} is Python's own words on the template's braces (English)
+            + _("`{key}` {template}: {problem}").format(
+                key=key, template=repr(template), problem=e
+            ),
+            # TRANSLATORS: {{ and }} are written as they are: how a brace itself is written
+            _("braces hold a field, one of {valid}; write {{{{ and }}}} for a brace itself").format(
+                valid=valid
+            ),
         ) from None
     for field in used:
         if field not in fields:
             raise SiteError(
-                f"{where}: `{key}` {template!r} has an unknown field {{{field}}}",
-                f"{did_you_mean(field, fields, '{{{}}}')}its fields are {valid}",
+                f"{where}: "
+                + _("`{key}` {template} has an unknown field {field}").format(
+                    key=key, template=repr(template), field="{" + field + "}"
+                ),
+                sentences(
+                    did_you_mean(field, fields, "{{{}}}"),
+                    _("its fields are {valid}").format(valid=valid),
+                ),
             )

@@ -15,14 +15,19 @@ from typing import Protocol
 from course import paths
 from course.contracts import jobend
 from course.errors import JobError
+from course.i18n import _
 
 FILE = "site_env.sh"
 # How a run of N nodes x M ranks is asked for (`qsub -l select=`) where a profile's #PBS lines say
 # nothing else.
 DEFAULT_SELECT = "{nodes}:mpiprocs={ranks_per_node}"
+# The comments of jobs/site_env.sh are in the language of whoever applied the profile
+# (COURSE_LANG), but for these lines, which from_shell finds the setup by: they stay English.
 _NOTHING_TO_LOAD = ": # nothing to load: jobs inherit the submitting environment"
 _SETUP_BEGIN = "# Software: modules and the kit's Python environment.\n"
+_DATA = "# Data and training defaults, the same at every stage so that the stages compare."
 _SETUP_END = "\n\n# Data and training defaults"
+_EVAL_ENV = 'eval "$(python -m course env)"'  # the CUDA libraries of the kit's gpu extra
 
 
 class RenderedProfile(Protocol):
@@ -152,69 +157,90 @@ class SiteSettings:
         )
 
     def to_shell(self) -> str:
-        """The text of jobs/site_env.sh."""
+        """The text of jobs/site_env.sh, its comments in the student's language (but for the few
+        from_shell reads)."""
         setup = "\n".join(self.setup) if self.setup else _NOTHING_TO_LOAD
-        root = (
-            f'export CHAINER_DATASET_ROOT="${{CHAINER_DATASET_ROOT:-{self.dataset_root}}}"\n'
-            if self.dataset_root
-            else ""
-        )
-        threads = self.threads_per_rank
+        threads = str(self.threads_per_rank)
         runs = " ".join(f"{n}x{r}" for n, r in self.scaling_runs)
         limits = " ".join(f"{q}={t}" if q else t for q, t in self.max_walltime)
-        max_walltime = (
-            f"export COURSE_MAX_WALLTIME='{limits}'  # checked before qsub; QUEUE=HH:MM:SS or all\n"
-            if limits
-            else ""
-        )
         communication = " ".join("/".join(filter(None, c)) for c in self.communication)
-        budget = "".join(
-            f"export {name}={value}  # the site's per-student budget, checked by course submit\n"
-            for name, value in (
-                ("COURSE_NODE_HOURS_PER_STUDENT", self.node_hours_per_student),
-                ("COURSE_GPU_HOURS_PER_STUDENT", self.gpu_hours_per_student),
-            )
-            if value is not None
+        budget = (
+            ("COURSE_NODE_HOURS_PER_STUDENT", self.node_hours_per_student),
+            ("COURSE_GPU_HOURS_PER_STUDENT", self.gpu_hours_per_student),
         )
-        return f"""\
-# Site settings shared by the job scripts: the `{self.site}` site profile of the course kit.
-# Written by `python -m course site apply {self.site}` from that profile; to change a setting,
-# change the profile and apply it again.
-export COURSE_SITE={self.site}
-export COURSE_SCHEDULER={self.scheduler}
-
-# A job the scheduler reruns says first which attempt it is (course/contracts/jobend.py).
-{jobend.ATTEMPT_SHELL}
-
-{_SETUP_BEGIN}{setup}
-
-# Data and training defaults, the same at every stage so that the stages compare.
-{root}export COURSE_DATASET="${{COURSE_DATASET:-{self.dataset}}}"
-export COURSE_TRAIN_ARGS="${{COURSE_TRAIN_ARGS:-{self.train_args}}}"
-
-# MPI: `python -m course launch` fills in the ranks and hosts of the job.
-export COURSE_MPIEXEC='{self.mpiexec}'
-export OMP_NUM_THREADS={threads}
-export OPENBLAS_NUM_THREADS={threads}
-export MKL_NUM_THREADS={threads}
-export CHAINERMN_FORCE_ABORT_ON_EXCEPTION=1  # one rank's exception ends the job, not a hang
-
-# How this site is run, for `python -m course submit` and the notebooks.
-export COURSE_SELECT='{self.select}'
-export COURSE_RESOURCES='{" ".join(self.resources)}'  # the site's own -l resources, besides PBS's
-export COURSE_QUEUES='{" ".join(self.queues)}'
-export COURSE_QUEUE='{self.queue or ""}'  # the -q of its #PBS lines
-export COURSE_GROUP='{self.group or ""}'  # their -W group_list
-export COURSE_GPUS_PER_NODE={self.gpus_per_node}
-export COURSE_SCALING_RUNS='{runs}'
-export COURSE_COMMUNICATION='{communication}'
-{max_walltime}{budget}
-# The CUDA libraries of the kit's gpu extra (prints nothing without them).
-eval "$(python -m course env)"
-
-# The last line of the joined log says how the job ended, and when (course/contracts/jobend.py).
-{jobend.END_TRAP}
-"""
+        header = _(
+            "Site settings shared by the job scripts: the `{site}` site profile of the course "
+            "kit.\nWritten by `python -m course site apply {site}` from that profile; to change a "
+            "setting,\nchange the profile and apply it again."
+        ).format(site=self.site)
+        attempt = _(
+            "A job the scheduler reruns says first which attempt it is "
+            "(course/contracts/jobend.py)."
+        )
+        mpi = _("MPI: `python -m course launch` fills in the ranks and hosts of the job.")
+        how = _("How this site is run, for `python -m course submit` and the notebooks.")
+        cuda = _("The CUDA libraries of the kit's gpu extra (prints nothing without them).")
+        end = _(
+            "The last line of the joined log says how the job ended, and when "
+            "(course/contracts/jobend.py)."
+        )
+        per_student = _after(_("the site's per-student budget, checked by course submit"))
+        sections = [
+            [
+                _comment(header),
+                _export("COURSE_SITE", self.site),
+                _export("COURSE_SCHEDULER", self.scheduler),
+            ],
+            [_comment(attempt), jobend.ATTEMPT_SHELL],
+            [_SETUP_BEGIN + setup],
+            [
+                _DATA,
+                *(
+                    [_default("CHAINER_DATASET_ROOT", self.dataset_root)]
+                    if self.dataset_root
+                    else []
+                ),
+                _default("COURSE_DATASET", self.dataset),
+                _default("COURSE_TRAIN_ARGS", self.train_args),
+            ],
+            [
+                _comment(mpi),
+                _quoted("COURSE_MPIEXEC", self.mpiexec),
+                _export("OMP_NUM_THREADS", threads),
+                _export("OPENBLAS_NUM_THREADS", threads),
+                _export("MKL_NUM_THREADS", threads),
+                _export("CHAINERMN_FORCE_ABORT_ON_EXCEPTION", "1")
+                + _after(_("one rank's exception ends the job, not a hang")),
+            ],
+            [
+                _comment(how),
+                _quoted("COURSE_SELECT", self.select),
+                _quoted("COURSE_RESOURCES", " ".join(self.resources))
+                + _after(_("the site's own -l resources, besides PBS's")),
+                _quoted("COURSE_QUEUES", " ".join(self.queues)),
+                _quoted("COURSE_QUEUE", self.queue or "") + _after(_("the -q of its #PBS lines")),
+                _quoted("COURSE_GROUP", self.group or "") + _after(_("their -W group_list")),
+                _export("COURSE_GPUS_PER_NODE", str(self.gpus_per_node)),
+                _quoted("COURSE_SCALING_RUNS", runs),
+                _quoted("COURSE_COMMUNICATION", communication),
+                *(
+                    [
+                        _quoted("COURSE_MAX_WALLTIME", limits)
+                        + _after(_("checked before qsub; QUEUE=HH:MM:SS or all"))
+                    ]
+                    if limits
+                    else []
+                ),
+                *(
+                    _export(name, str(hours)) + per_student
+                    for name, hours in budget
+                    if hours is not None
+                ),
+            ],
+            [_comment(cuda), _EVAL_ENV],
+            [_comment(end), jobend.END_TRAP],
+        ]
+        return "\n\n".join("\n".join(lines) for lines in sections) + "\n"
 
     @classmethod
     def from_shell(cls, text: str) -> SiteSettings:
@@ -260,6 +286,38 @@ eval "$(python -m course env)"
         return cls.from_shell(Path(path).read_text())
 
 
+def _export(name: str, value: str) -> str:
+    return f"export {name}={value}"
+
+
+def _quoted(name: str, value: str) -> str:
+    """`name` set to `value` as it is (the value may not hold a single quote)."""
+    return f"export {name}='{value}'"
+
+
+def _default(name: str, value: str) -> str:
+    """`name` set to `value` unless the job's environment sets it (`qsub -v`, `sbatch --export`)."""
+    return f'export {name}="${{{name}:-{value}}}"'
+
+
+def _comment(text: str) -> str:
+    """`text` as shell comment lines, one for each of its lines."""
+    return "\n".join(f"# {line}".rstrip() for line in text.split("\n"))
+
+
+def _after(text: str) -> str:
+    """`text` as the comment at the end of a line (on that line: _exports reads the value up to
+    its two spaces)."""
+    return "  # " + " ".join(text.split("\n"))
+
+
+def without_comments(text: str) -> str:
+    """A shell text of to_shell's without its comments, whole lines and ends of lines (`  # ...`):
+    what it runs and sets, which two files share whatever language their comments are in."""
+    lines = (line.split("  # ")[0].rstrip() for line in text.split("\n"))
+    return "\n".join(line for line in lines if not line.lstrip().startswith("#"))
+
+
 def _hours(setting: str | None) -> float | None:
     return float(setting) if setting else None
 
@@ -293,8 +351,8 @@ def in_folder(folder: Path | str) -> Path:
     path = Path(folder) / paths.JOBS_DIR / FILE
     if not path.is_file():
         raise JobError(
-            f"{path} does not exist",
-            "work in the assignment folder (the one with the notebooks and jobs/)",
+            _("{path} does not exist").format(path=path),
+            _("work in the assignment folder (the one with the notebooks and jobs/)"),
         )
     return path
 

@@ -22,9 +22,10 @@ from course import paths
 from course.cli import command_parser
 from course.cluster import pbs, siteenv
 from course.cluster.launch import TEMPLATE_FIELDS
-from course.cluster.profile_schema import check_template, did_you_mean, validate
+from course.cluster.profile_schema import check_template, did_you_mean, sentences, validate
 from course.cluster.siteenv import SiteSettings
 from course.errors import SiteError
+from course.i18n import _
 
 BEGIN = "# >>> site directives: written by `python -m course site apply` >>>"
 END = "# <<< site directives <<<"
@@ -88,7 +89,11 @@ class Profile:
         }
         lines = []
         for template in self.directives:
-            used = [field for _, field, _, _ in string.Formatter().parse(template) if field]
+            used = [
+                field
+                for _text, field, _spec, _conversion in string.Formatter().parse(template)
+                if field
+            ]
             if all(values.get(field) not in ("", 0, None) for field in used):
                 lines.append(template.format(**values))
         if self.scheduler == "slurm" and not any("--open-mode" in line for line in lines):
@@ -113,8 +118,11 @@ class Profile:
 def _safe(value: str, key: str, where: str, allow: str = "") -> str:
     if _UNSAFE.search(value.translate({ord(c): None for c in allow})):
         raise SiteError(
-            f"{where}: `{key}` may not contain quotes, braces, $, ` or \\ ({value!r})",
-            "it is pasted into a shell string in jobs/site_env.sh",
+            f"{where}: "
+            + _("`{key}` may not contain quotes, braces, $, ` or \\ ({value})").format(
+                key=key, value=repr(value)
+            ),
+            _("it is pasted into a shell string in jobs/site_env.sh"),
         )
     return value
 
@@ -127,15 +135,18 @@ def load_profile(name_or_path: str) -> Profile:
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in (paths.KIT_ROOT / "sites").glob("*.toml")))
         raise SiteError(
-            f"no site profile {name_or_path!r}",
-            f"the kit has: {known}; or give a path to a .toml file",
+            _("no site profile {name}").format(name=repr(name_or_path)),
+            _("the kit has: {known}; or give a path to a .toml file").format(known=known),
         )
     where = str(path)
     text = path.read_text()
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise SiteError(f"{where} is not valid TOML: {e}", "fix the line it names") from None
+        raise SiteError(
+            _("{where} is not valid TOML: {error}").format(where=where, error=e),
+            _("fix the line it names"),
+        ) from None
     validate(data, where, text)
     jobs = {
         job: JobResources(
@@ -153,9 +164,12 @@ def load_profile(name_or_path: str) -> Profile:
         limit = max_walltime.get(data.get("queue", ""), max_walltime.get(""))
         if limit and pbs.parse_walltime(resources.walltime) > pbs.parse_walltime(limit):
             raise SiteError(
-                f"{where}: [jobs.{job}] asks for walltime {resources.walltime}, more than "
-                f"max_walltime allows ({limit})",
-                "lower the job's walltime, or raise max_walltime to what the queue allows",
+                f"{where}: "
+                + _(
+                    "[jobs.{job}] asks for walltime {walltime}, more than max_walltime allows "
+                    "({limit})"
+                ).format(job=job, walltime=resources.walltime, limit=limit),
+                _("lower the job's walltime, or raise max_walltime to what the queue allows"),
             )
     budget = {key: float(hours) for key, hours in data.get("budget", {}).items()}
     return Profile(
@@ -189,10 +203,17 @@ def _max_walltime(setting: str | dict[str, str], queues: list[str], where: str) 
         return {"": setting}
     for queue in setting:
         if queue not in queues:
-            known = ", ".join(queues) or "none: a table needs queue and other_queues"
+            known = (
+                _("its queues: {queues}").format(queues=", ".join(queues))
+                if queues
+                else _("its queues: none: a table needs queue and other_queues")
+            )
             raise SiteError(
-                f"{where}: max_walltime names queue {queue!r}, which the profile does not have",
-                f"{did_you_mean(queue, queues)}its queues: {known}",
+                f"{where}: "
+                + _("max_walltime names queue {queue}, which the profile does not have").format(
+                    queue=repr(queue)
+                ),
+                sentences(did_you_mean(queue, queues), known),
             )
     return dict(setting)
 
@@ -200,10 +221,11 @@ def _max_walltime(setting: str | dict[str, str], queues: list[str], where: str) 
 def rewrite_directives(script: str, lines: list[str], where: str) -> str:
     if BEGIN not in script or END not in script:
         raise SiteError(
-            f"{where} has no site directive markers", f"put the #PBS lines between\n{BEGIN}\n{END}"
+            _("{where} has no site directive markers").format(where=where),
+            _("put the #PBS lines between\n{begin}\n{end}").format(begin=BEGIN, end=END),
         )
     head, rest = script.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
+    _directives, tail = rest.split(END, 1)
     return head + BEGIN + "\n" + "".join(f"{line}\n" for line in lines) + END + tail
 
 
@@ -218,8 +240,10 @@ def apply(profile: Profile, jobs_dir: Path) -> list[Path]:
     missing = [s.stem for s in scripts if s.stem not in profile.jobs]
     if missing:
         raise SiteError(
-            f"profile {profile.name} has no [jobs.{missing[0]}] for jobs/{missing[0]}.sh",
-            "give every job script its nodes, ranks_per_node, gpus and walltime",
+            _("profile {name} has no [jobs.{job}] for jobs/{job}.sh").format(
+                name=profile.name, job=missing[0]
+            ),
+            _("give every job script its nodes, ranks_per_node, gpus and walltime"),
         )
     written = []
     for script in scripts:
@@ -236,23 +260,26 @@ def apply(profile: Profile, jobs_dir: Path) -> list[Path]:
 
 
 def check(profile: Profile, jobs_dir: Path) -> list[str]:
-    """What in `jobs_dir` differs from `profile` (empty when the profile is applied as it is)."""
+    """What in `jobs_dir` differs from `profile` (empty when the profile is applied as it is).
+    jobs/site_env.sh is compared without its comments, which are in the language of whoever
+    applied the profile (siteenv.without_comments)."""
     problems = []
     for script in job_scripts(jobs_dir):
         if script.stem not in profile.jobs:
-            problems.append(f"{script.name}: no [jobs.{script.stem}] in the profile")
+            problems.append(
+                f"{script.name}: " + _("no [jobs.{job}] in the profile").format(job=script.stem)
+            )
             continue
         expected = rewrite_directives(
             script.read_text(), profile.directive_block(script.stem), str(script)
         )
         if expected != script.read_text():
-            problems.append(f"{script.name}: its directives differ from the profile's")
+            problems.append(f"{script.name}: " + _("its directives differ from the profile's"))
     env_file = Path(jobs_dir) / siteenv.FILE
-    if (
-        not env_file.is_file()
-        or env_file.read_text() != SiteSettings.from_profile(profile).to_shell()
-    ):
-        problems.append(f"{siteenv.FILE}: differs from the profile's")
+    if not env_file.is_file() or siteenv.without_comments(
+        env_file.read_text()
+    ) != siteenv.without_comments(SiteSettings.from_profile(profile).to_shell()):
+        problems.append(f"{siteenv.FILE}: " + _("differs from the profile's"))
     return problems
 
 
@@ -269,18 +296,20 @@ def main(argv: list[str]) -> int:
     """`python -m course site list | show | apply PROFILE | verify [--out DIR]`."""
     parser = command_parser("course site", __doc__)
     actions = parser.add_subparsers(dest="action", required=True)
-    actions.add_parser("list", help="the profiles in sites/")
-    actions.add_parser("show", help="the applied profile, and whether jobs/ still matches it")
+    actions.add_parser("list", help=_("the profiles in sites/"))
+    actions.add_parser("show", help=_("the applied profile, and whether jobs/ still matches it"))
     apply_parser = actions.add_parser(
-        "apply", help="write a profile into jobs/ (and the release's copy)"
+        "apply", help=_("write a profile into jobs/ (and the release's copy)")
     )
-    apply_parser.add_argument("profile", help="a name from sites/ or a path to a .toml file")
+    apply_parser.add_argument("profile", help=_("a name from sites/ or a path to a .toml file"))
     # course.cli hands `site verify` to its own module (course.instructor.site_verify): listed
     # here for the help only.
     actions.add_parser(
         "verify",
-        help="from a login node: run the course's jobs on the applied site, report what to fix "
-        "(course site verify -h)",
+        help=_(
+            "from a login node: run the course's jobs on the applied site, report what to fix "
+            "(course site verify -h)"
+        ),
     )
     args = parser.parse_args(argv)
     root = paths.kit_root()
@@ -294,22 +323,28 @@ def main(argv: list[str]) -> int:
         name = SiteSettings.read(env_file).site if env_file.is_file() else ""
         if not name:
             raise SiteError(
-                f"no profile is applied: {env_file} is missing or sets no COURSE_SITE",
-                "python -m course site apply local (or your site's profile)",
+                _("no profile is applied: {file} is missing or sets no COURSE_SITE").format(
+                    file=env_file
+                ),
+                _("python -m course site apply local (or your site's profile)"),
             )
         profile = load_profile(name)
-        print(f"applied: {name} ({profile.description}); scheduler {profile.scheduler}")
+        print(
+            _("applied: {name} ({description}); scheduler {scheduler}").format(
+                name=name, description=profile.description, scheduler=profile.scheduler
+            )
+        )
         for job in job_scripts(jobs_dir):
             print(f"  {job.name}: " + " | ".join(profile.directive_block(job.stem)))
         problems = check(profile, jobs_dir)
         for problem in problems:
-            print(f"  differs: {problem}")
+            print("  " + _("differs: {problem}").format(problem=problem))
         if problems:
-            print(f"  -> python -m course site apply {name}")
+            print("  -> " + f"python -m course site apply {name}")
         return 1 if problems else 0
     if args.action == "verify":  # only where this function is called other than by course.cli
         raise SiteError(
-            "site verify runs through the kit's command line", "python -m course site verify"
+            _("site verify runs through the kit's command line"), "python -m course site verify"
         )
     profile = load_profile(args.profile)
     written = apply(profile, jobs_dir)
@@ -317,5 +352,9 @@ def main(argv: list[str]) -> int:
     if released.parent.is_dir():
         copy_jobs(jobs_dir, released)
         written.append(released)
-    print(f"applied {profile.name}: " + ", ".join(str(p.relative_to(root)) for p in written))
+    print(
+        _("applied {name}: {files}").format(
+            name=profile.name, files=", ".join(str(p.relative_to(root)) for p in written)
+        )
+    )
     return 0

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from course.contracts import joblog
 from course.errors import JobError
+from course.i18n import _
 
 
 def dataset_name(command: list[str]) -> str:
@@ -37,7 +38,9 @@ def stage(command: list[str], folder: Path) -> tuple[Path, str]:
     source = data.path_for(name)
     if not source.is_file():
         raise JobError(
-            f"STAGE_DATA: the data set {name} is not at {source}, so it cannot be staged",
+            _("STAGE_DATA: the data set {name} is not at {source}, so it cannot be staged").format(
+                name=name, source=source
+            ),
             data.prepare_hint(name),
         )
     target = folder / source.relative_to(data.data_dir().parent.parent.parent)

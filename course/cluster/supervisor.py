@@ -23,6 +23,7 @@ from course.cluster import pbs, procs
 from course.cluster.localsched import GRACE, LOST_EXIT, WALLTIME_EXIT, read_record, utc_now
 from course.contracts import jobend
 from course.fileio import atomic_file
+from course.i18n import _
 
 
 class _Stopped(Exception):
@@ -128,7 +129,8 @@ def supervise(spec_file: Path) -> int:
     try:
         with open(spec["log"], "a", buffering=1) as log:
             for warning in spec["warnings"]:
-                log.write(f"course local scheduler: {warning}\n")
+                # TRANSLATORS: {warning} is what the scheduler found slow in the job's request
+                log.write(_("course local scheduler: {warning}").format(warning=warning) + "\n")
             home = spec["env"].get("HOME") or os.path.expanduser("~")
             # in a session of its own: the session is the job, whatever process groups MPI makes
             try:
@@ -143,7 +145,10 @@ def supervise(spec_file: Path) -> int:
                     preexec_fn=procs.die_with_parent(),
                 )
             except OSError as e:
-                log.write(f"course local scheduler: the job could not start: {e}\n")
+                log.write(
+                    _("course local scheduler: the job could not start: {error}").format(error=e)
+                    + "\n"
+                )
                 return status
             _write_record(
                 spec,

@@ -98,6 +98,16 @@ MARKED = (
     "course/notebook/checks/mn_ranks.py",
     "course/notebook/checks/mn_observers.py",
     "course/notebook/checks/inputs.py",
+    "course/cluster/pbs.py",
+    "course/cluster/accounting.py",
+    "course/cluster/mpi.py",
+    "course/cluster/hosts.py",
+    "course/cluster/plan.py",
+    "course/cluster/staging.py",
+    "course/cluster/supervisor.py",
+    "course/cluster/sites.py",
+    "course/cluster/siteenv.py",
+    "course/cluster/profile_schema.py",
 )
 # The notebooks whose markdown, docstrings and comments are in the catalogs.
 NOTEBOOKS = (
