@@ -101,11 +101,20 @@ def require_free_space(path: Path, needed: int, what: str) -> None:
     """CourseError naming `path` when its file system has less than `needed` bytes free for
     `what`."""
     from course.errors import CourseError
+    from course.i18n import _
 
     free = free_bytes(path)
     if free < needed:
         raise CourseError(
-            f"only {free // 2**20} MiB free on the file system of {Path(path).absolute()}; "
-            f"{what} need about {needed // 2**20} MiB",
-            "free space there (old runs/ folders, snapshots), or pass --out on another file system",
+            # TRANSLATORS: {what} is what needs the space, e.g. "its results and snapshots"
+            _(
+                "only {free} MiB free on the file system of {folder}; {what} need about {needed} "
+                "MiB"
+            ).format(
+                free=free // 2**20, folder=Path(path).absolute(), what=what, needed=needed // 2**20
+            ),
+            _(
+                "free space there (old runs/ folders, snapshots), or pass --out on another file "
+                "system"
+            ),
         )

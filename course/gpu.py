@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from course import paths
+from course.i18n import _
 
 # Sonames that CuPy 13 and cuDNN 8 link to, each after the libraries it needs, with the
 # folder of the nvidia-*-cu12 wheel that holds it (site-packages/nvidia/<folder>/lib).
@@ -187,7 +188,9 @@ def assigned_devices(devices: dict | list) -> tuple[list[str], str | None]:
     for device in devices.values() if isinstance(devices, dict) else devices:
         match = re.fullmatch(r"(?:@cupy:)?(\d+)", str(device))
         if not match:
-            raise ValueError(f"not a GPU id or @cupy:N device: {device!r}")
+            raise ValueError(
+                _("not a GPU id or @cupy:N device: {device}").format(device=repr(device))
+            )
         ids.append(int(match.group(1)))
     models = sorted(set(gpu_models(ids)))
     return [f"@cupy:{i}" for i in ids], ", ".join(models) or None
@@ -216,10 +219,16 @@ def resolve_device(spec: str) -> str:
 
 def main(argv: list[str]) -> int:
     """`python -m course env`: print the shell line that puts the gpu extra's libraries on
-    LD_LIBRARY_PATH."""
-    import argparse
+    LD_LIBRARY_PATH (the command's help says it in the student's language)."""
+    from course.cli import CommandParser
 
-    argparse.ArgumentParser(prog="course env", description=main.__doc__).parse_args(argv)
+    CommandParser(
+        prog="course env",
+        description=_(
+            "`python -m course env`: print the shell line that puts the gpu extra's libraries on "
+            "LD_LIBRARY_PATH."
+        ),
+    ).parse_args(argv)
     line = library_path_export()
     if line:
         print(line)

@@ -301,7 +301,6 @@ WRITTEN_AT_RUN_TIME = {
     "status.json",
     "resume.json",
     "submitted-jobs.json",  # course submit's record of a student's jobs, for the site's budget
-    "stage2.py",  # the GPU self-test's scratch script
     "stage3_functions.py",  # the stage-3 checks' scratch module
     "train.py",  # course launch's example command
 }

@@ -180,6 +180,60 @@ ALLOWED = {
     'eval "$(python -m course env)"',
     # the JSON Schema dialect a site profile's schema is written in
     "https://json-schema.org/draft/2020-12/schema",
+    # schema ids and JSON Schema's own, which the kit reads back
+    "course-results/2",
+    "course-model-parallel/1",
+    "http://json-schema.org/draft-07/schema#",
+    # the model-parallel job's protocol line in its log, and its parser
+    "course: model_parallel {} sha256={} | {} rank(s)",
+    r"^course: model_parallel (?P<path>\S+) sha256=(?P<sha256>[0-9a-f]{64}) \| "
+    r"(?P<ranks>\d+) rank\(s\)$",
+    # argparse's usage line (as it begins every command's help), a command's name, prog names and
+    # options, typed as they are in any language
+    "usage: python -m course COMMAND [-h] [...]",
+    "class-report",
+    "course data",
+    "course env",
+    "course kernels",
+    "--lr-rule",
+    "--lr-warmup-epochs",
+    "--lr-drop-epochs",
+    "--no-eval",
+    "--device-as-default-execution-space",
+    # the members of the CIFAR-10 python archive
+    "cifar-10-batches-py/data_batch_{}",
+    "cifar-10-batches-py/test_batch",
+    # the GPU self-test's scratch folder
+    "course-selftest-",
+    # code: the CUB kernel's CUDA source, a kernel's origin named as the others' modules are, the
+    # shell line of `course env`, what the GPU probes run and what they match in ompi_info and
+    # CuPy's warnings
+    "\n#include <cub/block/block_reduce.cuh>\n#include <cub/block/block_load.cuh>\n"
+    'extern "C" __global__ void course_cub_sum(const float* x, float* out, int n) {\n'
+    "  typedef cub::BlockLoad<float, 256, 4, cub::BLOCK_LOAD_DIRECT> Load;\n"
+    "  typedef cub::BlockReduce<float, 256> Reduce;\n"
+    "  __shared__ typename Load::TempStorage load_storage;\n"
+    "  __shared__ typename Reduce::TempStorage reduce_storage;\n"
+    "  float items[4];\n"
+    "  Load(load_storage).Load(x + blockIdx.x * 1024, items, n - blockIdx.x * 1024, 0.0f);\n"
+    "  float total = Reduce(reduce_storage).Sum(items);\n"
+    "  if (threadIdx.x == 0) atomicAdd(out, total);\n"
+    "}\n",
+    "cupy (CUB reductions)",
+    'export LD_LIBRARY_PATH="{}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"',
+    "nvidia-smi",
+    "--query-gpu=index,uuid,name,driver_version",
+    "--query-gpu=index,uuid,{}",
+    "--format=csv,noheader",
+    "import cupy; r = cupy.cuda.runtime; n = r.getDeviceCount(); "
+    "print('\\n'.join(r.getDeviceProperties(i)['name'].decode() for i in range(n)))",
+    "_built_with_cuda_support:value:(true|false)",
+    r"\s*nccl library could not be loaded",
+    # matched by course doctor to give its fix (the cause it shows is CuPy's English anyway)
+    "CuPy finds no CUDA headers: {}",
+    # the site probe's marks in a job log, which `course site verify` looks for
+    "course site probe: ",
+    "course site probe, on stderr: this line was written to the job's stderr",
 }
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from course.contracts import results
 from course.errors import ResultsError
+from course.i18n import _
 
 SCHEMA = "course-model-parallel/1"
 PREFIX = "model_parallel"  # the run folder is runs/model_parallel-<job id>
@@ -42,18 +43,21 @@ def write(path: Path, data: dict) -> str:
 def load(path: Path) -> dict:
     """One model-parallel file; ResultsError when it is unreadable, not one, or edited after."""
     path = Path(path)
+    script = f"jobs/{JOB_SCRIPT}"
     data = results.read_json(
         path,
         SCHEMA,
-        name="model-parallel file",
-        kind="a model-parallel run's file",
-        rerun=f"run jobs/{JOB_SCRIPT} again",
-        source=f"pass a file that jobs/{JOB_SCRIPT} wrote",
+        name=_("model-parallel file"),
+        kind=_("a model-parallel run's file"),
+        rerun=_("run {script} again").format(script=script),
+        source=_("pass a file that {script} wrote").format(script=script),
     )
     if not results.seal_ok(data):
         raise ResultsError(
-            f"{path} was changed after the job wrote it (its seal does not match)",
-            f"run jobs/{JOB_SCRIPT} again; do not edit its files",
+            _("{path} was changed after the job wrote it (its seal does not match)").format(
+                path=path
+            ),
+            _("run {script} again; do not edit its files").format(script=script),
         )
     data["_path"] = str(path)
     return data

@@ -22,6 +22,7 @@ from typing import Any
 
 from course.contracts import stages
 from course.errors import JobError
+from course.i18n import _
 
 ENV = "COURSE_PREDICTION"
 KEYS: dict[str, tuple[str, ...]] = {
@@ -59,18 +60,32 @@ def check(stage: str, answers: Any) -> dict[str, int | float | str]:
     keys = KEYS.get(stage)
     if keys is None:
         raise JobError(
-            f"the {stage} job takes no prediction",
-            "submit it without prediction=; only the jobs of stages 1 to 3 are predicted",
+            _("the {stage} job takes no prediction").format(stage=stage),
+            _("submit it without prediction=; only the jobs of stages 1 to 3 are predicted"),
         )
-    fix = "pass the dict your prediction function returns for this job, e.g. prediction=predicted"
+    fix = _(
+        "pass the dict your prediction function returns for this job, e.g. prediction=predicted"
+    )
     if type(answers) is not dict:
-        raise JobError(f"the prediction is a {type(answers).__name__}, not a dict", fix)
+        raise JobError(
+            # TRANSLATORS: {type} is a Python type's name, e.g. list
+            _("the prediction is a {type}, not a dict").format(type=type(answers).__name__),
+            fix,
+        )
     missing = [key for key in keys if key not in answers]
     extra = [str(key) for key in answers if key not in keys]
     if missing or extra:
         raise JobError(
-            f"the prediction has the keys {', '.join(map(str, answers)) or 'none'}; the {stage} "
-            f"job's prediction has exactly {', '.join(keys)}",
+            # TRANSLATORS: {keys} and {expected} are lists of the dict's keys, e.g.
+            # "updates_per_epoch, iterations"; {stage} a stage's name, e.g. single_gpu
+            _(
+                "the prediction has the keys {keys}; the {stage} job's prediction has exactly "
+                "{expected}"
+            ).format(
+                keys=", ".join(map(str, answers)) or _("none"),
+                stage=stage,
+                expected=", ".join(keys),
+            ),
             fix,
         )
     plain: dict[str, int | float | str] = {}
@@ -82,9 +97,11 @@ def check(stage: str, answers: Any) -> dict[str, int | float | str]:
             plain[key] = value
         else:
             raise JobError(
-                f"the prediction's {key} is {value!r}: a prediction holds plain numbers and "
-                f"names (at most {LONGEST_ANSWER} characters)",
-                "return int, float or str values from your prediction function",
+                _(
+                    "the prediction's {key} is {value}: a prediction holds plain numbers and names "
+                    "(at most {longest} characters)"
+                ).format(key=key, value=repr(value), longest=LONGEST_ANSWER),
+                _("return int, float or str values from your prediction function"),
             )
     return plain
 
@@ -111,12 +128,16 @@ def decode(value: str) -> dict[str, Any]:
         text = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
         prediction = json.loads(text)
     except (binascii.Error, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{ENV} is not what course.submit writes ({e})") from None
+        raise ValueError(
+            _("{variable} is not what course.submit writes ({error})").format(variable=ENV, error=e)
+        ) from None
     answers = prediction.get("answers") if isinstance(prediction, dict) else None
     if set(prediction or ()) != {"made_at", "answers"} or not isinstance(answers, dict):
-        raise ValueError(f"{ENV} holds no made_at and answers")
+        raise ValueError(_("{variable} holds no made_at and answers").format(variable=ENV))
     if not all(type(v) in (int, float, str) for v in answers.values()):
-        raise ValueError(f"{ENV} holds answers that are not plain numbers or names")
+        raise ValueError(
+            _("{variable} holds answers that are not plain numbers or names").format(variable=ENV)
+        )
     return prediction
 
 
@@ -129,4 +150,6 @@ def submitted() -> tuple[dict[str, Any] | None, str | None]:
     try:
         return decode(given), None
     except ValueError as e:
-        return None, f"course: warning: the prediction given to this job is not recorded: {e}"
+        return None, "course: " + _(
+            "warning: the prediction given to this job is not recorded: {why}"
+        ).format(why=e)

@@ -25,6 +25,7 @@ import fastjsonschema
 from course.contracts import prediction
 from course.errors import ResultsError
 from course.fileio import atomic_file
+from course.i18n import _
 
 # Bumped whenever a field is added, renamed or retyped: a reader meets only records of its own kit.
 SCHEMA = "course-results/2"
@@ -241,15 +242,26 @@ def read_json(
 ) -> dict:
     """The JSON object of `schema` at `path` (a results or benchmark file); ResultsError when it is
     not one. The messages name the file "a readable `name`" and "`kind`"; the fixes: `rerun` for
-    an unreadable file, `source` for another file, `missing` (if given) where there is none."""
+    an unreadable file, `source` for another file, `missing` (if given) where there is none (all
+    of them in the student's language: the caller translates them)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         if missing is not None and isinstance(e, FileNotFoundError):
-            raise ResultsError(f"{path} does not exist", missing) from None
-        raise ResultsError(f"{path} is not a readable {name} ({e})", rerun) from None
+            raise ResultsError(_("{path} does not exist").format(path=path), missing) from None
+        raise ResultsError(
+            # TRANSLATORS: {name} is the kind of file, e.g. "results file"; {error} is Python's
+            _("{path} is not a readable {name} ({error})").format(path=path, name=name, error=e),
+            rerun,
+        ) from None
     if not isinstance(data, dict) or data.get("schema") != schema:
-        raise ResultsError(f"{path} is not {kind} (schema {schema} expected)", source)
+        raise ResultsError(
+            # TRANSLATORS: {kind} is what the file should be, e.g. "a course results file"
+            _("{path} is not {kind} (schema {schema} expected)").format(
+                path=path, kind=kind, schema=schema
+            ),
+            source,
+        )
     return data
 
 
@@ -259,17 +271,20 @@ def load(path: Path) -> dict:
     data = read_json(
         path,
         SCHEMA,
-        name="results file",
-        kind="a course results file",
-        rerun="run the job again; do not edit results files by hand",
-        source="pass the results.json that a training job wrote",
-        missing="run the stage's job first",
+        name=_("results file"),
+        kind=_("a course results file"),
+        rerun=_("run the job again; do not edit results files by hand"),
+        source=_("pass the results.json that a training job wrote"),
+        missing=_("run the stage's job first"),
     )
     wrong = problems(data)
     if wrong:
         raise ResultsError(
-            f"{path} lacks what every results file holds ({'; '.join(wrong)})",
-            "run the job again; do not edit results files by hand",
+            # TRANSLATORS: {problems} are the schema's findings, in JSON Schema's English
+            _("{path} lacks what every results file holds ({problems})").format(
+                path=path, problems="; ".join(wrong)
+            ),
+            _("run the job again; do not edit results files by hand"),
         )
     data["_path"] = str(path)
     return data

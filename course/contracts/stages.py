@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from course.i18n import _
+
 
 @dataclass(frozen=True)
 class Stage:
     name: str  # the results file's `stage`, and the prefix of its run folder runs/<name>-<job id>
     number: int
-    title: str
     notebook: str
     script: str  # the training script the notebook writes from the student's functions
     job_script: str  # in jobs/: what `qsub -j oe` is given
@@ -38,11 +39,24 @@ class Stage:
     def job_path(self) -> str:
         return f"jobs/{self.job_script}"
 
+    @property
+    def title(self) -> str:
+        """What the stage trains on, in the student's language (its script's docstring says it)."""
+        return _titles()[self.name]
+
+
+def _titles() -> dict[str, str]:
+    """Each stage's title, by its name (translated when asked for, never at import)."""
+    return {
+        SINGLE_GPU.name: _("one GPU"),
+        MULTI_GPU.name: _("every GPU of one node (MultiprocessParallelUpdater)"),
+        MULTI_NODE.name: _("many nodes (ChainerMN)"),
+    }
+
 
 SINGLE_GPU = Stage(
     "single_gpu",
     1,
-    "one GPU",
     "01_single_gpu.ipynb",
     "train_cifar_single.py",
     "run_single_gpu_training.sh",
@@ -52,7 +66,6 @@ SINGLE_GPU = Stage(
 MULTI_GPU = Stage(
     "multi_gpu",
     2,
-    "every GPU of one node (MultiprocessParallelUpdater)",
     "02_multi_gpu.ipynb",
     "train_cifar_multi_gpu.py",
     "run_multi_gpu_training.sh",
@@ -62,7 +75,6 @@ MULTI_GPU = Stage(
 MULTI_NODE = Stage(
     "multi_node",
     3,
-    "many nodes (ChainerMN)",
     "03_multi_node.ipynb",
     "train_cifar_multi_node.py",
     "run_multi_node_training.sh",
@@ -113,4 +125,8 @@ def get(name: str) -> Stage:
     try:
         return STAGES[name]
     except KeyError:
-        raise ValueError(f"unknown stage {name!r}; one of {', '.join(NAMES)}") from None
+        raise ValueError(
+            _("unknown stage {name}; one of {names}").format(
+                name=repr(name), names=", ".join(NAMES)
+            )
+        ) from None

@@ -1,16 +1,7 @@
 """The CUDA kernels the course runs, compiled with NVRTC for a GPU architecture: no GPU needed.
 
-CuPy compiles a kernel when it first runs, on the GPU node, so a kernel that cannot compile there
-(missing CUDA headers, a CuPy that dropped a type the kernel uses) fails in the middle of a job.
-This module builds the same source and options CuPy would for each kernel on the course's path and
-compiles it for the architectures a site may have, without a device: CuPy's own code generators
-make the source (they need no GPU); only the last step, which asks the GPU for its architecture and
-loads the result, is done here by NVRTC alone.
-
-    python -m course kernels [--arch 60,70,80,90] [--json]
-
-Chainer creates most of its kernels inside the functions that run them, so they are read from
-Chainer's source by name (`_from_source`); a kernel that Chainer renames or drops is an error here.
+`python -m course kernels`; how and why is the command's help (`description`), written once there
+and shown in the student's language.
 """
 
 from __future__ import annotations
@@ -36,6 +27,35 @@ from course.diagnostics.nvrtc import (
     raw,
     reduction,
 )
+from course.i18n import _
+
+
+def description() -> str:
+    """The command's help: what it does and how, in the student's language."""
+    return _(
+        "The CUDA kernels the course runs, compiled with NVRTC for a GPU architecture: no GPU "
+        "needed.\n"
+        "\n"
+        "CuPy compiles a kernel when it first runs, on the GPU node, so a kernel that cannot "
+        "compile there\n"
+        "(missing CUDA headers, a CuPy that dropped a type the kernel uses) fails in the middle "
+        "of a job.\n"
+        "This module builds the same source and options CuPy would for each kernel on the "
+        "course's path and\n"
+        "compiles it for the architectures a site may have, without a device: CuPy's own code "
+        "generators\n"
+        "make the source (they need no GPU); only the last step, which asks the GPU for its "
+        "architecture and\n"
+        "loads the result, is done here by NVRTC alone.\n"
+        "\n"
+        "    python -m course kernels [--arch 60,70,80,90] [--json]\n"
+        "\n"
+        "Chainer creates most of its kernels inside the functions that run them, so they are "
+        "read from\n"
+        "Chainer's source by name (`_from_source`); a kernel that Chainer renames or drops is an "
+        "error here.\n"
+    )
+
 
 # Compute capabilities of the GPUs a site may have, with an example of each.
 ARCHITECTURES = {"60": "P100", "70": "V100", "80": "A100", "90": "H100"}
@@ -84,7 +104,9 @@ def _from_source(module: str, name: str, **names) -> object:
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise KernelError(
-            f"{module} is not installed: install the gpu extra ({paths.install_command(gpu=True)})"
+            _("{module} is not installed: install the gpu extra ({command})").format(
+                module=module, command=paths.install_command(gpu=True)
+            )
         )
     path = Path(spec.origin)
 
@@ -107,7 +129,9 @@ def _from_source(module: str, name: str, **names) -> object:
         if name in args:
             return makers[node.func.attr](*args, **kwargs)
     raise KernelError(
-        f"{module} has no CUDA kernel {name!r} any more: update course/diagnostics/kernels.py"
+        _(
+            "{module} has no CUDA kernel {name} any more: update course/diagnostics/kernels.py"
+        ).format(module=module, name=repr(name))
     )
 
 
@@ -271,11 +295,11 @@ def compile_all(archs: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     """`python -m course kernels`: compile every kernel for each architecture; exit 1 if one does
     not."""
-    parser = command_parser("course kernels", __doc__)
+    parser = command_parser("course kernels", description())
     parser.add_argument(
-        "--arch", default=",".join(ARCHITECTURES), help="compute capabilities, e.g. 70,80"
+        "--arch", default=",".join(ARCHITECTURES), help=_("compute capabilities, e.g. 70,80")
     )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--json", action="store_true", help=_("print the report as JSON"))
     args = parser.parse_args(argv)
     # Compiling needs no NCCL; CuPy's warning that it cannot load it would only hide the report.
     warnings.filterwarnings("ignore", message=r"\s*nccl library could not be loaded")
@@ -285,14 +309,15 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=1))
     else:
         print(
-            f"NVRTC {report['nvrtc']}, CUDA headers from "
-            f"{', '.join(report['headers']) or 'nowhere'}"
+            _("NVRTC {version}, CUDA headers from {folders}").format(
+                version=report["nvrtc"], folders=", ".join(report["headers"]) or _("nowhere")
+            )
         )
         for k in report["kernels"]:
-            done = ", ".join(f"sm_{a}" for a in k["compiled"]) or "none"
+            done = ", ".join(f"sm_{a}" for a in k["compiled"]) or _("none")
             print(
-                f"  {'ok' if not k['errors'] else '!!'} {k['name']:<32} {k['origin']}: compiled "
-                f"for {done}"
+                f"  {'ok' if not k['errors'] else '!!'} {k['name']:<32} {k['origin']}: "
+                + _("compiled for {architectures}").format(architectures=done)
             )
             for error in k["errors"].values():
                 print("     " + error.replace("\n", "\n     "))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from course import gpu
+from course.i18n import _
 
 # _ArgInfo kinds of CuPy 13 (cupy/_core/_kernel.pxd, enum _ArgKind).
 _NDARRAY, _INDEXER, _SCALAR = 1, 2, 3
@@ -60,7 +61,7 @@ def compile_kernel(kernel: Kernel, arch: str) -> bytes:
     load_cupy()
     from cupy.cuda import compiler, nvrtc
 
-    major, _ = nvrtc.getVersion()
+    major, _minor = nvrtc.getVersion()
     # CuPy's _compile_with_cache_cuda and compile_using_nvrtc add these for a device of that arch.
     options = (
         kernel.options
@@ -76,7 +77,12 @@ def compile_kernel(kernel: Kernel, arch: str) -> bytes:
         return nvrtc.getCUBIN(program)
     except nvrtc.NVRTCError as e:
         raise KernelError(
-            f"{kernel.origin}: {kernel.name} does not compile for sm_{arch} ({e}):\n"
+            # TRANSLATORS: {origin} is where the kernel comes from (a module); {error} is NVRTC's;
+            # NVRTC's log follows on the next lines
+            _("{origin}: {name} does not compile for sm_{arch} ({error}):").format(
+                origin=kernel.origin, name=kernel.name, arch=arch, error=e
+            )
+            + "\n"
             + nvrtc.getProgramLog(program).strip()
         ) from None
     finally:
@@ -129,7 +135,11 @@ def _dtype_of(p, dtypes: dict[str, str]):
     if p.dtype is not None:
         return numpy.dtype(p.dtype)
     if p.ctype not in dtypes:
-        raise KernelError(f"no dtype given for the type {p.ctype} of parameter {p.name}")
+        raise KernelError(
+            _("no dtype given for the type {type} of parameter {name}").format(
+                type=p.ctype, name=p.name
+            )
+        )
     return numpy.dtype(dtypes[p.ctype])
 
 

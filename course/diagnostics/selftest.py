@@ -26,32 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from course import gpu, paths
+from course.i18n import _, ljust, width
 
-# Stage 2 in a child: the updater forks one worker per GPU and all-reduces their gradients with
-# NCCL.
-_STAGE2 = """
-import course  # before Chainer: it loads the gpu extra's CUDA libraries
-import sys, numpy as np, chainer, chainer.links as L
-from chainer import training
-from chainer.training.updaters import MultiprocessParallelUpdater
-import course.runtime.models as models
-n = int(sys.argv[1])
-x = np.random.rand(256, 3, 32, 32).astype(np.float32)
-t = np.random.randint(0, 10, 256).astype(np.int32)
-data = chainer.datasets.TupleDataset(x, t)
-parts = chainer.datasets.split_dataset_n_random(data, n)
-iterators = [chainer.iterators.SerialIterator(part, 32) for part in parts]
-model = L.Classifier(models.build("vgg", width=8))
-optimizer = chainer.optimizers.MomentumSGD(0.01)
-optimizer.setup(model)
-devices = {"main": 0, **{f"w{i}": i for i in range(1, n)}}
-updater = MultiprocessParallelUpdater(iterators, optimizer, devices=devices)
-trainer = training.Trainer(updater, (5, "iteration"), out="{out}")
-trainer.run()
-nccl = chainer.backends.cuda.cupy.cuda.nccl.get_version()
-done = updater.iteration
-print("MultiprocessParallelUpdater: {} iterations on {} GPUs, NCCL {}".format(done, n, nccl))
-"""
+STAGE_2 = "stage2"  # the child's argument: `python -m course.diagnostics.selftest stage2 ...`
 
 
 class _Failed(Exception):
@@ -66,9 +43,11 @@ def _kernel() -> str:
     x = numpy.arange(1000, dtype=numpy.float32)
     y = square(cupy.asarray(x)).get()
     if not numpy.array_equal(y, x * x):
-        raise _Failed("an elementwise kernel computed wrong values")
+        raise _Failed(_("an elementwise kernel computed wrong values"))
     device = cupy.cuda.Device()
-    return f"compiled and ran on GPU {device.id} (compute capability {device.compute_capability})"
+    return _("compiled and ran on GPU {id} (compute capability {capability})").format(
+        id=device.id, capability=device.compute_capability
+    )
 
 
 def _cudnn_convolution() -> str:
@@ -79,7 +58,7 @@ def _cudnn_convolution() -> str:
     cuda = chainer.backends.cuda
     if not cuda.cudnn_enabled:
         raise _Failed(
-            'Chainer does not use cuDNN: pip install -e ".[gpu]"; eval "$(python -m course env)"'
+            _('Chainer does not use cuDNN: pip install -e ".[gpu]"; eval "$(python -m course env)"')
         )
     rng = numpy.random.default_rng(0)
     x, w, gy = (
@@ -97,12 +76,21 @@ def _cudnn_convolution() -> str:
     expected = grads(x, w, gy)
     with chainer.using_config("use_cudnn", "always"):
         if not chainer.should_use_cudnn(">=auto"):
-            raise _Failed("chainer.should_use_cudnn is False with use_cudnn='always'")
+            raise _Failed(_("chainer.should_use_cudnn is False with use_cudnn='always'"))
         found = grads(*(cuda.to_gpu(a) for a in (x, w, gy)))
-    for name, a, b in zip(("forward", "input gradient", "weight gradient"), found, expected):
+    for name, a, b in zip(
+        (_("forward"), _("input gradient"), _("weight gradient")), found, expected
+    ):
         if not numpy.allclose(a, b, rtol=1e-3, atol=1e-3):
-            raise _Failed(f"cuDNN {name} differs from NumPy by up to {abs(a - b).max():.2e}")
-    return f"cuDNN {cuda.libcudnn.getVersion()}: forward and backward match NumPy"
+            raise _Failed(
+                # TRANSLATORS: {what} is "forward", "input gradient" or "weight gradient"
+                _("cuDNN {what} differs from NumPy by up to {error:.2e}").format(
+                    what=name, error=abs(a - b).max()
+                )
+            )
+    return _("cuDNN {version}: forward and backward match NumPy").format(
+        version=cuda.libcudnn.getVersion()
+    )
 
 
 def _nccl() -> str:
@@ -110,7 +98,9 @@ def _nccl() -> str:
     from cupy.cuda import nccl
 
     if not nccl.available:
-        raise _Failed('CuPy cannot load NCCL: pip install -e ".[gpu]"  (installs nvidia-nccl-cu12)')
+        raise _Failed(
+            _('CuPy cannot load NCCL: pip install -e ".[gpu]"  (installs nvidia-nccl-cu12)')
+        )
     comm = nccl.NcclCommunicator(1, nccl.get_unique_id(), 0)
     x = cupy.arange(16, dtype=cupy.float32)
     y = cupy.empty_like(x)
@@ -119,15 +109,18 @@ def _nccl() -> str:
     )
     cupy.cuda.Stream.null.synchronize()
     if not bool((x == y).all()):
-        raise _Failed("a 1-rank NCCL allreduce changed the data")
-    return f"NCCL {nccl.get_version()}: 1-rank allreduce"
+        raise _Failed(_("a 1-rank NCCL allreduce changed the data"))
+    return _("NCCL {version}: 1-rank allreduce").format(version=nccl.get_version())
 
 
 def _child(argv: list[str], what: str, env: dict[str, str] | None = None) -> str:
     """A child's stdout; _Failed "`what` failed:" with the end of its output where it fails."""
     run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
     if run.returncode != 0:
-        raise _Failed(f"{what} failed:\n{(run.stdout + run.stderr)[-2000:]}")
+        # TRANSLATORS: {what} is a command, or what it ran; the child's output follows
+        raise _Failed(
+            _("{what} failed:").format(what=what) + "\n" + (run.stdout + run.stderr)[-2000:]
+        )
     return run.stdout
 
 
@@ -163,60 +156,123 @@ def _stage1(folder: Path) -> str:
         )
         match = re.search(r"^Throughput: ([\d.]+)", out, re.M)
         if not match:
-            raise _Failed(f"no Throughput line with use_cudnn={cudnn}:\n{out[-1500:]}")
+            raise _Failed(
+                _("no Throughput line with use_cudnn={setting}:").format(setting=cudnn)
+                + "\n"
+                + out[-1500:]
+            )
         rates[cudnn] = float(match.group(1))
-    return (
-        f"stage 1, 40 iterations: {rates['always']:.0f} img/s with cuDNN, {rates['never']:.0f} "
-        "without "
-        f"(x{rates['always'] / rates['never']:.2f})"
-    )
+    return _(
+        "stage 1, 40 iterations: {cudnn:.0f} img/s with cuDNN, {plain:.0f} without (x{speedup:.2f})"
+    ).format(cudnn=rates["always"], plain=rates["never"], speedup=rates["always"] / rates["never"])
 
 
 def _stage2(folder: Path, count: int) -> str:
-    script = folder / "stage2.py"
-    script.write_text(_STAGE2.replace("{out}", str(folder / "stage2")))
     out = _child(
-        [sys.executable, str(script), str(count)], f"MultiprocessParallelUpdater on {count} GPUs"
+        [
+            sys.executable,
+            "-m",
+            "course.diagnostics.selftest",
+            STAGE_2,
+            str(count),
+            str(folder / "stage2"),
+        ],
+        _("MultiprocessParallelUpdater on {count} GPUs").format(count=count),
     )
-    return out.strip().splitlines()[-1]
+    iterations, gpus, nccl = out.split()[-3:]  # what the child prints last
+    return _(
+        "MultiprocessParallelUpdater: {iterations} iterations on {gpus} GPUs, NCCL {nccl}"
+    ).format(iterations=iterations, gpus=gpus, nccl=nccl)
+
+
+def stage_2(count: int, out: str) -> None:
+    """In a child process (`python -m course.diagnostics.selftest stage2 COUNT OUT`): a few
+    iterations of MultiprocessParallelUpdater on `count` GPUs, which forks one worker per GPU and
+    all-reduces their gradients with NCCL; it prints the iterations done, the GPUs and NCCL's
+    version. Run as a module, after `import course`, which loads the gpu extra's CUDA libraries
+    before Chainer."""
+    import chainer
+    import chainer.links as L
+    import numpy as np
+    from chainer import training
+    from chainer.training.updaters import MultiprocessParallelUpdater
+
+    from course.runtime import models
+
+    x = np.random.rand(256, 3, 32, 32).astype(np.float32)
+    t = np.random.randint(0, 10, 256).astype(np.int32)
+    data = chainer.datasets.TupleDataset(x, t)
+    parts = chainer.datasets.split_dataset_n_random(data, count)
+    iterators = [chainer.iterators.SerialIterator(part, 32) for part in parts]
+    model = L.Classifier(models.build("vgg", width=8))
+    optimizer = chainer.optimizers.MomentumSGD(0.01)
+    optimizer.setup(model)
+    devices = {"main": 0, **{f"w{i}": i for i in range(1, count)}}
+    updater = MultiprocessParallelUpdater(iterators, optimizer, devices=devices)
+    trainer = training.Trainer(updater, (5, "iteration"), out=out)
+    trainer.run()
+    print(updater.iteration, count, chainer.backends.cuda.cupy.cuda.nccl.get_version())
 
 
 def run(echo: Callable[[str], None] = print) -> int:
     """Run the steps on this node's GPUs; 0 when all pass, 1 when one fails or there is no GPU."""
     found = gpu.visible_gpus()
-    echo(f"course GPU self-test on {platform.node()} (Python {platform.python_version()})")
+    echo(
+        _("course GPU self-test on {host} (Python {version})").format(
+            host=platform.node(), version=platform.python_version()
+        )
+    )
     if found.count == 0:
         echo(
-            "  [!!] no GPU: this machine has none visible (nvidia-smi and CuPy see none). Run the "
-            "self-test "
-            "on a GPU node, e.g. inside a job:  python -m course doctor --gpu-selftest"
+            "  [!!] "
+            + _(
+                "no GPU: this machine has none visible (nvidia-smi and CuPy see none). Run the "
+                "self-test on a GPU node, e.g. inside a job:  python -m course doctor "
+                "--gpu-selftest"
+            )
         )
         return 1
     if not gpu.cupy_installed():
-        echo(f"  [!!] CuPy is not installed: {paths.install_command(gpu=True)}")
+        echo(
+            "  [!!] "
+            + _("CuPy is not installed: {command}").format(command=paths.install_command(gpu=True))
+        )
         return 1
-    echo(f"  GPUs: {found.count} ({', '.join(found.names)}), driver {found.driver or 'unknown'}")
+    echo(
+        "  "
+        + _("GPUs: {count} ({names}), driver {driver}").format(
+            count=found.count, names=", ".join(found.names), driver=found.driver or _("unknown")
+        )
+    )
     gpu.preload_cuda_libraries()
+    stage_2_name = _("stage 2")
     steps: list[tuple[str, Callable[[], str]]] = [
-        ("kernel", _kernel),
+        (_("kernel"), _kernel),
         ("cuDNN", _cudnn_convolution),
         ("NCCL", _nccl),
     ]
     with tempfile.TemporaryDirectory(prefix="course-selftest-") as tmp:
-        steps.append(("stage 1", lambda: _stage1(Path(tmp))))
+        steps.append((_("stage 1"), lambda: _stage1(Path(tmp))))
         if found.count >= 2:
-            steps.append(("stage 2", lambda: _stage2(Path(tmp), found.count)))
+            steps.append((stage_2_name, lambda: _stage2(Path(tmp), found.count)))
+        # the steps' names in one column (8 wide in English), as a terminal counts columns
+        column = max(8, width(stage_2_name), *(width(n) for n, _step in steps))
         failed = 0
         for name, step in steps:
             started = time.monotonic()
             try:
-                echo(f"  [ok] {name:<8} {step()} ({time.monotonic() - started:.1f} s)")
+                echo(f"  [ok] {ljust(name, column)} {step()} ({time.monotonic() - started:.1f} s)")
             except Exception as e:  # each step's failure is a finding; the others still run
                 failed += 1
-                echo(
-                    f"  [!!] {name:<8} "
-                    f"{type(e).__name__ if not isinstance(e, _Failed) else 'failed'}: {e}"
-                )
+                kind = type(e).__name__ if not isinstance(e, _Failed) else _("failed")
+                echo(f"  [!!] {ljust(name, column)} {kind}: {e}")
     if found.count < 2:
-        echo("  [--] stage 2  needs 2 or more GPUs (NCCL refuses two ranks on one GPU): not run")
+        echo(
+            f"  [--] {ljust(stage_2_name, column)} "
+            + _("needs 2 or more GPUs (NCCL refuses two ranks on one GPU): not run")
+        )
     return 1 if failed else 0
+
+
+if __name__ == "__main__" and sys.argv[1:2] == [STAGE_2]:
+    stage_2(int(sys.argv[2]), sys.argv[3])

@@ -29,6 +29,7 @@ import numpy as np
 from course.cli import command_parser
 from course.cluster import hosts, mpi
 from course.contracts import benchmark
+from course.i18n import _
 
 SIZES = tuple(1024 * 4**k for k in range(1, 9))  # 4 KiB, 16 KiB, ..., 64 MiB
 MIN_REPEATS, MAX_REPEATS = (
@@ -40,25 +41,25 @@ MIN_REPEATS, MAX_REPEATS = (
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = command_parser("python -m course.runtime.allreduce_bench", __doc__)
     parser.add_argument(
-        "--sizes", type=int, nargs="+", default=list(SIZES), help="message sizes in bytes"
+        "--sizes", type=int, nargs="+", default=list(SIZES), help=_("message sizes in bytes")
     )
     parser.add_argument(
-        "--budget", type=float, default=1.5, help="seconds of timed repeats per burst, about"
+        "--budget", type=float, default=1.5, help=_("seconds of timed repeats per burst, about")
     )
     parser.add_argument(
-        "--out", default=".", help="the folder whose runs/ gets the file (the submit folder)"
+        "--out", default=".", help=_("the folder whose runs/ gets the file (the submit folder)")
     )
     parser.add_argument(
         "--pattern",
         choices=("allreduce", benchmark.PARAMETER_SERVER),
         default="allreduce",
-        help="what is timed: MPI_Allreduce, or a parameter server's gather and sends via rank 0",
+        help=_("what is timed: MPI_Allreduce, or a parameter server's gather and sends via rank 0"),
     )
     parser.add_argument(
         "--prefix",
         choices=benchmark.PREFIXES,
         default=benchmark.PREFIX,
-        help="the run folder's name before the job id: runs/<prefix>-<job id>",
+        help=_("the run folder's name before the job id: runs/<prefix>-<job id>"),
     )
     return parser.parse_args(argv)
 
@@ -108,7 +109,10 @@ def measure(comm, sizes: list[int], budget: float, pattern: str = "allreduce") -
         exchange(send[:n], received[:n])  # warm-up: first touch of the pages, not timed
         if received[0] != expected or received[n - 1] != expected:
             raise RuntimeError(
-                f"{pattern} of {nbytes} bytes summed to {received[0]}, not {expected}"
+                # TRANSLATORS: {pattern} is allreduce or parameter_server; the sums are numbers
+                _("{pattern} of {size} bytes summed to {found}, not {expected}").format(
+                    pattern=pattern, size=nbytes, found=received[0], expected=expected
+                )
             )
         times, began = [], time.perf_counter()
         while True:
@@ -182,10 +186,20 @@ def main(argv: list[str] | None = None) -> int:
     for size in measured:
         median, q1, q3 = benchmark.summarize(size["seconds"])
         print(
-            f"{what} on {comm.size} rank(s), {_format_bytes(size['bytes']):>7}: "
-            "median "
-            f"{median * 1e6:10.1f} us (quartiles {q1 * 1e6:.1f}-{q3 * 1e6:.1f}) over "
-            f"{size['repeats']} repeats"
+            # TRANSLATORS: {what} is what was timed, e.g. "allreduce ring"; {size} e.g. "16 KiB";
+            # the times are microseconds (us)
+            _(
+                "{what} on {ranks} rank(s), {size}: median {median:10.1f} us (quartiles "
+                "{low:.1f}-{high:.1f}) over {repeats} repeats"
+            ).format(
+                what=what,
+                ranks=comm.size,
+                size=f"{_format_bytes(size['bytes']):>7}",
+                median=median * 1e6,
+                low=q1 * 1e6,
+                high=q3 * 1e6,
+                repeats=size["repeats"],
+            )
         )
     print(
         benchmark.log_line(os.path.relpath(path, args.out), sha256, algorithm, comm.size),

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
+from course.cli import CommandParser
 from course.cluster import siteenv
 from course.errors import DatasetError
+from course.i18n import _
 from course.runtime.data import REAL, SYNTHETIC, available, data_dir, info
 from course.runtime.data_prepare import (
     SYNTHETIC_TEST,
@@ -20,60 +21,79 @@ from course.runtime.data_prepare import (
 
 def main(argv: list[str]) -> int:
     """`python -m course data ACTION`: prepare a data set, or list the prepared ones."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="course data",
-        description="prepare CIFAR-10, the synthetic set, or a "
-        "variant of either, in Chainer's data folder ($CHAINER_DATASET_ROOT)",
+        description=_(
+            "prepare CIFAR-10, the synthetic set, or a variant of either, in Chainer's data folder "
+            "($CHAINER_DATASET_ROOT)"
+        ),
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("list", help="the prepared data sets")
+    actions.add_parser("list", help=_("the prepared data sets"))
     a = actions.add_parser(
-        "site", help="make the data set the applied site profile names (and its base)"
+        "site", help=_("make the data set the applied site profile names (and its base)")
     )
-    a.add_argument(
-        "--from", dest="source", type=Path, default=None, help="the CIFAR-10 archive, when needed"
-    )
-    a = actions.add_parser("synthetic", help="generate the learnable synthetic set (no download)")
-    a.add_argument("--train", type=int, default=SYNTHETIC_TRAIN)
-    a.add_argument("--test", type=int, default=SYNTHETIC_TEST)
-    a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--name", default=SYNTHETIC)
-    a = actions.add_parser("cifar10", help="convert the official cifar-10-python.tar.gz")
     a.add_argument(
         "--from",
         dest="source",
         type=Path,
         default=None,
-        help="the archive (default: the one in Chainer's data folder or download cache)",
+        help=_("the CIFAR-10 archive, when needed"),
     )
-    a = actions.add_parser("variant", help="a class-balanced subset, resized (e.g. 5%% at 256 px)")
-    a.add_argument("--base", default=REAL, help="the data set to derive from")
+    a = actions.add_parser(
+        "synthetic", help=_("generate the learnable synthetic set (no download)")
+    )
+    a.add_argument("--train", type=int, default=SYNTHETIC_TRAIN)
+    a.add_argument("--test", type=int, default=SYNTHETIC_TEST)
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--name", default=SYNTHETIC)
+    a = actions.add_parser("cifar10", help=_("convert the official cifar-10-python.tar.gz"))
+    a.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        default=None,
+        help=_("the archive (default: the one in Chainer's data folder or download cache)"),
+    )
+    a = actions.add_parser(
+        "variant",
+        # TRANSLATORS: %% is how argparse's help writes one %: keep it doubled
+        help=_("a class-balanced subset, resized (e.g. 5%% at 256 px)"),
+    )
+    a.add_argument("--base", default=REAL, help=_("the data set to derive from"))
     a.add_argument("--percent", type=float, default=5.0)
     a.add_argument("--size", type=int, default=256)
     a.add_argument("--seed", type=int, default=0)
-    a.add_argument("--name", default=None, help="default: <base>_<size>px_<percent>p")
+    a.add_argument(
+        "--name", default=None, help=_("default: {name}").format(name="<base>_<size>px_<percent>p")
+    )
     args = parser.parse_args(argv)
     if args.action == "list":
         names = available()
         if not names:
-            print(f"no data sets in {data_dir()}; make one with:  python -m course data synthetic")
+            print(
+                _(
+                    "no data sets in {folder}; make one with:  python -m course data synthetic"
+                ).format(folder=data_dir())
+            )
         for name in names:
             try:
                 print(info(name).describe())
             except DatasetError as e:
-                print(f"{name}: BROKEN: {e}")
+                # TRANSLATORS: {name} is a data set's name; {error} says what is wrong with it
+                print(_("{name}: BROKEN: {error}").format(name=name, error=e))
         return 0
     if args.action == "site":
         env_file = siteenv.locate()
         if env_file is None:
             raise DatasetError(
-                "no jobs/site_env.sh here or in the kit", "run it in the kit's folder"
+                _("no jobs/site_env.sh here or in the kit"), _("run it in the kit's folder")
             )
         name = siteenv.SiteSettings.read(env_file).dataset
         if not name:
             raise DatasetError(
-                f"{env_file} sets no COURSE_DATASET",
-                "python -m course site apply <profile> writes it",
+                _("{file} sets no COURSE_DATASET").format(file=env_file),
+                _("{command} writes it").format(command="python -m course site apply <profile>"),
             )
         found = prepare(name, args.source)
     elif args.action == "synthetic":
@@ -84,5 +104,5 @@ def main(argv: list[str]) -> int:
         found = prepare_variant(
             args.base, percent=args.percent, size=args.size, seed=args.seed, name=args.name
         )
-    print(f"ready: {found.describe()}")
+    print(_("ready: {data_set}").format(data_set=found.describe()))
     return 0

@@ -14,6 +14,7 @@ import numpy as np
 
 from course.errors import DatasetError
 from course.fileio import atomic_file, file_digest
+from course.i18n import _
 from course.runtime import synthetic
 from course.runtime.data import (
     CIFAR_ARCHIVE,
@@ -48,14 +49,17 @@ def prepare(name: str, source: Path | None = None) -> DatasetInfo:
         return prepare_real(source)
     variant = parse_variant(name)
     if variant is None:
-        raise DatasetError(f"the kit does not know how to make {name!r}", prepare_hint(name))
+        raise DatasetError(
+            _("the kit does not know how to make {name}").format(name=repr(name)),
+            prepare_hint(name),
+        )
     base, size, percent = variant
     prepare(base, source)
     return prepare_variant(base, percent=percent, size=size)
 
 
 def _save(path: Path, arrays: Arrays, compress: bool) -> None:
-    check_arrays(arrays, f"not writing {path}", name_of(path))
+    check_arrays(arrays, _("not writing {path}").format(path=path), name_of(path))
     with atomic_file(path) as f:
         save = np.savez_compressed if compress else np.savez
         save(
@@ -78,7 +82,8 @@ def prepare_synthetic(
     """Generate the synthetic set (32 px); the same seed always gives the same file contents."""
     if n_train < 10 or n_test < 10:
         raise DatasetError(
-            f"too few images ({n_train} training, {n_test} test)", "ask for at least 10 of each"
+            _("too few images ({train} training, {test} test)").format(train=n_train, test=n_test),
+            _("ask for at least 10 of each"),
         )
     _save(path_for(name), _synthetic_arrays(n_train, n_test, seed), compress=True)
     return info(name)  # the generated arrays are freed by now: only the copy read back is in memory
@@ -104,7 +109,9 @@ class _CifarUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str):
         if (module, name) not in self._ALLOWED:
-            raise pickle.UnpicklingError(f"unexpected object {module}.{name} in a CIFAR batch")
+            raise pickle.UnpicklingError(
+                _("unexpected object {name} in a CIFAR batch").format(name=f"{module}.{name}")
+            )
         return super().find_class(module, name)
 
 
@@ -117,17 +124,22 @@ def _read_batch(
         f = None
     if f is None:
         raise DatasetError(
-            f"{source} has no {member}: it is not the CIFAR-10 python archive",
-            f"download {CIFAR_URL} (the 'python version')",
+            _("{source} has no {member}: it is not the CIFAR-10 python archive").format(
+                source=source, member=member
+            ),
+            _("download {url} (the 'python version')").format(url=CIFAR_URL),
         )
     batch = _CifarUnpickler(io.BytesIO(f.read()), encoding="bytes").load()
     x = np.asarray(batch[b"data"], dtype=np.uint8)
     y = np.asarray(batch[b"labels"], dtype=np.uint8)
     if x.ndim != 2 or x.shape[1] != 3072 or y.shape != (x.shape[0],):
         raise DatasetError(
-            f"{source}: {member} holds {x.shape} images and {y.shape} labels, "
-            "not CIFAR-10's 3072-byte rows",
-            f"download {CIFAR_URL} again",
+            # TRANSLATORS: {images} and {labels} are array shapes, e.g. (10000, 3072)
+            _(
+                "{source}: {member} holds {images} images and {labels} labels, not CIFAR-10's "
+                "3072-byte rows"
+            ).format(source=source, member=member, images=x.shape, labels=y.shape),
+            _("download {url} again").format(url=CIFAR_URL),
         )
     return x, y
 
@@ -135,7 +147,10 @@ def _read_batch(
 def _find_archive(source: Path | None) -> Path:
     if source is not None:
         if not Path(source).is_file():
-            raise DatasetError(f"{source} does not exist", f"give the path of {CIFAR_ARCHIVE}")
+            raise DatasetError(
+                _("{path} does not exist").format(path=source),
+                _("give the path of {archive}").format(archive=CIFAR_ARCHIVE),
+            )
         return Path(source)
     root = data_dir().parent.parent.parent
     candidates = [
@@ -146,7 +161,7 @@ def _find_archive(source: Path | None) -> Path:
         if candidate.is_file():
             return candidate
     raise DatasetError(
-        "the CIFAR-10 archive was not given and is not in Chainer's cache", prepare_hint(REAL)
+        _("the CIFAR-10 archive was not given and is not in Chainer's cache"), prepare_hint(REAL)
     )
 
 
@@ -171,9 +186,10 @@ def prepare_real(source: Path | None = None) -> DatasetInfo:
         raise
     except (tarfile.TarError, EOFError, OSError, pickle.UnpicklingError, KeyError, ValueError) as e:
         raise DatasetError(
-            f"{archive_path} is truncated or not the CIFAR-10 python archive "
-            f"({type(e).__name__}: {e})",
-            f"download {CIFAR_URL} again",
+            _("{path} is truncated or not the CIFAR-10 python archive ({error})").format(
+                path=archive_path, error=f"{type(e).__name__}: {e}"
+            ),
+            _("download {url} again").format(url=CIFAR_URL),
         ) from None
     meta = {
         "source": f"CIFAR-10 ({archive_path.name})",
@@ -222,15 +238,20 @@ def prepare_variant(
     """A class-balanced `percent` of `base`, resized to `size` px (the Reedbush-H hands-on used 5%
     at 256 px)."""
     if not 0 < percent <= 100:
-        raise DatasetError(f"percent must be in (0, 100], not {percent}", "e.g. --percent 5")
+        raise DatasetError(
+            _("percent must be in (0, 100], not {percent}").format(percent=percent),
+            _("e.g. --percent 5"),
+        )
     if not 32 <= size <= 1024:  # the course's VGG halves the image five times
         raise DatasetError(
-            f"image size {size} px is out of range", "use 32 to 1024 px, e.g. --size 256"
+            _("image size {size} px is out of range").format(size=size),
+            _("use 32 to 1024 px, e.g. --size 256"),
         )
     name = name or variant_name(base, size, percent)
     if name == base:
         raise DatasetError(
-            f"the variant would overwrite {base!r}", "give a different --percent, --size or --name"
+            _("the variant would overwrite {name}").format(name=repr(base)),
+            _("give a different --percent, --size or --name"),
         )
     arrays = read_arrays(base)
     rng = np.random.default_rng(seed)

@@ -11,6 +11,7 @@ from course import gpu
 from course.cluster import mpi
 from course.contracts import stages
 from course.errors import CourseError
+from course.i18n import _
 
 
 def set_seed(seed: int, device: chainer.backend.Device | None = None) -> None:
@@ -60,15 +61,26 @@ def gpus_for_multiprocess(requested: int | None) -> list[int]:
     wanted = requested or found
     if found < 2 or wanted < 2 or wanted > found:
         raise CourseError(
-            f"stage 2 needs at least 2 GPUs on this node; it has {found}"
-            + (f" and --gpus {requested} was asked" if requested else ""),
-            f"submit it to a GPU node: qsub -j oe {stages.MULTI_GPU.job_path}",
+            _(
+                "stage 2 needs at least 2 GPUs on this node; it has {found} and --gpus {requested} "
+                "was asked"
+            ).format(found=found, requested=requested)
+            if requested
+            else _("stage 2 needs at least 2 GPUs on this node; it has {found}").format(
+                found=found
+            ),
+            _("submit it to a GPU node: {command}").format(
+                command=f"qsub -j oe {stages.MULTI_GPU.job_path}"
+            ),
         )
     from cupy.cuda import nccl
 
     if not nccl.available:
         raise CourseError(
-            "CuPy cannot load NCCL, which MultiprocessParallelUpdater needs",
-            'pip install -e ".[gpu]"  (installs nvidia-nccl-cu12); then: python -m course doctor',
+            _("CuPy cannot load NCCL, which MultiprocessParallelUpdater needs"),
+            _(
+                'pip install -e ".[gpu]"  (installs nvidia-nccl-cu12); then: python -m course '
+                "doctor"
+            ),
         )
     return list(range(wanted))

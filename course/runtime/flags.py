@@ -12,8 +12,10 @@ import sys
 import time
 from pathlib import Path
 
+from course.cli import CommandParser
 from course.cluster import hosts
 from course.contracts import results, stages
+from course.i18n import _
 
 DEFAULT_SEED = 0
 
@@ -35,77 +37,81 @@ def run_tag() -> str:
 def parser(stage: str) -> argparse.ArgumentParser:
     """The flags of a stage script. Defaults suit a GPU; the job scripts pass the site's choices."""
     stages.get(stage)
-    parser = argparse.ArgumentParser(description=f"CIFAR-10 training, course stage {stage}")
+    parser = CommandParser(
+        description=_("CIFAR-10 training, course stage {stage}").format(stage=stage)
+    )
     parser.add_argument(
         "--dataset",
         default=os.environ.get("COURSE_DATASET", "auto"),
-        help="data set name (python -m course data list); auto: real CIFAR-10 if prepared",
+        help=_("data set name (python -m course data list); auto: real CIFAR-10 if prepared"),
     )
-    parser.add_argument("--model", default="vgg", help="vgg or resnet")
+    parser.add_argument("--model", default="vgg", help=_("vgg or resnet"))
     parser.add_argument(
-        "--width", type=int, default=64, help="channels of the first block (16 for CPU)"
+        "--width", type=int, default=64, help=_("channels of the first block (16 for CPU)")
     )
     parser.add_argument(
-        "--batchsize", "-b", type=int, default=64, help="images per step on ONE worker"
+        "--batchsize", "-b", type=int, default=64, help=_("images per step on ONE worker")
     )
-    parser.add_argument("--epoch", "-e", type=int, default=4, help="epochs to train")
+    parser.add_argument("--epoch", "-e", type=int, default=4, help=_("epochs to train"))
     parser.add_argument(
-        "--lr", type=float, default=0.05, help="learning rate for --batchsize on one worker"
+        "--lr", type=float, default=0.05, help=_("learning rate for --batchsize on one worker")
     )
-    parser.add_argument("--warmup", type=int, default=5, help="iterations left out of images/sec")
+    parser.add_argument(
+        "--warmup", type=int, default=5, help=_("iterations left out of images/sec")
+    )
     parser.add_argument(
         "--lr-rule",
         choices=stages.LR_RULES,
         default=stages.TAUGHT_LR_RULE,
-        help="how the learning rate follows the total batch of N workers (stage 3)",
+        help=_("how the learning rate follows the total batch of N workers (stage 3)"),
     )
     parser.add_argument(
         "--lr-warmup-epochs",
         type=float,
         default=1.0,
-        help="epochs over which the warmup rule ramps the learning rate up to N x --lr",
+        help=_("epochs over which the warmup rule ramps the learning rate up to N x --lr"),
     )
     parser.add_argument(
         "--lr-drop-epochs",
         type=float,
         default=1.0,
-        help="the last epochs train at a tenth of the learning rate (a step decay; 0: none)",
+        help=_("the last epochs train at a tenth of the learning rate (a step decay; 0: none)"),
     )
     parser.add_argument(
         "--seed",
         type=int,
         default=DEFAULT_SEED,
-        help="seed of the weights, the batch order, dropout and the data's split over ranks",
+        help=_("seed of the weights, the batch order, dropout and the data's split over ranks"),
     )
-    parser.add_argument("--out", default=None, help="run folder (default runs/<stage>-<job id>)")
+    parser.add_argument("--out", default=None, help=_("run folder (default runs/<stage>-<job id>)"))
     parser.add_argument(
         "--resume",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="continue an unfinished run of the same training from its newest snapshot",
+        help=_("continue an unfinished run of the same training from its newest snapshot"),
     )
     if stage == stages.SINGLE_GPU.name:
-        parser.add_argument("--device", default="auto", help="@cupy:0, @numpy, or auto")
+        parser.add_argument("--device", default="auto", help=_("@cupy:0, @numpy, or auto"))
     elif stage == stages.MULTI_GPU.name:
         parser.add_argument(
-            "--gpus", type=int, default=None, help="GPUs to use (default: all visible)"
+            "--gpus", type=int, default=None, help=_("GPUs to use (default: all visible)")
         )
     else:
         parser.add_argument(
             "--communicator",
             default="auto",
-            help="ChainerMN communicator; auto: pure_nccl on GPUs, naive on CPUs",
+            help=_("ChainerMN communicator; auto: pure_nccl on GPUs, naive on CPUs"),
         )
         parser.add_argument(
             "--gpu",
             action=argparse.BooleanOptionalAction,
             default=None,
-            help="one GPU per rank (default: when the node has GPUs)",
+            help=_("one GPU per rank (default: when the node has GPUs)"),
         )
         parser.add_argument(
             "--profile",
             action="store_true",
-            help="time every step's data, forward, backward, allreduce and update, per rank",
+            help=_("time every step's data, forward, backward, allreduce and update, per rank"),
         )
     return parser
 

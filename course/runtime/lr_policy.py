@@ -11,6 +11,7 @@ import chainer
 from course import largebatch
 from course.contracts import stages
 from course.errors import CourseError
+from course.i18n import _
 
 # Every stage trains with it (main() adds it), so that the stages' accuracies compare.
 WEIGHT_DECAY = 5e-4
@@ -126,7 +127,9 @@ def add_weight_decay(optimizer) -> None:
         optimizer.add_hook(chainer.optimizer_hooks.WeightDecay(WEIGHT_DECAY))
     except KeyError:  # Chainer refuses a second hook of the same name
         raise CourseError(
-            "your optimizer already has a WeightDecay hook, and main() adds the course's "
-            f"(rate {WEIGHT_DECAY:g}) to every stage, so that the stages compare",
-            "leave weight decay to main(): remove the add_hook line from your function",
+            _(
+                "your optimizer already has a WeightDecay hook, and main() adds the course's "
+                "(rate {rate:g}) to every stage, so that the stages compare"
+            ).format(rate=WEIGHT_DECAY),
+            _("leave weight decay to main(): remove the add_hook line from your function"),
         ) from None

@@ -28,24 +28,19 @@ import numpy as np
 from course.cli import command_parser
 from course.cluster import hosts, mpi
 from course.contracts import model_parallel
+from course.i18n import _
 from course.runtime.allreduce_bench import _run_tag
-
-# Student-facing (named placeholders, for translation).
-TWO_RANKS = (
-    "model_parallel_bench splits the network over 2 ranks; this job has {ranks}: submit it with "
-    "-l select=1:mpiprocs=2"
-)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = command_parser("python -m course.runtime.model_parallel_bench", __doc__)
-    parser.add_argument("--width", type=int, default=8, help="VGG's first-block channels")
-    parser.add_argument("--batch", type=int, default=32, help="images per step, over both ranks")
-    parser.add_argument("--steps", type=int, default=6, help="timed steps per round and setting")
-    parser.add_argument("--rounds", type=int, default=2, help="turns of the two settings")
-    parser.add_argument("--cut", type=int, default=2, help="the split is after this VGG block")
+    parser.add_argument("--width", type=int, default=8, help=_("VGG's first-block channels"))
+    parser.add_argument("--batch", type=int, default=32, help=_("images per step, over both ranks"))
+    parser.add_argument("--steps", type=int, default=6, help=_("timed steps per round and setting"))
+    parser.add_argument("--rounds", type=int, default=2, help=_("turns of the two settings"))
+    parser.add_argument("--cut", type=int, default=2, help=_("the split is after this VGG block"))
     parser.add_argument("--dataset", default=os.environ.get("COURSE_DATASET", "auto"))
-    parser.add_argument("--out", default=".", help="the folder whose runs/ gets the file")
+    parser.add_argument("--out", default=".", help=_("the folder whose runs/ gets the file"))
     return parser.parse_args(argv)
 
 
@@ -170,13 +165,19 @@ def main(argv: list[str] | None = None) -> int:
     mpi.check_world(MPI.COMM_WORLD.Get_size())
     if MPI.COMM_WORLD.Get_size() != 2:
         if MPI.COMM_WORLD.Get_rank() == 0:
-            print(TWO_RANKS.format(ranks=MPI.COMM_WORLD.Get_size()), file=sys.stderr)
+            print(
+                _(
+                    "model_parallel_bench splits the network over 2 ranks; this job has {ranks}: "
+                    "submit it with -l select=1:mpiprocs=2"
+                ).format(ranks=MPI.COMM_WORLD.Get_size()),
+                file=sys.stderr,
+            )
         return 2
     # MultiNodeChainList and its send and recv warn, on every rank, that they are experimental.
     chainer.disable_experimental_feature_warning = True
     comm = chainermn.create_communicator("naive")
     started = time.time()
-    train, _ = data.load(args.dataset)
+    train, _test = data.load(args.dataset)
     count = args.batch * args.steps
     x = np.stack([train[i][0] for i in range(count)])
     t = np.array([train[i][1] for i in range(count)], dtype=np.int32)
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     steps.model_parallel(*batches[0], keep_grad=True)
     counted = steps.counted()
     mine: dict[str, list[float]] = {name: [] for name in model_parallel.SETTINGS}
-    for _ in range(args.rounds):
+    for _round in range(args.rounds):
         mine["data_parallel"] += timed(comm, steps.data_parallel, batches)
         mine["model_parallel"] += timed(comm, steps.model_parallel, batches)
     slowest = {}
@@ -228,11 +229,21 @@ def main(argv: list[str] | None = None) -> int:
     folder = model_parallel.run_folder(args.out, _run_tag(job))
     path = model_parallel.next_path(folder, comm.size)
     sha256 = model_parallel.write(path, record)
+    setting_names = {"data_parallel": _("data parallel"), "model_parallel": _("model parallel")}
     for name in model_parallel.SETTINGS:
         median = float(np.median(record[name]["seconds"]))
         print(
-            f"{name.replace('_', ' ')} on {comm.size} ranks, batch {args.batch}: median "
-            f"{median * 1e3:.1f} ms a step, {args.batch / median:.1f} images/sec"
+            # TRANSLATORS: {setting} is "data parallel" or "model parallel" (already translated)
+            _(
+                "{setting} on {ranks} ranks, batch {batch}: median {median:.1f} ms a step, "
+                "{rate:.1f} images/sec"
+            ).format(
+                setting=setting_names[name],
+                ranks=comm.size,
+                batch=args.batch,
+                median=median * 1e3,
+                rate=args.batch / median,
+            )
         )
     print(model_parallel.log_line(os.path.relpath(path, args.out), sha256, comm.size), flush=True)
     return 0

@@ -32,6 +32,8 @@ from typing import Any, TypedDict
 import chainer
 import numpy
 
+from course.i18n import _
+
 PHASES = ("data", "forward", "backward", "wait", "allreduce", "update", "other")
 # The moments that begin each phase after "data", in order within a step, and the step's end.
 _CUTS = (*PHASES[1:], "end")
@@ -78,8 +80,10 @@ class StepProfile:
         communicator: Any = getattr(optimizer, "communicator", None)
         if actual is None or not hasattr(communicator, "multi_node_mean_grad"):
             raise ValueError(
-                "--profile needs ChainerMN's multi-node optimizer (stage 3): "
-                "chainermn.create_multi_node_optimizer(optimizer, comm)"
+                _(
+                    "--profile needs ChainerMN's multi-node optimizer (stage 3): "
+                    "chainermn.create_multi_node_optimizer(optimizer, comm)"
+                )
             )
         self._gpu = optimizer.target.xp is not numpy
         # Each parameter's layer (the link that holds it), by the parameter object's identity: the
@@ -229,7 +233,6 @@ def line(summary: dict) -> str:
         f"{phase} {medians[phase]:.2f} ms" if medians.get(phase) is not None else f"{phase} n/a"
         for phase in PHASES
     )
-    return (
-        f"course: profile rank {summary['rank']} on {summary['host']}: {parts} "
-        f"(median of {summary['steps']} steps)"
-    )
+    return "course: " + _(
+        "profile rank {rank} on {host}: {phases} (median of {steps} steps)"
+    ).format(rank=summary["rank"], host=summary["host"], phases=parts, steps=summary["steps"])

@@ -13,6 +13,7 @@ from chainer import serializer as serializers
 from chainer.training import extension
 
 from course.errors import CourseError
+from course.i18n import _
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ class Throughput(extension.Extension):
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         if batch_size < 1 or workers < 1 or warmup < 0:
-            raise ValueError("Throughput needs batch_size >= 1, workers >= 1 and warmup >= 0")
+            raise ValueError(_("Throughput needs batch_size >= 1, workers >= 1 and warmup >= 0"))
         self.batch_size = batch_size
         self.workers = comm.size if comm is not None else workers
         self.warmup = warmup
@@ -86,9 +87,11 @@ class Throughput(extension.Extension):
         per_step = getattr(iterator, "batch_size", self.batch_size)
         if per_step != self.batch_size:
             raise CourseError(
-                f"Throughput(batch_size={self.batch_size}) but the training iterator draws "
-                f"{per_step} images per step",
-                "pass the per-worker batch size of the training iterator",
+                _(
+                    "Throughput(batch_size={batch_size}) but the training iterator draws "
+                    "{per_step} images per step"
+                ).format(batch_size=self.batch_size, per_step=per_step),
+                _("pass the per-worker batch size of the training iterator"),
             )
         self._last = self._clock()
 
