@@ -108,6 +108,14 @@ MARKED = (
     "course/cluster/sites.py",
     "course/cluster/siteenv.py",
     "course/cluster/profile_schema.py",
+    "course/evidence_run.py",
+    "course/notebook/report_rules.py",
+    "course/notebook/report_checks.py",
+    "course/notebook/allreduce_series.py",
+    "course/notebook/allreduce_plot.py",
+    "course/notebook/checks/allreduce_model.py",
+    "course/notebook/checks/mn_training.py",
+    "course/notebook/checks/prediction_counts.py",
 )
 # The notebooks whose markdown, docstrings and comments are in the catalogs.
 NOTEBOOKS = (
