@@ -45,6 +45,7 @@ from tests.test_i18n_pseudo import unmarked
 ROOT = Path(__file__).resolve().parent.parent
 GROUP = (
     "course/evidence.py",
+    "course/evidence_run.py",
     "course/prediction_evidence.py",
     "course/comparison.py",
     "course/instructor/scoring.py",

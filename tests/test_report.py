@@ -9,7 +9,7 @@ import sys
 import matplotlib
 import pytest
 
-from course.notebook import report
+from course.notebook import report, report_rules
 
 matplotlib.use("Agg")
 
@@ -155,7 +155,7 @@ def test_without_the_grader_the_report_has_no_target_and_no_references(monkeypat
     monkeypatch.setitem(sys.modules, "course.instructor", None)
     monkeypatch.setenv("COURSE_GRADING_CONFIG", str(tmp_path / "grading.toml"))  # none there
     assert report.references() == {}
-    assert report._target(object()) is None
+    assert report_rules.accuracy_target(object()) is None
 
 
 def test_runs_that_measured_nothing_still_plot(figures):

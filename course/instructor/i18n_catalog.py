@@ -128,6 +128,14 @@ MARKED = (
     "course/diagnostics/nvrtc.py",
     "course/diagnostics/probe.py",
     "course/gpu.py",
+    "course/evidence_run.py",
+    "course/notebook/report_rules.py",
+    "course/notebook/report_checks.py",
+    "course/notebook/allreduce_series.py",
+    "course/notebook/allreduce_plot.py",
+    "course/notebook/checks/allreduce_model.py",
+    "course/notebook/checks/mn_training.py",
+    "course/notebook/checks/prediction_counts.py",
 )
 # The notebooks whose markdown, docstrings and comments are in the catalogs.
 NOTEBOOKS = (

@@ -3,101 +3,19 @@
     from course.notebook import allreduce_report
     table = allreduce_report.show()      # every (ranks, algorithm) measured in runs/allreduce-*/
 
-Each (ranks, algorithm) comes from its newest job, all of that job's bursts pooled: a job that
-alternates algorithms (jobs/run_allreduce_benchmark.sh) gives each the same machine, minute by
-minute. The spread is the quartiles of the pooled repeats; two algorithms differ beyond noise at a
-size only where their quartile ranges do not overlap.
+The measurements and their fits come from course.notebook.allreduce_series, the figure from
+course.notebook.allreduce_plot. Two algorithms differ beyond noise at a size only where their
+quartile ranges do not overlap.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from course import costmodel, i18n
-from course.contracts import benchmark
-from course.errors import ResultsError
 from course.i18n import _
-
-
-@dataclass
-class Series:
-    """One (ranks, algorithm): per message size, the median and quartiles of every repeat of its
-    bursts."""
-
-    ranks: int
-    algorithm: str
-    job: str
-    nodes: int
-    cores: int  # of the node rank 0 ran on
-    bursts: int
-    sizes: list[int] = field(default_factory=list)
-    median: list[float] = field(default_factory=list)
-    q1: list[float] = field(default_factory=list)
-    q3: list[float] = field(default_factory=list)
-    repeats: list[int] = field(default_factory=list)
-
-    @property
-    def label(self) -> str:
-        return _("{algorithm}, {ranks} ranks").format(algorithm=self.algorithm, ranks=self.ranks)
-
-    @property
-    def oversubscribed(self) -> bool:
-        return self.nodes == 1 and self.ranks > self.cores
-
-
-def measured_table(folder: Path = Path("."), prefix: str = benchmark.PREFIX) -> list[Series]:
-    """Every (ranks, algorithm) the benchmark measured in folder/runs/<prefix>-*, ordered by ranks
-    then algorithm; files whose seal does not match are left out with a note."""
-    by_job: dict[tuple[int, str], dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for path in benchmark.find(folder, prefix):
-        try:
-            record = benchmark.load(path)
-        except ResultsError as e:
-            print(_("note: left out: {why}").format(why=e.message))
-            continue
-        by_job[(record["ranks"], record["algorithm"])][path.parent.name].append(record)
-    table = []
-    for (ranks, algorithm), jobs in sorted(by_job.items()):
-        # The newest job by the time its bursts started (file times do not survive a copy of the
-        # folder).
-        job, records = max(jobs.items(), key=lambda item: max(r.get("started", 0) for r in item[1]))
-        table.append(_series(ranks, algorithm, job, records))
-    return table
-
-
-def _series(ranks: int, algorithm: str, job: str, records: list[dict]) -> Series:
-    pooled: dict[int, list[float]] = defaultdict(list)
-    for record in records:
-        for size in record["sizes"]:
-            pooled[size["bytes"]] += size["seconds"]
-    series = Series(
-        ranks,
-        algorithm,
-        job,
-        nodes=len(set(records[0]["hosts"])),
-        cores=records[0].get("cores") or 0,
-        bursts=len(records),
-    )
-    for nbytes in sorted(pooled):
-        median, q1, q3 = benchmark.summarize(pooled[nbytes])
-        series.sizes.append(nbytes)
-        series.median.append(median)
-        series.q1.append(q1)
-        series.q3.append(q3)
-        series.repeats.append(len(pooled[nbytes]))
-    return series
-
-
-def fits(table: list[Series]) -> dict[tuple[int, str], tuple[float, float]]:
-    """The kit's (α, β) per (ranks, algorithm) with a cost model, fitted on the medians."""
-    return {
-        (s.ranks, s.algorithm): costmodel.fit(s.sizes, s.median, s.algorithm, s.ranks)
-        for s in table
-        if s.algorithm in costmodel.ALGORITHMS and s.ranks > 1 and len(s.sizes) > 1
-    }
+from course.notebook.allreduce_plot import plot
+from course.notebook.allreduce_series import Series, fits, measured_table
 
 
 def _bytes(n: int) -> str:
@@ -302,69 +220,6 @@ def by_width(table: list[Series], sizes: dict[int, int]) -> list[str]:
                 )
             )
     return said
-
-
-def plot(
-    table: list[Series],
-    fitted: dict[tuple[int, str], tuple[float, float]],
-    marks: dict[int, int] | None = None,
-) -> Any:  # a matplotlib Figure (matplotlib is imported only to draw)
-    """Median time against message size (log-log), quartiles as error bars, the fitted model as
-    lines."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    i18n.plot_font()
-    figure, ax = plt.subplots(figsize=(8, 5))
-    for k, s in enumerate(table):
-        colour = f"C{k % 10}"
-        median = np.asarray(s.median)
-        ax.errorbar(
-            s.sizes,
-            median,
-            yerr=[median - np.asarray(s.q1), np.asarray(s.q3) - median],
-            fmt="o",
-            color=colour,
-            capsize=3,
-            label=_("{label} (measured)").format(label=s.label),
-        )
-        if (s.ranks, s.algorithm) in fitted:
-            grid = np.geomspace(min(s.sizes), max(s.sizes), 50)
-            model = [
-                costmodel.allreduce_seconds(
-                    s.algorithm, s.ranks, n, *fitted[(s.ranks, s.algorithm)]
-                )
-                for n in grid
-            ]
-            ax.plot(
-                grid,
-                model,
-                color=colour,
-                linestyle="--",
-                label=_("{label} (model)").format(label=s.label),
-            )
-    for width, n in (marks or {}).items():
-        ax.axvline(n, color="grey", linewidth=0.8, linestyle=":")
-        ax.annotate(
-            _("VGG width {width}").format(width=width),
-            (n, 1.0),
-            xycoords=("data", "axes fraction"),
-            rotation=90,
-            fontsize=7,
-            ha="right",
-            va="top",
-            color="grey",
-        )
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlabel=_("message size (bytes)"),
-        ylabel=_("allreduce time (s)"),
-        title=_("Allreduce: measured (median, quartiles) and the fitted alpha-beta model"),
-    )
-    ax.legend(fontsize=7)
-    figure.tight_layout()
-    return figure
 
 
 def show(folder: Path = Path(".")) -> list[Series]:

@@ -1,5 +1,7 @@
-"""Tables and plots of the runs, and the notebooks' visible checks of them (the demo's summary
-too)."""
+"""The table and plots of the runs (course.report.show, `python -m course report`; the demo's
+summary too). What the grading rules say of the runs comes from course.notebook.report_rules; the
+notebooks' self-checks of the runs live in course.notebook.report_checks and are called from here.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +11,37 @@ from pathlib import Path
 from typing import Any
 
 from course import comparison, evidence
-from course.contracts import grading_rules, results, stages
+from course.contracts import results, stages
 from course.errors import CourseError
 from course.i18n import _, ljust, width
+from course.notebook.report_checks import (
+    check_accuracy,
+    check_comparison,
+    check_runs,
+    snapshot_cost,
+)
 from course.notebook.report_plots import plot
+from course.notebook.report_rules import accuracy_target, efficiency_tiers, references, target_of
+
+__all__ = [
+    "COLUMNS",
+    "check_accuracy",
+    "check_comparison",
+    "check_runs",
+    "efficiency_tiers",
+    "headings",
+    "html_table",
+    "main",
+    "notes",
+    "plot",
+    "references",
+    "rows",
+    "show",
+    "snapshot_cost",
+    "table_html",
+    "table_text",
+    "target_of",
+]
 
 COLUMNS = (
     "run",
@@ -58,33 +87,9 @@ def _scaling(value: Any) -> Any:
     return {"weak": _("weak"), "strong": _("strong")}.get(value, value)
 
 
-def target_of(folder: Path = Path("."), baseline: str | None = None) -> float | None:
-    """The accuracy target of the data set a folder's baseline run trained on (None: no target
-    known)."""
-    return _target(comparison.baseline(folder, baseline))
-
-
-def _rules() -> grading_rules.GradingRules | None:
-    """grading.toml's rules where it can be read (its public part in the students' bundle); None
-    where neither is there."""
-    try:
-        return grading_rules.for_students()
-    except CourseError:
-        return None
-
-
 def _rate(run: evidence.Run) -> str:
     """The learning-rate rule of a stage-3 run; on one worker every rule is stage 1's rate."""
     return _("lr {rule}").format(rule=run.lr_rule) if run.workers > 1 else _("lr of one worker")
-
-
-def _target(base: evidence.Run | None) -> float | None:
-    """The course's accuracy target for the baseline's data set (grading.toml), where it can be
-    found."""
-    rules = _rules()
-    if base is None or rules is None:
-        return None
-    return rules.accuracy_target((base.record.get("dataset") or {}).get("name", ""))
 
 
 def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
@@ -92,7 +97,7 @@ def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
     the stage-1 baseline: the run named `baseline` (a folder name under runs/), else the latest
     traced one."""
     base = comparison.baseline(folder, baseline)
-    target = _target(base)
+    target = accuracy_target(base)
     base_tta = base.time_to_accuracy(target) if base is not None and target is not None else None
     table = []
     for stage in stages.NAMES:
@@ -226,43 +231,6 @@ def notes(table: list[dict], target: float | None = None) -> list[str]:
     return said
 
 
-def efficiency_tiers(folder: Path = Path("."), baseline: str | None = None) -> list[str]:
-    """The efficiency points of stages 2 and 3 on the baseline's kind of device, as the course's
-    grading rules set them (nothing where no rules can be read)."""
-    rules, base = _rules(), comparison.baseline(folder, baseline)
-    if rules is None:
-        return []
-    kind = base.record.get("device_kind", "gpu") if base is not None else "gpu"
-    said = []
-    for stage in (stages.MULTI_GPU.name, stages.MULTI_NODE.name):
-        limits = rules.efficiency(stage, kind)
-        tiers = ", ".join(
-            _("{share:.0%} of them at {minimum} or more").format(share=share, minimum=minimum)
-            for minimum, share in limits.tiers
-        )
-        said.append(
-            _(
-                "Efficiency points of {stage} on {kind} (the course's grading rules): {tiers}, "
-                "none below; above {suspicious} a run does not compare with its baseline."
-            ).format(stage=stage, kind=kind, tiers=tiers, suspicious=limits.suspicious_above)
-            + (
-                _(
-                    " The grade takes the best against stage 1 or against stage 3's own one-rank "
-                    "run."
-                )
-                if stage == stages.MULTI_NODE.name
-                else ""
-            )
-        )
-    return said
-
-
-def references() -> dict[str, dict[str, float]]:
-    """Reference images/sec per GPU model from grading.toml, where it can be found."""
-    rules = _rules()
-    return rules.references if rules is not None else {}
-
-
 def show(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
     """Display the table (and plots) of every run in this folder; return the rows."""
     import matplotlib.pyplot as plt
@@ -281,92 +249,6 @@ def show(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
         shown = ", ".join(f"{stage} {value} img/s" for stage, value in figures.items())
         print(_("Reference, {model}: {figures}").format(model=model, figures=shown))
     return table
-
-
-def snapshot_cost(folder: Path = Path(".")) -> dict | None:
-    """Print what snapshots cost in the latest traced stage-1 run; return
-    evidence.Run.snapshot_cost()."""
-    traced = [run for run in evidence.runs(stages.BASELINE.name, folder) if run.traced]
-    cost = traced[-1].snapshot_cost() if traced else None
-    if cost is None:
-        print(
-            _(
-                "No traced stage-1 run with snapshots yet: write add_snapshots, write the script, "
-                "submit the job."
-            )
-        )
-        return None
-    if cost["epoch_seconds"]:
-        line = _(
-            "{run}: {snapshots} snapshot(s), {seconds:.3f} s each on average (serialising the "
-            "trainer and writing the file); an epoch took {epoch_seconds:.1f} s, so one snapshot "
-            "per epoch costs {percent:.2f}% of the training time"
-        ).format(
-            run=traced[-1].describe(),
-            snapshots=cost["snapshots"],
-            seconds=cost["seconds"],
-            epoch_seconds=cost["epoch_seconds"],
-            percent=100 * cost["share"],
-        )
-    else:
-        line = _(
-            "{run}: {snapshots} snapshot(s), {seconds:.3f} s each on average (serialising the "
-            "trainer and writing the file)"
-        ).format(run=traced[-1].describe(), snapshots=cost["snapshots"], seconds=cost["seconds"])
-    print(line)
-    return cost
-
-
-def check_runs(stage: str, folder: Path = Path(".")) -> list[evidence.Run]:
-    """Print whether the job outputs of `stage` will count (a visible self-check; never raises)."""
-    found = evidence.runs(stage, folder)
-    if not found:
-        job = stages.STAGES[stage].job_path if stage in stages.STAGES else _("its job")
-        print(
-            _(
-                "No {stage} run yet in {runs}/, so this check has nothing to grade and earns no "
-                "points yet: submit {job} (the cell above; where it said NOT SUBMITTED for want "
-                "of GPUs, on a GPU node of a cluster), then run this cell again."
-            ).format(stage=stage, runs=Path(folder, results.RUNS_DIR), job=job)
-        )
-    for run in found:
-        status = (
-            _("OK, traced to {log}").format(log=run.log.name)
-            if run.traced and run.log is not None  # a traced run has its log
-            else _("WILL NOT COUNT: {problems}").format(problems="; ".join(run.problems))
-        )
-        print(
-            _("{run}: {images_per_sec:.1f} img/s, {workers} worker(s) [{status}]").format(
-                run=run.describe(),
-                images_per_sec=run.images_per_sec,
-                workers=run.workers,
-                status=status,
-            )
-        )
-        for note in run.notes:
-            print("  " + _("note: {note}").format(note=note))
-    return found
-
-
-# The verdicts "OK: " and "NOT YET: " open a self-check's line as they are in every language (as
-# course.notebook.checks.verdict's "OK: "): the words after them are translated.
-OK, NOT_YET = "OK: ", "NOT YET: "
-
-
-def check_comparison(folder: Path = Path(".")) -> comparison.Coverage:
-    """Print what the stage-3 comparison covers so far (a visible self-check; never raises)."""
-    coverage = comparison.comparison_coverage(evidence.runs(stages.MULTI_NODE.name, folder))
-    if coverage.complete:
-        print(OK + _("traced stage-3 runs cover {coverage}.").format(coverage=coverage.describe()))
-    else:
-        print(
-            NOT_YET
-            + _(
-                "traced stage-3 runs cover {coverage}; the comparison needs at least {needed} of "
-                "each: run the comparison cell above."
-            ).format(coverage=coverage.describe(), needed=coverage.NEEDED)
-        )
-    return coverage
 
 
 def main(argv: list[str]) -> int:
@@ -399,75 +281,3 @@ def main(argv: list[str]) -> int:
     ):
         print(line)
     return 0
-
-
-def check_accuracy(folder: Path = Path("."), baseline: str | None = None) -> list[evidence.Run]:
-    """Print the accuracy and time to accuracy of the stage-3 runs against stage 1 (a visible
-    self-check)."""
-    base = comparison.baseline(folder, baseline)
-    target = _target(base)
-    found = [run for run in evidence.runs(stages.MULTI_NODE.name, folder) if run.traced]
-    if base is None or not found:
-        print(
-            NOT_YET
-            + _("the accuracy comparison needs a traced stage-1 run and traced stage-3 runs.")
-        )
-        return found
-    if target is None:
-        print(
-            _(
-                "The course's grading rules set no accuracy target for this data set, so only the "
-                "final accuracies are shown; ask your instructor if you expected a target."
-            )
-        )
-    for run in [base, *found]:
-        tta = run.time_to_accuracy(target) if target is not None else None
-        reached = (
-            _("reached {target} at epoch {epoch} ({seconds:.0f} s)").format(
-                target=target, epoch=tta["epoch"], seconds=tta["seconds"]
-            )
-            if tta
-            else _("never reached {target}").format(target=target)
-            if target is not None
-            else ""
-        )
-        workers = (
-            _("{workers} worker(s) (stage 1)")
-            if run is base
-            else _("{workers} worker(s), lr rule {rule}")
-            if run.workers > 1
-            else _("{workers} worker(s), lr of one worker")
-        ).format(workers=run.workers, rule=run.lr_rule)
-        final = (
-            _("no evaluation")
-            if run.final_accuracy is None
-            else _("final accuracy {accuracy:.3f}").format(accuracy=run.final_accuracy)
-        )
-        print(f"{run.describe()}: {workers}: {final}; {reached}")
-    graded = comparison.accuracy_candidates(found, base)
-    on_target = [run for run in graded if target is not None and run.time_to_accuracy(target)]
-    if on_target:
-        print(
-            OK
-            + _("a run on {ranks} ranks with the {rule} rule reached the target.").format(
-                ranks=on_target[0].workers, rule=stages.TAUGHT_LR_RULE
-            )
-        )
-    elif target is not None:
-        print(
-            NOT_YET
-            + (
-                _(
-                    "no run on {ranks} ranks with the {rule} rule reached {target}: check "
-                    "learning_rate_schedule above, then run the comparison again."
-                )
-                if graded
-                else _(
-                    "no run on 2 or more ranks with the {rule} rule reached {target}: check "
-                    "learning_rate_schedule above, then run the comparison again."
-                )
-            ).format(
-                ranks=graded[0].workers if graded else 0, rule=stages.TAUGHT_LR_RULE, target=target
-            )
-        )
-    return found

@@ -1,4 +1,5 @@
-"""Checks of the allreduce exercise: the student's α–β cost model and their fit of α and β.
+"""Checks of the allreduce exercise: the student's α–β cost model and their fit of α and β, and
+their prediction of a profiled step's gradient allreduce with both.
 
     allreduce_time(algorithm, n_ranks, message_bytes, alpha, beta) -> seconds
     fit_alpha_beta(sizes, seconds, algorithm, n_ranks) -> (alpha, beta)
@@ -7,13 +8,13 @@ The checks observe what the functions return (course.notebook.checks.allreduce_o
 they run with the kit's own cost model closed) and judge those numbers against the kit's reference
 (course.costmodel). A wrong answer that matches a known mistake (p for p−1, p for log2 p, α and β
 swapped, ...) gets a hint that names it. The hidden tests pass other cases, and every check adds
-cases drawn at random, so that no case can simply be copied.
+cases drawn at random, so that no case can simply be copied. The model's and the fit's checks live
+in allreduce_model; this module predicts the profiled step, and the notebook calls all from here.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,202 +24,19 @@ from course.contracts import grading_rules
 from course.i18n import _
 from course.notebook import allreduce_report, profile_report
 from course.notebook.allreduce_report import parameter_arrays
-from course.notebook.checks.allreduce_mistakes import close, diagnosis
+from course.notebook.checks.allreduce_model import VISIBLE_CASES, cost_model, fit, fitted
 from course.notebook.checks.observe import number, observe
-from course.notebook.checks.verdict import expect, fail, passed
+from course.notebook.checks.verdict import fail
 
-# (algorithm, ranks, bytes, alpha, beta): a laptop-like and a cluster-like link, and one rank (no
-# exchange).
-VISIBLE_CASES = (
-    ("ring", 4, 2**20, 5e-6, 1e-9),
-    ("recursive_doubling", 4, 2**20, 5e-6, 1e-9),
-    ("ring", 8, 64 * 2**20, 2e-6, 1e-10),
-    ("recursive_doubling", 16, 4096, 2e-6, 1e-10),
-    ("ring", 1, 2**20, 5e-6, 1e-9),
-)
-
-
-def _drawn_cases() -> list[tuple[str, int, int, float, float]]:
-    """One case of each algorithm that nobody knows before the check runs (recursive doubling on a
-    power of two, as the lesson's cases are)."""
-    draw = random.SystemRandom()
-    return [
-        (
-            algorithm,
-            ranks,
-            draw.randint(1, 2**27),
-            10 ** draw.uniform(-7, -4),
-            10 ** draw.uniform(-11, -8),
-        )
-        for algorithm, ranks in (
-            ("ring", draw.randint(2, 64)),
-            ("recursive_doubling", 2 ** draw.randint(1, 7)),
-        )
-    ]
-
-
-def cost_model(
-    allreduce_time: Callable[..., Any],
-    cases: Iterable[tuple[str, int, int, float, float]] = VISIBLE_CASES,
-) -> None:
-    """allreduce_time(algorithm, n_ranks, message_bytes, alpha, beta) gives the reference model's
-    seconds, on `cases` and on cases drawn at random."""
-    __tracebackhide__ = True
-    drawn = _drawn_cases()
-    every = [*cases, *drawn]
-    facts = observe(observers.times, allreduce_time, cases=[list(case) for case in every])
-    for (algorithm, ranks, nbytes, alpha, beta), fact in zip(every, facts, strict=True):
-        expected = costmodel.allreduce_seconds(algorithm, ranks, nbytes, alpha, beta)
-        shown = f"allreduce_time({algorithm!r}, {ranks}, {nbytes}, {alpha:g}, {beta:g})"
-        value = number(fact["seconds"])
-        if value is None:
-            fail(
-                _("{call} returned {type}, not a number of seconds").format(
-                    call=shown, type=fact["type"]
-                )
-            )
-        expect(
-            close(value, expected),
-            _("{call} returned {value:.6g} s; the model gives {expected:.6g} s").format(
-                call=shown, value=value, expected=expected
-            ),
-            diagnosis(value, algorithm, ranks, nbytes, alpha, beta),
-        )
-    passed(
-        _(
-            "allreduce_time: ring and recursive doubling match the alpha-beta model in {count} "
-            "cases, {drawn} of them drawn at random"
-        ).format(count=len(every), drawn=len(drawn))
-    )
-
-
-def _fitted(fact: Any, what: str) -> tuple[float, float]:
-    """The (alpha, beta) of a fit's facts (allreduce_observers._pair), or why they are none."""
-    __tracebackhide__ = True
-    pair = fact["pair"]
-    expect(
-        pair is not None,
-        _("fit_alpha_beta returned {type} on {what}, not the pair (alpha, beta)").format(
-            type=fact["type"], what=what
-        ),
-    )
-    first, second = pair
-    alpha, beta = number(first), number(second)
-    expect(
-        alpha is not None and beta is not None,
-        _("fit_alpha_beta returned ({first}, {second}) on {what}, not two numbers").format(
-            first=fact["types"][0], second=fact["types"][1], what=what
-        ),
-    )
-    assert alpha is not None and beta is not None
-    return alpha, beta
-
-
-def _compare(
-    got: tuple[float, float], expected: tuple[float, float], relative: float, what: str, hint: str
-) -> None:
-    __tracebackhide__ = True
-    if close(got[0], expected[1], relative) and close(got[1], expected[0], relative):
-        fail(
-            _(
-                "fit_alpha_beta on {what} returned ({first:.4g}, {second:.4g}): alpha and beta the "
-                "wrong way round (expected alpha {alpha:.4g} s, beta {beta:.4g} s/byte)"
-            ).format(what=what, first=got[0], second=got[1], alpha=expected[0], beta=expected[1]),
-            _("return (alpha, beta): the latency first"),
-        )
-    expect(
-        close(got[0], expected[0], relative) and close(got[1], expected[1], relative),
-        _(
-            "fit_alpha_beta on {what} returned alpha {got_alpha:.4g} s, beta {got_beta:.4g} "
-            "s/byte; expected alpha {alpha:.4g} s, beta {beta:.4g} s/byte (within {relative:.0%})"
-        ).format(
-            what=what,
-            got_alpha=got[0],
-            got_beta=got[1],
-            alpha=expected[0],
-            beta=expected[1],
-            relative=relative,
-        ),
-        hint,
-    )
-
-
-def fit(
-    fit_alpha_beta: Callable[..., Any],
-    table: Sequence,
-    alpha: float = 3e-6,
-    beta: float = 2e-10,
-    tolerance: float = 0.02,
-) -> None:
-    """fit_alpha_beta recovers (alpha, beta) from exact model times (and a pair drawn at random),
-    and on the measured `table` (the Series of course.notebook.allreduce_report.measured_table)
-    agrees with the kit's relative-error fit."""
-    __tracebackhide__ = True
-    sizes = [1024 * 4**k for k in range(1, 9)]
-    draw = random.SystemRandom()
-    exact = [
-        ("ring", 4, alpha, beta),
-        ("recursive_doubling", 2, alpha, beta),
-        ("recursive_doubling", 8, alpha, beta),
-        (
-            draw.choice(costmodel.ALGORITHMS),
-            2 ** draw.randint(1, 6),
-            10 ** draw.uniform(-6, -4.5),
-            10 ** draw.uniform(-10.5, -8.5),
-        ),
-    ]
-    measured = [
-        s for s in table if s.algorithm in costmodel.ALGORITHMS and s.ranks > 1 and len(s.sizes) > 1
-    ]
-    series = [
-        [sizes, [costmodel.allreduce_seconds(a, p, n, al, be) for n in sizes], a, p]
-        for a, p, al, be in exact
-    ] + [[s.sizes, s.median, s.algorithm, s.ranks] for s in measured]
-    facts = observe(observers.fits, fit_alpha_beta, series=series)
-    if len(facts) != len(series):
-        fail(
-            _("fit_alpha_beta was observed on {found} series, not {series}").format(
-                found=len(facts), series=len(series)
-            )
-        )
-    for (algorithm, ranks, a, b), fact in zip(exact, facts):
-        what = _("exact {algorithm} times on {ranks} ranks").format(
-            algorithm=algorithm, ranks=ranks
-        )
-        _compare(
-            _fitted(fact, what),
-            (a, b),
-            1e-4,
-            _("{what} (alpha {alpha:g}, beta {beta:g})").format(what=what, alpha=a, beta=b),
-            _(
-                "these times follow the model exactly, so a least-squares fit of the model's two "
-                "terms gives alpha and beta back; the terms' coefficients are those of "
-                "allreduce_time"
-            ),
-        )
-    expect(
-        bool(measured),
-        _("there is no measured ring or recursive_doubling series to fit"),
-        _("submit jobs/run_allreduce_benchmark.sh, then allreduce_report.measured_table() again"),
-    )
-    for s, fact in zip(measured, facts[len(exact) :]):
-        what = _("the measured {series}").format(series=s.label)
-        _compare(
-            _fitted(fact, what),
-            costmodel.fit(s.sizes, s.median, s.algorithm, s.ranks),
-            tolerance,
-            what,
-            _(
-                "weigh every size alike: divide each row and its time by the measured time "
-                "(relative error); unweighted, the 64 MiB points alone set the fit"
-            ),
-        )
-    passed(
-        _(
-            "fit_alpha_beta: recovers alpha and beta from exact times, and fits {count} measured "
-            "series as the kit does"
-        ).format(count=len(measured))
-    )
+__all__ = [
+    "VISIBLE_CASES",
+    "cost_model",
+    "fit",
+    "predict",
+    "predict_held_out_size",
+    "predict_profiled_step",
+    "prediction_verdict",
+]
 
 
 def _predicted(
@@ -244,7 +62,7 @@ def _predicted(
         ranks=ranks,
         messages=[int(n) for n in messages],
     )
-    _fitted(facts["fit"], what)
+    fitted(facts["fit"], what)
     if len(facts["times"]) != len(messages):
         fail(
             _("allreduce_time was observed on {found} messages, not {messages}").format(

@@ -4,11 +4,11 @@ nodes.
 Each rank check states its inputs (a layout of ranks on nodes), gets every rank's facts of its
 part from the probe (mn_ranks runs the notebook's stage-3 functions under mpiexec, once for all
 checks), judges them and says what passed. The visible checks use 2 nodes x 2 ranks, the hidden
-tests another layout and rank count. learning_rate_schedule, resource_request and run_part need
-no ranks: they live in mn_local and mn_placement and are called from here. Either way the
-judgement rests on what the functions did, compared with what this module computes itself
-(mn_reference, the kit's directive parser and mpirun's map), never on the names of their
-objects' classes alone.
+tests another layout and rank count. The optimizer's and the trainer's rank checks live in
+mn_training; learning_rate_schedule, resource_request and run_part need no ranks: they live in
+mn_local and mn_placement. All are called from here. Either way the judgement rests on what the
+functions did, compared with what the checks compute themselves (mn_reference, the kit's directive
+parser and mpirun's map), never on the names of their objects' classes alone.
 """
 
 from __future__ import annotations
@@ -20,14 +20,8 @@ from course.i18n import _
 from course.notebook.checks.mn_local import learning_rate_schedule, resource_request
 from course.notebook.checks.mn_placement import run_part
 from course.notebook.checks.mn_ranks import Layout, part_facts
-from course.notebook.checks.mn_settings import (
-    BATCH,
-    CLASSES,
-    FEATURES,
-    LR,
-    TEST_PER_RANK,
-    TRAIN_PER_RANK,
-)
+from course.notebook.checks.mn_settings import CLASSES, FEATURES, TEST_PER_RANK, TRAIN_PER_RANK
+from course.notebook.checks.mn_training import optimizer, trainer
 from course.notebook.checks.verdict import expect, fail, passed
 
 __all__ = [
@@ -58,16 +52,6 @@ def _gpu_diagnosis(gpu: list, expected: list[str], layout: Layout) -> str:
     )
 
 
-def _on_ranks(
-    function: Any, part: str, nodes: int, ranks_per_node: int, map_by: str
-) -> tuple[Layout, int, list[dict]]:
-    """The layout a check asks for, the seed of the probe's run there, and each rank's facts of
-    its part (by rank). `function` is the student's function or its Remote handle."""
-    __tracebackhide__ = True
-    layout = Layout(nodes, ranks_per_node, map_by)
-    return (layout, *part_facts(function, part, layout))
-
-
 def communicator(
     make_communicator: Any,
     nodes: int = 2,
@@ -76,9 +60,8 @@ def communicator(
 ) -> None:
     """make_communicator('naive'): a ChainerMN communicator of that name over all ranks."""
     __tracebackhide__ = True
-    layout, seed, ranks = _on_ranks(
-        make_communicator, "communicator", nodes, ranks_per_node, map_by
-    )
+    layout = Layout(nodes, ranks_per_node, map_by)
+    seed, ranks = part_facts(make_communicator, "communicator", layout)
     expect(
         all(r["weights"] is not None and r["gradients"] is not None for r in ranks),
         _("make_communicator returned {kind}, not a ChainerMN communicator").format(
@@ -135,7 +118,8 @@ def device_binding(
 ) -> None:
     """device_for_rank: each rank the GPU of its number within its node, '@numpy' without GPUs."""
     __tracebackhide__ = True
-    layout, _seed, ranks = _on_ranks(device_for_rank, "devices", nodes, ranks_per_node, map_by)
+    layout = Layout(nodes, ranks_per_node, map_by)
+    ranks = part_facts(device_for_rank, "devices", layout)[1]
     gpu = [r["gpu"] for r in ranks]
     expected = [f"@cupy:{intra}" for intra in layout.intra_ranks()]
     expect(
@@ -170,7 +154,8 @@ def scatter(
 ) -> None:
     """shard_datasets: each rank its own equal, shuffled part of both sets; the same per seed."""
     __tracebackhide__ = True
-    layout, _seed, ranks = _on_ranks(shard_datasets, "shards", nodes, ranks_per_node, map_by)
+    layout = Layout(nodes, ranks_per_node, map_by)
+    ranks = part_facts(shard_datasets, "shards", layout)[1]
     for split, total in (
         ("train", TRAIN_PER_RANK * layout.size),
         ("test", TEST_PER_RANK * layout.size),
@@ -250,155 +235,4 @@ def scatter(
             "shard_datasets: each of the {size} ranks gets its own shuffled part (train {train}, "
             "test {test} each), together all of it, the same for the same seed"
         ).format(size=layout.size, train=len(ranks[0]["train"]), test=len(ranks[0]["test"]))
-    )
-
-
-def optimizer(
-    make_optimizer: Any,
-    nodes: int = 2,
-    ranks_per_node: int = 2,
-    map_by: str = "slot",
-) -> None:
-    """make_optimizer: a multi-node optimizer at args.lr; the ranks' weights stay equal."""
-    __tracebackhide__ = True
-    layout, seed, ranks = _on_ranks(make_optimizer, "optimizer", nodes, ranks_per_node, map_by)
-    expect(
-        all(r["target_is_model"] is True for r in ranks),
-        _("the optimizer is not set up on the model"),
-        _("the optimizer updates only the link it was set up on, and that is not `model`"),
-    )
-    start, gradient = mn_reference.multi_node_step(seed, layout.size)
-    weights = [mn_reference.array(r["weights"], start.shape) for r in ranks]
-    first = weights[0] if weights[0] is not None else start + float("nan")  # a fact of no weights
-    expect(
-        all(mn_reference.close(w, first) for w in weights),
-        _(
-            "make_optimizer returned a {kind}, which does not exchange gradients between ranks"
-        ).format(kind=ranks[0]["class"]),
-        _("each rank's model would follow its own gradient and drift apart ('Optimizers')"),
-    )
-    if not mn_reference.close(first, start - LR * gradient):
-        rate = mn_reference.rate_of(first - start, gradient)
-        expect(
-            rate is None,
-            _("with args.lr = {lr} on {size} ranks the optimizer starts at {rate:.3g}").format(
-                lr=LR, size=layout.size, rate=rate or 0
-            ),
-            _(
-                "start at args.lr, the single-worker rate: learning_rate_schedule (and --lr-rule) "
-                "scales it up"
-            ),
-        )
-        fail(
-            _(
-                "after an update on different data the {size} ranks hold the same weights, but "
-                "not rank 0's moved by args.lr ({lr}) along the gradient averaged over the ranks"
-            ).format(size=layout.size, lr=LR),
-            _(
-                "a multi-node optimizer sends rank 0's weights to every rank at its first update, "
-                "then averages the ranks' gradients and takes the usual step: something else "
-                "changed the weights"
-            ),
-        )
-    passed(
-        _(
-            "make_optimizer: a multi-node optimizer at args.lr; after an update on different data "
-            "all {size} ranks hold the same weights, rank 0's moved by args.lr along the mean "
-            "gradient"
-        ).format(size=layout.size)
-    )
-
-
-def trainer(
-    build_trainer: Any, nodes: int = 2, ranks_per_node: int = 2, map_by: str = "slot"
-) -> None:
-    """build_trainer: a multi-node Evaluator, Throughput over all ranks, reports on rank 0 only."""
-    __tracebackhide__ = True
-    layout, _seed, ranks = _on_ranks(build_trainer, "trainer", nodes, ranks_per_node, map_by)
-    steps = -(-TRAIN_PER_RANK // BATCH)  # one epoch of each rank's part, in minibatches
-    # The given multi-node optimizer's first update only sends rank 0's weights to every rank; its
-    # step count (Optimizer.t) counts the others.
-    expect(
-        all(r["iterations"] == steps and r["updates"] == steps - 1 for r in ranks),
-        _(
-            "in one epoch the trainer made {made} steps, and the optimizer it was given {updates} "
-            "updates after its first, which only sends rank 0's weights; one epoch of {examples} "
-            "examples in minibatches of args.batchsize ({batch}) is {steps} steps"
-        ).format(
-            made=ranks[0]["iterations"],
-            updates=ranks[0]["updates"],
-            examples=TRAIN_PER_RANK,
-            batch=BATCH,
-            steps=steps,
-        ),
-        _(
-            "ChainerMN uses the usual StandardUpdater: the multi-node optimizer does the "
-            "communication"
-        ),
-    )
-    silent = [rank for rank, r in enumerate(ranks) if not r["evaluation"]]
-    expect(
-        not silent,
-        _("every rank needs one Evaluator"),
-        _(
-            "ranks {silent} reported no validation/main/* values at the epoch's end: the log's "
-            "validation/main/* columns come from one"
-        ).format(silent=silent),
-    )
-    first = ranks[0]["evaluation"]
-    expect(
-        all(
-            r["evaluation"].keys() == first.keys()
-            and all(
-                abs(r["evaluation"][k] - first[k]) <= 1e-6 * max(1.0, abs(first[k])) for k in first
-            )
-            for r in ranks
-        ),
-        _("the ranks evaluate only their own test part and report different results"),
-        _(
-            "the log would show rank 0's accuracy on 1/{size} of the test set, not on all of it "
-            "('Extensions' in ChainerMN's reference)"
-        ).format(size=layout.size),
-    )
-    moved = BATCH * layout.size
-    expect(
-        all(r["throughput_images"] == moved for r in ranks),
-        _(
-            "Throughput counts {counted} images per step; {size} ranks x {batch} move {moved}"
-        ).format(counted=ranks[0]["throughput_images"], size=layout.size, batch=BATCH, moved=moved),
-        _(
-            "every rank draws its own minibatch at each step, so one step moves a minibatch per "
-            "rank: the communicator knows how many ranks the job has"
-        ),
-    )
-    # what each rank reported: a log file in args.out (LogReport) and a printed table (PrintReport)
-    reports = [
-        ({"LogReport"} if r["log"] is not None else set())
-        | ({"PrintReport"} if r["printed"] else set())
-        for r in ranks
-    ]
-    expect(
-        reports[0] == {"LogReport", "PrintReport"} and ranks[0]["log"] == 1,
-        _("rank 0 has no LogReport and PrintReport"),
-        _("the job log should hold one table per run, written by rank 0"),
-    )
-    others = [rank for rank, found in enumerate(reports) if rank and found]
-    if others:
-        fail(
-            _(
-                "rank {rank} also reports ({reports}), so every line would be printed once per rank"
-            ).format(rank=others[0], reports=", ".join(sorted(reports[others[0]]))),
-            _("the ranks run the same script: the reports belong to rank 0 alone"),
-        )
-    expect(
-        all(r["out"] for r in ranks),
-        _("the trainer writes to another folder than args.out"),
-        _("the job's log and results file go there"),
-    )
-    passed(
-        _(
-            "build_trainer: {steps} steps of the given optimizer per epoch, a multi-node "
-            "Evaluator (the same result on all {size} ranks), Throughput over all ranks, "
-            "LogReport and PrintReport on rank 0 only"
-        ).format(steps=steps, size=layout.size)
     )

@@ -8,13 +8,12 @@ strings as str); the judges compare those facts with what the student's traced r
 (which communication setting is faster, which learning-rate rule ends more accurate) as recorded
 with the first compared run when it was submitted (course.notebook.checks.recorded), and only where
 the measured gap exceeds grading.toml's [prediction] band: within it either answer counts. No
-traced run, no points: a prediction is of a run.
+traced run, no points: a prediction is of a run. The observer and the derived counts live in
+course.notebook.checks.prediction_counts.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,146 +23,22 @@ import course.notebook.checks.recorded as recorded
 from course import evidence
 from course.cluster.accounting import Accounting
 from course.contracts import grading_rules, stages
-from course.notebook.checks.observe import Facts, finite, observe
-from course.notebook.checks.verdict import call, fail, passed, real
+from course.notebook.checks.observe import finite
+from course.notebook.checks.prediction_counts import (
+    asked,
+    cases_wrong,
+    predicted,
+    run_wrong,
+    snapshots_wrong,
+)
+from course.notebook.checks.verdict import fail, passed
+
+__all__ = ["comparison_prediction", "exchange_ratio", "predicted", "run_prediction"]
 
 RATIO_TOLERANCE = 0.02  # a computed ratio counts within 2% (rounding), either way
-# The first case of each question, checked before any run is read (so a stub says so first):
-EXAMPLE = (1000, 32, 2, 3)  # train_size, batch, workers, epochs
+# The first case of the ratio question, checked before any run is read (so a stub says so first):
 RATIO_EXAMPLE = (120.0, 30.0, 32)  # compute ms, exchange ms, batch per rank
 RULES_COMPARED = ("warmup", "linear")  # the accuracy question: with and without the warm-up
-SNAPSHOTS_RETAINED = 2  # add_snapshots keeps the newest two (n_retains=2), as notebook 01 asks
-# Bound before any student's code runs (the kit's modules are frozen in the grader's child).
-_chdir, _getcwd = os.chdir, os.getcwd
-
-
-def predicted(function: Any, args: list) -> Facts:
-    """An observer: {"returned": {key: number, string or None}} of what function(*args) returns
-    (a dict's own items: numbers as the built-in types read them, strings as str), or {"type": the
-    name of what it returned instead}. The function runs in a fresh empty folder: a prediction
-    needs only its arguments, never the runs it predicts."""
-    here = _getcwd()
-    with tempfile.TemporaryDirectory(prefix="prediction-", ignore_cleanup_errors=True) as empty:
-        _chdir(empty)
-        try:
-            value = call(function, *args)
-        finally:
-            _chdir(here)
-    if not isinstance(value, dict):
-        return {"type": type(value).__name__}
-    facts: dict[str, Any] = {}
-    for key, item in dict.items(value):
-        if isinstance(key, str):
-            facts[str.__str__(key)] = str.__str__(item) if isinstance(item, str) else real(item)
-    return {"returned": facts}
-
-
-def _returned(function: Any, args: list, keys: Sequence[str]) -> dict[str, Any]:
-    """The facts of one call, every key of `keys` there; CheckFailed saying what is missing."""
-    __tracebackhide__ = True
-    facts = observe(predicted, function, args=list(args))
-    name, todo = function.__name__, words.RETURN_KEYS.format(keys=", ".join(keys))
-    if "returned" not in facts:
-        fail(words.NOT_A_DICT.format(name=name, kind=facts["type"]), todo)
-    missing = ", ".join(key for key in keys if key not in facts["returned"])
-    if missing:
-        fail(words.MISSING_KEYS.format(name=name, args=tuple(args), keys=missing), todo)
-    return facts["returned"]
-
-
-def iterations(train_per_worker: int, batch: int, epochs: int) -> int:
-    """The updates a run makes: it stops at the first update that has shown each worker its part
-    `epochs` times (a batch that crosses an epoch's end takes the rest from the next epoch)."""
-    return -(-epochs * train_per_worker // batch)
-
-
-def _derivation_misses(
-    returned: dict, train_per_worker: int, batch: int, count: int, expected: bool = False
-) -> list[str]:
-    """What of a predicted derivation is wrong against `count` updates (what the run made, or,
-    `expected`, what the kit expects)."""
-    misses = []
-    updates: Any = returned.get("updates_per_epoch")
-    if not finite(updates) or abs(updates - train_per_worker / batch) >= 1:
-        misses.append(
-            words.UPDATES_MISS.format(
-                predicted=updates,
-                images=train_per_worker,
-                batch=batch,
-                updates=train_per_worker / batch,
-            )
-        )
-    if (said := returned.get("iterations")) != count:
-        said_of = words.ITERATIONS_EXPECTED if expected else words.ITERATIONS_MISS
-        misses.append(said_of.format(predicted=said, count=count))
-    return misses
-
-
-def _snapshot_misses(returned: dict, written: int, kept: int, expected: bool = False) -> list[str]:
-    """What of the predicted snapshots is wrong against `written` and `kept` (what the run wrote,
-    or, `expected`, what the kit expects)."""
-    said = (returned.get("snapshots_written"), returned.get("snapshots_kept"))
-    if said == (written, kept):
-        return []
-    said_of = words.SNAPSHOTS_EXPECTED if expected else words.SNAPSHOTS_MISS
-    return [said_of.format(predicted=said[0], predicted_kept=said[1], written=written, kept=kept)]
-
-
-def _args(stage: str, train_size: int, batch: int, workers: int, epochs: int) -> list[int]:
-    """The prediction's arguments: stage 1's has no workers."""
-    if stage == stages.SINGLE_GPU.name:
-        return [train_size, batch, epochs]
-    return [train_size, batch, workers, epochs]
-
-
-def _settings(run: evidence.Run) -> tuple[int, int, int, int]:
-    """(train images per worker, batch per worker, workers, epochs) of a run's record."""
-    record = run.record
-    per_worker = (record.get("dataset") or {}).get("train_per_worker")
-    batch = (record.get("batch_size") or {}).get("per_worker")
-    if not per_worker or not batch or not record.get("epochs_planned") or not record.get("log"):
-        fail(words.NOT_RECORDED.format(run=run.describe()), words.RUN_AGAIN)
-    return per_worker, batch, run.workers, record["epochs_planned"]
-
-
-def _case_misses(
-    function: Any, stage: str, cases: Sequence[Sequence[int]], keys: list[str]
-) -> tuple[list[str], list[str]]:
-    """(what of the updates and iterations, what of the snapshots (stage 1) is wrong) against the
-    kit's counts for each of `cases` (train_size, batch, workers, epochs), the first of them the
-    check's own example: the student's function runs before any run is read, so that a stub says
-    so first. A snapshot at every epoch end, the newest SNAPSHOTS_RETAINED kept."""
-    __tracebackhide__ = True
-    derived: list[str] = []
-    snapshots: list[str] = []
-    for train_size, batch, workers, epochs in [EXAMPLE, *cases]:
-        single = stage == stages.SINGLE_GPU.name
-        workers = 1 if single else workers
-        args = _args(stage, train_size, batch, workers, epochs)
-        part = train_size // workers
-        returned = _returned(function, args, keys)
-        count = iterations(part, batch, epochs)
-        wrong = _derivation_misses(returned, part, batch, count, expected=True)
-        derived += [words.CASE_MISS.format(args=tuple(args), miss=miss) for miss in wrong]
-        if single:
-            wrong = _snapshot_misses(
-                returned, epochs, min(epochs, SNAPSHOTS_RETAINED), expected=True
-            )
-            snapshots += [words.CASE_MISS.format(args=tuple(args), miss=miss) for miss in wrong]
-    return derived, snapshots
-
-
-def _run_misses(
-    function: Any, stage: str, run: evidence.Run, keys: list[str]
-) -> tuple[list[str], dict]:
-    """(what of the derivation is wrong against `run`'s own log, the facts for `run`)."""
-    __tracebackhide__ = True
-    per_worker, batch, workers, epochs = _settings(run)
-    returned = _returned(function, _args(stage, per_worker * workers, batch, workers, epochs), keys)
-    return (
-        _derivation_misses(returned, per_worker, batch, run.record["log"][-1]["iteration"]),
-        returned,
-    )
 
 
 def _no_run(what: str, misses: list[str]) -> tuple[str, str]:
@@ -212,7 +87,7 @@ def run_prediction(
     single = stage == stages.SINGLE_GPU.name
     keys = ["updates_per_epoch", "iterations"]
     keys += ["snapshots_written", "snapshots_kept"] if single else []
-    misses, snapshot_misses = _case_misses(predict_run, stage, cases, keys)
+    misses, snapshot_misses = cases_wrong(predict_run, stage, cases, keys)
     traced = [run for run in evidence.runs(stage, folder, checked) if run.traced]
     what = words.TRACED_RUN.format(stage=stage)
     if not traced and not required:
@@ -220,13 +95,13 @@ def run_prediction(
         print(words.NOT_YET.format(missing=missing, todo=todo))
         return 0.0
     run = _latest(traced, what, misses + snapshot_misses)
-    more, returned = _run_misses(predict_run, stage, run, keys)
+    more, returned = run_wrong(predict_run, stage, run, keys)
     parts = [(words.PART_DERIVATION, misses + more)]
     if single:
         snapshots = run.record.get("snapshots") or {}
         written, kept = len(snapshots.get("seconds") or []), len(snapshots.get("files") or [])
         parts.append(
-            (words.PART_SNAPSHOTS, snapshot_misses + _snapshot_misses(returned, written, kept))
+            (words.PART_SNAPSHOTS, snapshot_misses + snapshots_wrong(returned, written, kept))
         )
     said = ", ".join(words.PREDICTED_ITEM.format(key=k, value=v) for k, v in returned.items())
     print(words.YOU_PREDICTED.format(run=run.describe(), said=said))
@@ -282,11 +157,11 @@ def comparison_prediction(
     job when it was submitted (before any of them ran), whatever the function answers now."""
     __tracebackhide__ = True
     keys = ["updates_per_epoch", "iterations", "faster_setting", "more_accurate_rule"]
-    misses, _ = _case_misses(predict_comparison, stages.MULTI_NODE.name, cases, keys)
+    misses, _ = cases_wrong(predict_comparison, stages.MULTI_NODE.name, cases, keys)
     compared = _comparison_runs(evidence.runs(stages.MULTI_NODE.name, folder, checked))
     taught = [run for run in compared if run.lr_rule == stages.TAUGHT_LR_RULE]
     run = _latest(taught, words.WARMUP_RUN, misses)
-    more, returned = _run_misses(predict_comparison, stages.MULTI_NODE.name, run, keys)
+    more, returned = run_wrong(predict_comparison, stages.MULTI_NODE.name, run, keys)
     misses += more
     # the grader reads grading.toml; a student's notebook, what the bundle ships of it
     rules = grading_rules.load() if checked is not None else grading_rules.for_students()
@@ -340,7 +215,7 @@ def _ratio_misses(function: Any, cases: Sequence[Sequence[float]], keys: list[st
     __tracebackhide__ = True
     misses = []
     for ms, xs, b in cases:
-        returned = _returned(function, [ms, xs, b], keys)
+        returned = asked(function, [ms, xs, b], keys)
         for key, want in (("ratio", ms / xs), ("break_even_batch", b * xs / ms)):
             got: Any = returned.get(key)
             if not finite(got) or abs(got - want) > RATIO_TOLERANCE * abs(want):
