@@ -21,6 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from course.i18n import _
+
 ALGORITHMS = ("ring", "recursive_doubling")
 BYTES_PER_PARAMETER = 4  # float32 gradients
 
@@ -28,13 +30,17 @@ BYTES_PER_PARAMETER = 4  # float32 gradients
 def coefficients(algorithm: str, ranks: int) -> tuple[float, float]:
     """(a, b) of T = a·α + b·n·β for `algorithm` on `ranks` ranks."""
     if ranks < 1:
-        raise ValueError(f"ranks must be 1 or more, not {ranks}")
+        raise ValueError(_("ranks must be 1 or more, not {ranks}").format(ranks=ranks))
     if algorithm == "recursive_doubling":
         steps = math.log2(ranks)
         return steps, steps
     if algorithm == "ring":
         return 2 * (ranks - 1), 2 * (ranks - 1) / ranks
-    raise ValueError(f"no cost model for {algorithm!r}; one of {', '.join(ALGORITHMS)}")
+    raise ValueError(
+        _("no cost model for {algorithm}; one of {algorithms}").format(
+            algorithm=repr(algorithm), algorithms=", ".join(ALGORITHMS)
+        )
+    )
 
 
 def allreduce_seconds(
@@ -59,10 +65,10 @@ def fit(
     n, t = np.asarray(sizes, dtype=float), np.asarray(seconds, dtype=float)
     if ranks < 2 or len(n) < 2 or len(n) != len(t) or np.any(t <= 0):
         raise ValueError(
-            "the fit needs 2 or more ranks, and 2 or more sizes with one positive time each"
+            _("the fit needs 2 or more ranks, and 2 or more sizes with one positive time each")
         )
     rows = np.column_stack([np.full_like(n, a), b * n]) / t[:, None]
-    (alpha, beta), *_ = np.linalg.lstsq(rows, np.ones_like(t), rcond=None)
+    (alpha, beta), *_rest = np.linalg.lstsq(rows, np.ones_like(t), rcond=None)
     return float(alpha), float(beta)
 
 

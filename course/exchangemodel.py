@@ -28,6 +28,7 @@ import math
 from collections.abc import Sequence
 
 from course import costmodel
+from course.i18n import _
 
 PATTERNS = ("parameter_server", "ring")
 BYTES_FLOAT16 = 2
@@ -37,18 +38,22 @@ def busiest_link_bytes(pattern: str, ranks: int, nbytes: float) -> float:
     """The bytes the busiest rank's link carries, in and out together, in one exchange of an
     n-byte gradient: the server's under a parameter server, any rank's under the ring."""
     if ranks < 1:
-        raise ValueError(f"ranks must be 1 or more, not {ranks}")
+        raise ValueError(_("ranks must be 1 or more, not {ranks}").format(ranks=ranks))
     if pattern == "parameter_server":
         return 2 * (ranks - 1) * nbytes
     if pattern == "ring":
         return 4 * (ranks - 1) / ranks * nbytes
-    raise ValueError(f"no traffic model for {pattern!r}; one of {', '.join(PATTERNS)}")
+    raise ValueError(
+        _("no traffic model for {pattern}; one of {patterns}").format(
+            pattern=repr(pattern), patterns=", ".join(PATTERNS)
+        )
+    )
 
 
 def parameter_server_seconds(ranks: int, nbytes: float, alpha: float, beta: float) -> float:
     """The model's time of one parameter-server exchange of an n-byte gradient on `ranks` ranks."""
     if ranks < 1:
-        raise ValueError(f"ranks must be 1 or more, not {ranks}")
+        raise ValueError(_("ranks must be 1 or more, not {ranks}").format(ranks=ranks))
     return 2 * (ranks - 1) * (alpha + nbytes * beta)
 
 
@@ -58,8 +63,9 @@ def overlapped_seconds(backward: Sequence[float], exchange: Sequence[float]) -> 
     the order the backward pass reaches them."""
     if len(backward) != len(exchange):
         raise ValueError(
-            f"one exchange time per layer: {len(backward)} backward times, "
-            f"{len(exchange)} exchanges"
+            _(
+                "one exchange time per layer: {backward} backward times, {exchange} exchanges"
+            ).format(backward=len(backward), exchange=len(exchange))
         )
     ready = link_free = 0.0
     for compute, send in zip(backward, exchange):

@@ -234,6 +234,70 @@ ALLOWED = {
     # the site probe's marks in a job log, which `course site verify` looks for
     "course site probe: ",
     "course site probe, on stderr: this line was written to the job's stderr",
+    # the verifier's flags for the instructor (course grade's report, never a graded notebook's
+    # outputs): English whatever the edition, like the rest of the instructor's report
+    "the test cell {test} is missing from the submission (deleted, or its nbgrader marks changed): "
+    "graded on the instructor's copy, which nbgrader put back",
+    "the submission holds {}, which would shadow the kit's {} package in a kernel (the grader "
+    "ignores it)",
+    "timed out",
+    "killed by {}",
+    "exit status {}",
+    "met the limit of {} processes",
+    "the test's process ended without a result ({})",
+    "; it uses {}",
+    "{}: a syntax error at line {} ({}): its functions are missing",
+    "{}: {} has a decorator, which would run code of its own: left out",
+    "{}: {} computes a default value, which would run code: left out",
+    "{}: {} uses {}, which the exercise never needs: read it",
+    "{}: line {} runs code outside a function (left out: only the functions are graded){}",
+    # a name the verifier flags in a student's def (an import of the kit), and the file names of
+    # the cells it compiles, as Python's tracebacks show them
+    "import course",
+    "<test cell>",
+    "<setup cell>",
+    # the instructor's: the grading sandbox refused before anything is graded, a traitlets option's
+    # help, nbgrader's own log line (its words), the verifier's scratch folder
+    "the grading sandbox does not start here: {}",
+    "grading needs unprivileged user namespaces or root for bubblewrap (or {}=off, knowing the "
+    "risk)",
+    "seconds a test cell may run in the verifier",
+    "Missing grade cell %s, adding it to the notebook",
+    "course-verify-",
+    # internal: a kit bug or the grader's machine, never a student's (the verifier's processes
+    # speaking their protocol wrongly, a hidden part not given, the worker's pipes, nbgrader's
+    # steps not the ones the kit was written for)
+    "the grader's process for this submission answered wrongly: {}",
+    "the grader's process for this submission asked wrongly ({})",
+    "the grader's hidden part is not text",
+    "the grader gave no hidden part for this test",
+    "the grader could not protect its pipes (prctl: errno {})",
+    "nbgrader changed",
+    "nbgrader's feedback steps changed",
+    # the verifier's protocol: the worker's request for a hidden part, and what a record's field
+    # should be, in the ProtocolError a kit bug raises
+    "hidden part of",
+    "true or false",
+    "an object",
+    "outputs (objects with an output_type)",
+    "a list of {}",
+    "an object of {}",
+    "{}: expected a JSON object, got {}",
+    "probe facts",
+    "an observer's module:name under {}",
+    "JSON data",
+    "null or an object with a name, a message and notes",
+    "lists of outputs",
+    "lists of strings",
+    "{}.{}: {} is not {}",
+    "{}: not JSON ({}): {}",
+    "missing field(s) {}",
+    "unknown field(s) {}",
+    # the allreduce benchmark's schema id, its protocol line in a job log, and its parser
+    "course-allreduce/1",
+    "course: allreduce {} sha256={} | {} on {} rank(s)",
+    r"^course: allreduce (?P<path>\S+) sha256=(?P<sha256>[0-9a-f]{64}) \| "
+    r"(?P<algorithm>\w+) on (?P<ranks>\d+) rank\(s\)$",
 }
 
 

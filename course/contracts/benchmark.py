@@ -17,6 +17,7 @@ import numpy as np
 
 from course.contracts import results
 from course.errors import ResultsError
+from course.i18n import _
 
 SCHEMA = "course-allreduce/1"
 PREFIX = "allreduce"  # the run folder is runs/allreduce-<job id>
@@ -55,15 +56,21 @@ def load(path: Path) -> dict:
     data = results.read_json(
         path,
         SCHEMA,
-        name="allreduce file",
-        kind="an allreduce benchmark file",
-        rerun="run jobs/run_allreduce_benchmark.sh again",
-        source="pass a file that jobs/run_allreduce_benchmark.sh wrote",
+        name=_("allreduce file"),
+        kind=_("an allreduce benchmark file"),
+        rerun=_("run {script} again").format(script="jobs/run_allreduce_benchmark.sh"),
+        source=_("pass a file that {script} wrote").format(
+            script="jobs/run_allreduce_benchmark.sh"
+        ),
     )
     if not results.seal_ok(data):
         raise ResultsError(
-            f"{path} was changed after the benchmark wrote it (its seal does not match)",
-            "run jobs/run_allreduce_benchmark.sh again; do not edit its files",
+            _("{path} was changed after the benchmark wrote it (its seal does not match)").format(
+                path=path
+            ),
+            _("run {script} again; do not edit its files").format(
+                script="jobs/run_allreduce_benchmark.sh"
+            ),
         )
     data["_path"] = str(path)
     return data

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from course.errors import GradingError
+from course.i18n import _
 
 FILE = "grading.toml"
 OVERRIDE = "COURSE_GRADING_CONFIG"  # the file to read instead of looking for one
@@ -120,17 +121,25 @@ def load(path: Path | None = None) -> GradingRules:
     """The rules of the grading.toml at `path`, else the one `find()` gives; GradingError when there
     is none, or it is not valid TOML."""
     if path is not None and not path.is_file():
-        raise GradingError(f"{path} does not exist", f"give the course folder that holds {FILE}")
+        raise GradingError(
+            _("{path} does not exist").format(path=path),
+            _("give the course folder that holds {file}").format(file=FILE),
+        )
     path = path or find()
     if path is None:
         raise GradingError(
-            f"no {FILE} found (looked from {Path.cwd()} upwards)",
-            f"grade inside the kit's course folder, or set {OVERRIDE}",
+            _("no {file} found (looked from {folder} upwards)").format(
+                file=FILE, folder=Path.cwd()
+            ),
+            _("grade inside the kit's course folder, or set {variable}").format(variable=OVERRIDE),
         )
     try:
         return GradingRules(tomllib.loads(path.read_text()))
     except tomllib.TOMLDecodeError as e:
-        raise GradingError(f"{path} is not valid TOML: {e}", "fix the line it names") from None
+        raise GradingError(
+            _("{path} is not valid TOML: {error}").format(path=path, error=e),
+            _("fix the line it names"),
+        ) from None
 
 
 def for_students() -> GradingRules | None:
@@ -151,7 +160,8 @@ def write_public(source: Path, target: Path) -> Path:
         data = tomllib.loads(source.read_text())
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise GradingError(
-            f"cannot read {source}: {e}", "fix grading.toml before making the bundle"
+            _("cannot read {path}: {error}").format(path=source, error=e),
+            _("fix {file} before making the bundle").format(file=FILE),
         ) from None
     public = {name: value for name, value in data.items() if name not in PRIVATE}
     target.write_text(json.dumps(public, indent=1, sort_keys=True) + "\n")

@@ -25,7 +25,8 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor, OverwriteCells
 from traitlets import Float
 
-from course.instructor import nbgrader_cells, verify, verify_functions, verify_plan
+from course import i18n
+from course.instructor import editions, nbgrader_cells, verify, verify_functions, verify_plan
 from course.instructor.verify_protocol import Plan, Reply, Verdict, VerificationError
 
 VERDICTS = "COURSE_VERIFIED_DIR"
@@ -82,6 +83,8 @@ class VerifiedExecute(NbGraderPreprocessor):
                 hidden=verify.private_paths(root, submitted),
                 grading_config=root / "grading.toml",
                 timeout=self.timeout,
+                # the edition's language: its checks and the grader's words on it speak it
+                lang=editions.ASSIGNMENTS.get(assignment, i18n.DEFAULT),
             )[0]
         for cell in nb.cells:
             if cell.cell_type == "code":

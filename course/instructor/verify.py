@@ -41,6 +41,7 @@ from typing import Any
 
 from course import i18n, paths
 from course.errors import GradingError
+from course.i18n import N_
 from course.instructor import nbgrader_cells, process_limit, sandbox
 from course.instructor.verify_protocol import (
     ASK,
@@ -74,10 +75,12 @@ def _run_worker(
     hidden: list[Path],
     env: dict[str, str],
     group: process_limit.ProcessLimit | None,
+    lang: str = i18n.DEFAULT,
 ) -> tuple[int, str, str]:
     """The worker's run for one submission, in the sandbox where it is on, in `group` if any:
     (exit status, what it printed, its error output). The request goes without hidden parts; each
-    test's is given when the worker asks for it (ASK), each once."""
+    test's is given when the worker asks for it (ASK), each once. What it says of the submission
+    is in `lang`, the submission's language."""
     if group is not None:
         env[process_limit.EVENTS] = str(group.events)
     argv = [sys.executable, "-P", "-m", "course.instructor.verify_worker"]
@@ -127,7 +130,10 @@ def _run_worker(
             status = worker.wait(timeout=max(1.0, deadline - time.monotonic()))
         except (queue.Empty, subprocess.TimeoutExpired):
             raise VerificationError(
-                f"the grader's process for this submission ran past {budget:g} s", ""
+                i18n.in_language(
+                    lang, N_("the grader's process for this submission ran past {budget:g} s")
+                ).format(budget=budget),
+                "",
             ) from None
         except (KeyError, BrokenPipeError) as e:
             raise ProtocolError(
@@ -177,15 +183,36 @@ def verify(
         env["COURSE_GRADING_CONFIG"] = str(config)
         group, _ = process_limit.start()  # course grade says once when there is none
         try:
-            status, stdout, stderr = _run_worker(folder, Path(tmp), request, hidden, env, group)
+            status, stdout, stderr = _run_worker(
+                folder, Path(tmp), request, hidden, env, group, lang
+            )
         finally:
             if group is not None:
                 group.close()
     if status != 0 or not stdout.strip():
-        how = f"killed by {signal.Signals(-status).name}" if status < 0 else f"exit status {status}"
-        last = (stderr.strip().splitlines() or ["no error message"])[-1][:200]
+        # The submission's failure, in its language (the grader's own may differ): the parent
+        # speaks for the submission here.
+        how = (
+            i18n.in_language(lang, N_("killed by {signal}")).format(
+                signal=signal.Signals(-status).name
+            )
+            if status < 0
+            else i18n.in_language(lang, N_("exit status {status}")).format(status=status)
+        )
+        last = (stderr.strip().splitlines() or [i18n.in_language(lang, N_("no error message"))])[
+            -1
+        ][:200]
         raise VerificationError(
-            f"the grader's process for this submission ended without a result ({how}: {last})", ""
+            i18n.in_language(
+                lang,
+                # TRANSLATORS: {how} is how the process ended ("killed by SIGKILL", "exit status
+                # 1"); {last} is the last line of its error output
+                N_(
+                    "the grader's process for this submission ended without a result "
+                    "({how}: {last})"
+                ),
+            ).format(how=how, last=last),
+            "",
         )
     try:
         reply = Reply.from_json(stdout.strip().splitlines()[-1])

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
+from course.i18n import _
 from course.instructor.verify_protocol import (
     OBSERVERS,
     Observation,
@@ -89,7 +90,7 @@ def run(
     outputs: list[Output] = []
 
     def too_long(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"this cell ran past the {timeout:g} s limit")
+        raise TimeoutError(_("this cell ran past the {timeout:g} s limit").format(timeout=timeout))
 
     signal.signal(signal.SIGALRM, too_long)
     signal.alarm(int(timeout))
@@ -111,7 +112,9 @@ def run(
             )
     except BaseException as e:  # the cell's error is its result, as in a kernel
         why = (
-            f"this test used more than the {MEMORY_LIMIT / 2**30:g} GiB of memory a test may use"
+            _("this test used more than the {limit:g} GiB of memory a test may use").format(
+                limit=MEMORY_LIMIT / 2**30
+            )
             if isinstance(e, MemoryError)
             else str(e)
         )
@@ -186,12 +189,15 @@ class _Channel:
             observed = Observed.from_json(answer)
         except ProtocolError as e:
             raise ChannelBroken(
-                f"the process running your functions answered with something else than facts "
-                f"({e.message})"
+                # TRANSLATORS: {error} is what was wrong with the answer (the grader's English)
+                _(
+                    "the process running your functions answered with something else than facts "
+                    "({error})"
+                ).format(error=e.message)
             ) from None
         if observed.token != token:
             raise ChannelBroken(
-                "the process running your functions answered another question than the one asked"
+                _("the process running your functions answered another question than the one asked")
             )
         if observed.raised is not None:
             raise _rebuilt(observed.raised)
@@ -202,13 +208,17 @@ class _Channel:
             chunk = os.read(self.replies, 1 << 16)
             if not chunk:
                 raise ChannelBroken(
-                    f"the process running your functions ended without an answer ({self._ended()})"
+                    # TRANSLATORS: {how} is how it ended ("killed by SIGKILL", "exit status 1")
+                    _("the process running your functions ended without an answer ({how})").format(
+                        how=self._ended()
+                    )
                 )
             self.pending += chunk
             if len(self.pending) > FACTS_LIMIT:
                 raise ChannelBroken(
-                    f"the process running your functions answered with more than "
-                    f"{FACTS_LIMIT // 2**20} MiB"
+                    _(
+                        "the process running your functions answered with more than {limit} MiB"
+                    ).format(limit=FACTS_LIMIT // 2**20)
                 )
         line, self.pending = self.pending.split(b"\n", 1)
         return line.decode(errors="replace")
@@ -217,7 +227,7 @@ class _Channel:
         ended, status = os.waitpid(self.child, 0)
         self.child = 0
         code = os.waitstatus_to_exitcode(status)
-        return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        return ended_how(code)
 
     def close(self) -> None:
         """End the child and everything it started (its process group)."""
@@ -230,6 +240,13 @@ class _Channel:
                 except OSError:  # gone already
                     pass
             os.waitpid(self.child, 0)
+
+
+def ended_how(code: int) -> str:
+    """How a process with exit code `code` ended, in the student's language."""
+    if code < 0:
+        return _("killed by {signal}").format(signal=signal.Signals(-code).name)
+    return _("exit status {status}").format(status=code)
 
 
 class ChannelBroken(Exception):

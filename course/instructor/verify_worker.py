@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from course.i18n import _
 from course.instructor import process_limit, verify_test
 from course.instructor.verify_functions import digest, functions, solution_sources
 from course.instructor.verify_protocol import (
@@ -93,7 +94,7 @@ def _run_test(
     open_fds = {printed_r, report_r}
     status: int | None = None
     while open_fds and time.monotonic() < deadline:
-        ready, _, _ = select.select(list(open_fds), [], [], 0.2 if status is None else 0)
+        ready, _w, _x = select.select(list(open_fds), [], [], 0.2 if status is None else 0)
         if status is not None and not ready:
             break  # the test has ended and nothing it wrote is left to read
         for fd in ready:
@@ -120,14 +121,15 @@ def _run_test(
     timed_out = status is None
     if status is None:
         os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
+        _pid, status = os.waitpid(pid, 0)
         _end_strays()
     for fd in open_fds:
         os.close(fd)
     if dropped:
-        printed += (
-            f"\n[the grader kept the first {OUTPUT_LIMIT // 2**10} KiB of what this test printed]\n"
-        ).encode()
+        kept_note = _("[the grader kept the first {size} KiB of what this test printed]").format(
+            size=OUTPUT_LIMIT // 2**10
+        )
+        printed += f"\n{kept_note}\n".encode()
     stream = (
         [{"output_type": "stream", "name": "stdout", "text": printed.decode(errors="replace")}]
         if printed
@@ -135,8 +137,14 @@ def _run_test(
     )
     if timed_out:
         return (
-            stream + [_error("TimeoutError", f"this cell ran past the {timeout:g} s limit")],
-            ["timed out"],
+            stream
+            + [
+                _error(
+                    "TimeoutError",
+                    _("this cell ran past the {timeout:g} s limit").format(timeout=timeout),
+                )
+            ],
+            ["timed out"],  # the instructor's flag: English
             True,
         )
     try:
@@ -144,10 +152,13 @@ def _run_test(
     except ProtocolError:  # nothing, or not a reply: the test's own code may write to the pipe
         code = os.waitstatus_to_exitcode(status)
         why = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+        # TRANSLATORS: {how} is how it ended ("killed by SIGKILL", "exit status 1")
+        said = _("the test's process ended without a result ({how})").format(
+            how=verify_test.ended_how(code)
+        )
         return (
-            stream
-            + [_error("TestProcessDied", f"the test's process ended without a result ({why})")],
-            [f"the test's process ended without a result ({why})"],
+            stream + [_error("TestProcessDied", said)],
+            [f"the test's process ended without a result ({why})"],  # the instructor's: English
             True,
         )
     mn_ranks.remember(result.probes)
@@ -193,7 +204,10 @@ def _verify_notebook(plan: Plan, folder: Path, timeout: float) -> Verdict:
         submitted = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise VerificationError(
-            f"{plan.notebook} is not a readable notebook (not JSON: {e})", ""
+            _("{notebook} is not a readable notebook (not JSON: {error})").format(
+                notebook=plan.notebook, error=e
+            ),
+            "",
         ) from None
     sources = solution_sources(submitted, plan.solution_ids)
     verdict = Verdict(plan.notebook, digest(sources))
@@ -231,11 +245,13 @@ def _verify_notebook(plan: Plan, folder: Path, timeout: float) -> Verdict:
             outputs.append(
                 _error(
                     "ProcessLimit",
-                    f"this test tried to run more than the {limit} processes at once that a "
-                    "submission may run: the grader refused the rest",
+                    _(
+                        "this test tried to run more than the {limit} processes at once that a "
+                        "submission may run: the grader refused the rest"
+                    ).format(limit=limit),
                 )
             )
-            cell_notes.append(f"met the limit of {limit} processes")
+            cell_notes.append(f"met the limit of {limit} processes")  # the instructor's: English
         verdict.seconds[test.id] = round(time.monotonic() - started, 3)
         verdict.outputs[test.id] = outputs
         if visible_failed:
