@@ -11,7 +11,7 @@ import pytest
 
 from course import paths
 from course.errors import CourseError
-from course.instructor import class_report, demo, sandbox
+from course.instructor import class_report, demo, notebook_run, sandbox
 from tests.helpers import ROOT, bubblewrap
 
 A = paths.ASSIGNMENT
@@ -66,8 +66,8 @@ def test_a_long_cell_says_it_is_still_running(tmp_path, monkeypatch):
     import nbformat
 
     said = tmp_path / "said"
-    monkeypatch.setattr(demo, "HEARTBEAT", 0.5)
-    monkeypatch.setattr(demo, "SLOW_CELL", 0.0)  # and said as it ends
+    monkeypatch.setattr(notebook_run, "HEARTBEAT", 0.5)
+    monkeypatch.setattr(notebook_run, "SLOW_CELL", 0.0)  # and said as it ends
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_code_cell(
