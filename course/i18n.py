@@ -46,9 +46,10 @@ def language() -> str:
     return lang
 
 
-def catalog_path(lang: str, domain: str = DOMAIN) -> Path:
-    """Where the catalog of `lang` for `domain` lives (its .po file)."""
-    return LOCALE_DIR / lang / "LC_MESSAGES" / f"{domain}.po"
+def catalog_path(lang: str, domain: str = DOMAIN, locale_dir: Path = LOCALE_DIR) -> Path:
+    """Where the catalog of `lang` for `domain` lives (its .po file), in the kit's locale folder
+    or another kit checkout's (`locale_dir`)."""
+    return locale_dir / lang / "LC_MESSAGES" / f"{domain}.po"
 
 
 class PseudoTranslations(gettext.NullTranslations):

@@ -294,6 +294,11 @@ def notebook_template(root: Path, names: tuple[str, ...] = NOTEBOOKS) -> Catalog
     return template
 
 
+def locale_dir(root: Path) -> Path:
+    """The locale folder of the kit checkout at `root`."""
+    return root / "course" / "locale"
+
+
 def read(path: Path) -> Catalog:
     with open(path, "rb") as f:
         return pofile.read_po(f)
@@ -320,7 +325,7 @@ def update(root: Path, lang: str) -> dict[str, Path]:
     written = {}
     for template in (python_template(root), notebook_template(root)):
         domain = template.domain or ""
-        path = root / "course" / "locale" / lang / "LC_MESSAGES" / f"{domain}.po"
+        path = i18n.catalog_path(lang, domain, locale_dir(root))
         existing = read(path) if path.is_file() else None
         write(merged(existing, template, lang), path)
         written[domain] = path

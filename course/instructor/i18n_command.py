@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from course import paths
+from course import i18n, paths
 from course.instructor import i18n_catalog as cat
 from course.instructor import i18n_release
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     failed = False
     for domain in (cat.PYTHON_DOMAIN, cat.NOTEBOOK_DOMAIN):
-        path = root / "course" / "locale" / args.lang / "LC_MESSAGES" / f"{domain}.po"
+        path = i18n.catalog_path(args.lang, domain, cat.locale_dir(root))
         catalog = cat.read(path)
         print(f"{domain}: {path.relative_to(root)}  {_counted(catalog)}")
         for problem in cat.problems(catalog):

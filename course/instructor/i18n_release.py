@@ -36,12 +36,10 @@ _HOW = (
 
 
 def _catalog_path(root: Path, lang: str) -> Path:
-    """The kit's notebook catalog of `lang` at `root`; in a course folder that is not a checkout
-    of the kit (no course/locale there), the installed kit's."""
-    here = root / "course" / "locale" / lang / "LC_MESSAGES" / f"{cat.NOTEBOOK_DOMAIN}.po"
-    return (
-        here if here.parent.parent.parent.is_dir() else i18n.catalog_path(lang, cat.NOTEBOOK_DOMAIN)
-    )
+    """The notebook catalog of `lang` in the kit checkout at `root`; in a course folder that is
+    not a checkout (no course/locale there), the installed kit's."""
+    here = cat.locale_dir(root)
+    return i18n.catalog_path(lang, cat.NOTEBOOK_DOMAIN, here if here.is_dir() else i18n.LOCALE_DIR)
 
 
 class CatalogIncomplete(CourseError):
