@@ -30,13 +30,26 @@ def test_the_benchmark_job_under_the_embedded_scheduler(tmp_path, quick_env):
     )
     [log] = folder.glob("run_allreduce_benchmark.sh.o*")
     table = check_benchmark_job(folder, 2, log)
-    # The fitted model is within a factor of 3 of the median where the messages fit in the caches.
+    # What the fit claims, whatever the load did to the times (a busy machine can put the 64 KiB
+    # median three times off the model: CI saw it): the largest message takes longer than the
+    # smallest, and the reader's (α, β) is the best fit in relative error to the medians it read, so
+    # moving either parameter by 10% makes the fit worse.
+    fitted = allreduce_report.fits(table)
     for s in table:
-        alpha, beta = allreduce_report.fits(table)[(s.ranks, s.algorithm)]
-        i = s.sizes.index(64 * 1024)
-        assert (
-            1 / 3
-            < costmodel.allreduce_seconds(s.algorithm, s.ranks, s.sizes[i], alpha, beta)
-            / s.median[i]
-            < 3
-        )
+        assert s.median[-1] > s.median[0], s
+        alpha, beta = fitted[(s.ranks, s.algorithm)]
+
+        def error(a: float, b: float, s: allreduce_report.Series = s) -> float:
+            return sum(
+                (costmodel.allreduce_seconds(s.algorithm, s.ranks, n, a, b) / t - 1) ** 2
+                for n, t in zip(s.sizes, s.median)
+            )
+
+        best = error(alpha, beta)
+        for a, b in [
+            (alpha * 1.1, beta),
+            (alpha * 0.9, beta),
+            (alpha, beta * 1.1),
+            (alpha, beta * 0.9),
+        ]:
+            assert best < error(a, b), (s, alpha, beta)
