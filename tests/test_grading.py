@@ -866,6 +866,14 @@ def test_the_japanese_edition_grades_as_the_english_one_and_gives_feedback_in_ja
     assert [row["assignment"] for row in rows] == [JA]
     assert f"hanako handed in {A} as well: graded on {JA}" in run.stderr
     assert sorted(lost(details, "hanako")) == [NO_GPU, NO_GPU_PREDICTION]
+    # The instructor's column: the English of hanako's Japanese messages, alice's words exactly.
+    english = {
+        (row["notebook"], row["test"]): row["message_en"]
+        for row in details
+        if row["student"] == "hanako" and (row["notebook"], row["test"]) in lost(details, "hanako")
+    }
+    alices = {test: lost(details, "alice")[test] for test in english}
+    assert english == alices and lost(details, "hanako") != alices, (english, alices)
     page = (course / "feedback" / "hanako" / JA / "01_single_gpu.html").read_text()
     shown = html.unescape(re.sub(r"<[^>]+>", "", page))
     ok = i18n.in_language(

@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from course import paths
+from course import i18n, paths
 from course.errors import GradingError
 from course.fileio import atomic_file
 from course.instructor import editions, nbgrader_hook, verify, verify_plan
@@ -184,10 +184,9 @@ def verify_all(
         started = time.monotonic()
         links = verify.links_leaving(folder)
         if links:  # a submission must be the student's own files, not a window on others'
-            message = (
-                f"the submission links to files outside it ({'; '.join(links[:5])}): "
-                "links are not graded; hand in the files themselves"
-            )
+            message = i18n.in_language(
+                editions.language(assignment), verify.LINKS_NOT_GRADED
+            ).format(links="; ".join(links[:5]))
             nbgrader_hook.write_verdicts(verdicts, student, None, message)
             return time.monotonic() - started, {}, message
         try:

@@ -15,6 +15,7 @@ from nbgrader.utils import is_grade
 
 from course import paths
 from course.fileio import atomic_file
+from course.instructor import back_translation, editions
 
 ASSIGNMENT = paths.ASSIGNMENT
 
@@ -25,11 +26,12 @@ class Part:
     test: str
     score: float
     max_score: float
-    message: str = ""
+    message: str = ""  # in the student's language, as their feedback shows it
     by_hand: bool = False  # a written answer: the instructor grades it in the Formgrader
     flags: list[str] = field(
         default_factory=list
     )  # what the instructor should look at (not a score)
+    english: str = ""  # the message in English (back_translation), for the instructor
 
 
 BY_HAND = "a written answer: grade it by hand in the Formgrader"
@@ -68,11 +70,16 @@ def _messages(notebook: Path) -> dict[str, str]:
             continue
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                found[cell.metadata.nbgrader.grade_id] = f"{output.get('ename')}: " + "; ".join(
+                found[cell.metadata.nbgrader.grade_id] = f"{output.get('ename')}: " + "\n".join(
                     line.strip() for line in (output.get("evalue") or "").splitlines()[:2]
                 )
                 break
     return found
+
+
+def _one_line(message: str) -> str:
+    """A message's lines as one CSV cell reads them."""
+    return "; ".join(message.splitlines())
 
 
 def course_id(root: Path) -> str:
@@ -96,6 +103,7 @@ def read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) -
             )
             return
         outcome.score, outcome.max_score = submission.score, submission.max_score
+        lang = editions.language(outcome.assignment)
         for notebook in submission.notebooks:
             file = f"{notebook.name}.ipynb"
             handed_in = Path(outcome.student, outcome.assignment, file)
@@ -128,9 +136,10 @@ def read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) -
                             grade.name,
                             score,
                             grade.max_score,
-                            message,
+                            _one_line(message),
                             by_hand,
                             outcome.flags.get((notebook.name, grade.name), []),
+                            _one_line(back_translation.english(message, lang)),
                         )
                     )
 
@@ -138,15 +147,23 @@ def read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) -
 def write_details(outcomes: list[Outcome], path: Path) -> None:
     with atomic_file(path, "w") as f:
         writer = csv.writer(f)
-        writer.writerow(["student", "notebook", "test", "score", "max_score", "message", "flags"])
+        writer.writerow(
+            ["student", "notebook", "test", "score", "max_score", "message", "flags", "message_en"]
+        )
         for outcome in outcomes:
             if not outcome.graded:
+                english = back_translation.english(
+                    outcome.failure, editions.language(outcome.assignment)
+                )
                 writer.writerow(
                     [outcome.student, "", "", "", "", f"NOT GRADED: {outcome.failure}", ""]
+                    + [f"NOT GRADED: {english}"]
                 )
             for (notebook, test), notes in sorted(outcome.flags.items()):
                 if not test:  # about the notebook as a whole
-                    writer.writerow([outcome.student, notebook, "", "", "", "", " | ".join(notes)])
+                    writer.writerow(
+                        [outcome.student, notebook, "", "", "", "", " | ".join(notes), ""]
+                    )
             for part in outcome.parts:
                 writer.writerow(
                     [
@@ -157,6 +174,7 @@ def write_details(outcomes: list[Outcome], path: Path) -> None:
                         part.max_score,
                         part.message,
                         " | ".join(part.flags),
+                        part.english,
                     ]
                 )
 

@@ -295,6 +295,13 @@ def links_leaving(folder: Path) -> list[str]:
     return found
 
 
+# Why a submission with such links is not graded, in the feedback the student reads.
+LINKS_NOT_GRADED = N_(
+    "the submission links to files outside it ({links}): links are not graded; hand in the "
+    "files themselves"
+)
+
+
 def private_paths(root: Path, submitted: Path) -> list[Path]:
     """What a student's code must not see: the course folder and every submission."""
     return [Path(root), Path(submitted), paths.KIT_ROOT]
