@@ -34,7 +34,7 @@ from pathlib import Path
 from course import i18n, paths
 from course.errors import GradingError
 from course.fileio import atomic_file
-from course.instructor import editions, nbgrader_hook, verify, verify_plan
+from course.instructor import editions, feedback_page, nbgrader_hook, verify, verify_plan
 from course.instructor.grade_report import Outcome, read_gradebook
 from course.instructor.nbgrader_hook import CELL_TIMEOUT
 from course.instructor.verify_protocol import VerificationError
@@ -289,8 +289,14 @@ def autograde(
 
 
 def feedback(root: Path, submitted: Path, db_url: str, assignment: str = ASSIGNMENT) -> None:
+    """nbgrader's feedback pages of the edition `assignment`; a translated edition's with its
+    labels in its language (course.instructor.feedback_page), the English one nbgrader's own."""
+    lang = editions.language(assignment)
     run = _nbgrader(
-        ["generate_feedback", assignment, "--force"], root, _gradebook_options(submitted, db_url)
+        ["generate_feedback", assignment, "--force"],
+        root,
+        [*_gradebook_options(submitted, db_url), *feedback_page.options(lang)],
+        env=feedback_page.environment(lang),
     )
     if run.returncode != 0:
         said = _last_error(run.stdout + run.stderr)

@@ -143,6 +143,7 @@ MARKED = (
     "course/instructor/verify_functions.py",
     "course/instructor/nbgrader_hook.py",
     "course/instructor/always_hidden.py",
+    "course/instructor/feedback_page.py",
     "course/contracts/benchmark.py",
     "course/contracts/grading_rules.py",
     "course/costmodel.py",
