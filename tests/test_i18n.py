@@ -13,10 +13,11 @@ import pytest
 from babel.messages.catalog import Catalog
 
 from course import i18n, paths
+from course.cluster import sites
 from course.diagnostics import doctor
 from course.errors import CourseError
 from course.instructor import i18n_catalog as cat
-from course.instructor import i18n_code, i18n_release
+from course.instructor import i18n_code, i18n_jobs, i18n_release
 
 ROOT = Path(__file__).resolve().parent.parent
 JA = ROOT / "course" / "locale" / "ja"
@@ -207,6 +208,74 @@ def test_the_builder_refuses_while_an_entry_is_fuzzy_or_empty(tmp_path):
     assert "2 segments" in said and f"{first.context} (fuzzy)" in said
     assert f"{second.context} (empty)" in said
     assert not (tmp_path / "out").exists()
+
+
+def test_the_builder_refuses_a_job_script_comment_that_is_fuzzy_empty_or_drops_code(tmp_path):
+    root = tmp_path / "kit"
+    shutil.copytree(SOURCE, root / "solutions" / paths.ASSIGNMENT)
+    shutil.copytree(ROOT / paths.JOBS_DIR, root / paths.JOBS_DIR)
+    catalog = po(cat.NOTEBOOK_DOMAIN)
+    found = {m.context: m for m in cat.entries(catalog)}
+    fuzzy, empty, broken = (
+        found[f"jobs/{key}"]
+        for key in (
+            "run_single_gpu_training.sh:3",
+            "run_model_parallel.sh:echo0",
+            "run_multi_node_training.sh:3",
+        )
+    )
+    fuzzy.flags.add("fuzzy")
+    empty.string = ""
+    broken.string = broken.string.replace("$COURSE_MPIEXEC", "MPI のランチャ")
+    cat.write(catalog, root / "course" / "locale" / "ja" / "LC_MESSAGES" / "notebooks.po")
+    with pytest.raises(i18n_release.CatalogIncomplete) as refused:
+        i18n_release.build(root, "ja", tmp_path / "out", jobs=tmp_path / "jobs")
+    said = str(refused.value)
+    assert "3 segments" in said and f"{fuzzy.context} (fuzzy)" in said
+    assert f"{empty.context} (empty)" in said
+    assert f"{broken.context}: code words missing ($COURSE_MPIEXEC)" in said
+    assert not (tmp_path / "out").exists() and not (tmp_path / "jobs").exists()
+
+
+def test_the_prose_of_a_job_script_is_its_comments_and_fixed_messages():
+    script = (
+        "#!/bin/bash\n# What the job does:\n# on two lines.\n# Submit:  qsub -j oe jobs/x.sh\n"
+        f"{sites.BEGIN}\n#PBS -l walltime=00:10:00\n# the site's\n{sites.END}\n"
+        '[ -f x ] || { echo "submit from here"; exit 2; }\necho "not $fixed"\n'
+        "if true; then\n    # indented\n    :\nfi\n# qsub -j oe jobs/x.sh\n"
+        "# shellcheck disable=SC2086 # SIZES: one each\n"
+    )
+    found = i18n_jobs.segments("x.sh", script)
+    assert [(s.context, s.piece.text) for s in found] == [
+        ("jobs/x.sh:0", "What the job does:\non two lines."),
+        ("jobs/x.sh:1", "Submit:"),
+        ("jobs/x.sh:echo0", "submit from here"),
+        ("jobs/x.sh:2", "indented"),
+        ("jobs/x.sh:3", "SIZES: one each"),
+    ]
+    assert found[1].command == "qsub -j oe jobs/x.sh"
+    japanese = [
+        "ジョブの説明:\n2 行で。",
+        "投入:",
+        "ここから投入してください",
+        "字下げ\nした行",
+        "SIZES: 1 つずつ",
+    ]
+    text = i18n_jobs.translated("x.sh", script, japanese)
+    assert text.startswith(
+        "#!/bin/bash\n# ジョブの説明:\n# 2 行で。\n# 投入:    qsub -j oe jobs/x.sh\n"
+    )
+    assert (
+        "    # 字下げ\n    # した行\n" in text and '{ echo "ここから投入してください"; exit' in text
+    )
+    assert text.endswith("# shellcheck disable=SC2086 # SIZES: 1 つずつ\n")
+    assert i18n_jobs.translated("x.sh", script, [None] * len(found)) == script
+    assert i18n_jobs.problems("jobs/x.sh:echo0", "from here", "「$HOME」から") == [
+        "jobs/x.sh:echo0: an echoed message may not hold quotes, $, `, \\ or a line break"
+    ]
+    assert i18n_jobs.problems("jobs/x.sh:0", "SIZES (bytes) in runs/x/", "サイズ（バイト数）") == [
+        "jobs/x.sh:0: code words missing (SIZES, runs/x/)"
+    ]
 
 
 def test_doctor_aligns_japanese_in_terminal_columns(monkeypatch):

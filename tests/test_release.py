@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 
 import pytest
 
-from course import i18n, paths
-from course.instructor import i18n_release, release
-from tests.helpers import NOTEBOOKS, ROOT
+from course import cli, i18n, paths
+from course.cluster import siteenv, sites, submit
+from course.contracts import jobend, stages
+from course.instructor import i18n_jobs, i18n_release, release
+from tests.helpers import NOTEBOOKS, PYTHON, ROOT
 from tests.solutions import SOLUTIONS as SOURCE
 
 RELEASED = ROOT / "notebooks" / paths.ASSIGNMENT
+JA_JOBS = ROOT / "notebooks" / i18n_release.assignment("ja") / paths.JOBS_DIR
+SCRIPTS = [p.name for p in sites.job_scripts(ROOT / paths.JOBS_DIR)]
+JAPANESE = re.compile("[\u3040-\u30ff\u4e00-\u9fff]")  # kana and kanji
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +54,143 @@ def test_committed_release_is_what_nbgrader_makes_from_solutions(regenerated):
 def test_release_holds_the_job_scripts_of_jobs(regenerated):
     for script in (ROOT / "jobs").iterdir():
         assert (RELEASED / "jobs" / script.name).read_bytes() == script.read_bytes()
+
+
+def skeleton(name: str, script: str) -> str:
+    """A job script with each of its prose pieces (a label with the spaces after it) taken out:
+    its commands, directives and markers, and where its prose stands."""
+    for segment in reversed(i18n_jobs.segments(name, script)):
+        piece = segment.piece
+        end = piece.start + segment.column if segment.command else piece.end
+        script = script[: piece.start] + "<prose>" + script[end:]
+    return script
+
+
+def prose(name: str, script: str) -> list[str]:
+    return [segment.piece.text for segment in i18n_jobs.segments(name, script)]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_the_japanese_job_scripts_are_the_english_ones_with_their_prose_translated(name):
+    english = (ROOT / paths.JOBS_DIR / name).read_text(encoding="utf-8")
+    japanese = (JA_JOBS / name).read_text(encoding="utf-8")
+    assert skeleton(name, japanese) == skeleton(name, english)  # commands, directives, markers
+    assert prose(name, japanese) and all(JAPANESE.search(text) for text in prose(name, japanese))
+    for line in japanese.splitlines():  # no English comment left: each has Japanese, or is code
+        if "#" in line and not JAPANESE.search(line):
+            assert line.startswith(("#!", "#PBS ", "#SBATCH ")) or line in (sites.BEGIN, sites.END)
+    assert (JA_JOBS / name).stat().st_mode == (ROOT / paths.JOBS_DIR / name).stat().st_mode
+
+
+def test_the_committed_japanese_job_scripts_are_what_the_catalog_makes(tmp_path):
+    i18n_release.build(ROOT, "ja", tmp_path / "solutions", jobs=tmp_path / "jobs")
+    made = sorted(p.name for p in (tmp_path / "jobs").iterdir())
+    assert made == sorted(p.name for p in JA_JOBS.iterdir()) == sorted([*SCRIPTS, siteenv.FILE])
+    for name in made:
+        assert (tmp_path / "jobs" / name).read_bytes() == (JA_JOBS / name).read_bytes(), (
+            f"{JA_JOBS.relative_to(ROOT)}/{name} is stale: run  make release"
+        )
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_japanese_job_script_is_valid_bash_and_stops_in_japanese_outside_its_folder(
+    name, tmp_path
+):
+    script = (JA_JOBS / name).read_text(encoding="utf-8")
+    said = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
+    assert said.returncode == 0, said.stderr
+    # Run from a folder without jobs/ (a C locale: bash passes the bytes through), it stops at once.
+    env = {"PATH": os.environ["PATH"], "LC_ALL": "C"}
+    run = subprocess.run(
+        ["bash", "-s"], input=script.encode(), cwd=tmp_path, capture_output=True, env=env
+    )
+    assert run.returncode == 2
+    assert run.stdout.decode() == "ノートブックと jobs/ があるフォルダから投入してください\n"
+
+
+@pytest.mark.parametrize("profile", ["reedbush-h", "slurm"])
+def test_site_apply_in_a_japanese_folder_rewrites_only_the_directives(profile, tmp_path):
+    jobs = tmp_path / paths.JOBS_DIR
+    shutil.copytree(JA_JOBS, jobs)
+    site = sites.load_profile(profile)
+    sites.apply(site, jobs)
+    assert sites.check(site, jobs) == []
+    for name in SCRIPTS:
+        before = (JA_JOBS / name).read_text(encoding="utf-8")
+        after = (jobs / name).read_text(encoding="utf-8")
+        block = site.directive_block(name.removesuffix(".sh"))
+        assert after != before and after == sites.rewrite_directives(before, block, name)
+        assert prose(name, after) == prose(name, before)
+
+
+def test_course_site_apply_applies_to_the_japanese_release_in_place(tmp_path, monkeypatch):
+    shutil.copytree(ROOT / paths.JOBS_DIR, tmp_path / paths.JOBS_DIR)
+    for folder in (RELEASED / paths.JOBS_DIR, JA_JOBS):
+        shutil.copytree(folder, tmp_path / folder.relative_to(ROOT))
+    monkeypatch.setattr(sites.paths, "kit_root", lambda: tmp_path)
+    profile = str(ROOT / "sites" / "slurm.toml")
+    assert cli.main(["site", "apply", profile]) == 0
+    japanese = tmp_path / JA_JOBS.relative_to(ROOT)
+    assert sites.check(sites.load_profile(profile), japanese) == []
+    for name in SCRIPTS:
+        applied = (tmp_path / paths.JOBS_DIR / name).read_text(encoding="utf-8")
+        text = (japanese / name).read_text(encoding="utf-8")
+        assert skeleton(name, text) == skeleton(name, applied)
+        assert prose(name, text) == prose(name, (JA_JOBS / name).read_text(encoding="utf-8"))
+    site_env = (japanese / siteenv.FILE).read_bytes()
+    assert site_env == (tmp_path / paths.JOBS_DIR / siteenv.FILE).read_bytes()
+
+
+# What `course site apply`, `course submit` and a notebook's resource request do with a student's
+# job scripts, under a locale whose encoding is ASCII (Python's UTF-8 mode off).
+ASCII_LOCALE_RUN = """
+from pathlib import Path
+from course.cluster import siteenv, sites, submit, usage
+from course.notebook import directives
+site = sites.load_profile("reedbush-h")
+sites.apply(site, Path("jobs"))
+assert sites.check(site, Path("jobs")) == []
+script, settings = Path("jobs/run_multi_node_training.sh"), siteenv.of_folder(".")
+usage.job_usage(script, [], settings)
+submit.check_walltime(script, [], settings)
+directives.write(["#PBS -l select=2:mpiprocs=2:ompthreads=1", "#PBS -l walltime=01:00:00"])
+"""
+
+
+def test_japanese_job_scripts_are_read_and_written_as_utf8_whatever_the_locale(tmp_path):
+    shutil.copytree(JA_JOBS, tmp_path / paths.JOBS_DIR)
+    env = {k: v for k, v in os.environ.items() if k not in ("LANG", "LANGUAGE", i18n.VARIABLE)}
+    env.update(LC_ALL="C", PYTHONCOERCECLOCALE="0", PYTHONUTF8="0", PYTHONPATH=str(ROOT))
+    run = subprocess.run(
+        [PYTHON, "-X", "utf8=0", "-c", ASCII_LOCALE_RUN],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    written = (tmp_path / stages.MULTI_NODE.job_path).read_text(encoding="utf-8")
+    assert "#PBS -l walltime=01:00:00" in written and "コミュニケータ" in written
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(shutil.which("nsys") is not None, reason="nsys is here: the job would run")
+def test_a_japanese_job_runs_under_the_local_scheduler_and_logs_its_message(tmp_path):
+    shutil.copytree(JA_JOBS, tmp_path / paths.JOBS_DIR)
+    (tmp_path / "train_cifar_multi_node.py").write_text("# not run: the job stops before it\n")
+    job = submit.submit(
+        stages.MULTI_NODE.job_path,
+        nodes=1,
+        per_node=2,
+        env={"PROFILE": "nsys"},
+        scheduler="local",
+        workdir=tmp_path,
+        echo=None,
+    )
+    assert job is not None and job.wait(timeout=120, echo=None) == 2
+    log = job.find_log().read_text(encoding="utf-8")
+    assert "PROFILE=nsys: このノードの PATH に nsys（Nsight Systems）がありません" in log, log
+    assert jobend.end(log).status == 2
 
 
 def solution_lines(notebook: dict) -> list[str]:

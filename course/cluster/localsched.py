@@ -288,7 +288,7 @@ def start(
             _("no job script {script}").format(script=script),
             _("submit from the folder that holds the notebooks and jobs/"),
         )
-    request = pbs.read_request(script.read_text(), options, resources)
+    request = pbs.read_request(script.read_text(encoding="utf-8"), options, resources)
     warnings = check_request(request)
     name = request.name or script.name
     number = _next_number()

@@ -283,7 +283,7 @@ class SiteSettings:
 
     @classmethod
     def read(cls, path: Path) -> SiteSettings:
-        return cls.from_shell(Path(path).read_text())
+        return cls.from_shell(Path(path).read_text(encoding="utf-8"))
 
 
 def _export(name: str, value: str) -> str:

@@ -18,7 +18,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from course import paths
+from course import i18n, paths
 from course.cli import command_parser
 from course.cluster import pbs, siteenv
 from course.cluster.launch import TEMPLATE_FIELDS
@@ -247,14 +247,14 @@ def apply(profile: Profile, jobs_dir: Path) -> list[Path]:
         )
     written = []
     for script in scripts:
-        updated = rewrite_directives(
-            script.read_text(), profile.directive_block(script.stem), str(script)
-        )
-        if updated != script.read_text():
-            script.write_text(updated)
+        # UTF-8 whatever the locale: a translated edition's scripts have comments in its language
+        text = script.read_text(encoding="utf-8")
+        updated = rewrite_directives(text, profile.directive_block(script.stem), str(script))
+        if updated != text:
+            script.write_text(updated, encoding="utf-8")
         written.append(script)
     env_file = Path(jobs_dir) / siteenv.FILE
-    env_file.write_text(SiteSettings.from_profile(profile).to_shell())
+    env_file.write_text(SiteSettings.from_profile(profile).to_shell(), encoding="utf-8")
     written.append(env_file)
     return written
 
@@ -270,14 +270,13 @@ def check(profile: Profile, jobs_dir: Path) -> list[str]:
                 f"{script.name}: " + _("no [jobs.{job}] in the profile").format(job=script.stem)
             )
             continue
-        expected = rewrite_directives(
-            script.read_text(), profile.directive_block(script.stem), str(script)
-        )
-        if expected != script.read_text():
+        text = script.read_text(encoding="utf-8")
+        expected = rewrite_directives(text, profile.directive_block(script.stem), str(script))
+        if expected != text:
             problems.append(f"{script.name}: " + _("its directives differ from the profile's"))
     env_file = Path(jobs_dir) / siteenv.FILE
     if not env_file.is_file() or siteenv.without_comments(
-        env_file.read_text()
+        env_file.read_text(encoding="utf-8")
     ) != siteenv.without_comments(SiteSettings.from_profile(profile).to_shell()):
         problems.append(f"{siteenv.FILE}: " + _("differs from the profile's"))
     return problems
@@ -352,6 +351,13 @@ def main(argv: list[str]) -> int:
     if released.parent.is_dir():
         copy_jobs(jobs_dir, released)
         written.append(released)
+    # A translated edition's release (named as course.instructor.i18n_release.assignment does) is
+    # applied in place: its scripts keep their translated comments.
+    for lang in (lang for lang in i18n.LANGUAGES if lang != i18n.DEFAULT):
+        translated = root / "notebooks" / f"{paths.ASSIGNMENT}_{lang}" / paths.JOBS_DIR
+        if translated.is_dir():
+            apply(profile, translated)
+            written.append(translated)
     print(
         _("applied {name}: {files}").format(
             name=profile.name, files=", ".join(str(p.relative_to(root)) for p in written)

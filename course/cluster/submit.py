@@ -43,7 +43,7 @@ def nbgrader_running() -> bool:
 def check_training_scripts(script: Path, workdir: Path) -> None:
     """Refuse a job whose training script is missing (JobError) or still has stubs
     (NotImplementedError)."""
-    for name in sorted(set(re.findall(r"\b(train_\w+\.py)\b", script.read_text()))):
+    for name in sorted(set(re.findall(r"\b(train_\w+\.py)\b", script.read_text(encoding="utf-8")))):
         target = Path(workdir) / name
         if not target.is_file():
             raise JobError(
@@ -241,7 +241,9 @@ def missing_gpus(
 ) -> str | None:
     """Why this machine cannot run the job for want of GPUs, with what to do instead; None when it
     has enough."""
-    request = pbs.read_request((workdir / script).read_text(), options, settings.resources)
+    request = pbs.read_request(
+        (workdir / script).read_text(encoding="utf-8"), options, settings.resources
+    )
     found = gpu.visible_gpus()
     if found.count >= request.ngpus:
         return None
@@ -267,7 +269,7 @@ def missing_gpus(
 
 def check_site_request(script: Path, options: list[str], settings: SiteSettings) -> None:
     """Refuse, before queueing, what the applied site profile says its nodes cannot give."""
-    request = pbs.read_request(script.read_text(), options, settings.resources)
+    request = pbs.read_request(script.read_text(encoding="utf-8"), options, settings.resources)
     queues = settings.queues
     if request.queue and queues and request.queue not in queues:
         raise JobError(
@@ -292,7 +294,7 @@ def check_walltime(script: Path, options: list[str], settings: SiteSettings) -> 
     """Refuse, before queueing, a walltime beyond the site's max_walltime (which a scheduler would
     queue for ever) and a short one written without hours; for a longer one without hours, a
     warning that says what PBS makes of it. None when the walltime is clear."""
-    request = pbs.read_request(script.read_text(), options, settings.resources)
+    request = pbs.read_request(script.read_text(encoding="utf-8"), options, settings.resources)
     if request.walltime is None or request.walltime_text is None:
         return None
     limit = settings.walltime_limit(request.queue)

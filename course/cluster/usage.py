@@ -94,7 +94,7 @@ def hours(value: float) -> str:
 def job_usage(script: Path, options: Sequence[str], settings: SiteSettings) -> Usage:
     """What a job may use: its walltime x the nodes and GPUs its directives and `options` ask for;
     JobError when it asks for no walltime."""
-    request = pbs.read_request(script.read_text(), options, settings.resources)
+    request = pbs.read_request(script.read_text(encoding="utf-8"), options, settings.resources)
     if request.walltime is None:
         raise JobError(
             _(

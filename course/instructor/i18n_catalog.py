@@ -5,7 +5,8 @@ Two catalogs per language, both gettext PO files under course/locale/<lang>/LC_M
 `course.po` holds the messages of the modules in MARKED (`_()` calls, found by Babel's Python
 extractor), which course.i18n loads at run time; `notebooks.po` holds the markdown of the source
 notebooks, split into segments (paragraphs; a fenced code block is never translated) each keyed by
-its context "<notebook>:<cell id>:<segment index>", which course.instructor.i18n_release reads.
+its context "<notebook>:<cell id>:<segment index>", and the comments and echoed messages of the
+job scripts, keyed "jobs/<script>:<index>" (course.instructor.i18n_jobs); i18n_release reads it.
 
 `update` merges freshly extracted templates into a language's catalogs with msgmerge's semantics
 (Babel's Catalog.update): an English text that changed keeps its old translation but turns fuzzy,
@@ -26,8 +27,9 @@ from babel.messages import extract, pofile
 from babel.messages.catalog import Catalog
 
 from course import i18n, paths
+from course.cluster import sites
 from course.fileio import atomic_file
-from course.instructor import i18n_code
+from course.instructor import i18n_code, i18n_jobs
 
 # The modules whose student-facing messages go through `_()` (tests/test_i18n_lint.py checks that
 # every message of theirs does). The rest of the kit is marked as the edition grows (issue 23).
@@ -281,7 +283,8 @@ def python_template(root: Path) -> Catalog:
 
 
 def notebook_template(root: Path, names: tuple[str, ...] = NOTEBOOKS) -> Catalog:
-    """The template of `notebooks.po`: every translated segment of the notebooks `names`."""
+    """The template of `notebooks.po`: every translated segment of the notebooks `names`, of
+    the assignment's README and of the job scripts (course.instructor.i18n_jobs)."""
     template = _catalog(NOTEBOOK_DOMAIN)
     source = root / "solutions" / paths.ASSIGNMENT
     for name in names:
@@ -291,6 +294,13 @@ def notebook_template(root: Path, names: tuple[str, ...] = NOTEBOOKS) -> Catalog
     for name in DOCUMENTS:
         for context, text in markdown_segments(name, (source / name).read_text()):
             template.add(text, context=context, locations=[(f"solutions/{name}", 0)])
+    for script in sites.job_scripts(root / paths.JOBS_DIR):
+        where = [(f"{paths.JOBS_DIR}/{script.name}", 0)]
+        for segment in i18n_jobs.segments(script.name, script.read_text(encoding="utf-8")):
+            shown = [f"then the command: {segment.command}"] if segment.command else []
+            template.add(
+                segment.piece.text, context=segment.context, locations=where, auto_comments=shown
+            )
     template.add(i18n_code.STUB, context=STUB_KEY, locations=[("nbgrader_config.py", 0)])
     return template
 
@@ -377,4 +387,6 @@ def problems(catalog: Catalog) -> list[str]:
             )
         if kept_parts(message.id) != kept_parts(message.string):
             found.append(f"{where}: code spans differ from the English")
+        if str(message.context).startswith(f"{paths.JOBS_DIR}/"):
+            found += i18n_jobs.problems(message.context, message.id, message.string)
     return found

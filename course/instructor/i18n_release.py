@@ -3,25 +3,29 @@ language's `notebooks.po`: each translated markdown segment replaced by its tran
 other part of the notebook (code cells, cell ids, nbgrader metadata: grade ids, points, hidden
 tests; the answer cells' model answers) kept byte for byte. The result is its own nbgrader
 assignment (`distributed_training_ja`): nbgrader restores locked cells from the gradebook of the
-assignment they were released in, so the two editions cannot share one.
+assignment they were released in, so the two editions cannot share one. For its release, the job
+scripts too: their comments translated (course.instructor.i18n_jobs), every command kept as it is.
 
 The builder refuses while an entry it needs is fuzzy (its English changed since it was translated)
-or empty, and names them: a Japanese notebook never shows a stale or missing paragraph.
+or empty, and names them: a Japanese notebook or job script never shows a stale or missing
+paragraph.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import shutil
 from pathlib import Path
 
 from babel.messages.catalog import Catalog
 
 from course import i18n, paths
+from course.cluster import siteenv, sites
 from course.errors import CourseError
 from course.fileio import atomic_file
 from course.instructor import i18n_catalog as cat
-from course.instructor import i18n_code
+from course.instructor import i18n_code, i18n_jobs
 
 
 def assignment(lang: str) -> str:
@@ -94,6 +98,19 @@ def translate_notebook(name: str, notebook: dict, catalog: Catalog) -> tuple[dic
     return result, wanting
 
 
+def translate_script(name: str, script: str, catalog: Catalog, wanting: list[str]) -> str:
+    """The job script `name` (its text `script`) with its comments and echoed messages translated;
+    a translation that drops code or that the shell would expand is wanting too."""
+    translations = []
+    for segment in i18n_jobs.segments(name, script):
+        english = segment.piece.text
+        translation = _translation(catalog, segment.context, english, wanting)
+        found = i18n_jobs.problems(segment.context, english, translation) if translation else []
+        wanting += found
+        translations.append(None if found else translation)
+    return i18n_jobs.translated(name, script, translations)
+
+
 def code_stub(catalog: Catalog, wanting: list[str]) -> str:
     """nbgrader's code_stub in the edition's language (nbgrader_config.py's, its comment
     translated)."""
@@ -101,9 +118,16 @@ def code_stub(catalog: Catalog, wanting: list[str]) -> str:
     return f"# {comment}\nraise NotImplementedError()"
 
 
-def build(root: Path, lang: str, out: Path, names: tuple[str, ...] = cat.NOTEBOOKS) -> list[Path]:
-    """Write the edition `lang` of the notebooks `names` to `out`/<assignment>/; the paths
-    written. CatalogIncomplete, naming every entry that is wanting, before anything is written."""
+def build(
+    root: Path,
+    lang: str,
+    out: Path,
+    names: tuple[str, ...] = cat.NOTEBOOKS,
+    jobs: Path | None = None,
+) -> list[Path]:
+    """Write the edition `lang` of the notebooks `names` to `out`/<assignment>/, and with `jobs`
+    root's jobs/ there, its scripts translated (site_env.sh as it is); the paths written.
+    CatalogIncomplete, naming every entry that is wanting, before anything is written."""
     catalog_path = _catalog_path(root, lang)
     if not catalog_path.is_file():
         raise CourseError(
@@ -122,13 +146,17 @@ def build(root: Path, lang: str, out: Path, names: tuple[str, ...] = cat.NOTEBOO
     for name in cat.DOCUMENTS:
         text = (source / name).read_text(encoding="utf-8")
         built.append((name, translate_markdown(name, text, catalog, wanting)))
+    scripts = []
+    for script in sites.job_scripts(root / paths.JOBS_DIR) if jobs is not None else []:
+        text = translate_script(script.name, script.read_text(encoding="utf-8"), catalog, wanting)
+        scripts.append((script, text))
     code_stub(catalog, wanting)  # nbgrader_config() writes it: it must be translated too
     if wanting:
         shown = "\n  ".join(wanting[:20])
         more = f"\n  ... and {len(wanting) - 20} more" if len(wanting) > 20 else ""
         raise CatalogIncomplete(
-            f"the {lang} edition cannot be built: {len(wanting)} segments are not translated "
-            f"or are fuzzy in {catalog_path}:\n  {shown}{more}",
+            f"the {lang} edition cannot be built: {len(wanting)} segments are not translated, "
+            f"are fuzzy or drop code in {catalog_path}:\n  {shown}{more}",
             _HOW,
         )
     folder = out / assignment(lang)
@@ -138,6 +166,14 @@ def build(root: Path, lang: str, out: Path, names: tuple[str, ...] = cat.NOTEBOO
         with atomic_file(path) as f:
             f.write(text.encode())
         written.append(path)
+    if jobs is not None:
+        jobs.mkdir(parents=True, exist_ok=True)
+        for script, text in scripts:
+            with atomic_file(jobs / script.name) as f:
+                f.write(text.encode())
+            shutil.copymode(script, jobs / script.name)  # executable, as the English
+            written.append(jobs / script.name)
+        written.append(Path(shutil.copy2(root / paths.JOBS_DIR / siteenv.FILE, jobs)))
     return written
 
 

@@ -2,8 +2,9 @@
 in every language of the course (the English edition, and each other one as its own assignment).
 
 nbgrader's own generate_assignment makes the notebooks (stubs for solutions, hidden tests removed);
-then the job scripts of jobs/ are copied in, so that the released folder holds everything a student
-needs. tests/test_release.py checks that the committed notebooks/ equals what this makes.
+then the job scripts of jobs/ are copied in (another language's with their comments translated), so
+that the released folder holds everything a student needs. tests/test_release.py checks that the
+committed notebooks/ equals what this makes.
 """
 
 from __future__ import annotations
@@ -64,18 +65,21 @@ def generate(root: Path, destination: Path, lang: str = i18n.DEFAULT) -> list[Pa
             "run the solution notebooks in a copy, not in solutions/; remove these first",
         )
     assignment = i18n_release.assignment(lang)
+    folder = Path(destination) / assignment
     if lang == i18n.DEFAULT:
         _generate_assignment(root, assignment, destination)
+        sites.copy_jobs(root / paths.JOBS_DIR, folder / paths.JOBS_DIR)
     else:
         with tempfile.TemporaryDirectory(prefix=f"course-release-{lang}-") as tmp:
             edition = Path(tmp)
-            i18n_release.build(root, lang, edition / "solutions")
+            # the job scripts beside the edition's source, not in it (nbgrader would release them)
+            jobs = edition / paths.JOBS_DIR
+            i18n_release.build(root, lang, edition / "solutions", jobs=jobs)
             (edition / "nbgrader_config.py").write_text(
                 i18n_release.nbgrader_config(root, lang), encoding="utf-8"
             )
             _generate_assignment(edition, assignment, destination)
-    folder = Path(destination) / assignment
-    sites.copy_jobs(root / paths.JOBS_DIR, folder / paths.JOBS_DIR)
+            sites.copy_jobs(jobs, folder / paths.JOBS_DIR)
     return sorted(folder.rglob("*"))
 
 

@@ -266,7 +266,7 @@ def write(lines: list[str], folder: Path = Path(".")) -> Path:
     """Put `lines` in the stage-3 job script in place of the default #PBS lines; keep the site's
     other ones."""
     script = Path(folder) / stages.MULTI_NODE.job_path
-    text = script.read_text()
+    text = script.read_text(encoding="utf-8")  # whatever the locale: an edition's comments
     if sites.BEGIN not in text or sites.END not in text:
         raise CourseError(
             _("{script} has no site directive markers").format(script=script),
@@ -279,8 +279,8 @@ def write(lines: list[str], folder: Path = Path(".")) -> Path:
         line for line in block.splitlines() if line.startswith("#") and not line.startswith("#PBS")
     ]
     mode = script.stat().st_mode
-    with atomic_file(script, "w") as f:
-        f.write(sites.rewrite_directives(text, [*lines, *kept], str(script)))
+    with atomic_file(script) as f:
+        f.write(sites.rewrite_directives(text, [*lines, *kept], str(script)).encode())
     script.chmod(mode)
     return script
 
@@ -297,7 +297,9 @@ def use(resource_request, folder: Path = Path(".")) -> list[str]:
     lines = resource_request(site, nodes * per_node, threads, epoch_seconds, epochs)
     request = check(lines, site, nodes * per_node, threads, epoch_seconds, epochs)
     script = write(lines, folder)
-    block = script.read_text().split(sites.BEGIN, 1)[1].split(sites.END, 1)[0].strip()
+    block = (
+        script.read_text(encoding="utf-8").split(sites.BEGIN, 1)[1].split(sites.END, 1)[0].strip()
+    )
     print(
         _(
             "{script} now asks for {nodes} node(s) x {mpiprocs} MPI rank(s) for {walltime} "
