@@ -25,6 +25,7 @@ from tests.solutions import SOLUTIONS
 GRADING = """
 [allreduce]
 prediction_factor = 4.0
+shared_below = 0.8
 """
 
 # Each check is run on the functions themselves and on Remote handles of them.
@@ -154,13 +155,21 @@ def test_on_gpus_the_graded_prediction_is_the_benchmarks_largest_size_from_the_o
         checks.predict_held_out_size(time, fit, table, {**profiled, "ranks": 4})
 
 
-def profiled_run(folder, device_kind: str, arrays: list[int]) -> None:
-    """A traced 2-rank stage-3 run with a step profile: its allreduce 0.05 ms a step, about what
-    the benchmark of tests.mpi_helpers.measured gives `arrays` on 2 ranks."""
+def profiled_run(
+    folder,
+    device_kind: str,
+    arrays: list[int],
+    allreduce_ms: float = 0.05,
+    shares: tuple[float | None, ...] = (None, None),
+    number: int = 5,
+) -> None:
+    """A traced 2-rank stage-3 run with a step profile: its allreduce 0.05 ms a step by default,
+    about what the benchmark of tests.mpi_helpers.measured gives `arrays` on 2 ranks; each rank's
+    share of a core from `shares` (None: left out, as older runs have none)."""
     make_run(
         folder,
         stages.MULTI_NODE.name,
-        5,
+        number,
         100.0,
         workers=2,
         device_kind=device_kind,
@@ -170,8 +179,14 @@ def profiled_run(folder, device_kind: str, arrays: list[int]) -> None:
             "model": {"name": "vgg", "width": 16, "parameters": sum(arrays), "arrays": arrays},
             "profile": {
                 "ranks": [
-                    {"rank": rank, "host": "n1", "median_ms": {"allreduce": 0.05}, "steps": 10}
-                    for rank in (0, 1)
+                    {
+                        "rank": rank,
+                        "host": "n1",
+                        "median_ms": {"allreduce": allreduce_ms},
+                        "steps": 10,
+                        **({"cpu_share": share} if share is not None else {}),
+                    }
+                    for rank, share in enumerate(shares)
                 ]
             },
         },
@@ -179,13 +194,19 @@ def profiled_run(folder, device_kind: str, arrays: list[int]) -> None:
 
 
 @HANDLES
-@pytest.mark.parametrize("device_kind", ["cpu", "gpu"])
+@pytest.mark.parametrize(
+    ("device_kind", "share", "allreduce_ms"),
+    [("cpu", None, 0.05), ("cpu", 0.43, 50.0), ("gpu", None, 0.05)],
+    ids=["cpu", "cpu-shared-cores", "gpu"],
+)
 @pytest.mark.usefixtures("grading_config")
 def test_the_prediction_cell_scores_a_plain_float_of_the_judges(
-    handle, device_kind, solved, folder, monkeypatch, capsys
+    handle, device_kind, share, allreduce_ms, solved, folder, monkeypatch, capsys
 ):
-    """Notebook 03's prediction cell, hidden test included, on a CPU run (its own exchange) and a
-    GPU run (the benchmark's held-out size): the scoring gets the judge's float."""
+    """Notebook 03's prediction cell, hidden test included, on a CPU run (its own exchange), a CPU
+    run whose cores were shared (its exchange a thousand times the model's: the kit's model is
+    compared instead) and a GPU run (the benchmark's held-out size): the scoring gets the judge's
+    float, and reads everything else from the files."""
     notebook = nbformat.read(SOLUTIONS / "03_multi_node.ipynb", as_version=4)
     [cell] = [
         c.source
@@ -194,7 +215,7 @@ def test_the_prediction_cell_scores_a_plain_float_of_the_judges(
     ]
     table = measured(folder, ranks=2)
     arrays = [10_000, 2_000, 64]
-    profiled_run(folder, device_kind, arrays)
+    profiled_run(folder, device_kind, arrays, allreduce_ms, (0.97, share))
     monkeypatch.chdir(folder)  # where the student's runs/ are
     namespace = {
         "checks": notebook_checks,
@@ -205,16 +226,26 @@ def test_the_prediction_cell_scores_a_plain_float_of_the_judges(
     exec(cell, namespace)
     predicted, exchange = namespace["predicted"], namespace["measured"]
     assert type(predicted) is float
+    said = capsys.readouterr().out
     if device_kind == "cpu":
         alpha, beta = costmodel.fit(table[0].sizes, table[0].median, "ring", 2)
         assert predicted == pytest.approx(
             costmodel.predict_gradient_allreduce(arrays, "ring", 2, alpha, beta)
         )
-        assert exchange["seconds"] == pytest.approx(5e-5)
+        assert exchange["seconds"] == pytest.approx(allreduce_ms / 1e3)
+        assert "the gradient allreduce of multi_node-5.local: " in said
     else:
-        assert "67,108,864-byte ring" in exchange["run"]
-    said = capsys.readouterr().out
-    assert "PASS" in said and f"the gradient allreduce of {exchange['run']}: predicted" in said
+        assert "67,108,864-byte ring" in said
+    # the cell's own verdict, then the grader's: both say what was compared
+    assert said.count("PASS: ") == 1 and said.count("OK: ") == 1, said
+    if share is not None:
+        assert exchange["cpu_share"] == share
+        compared = (
+            "a rank got only 43% of a core over its steady steps, below the grading rules' 80%"
+        )
+        assert said.count(compared) == 2 and said.count("your model agrees with the kit's") == 2
+    else:
+        assert "predicted" in said and "within 4x" in said and "the cores were shared" not in said
 
 
 @HANDLES

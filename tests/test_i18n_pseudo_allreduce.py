@@ -163,6 +163,18 @@ def test_the_predictions_lines_and_verdicts_are_translated(solved, folder, ring_
     assert not unmarked("\n".join(lines)), lines
 
 
+def test_the_verdicts_on_shared_cores_are_translated(solved, folder, capsys):
+    """The profile's ranks got 43% of a core: the verdicts compare with the kit's model, a right
+    one and a wrong one (its mistake named), every part marked."""
+    measured(folder, ranks=2)
+    test_allreduce_checks.profiled_run(folder, "cpu", [10_000, 2_000, 64], 500.0, (0.97, 0.43))
+    checks.predict_profiled_step(solved.allreduce_time, solved.fit_alpha_beta, folder)
+    checks.predict_profiled_step(students.bits_time, students.solved_fit, folder)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(i18n.MARK_OPEN)[0] for line in lines] == ["", "PASS: ", "", "NOT YET: "]
+    assert not unmarked("\n".join(lines)), lines
+
+
 def test_without_a_profiled_run_the_prediction_says_so_translated(solved, folder):
     with pytest.raises(CheckFailed) as failed:
         checks.predict_profiled_step(solved.allreduce_time, solved.fit_alpha_beta, folder)

@@ -26,6 +26,11 @@ PUBLIC = Path(__file__).with_name("grading_public.json")
 PRIVATE = ("accounting",)  # sections students do not get: who is who on the cluster
 SUSPICIOUS_ABOVE = 1.05  # efficiency above which runs do not compare, where grading.toml sets none
 PREDICTION_FACTOR = 4.0  # how far the allreduce prediction may be off, where grading.toml sets none
+# The share of a core below which a profiled run's ranks shared their cores with other work, so that
+# its measured allreduce is not judged (course.notebook.allreduce_judge), where grading.toml sets
+# none. A rank alone on its core gets nearly all of it (MPI polls while it waits); one descheduled
+# for other work loses a share in proportion.
+SHARED_BELOW = 0.8
 # Predict, then run: the gaps within which a predicted choice is not graded, where grading.toml sets
 # none (images/sec: relative, per device kind; final accuracy: absolute).
 THROUGHPUT_NOISE = {"gpu": 0.1, "cpu": 0.4}
@@ -83,6 +88,12 @@ class GradingRules:
     def prediction_factor(self) -> float:
         """How far the allreduce prediction may be from the measurement ([allreduce])."""
         return float(self.data.get("allreduce", {}).get("prediction_factor", PREDICTION_FACTOR))
+
+    @property
+    def shared_below(self) -> float:
+        """The share of a core below which a profiled run's measured allreduce is not judged
+        ([allreduce])."""
+        return float(self.data.get("allreduce", {}).get("shared_below", SHARED_BELOW))
 
     def throughput_noise(self, kind: str) -> float:
         """The relative images/sec gap within which two runs' order is noise on `kind` (gpu or cpu)

@@ -157,7 +157,15 @@ RECORD_SCHEMA: dict[str, Any] = {
             "type": "object",
             "properties": {
                 "phases": {"type": "array", "items": _STR},
-                "ranks": {"type": "array", "items": {"type": "object"}},
+                "ranks": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        # the share of a core the rank got over its steady steps; older runs have
+                        # none (unknown), None where no steady step was profiled
+                        "properties": {"cpu_share": _OPT_NUMBER},
+                    },
+                },
             },
             "additionalProperties": False,
         },

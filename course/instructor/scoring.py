@@ -19,6 +19,7 @@ from course.evidence import Run
 from course.i18n import _
 from course.instructor.scoring_accuracy import collapse_hint, grade_accuracy_at_scale
 from course.instructor.scoring_runs import accounting, baselines, latest_traced, notes
+from course.notebook import allreduce_judge
 from course.notebook.checks import fail, passed
 
 # What the notebooks' hidden tests call (scoring.<name>), those graded elsewhere included.
@@ -29,6 +30,7 @@ __all__ = [
     "grade_allreduce_prediction",
     "grade_comparisons",
     "grade_efficiency",
+    "grade_profiled_prediction",
     "grade_run",
 ]
 
@@ -229,4 +231,47 @@ def grade_allreduce_prediction(
             ),
         )
     passed(_("{said}: within {factor:g}x").format(said=said, factor=factor))
+    return points
+
+
+def grade_profiled_prediction(
+    points: float, predicted_seconds: float, folder: Path = Path(".")
+) -> float:
+    """Notebook 03's check_prediction: the student's predicted seconds of the profiled step's
+    exchange, the one number taken from the student's code, judged from the files in `folder` by
+    allreduce_judge's rule. GPU runs: against the benchmark's held-out largest message (what the
+    cell predicts there). Ranks that had their cores, or whose share is unknown: against the
+    measured exchange (grade_allreduce_prediction). Ranks that shared their cores: against the
+    kit's own model on the same inputs, the measured time not compared."""
+    __tracebackhide__ = True
+    step = allreduce_judge.profiled_step(folder)
+    if step is None:
+        fail(
+            _("there is no profiled stage-3 run on 2 or more ranks"),
+            _("run the step-profile section above first"),
+        )
+    measured = step.measured
+    if measured["device_kind"] == "gpu":
+        series = allreduce_judge.held_out_series(step.table, measured["ranks"])
+        if series is None:
+            fail(
+                _(
+                    "the benchmark has no ring or recursive_doubling series of 3 or more sizes on "
+                    "{ranks} ranks, the rank count of the profiled step"
+                ).format(ranks=measured["ranks"]),
+                f"qsub -j oe -l select=1:mpiprocs={measured['ranks']} "
+                "jobs/run_allreduce_benchmark.sh",
+            )
+        return grade_allreduce_prediction(
+            points, predicted_seconds, series.median[-1], allreduce_judge.held_out_what(series)
+        )
+    rules = grading_rules.load()
+    share = allreduce_judge.shared(measured, rules)
+    what = _("the gradient allreduce of {run}").format(run=measured["run"])
+    if share is None or not (isinstance(predicted_seconds, (int, float)) and predicted_seconds > 0):
+        return grade_allreduce_prediction(points, predicted_seconds, measured["seconds"], what)
+    judged = allreduce_judge.by_model(predicted_seconds, step, share, rules)
+    if not judged.earns:
+        fail(_("{what}: {said}").format(what=what, said=judged.said), judged.hint)
+    passed(_("{what}: {said}").format(what=what, said=judged.said))
     return points

@@ -62,7 +62,10 @@ def measured_allreduce_seconds(folder: Path = Path("."), ranks: int | None = Non
     """The gradient exchange of the profiled run on the most ranks (or on `ranks`): its median over
     the ranks, in seconds; the gradient's size in bytes (float32 parameters); the network (and its
     parameter arrays' sizes), the communicator and the allreduce algorithm the run used ("ring"
-    where MPI or NCCL chose: NCCL's is a ring), and its devices' kind. None without such a run."""
+    where MPI or NCCL chose: NCCL's is a ring), its devices' kind, and `cpu_share`: the lowest
+    share of a core any of its ranks got over its steady steps (None where unknown: runs older
+    than the share, and GPU runs, whose processes wait on the GPU). None without such a run.
+    Traced runs only (profiled_runs): the share is the job's own, sealed with the results."""
     runs = [
         run
         for run in profiled_runs(folder)
@@ -71,8 +74,12 @@ def measured_allreduce_seconds(folder: Path = Path("."), ranks: int | None = Non
     if not runs:
         return None
     run = runs[-1]
-    times = sorted(rank["median_ms"]["allreduce"] for rank in run.record["profile"]["ranks"])
+    profiles = run.record["profile"]["ranks"]
+    times = sorted(rank["median_ms"]["allreduce"] for rank in profiles)
     model = run.record.get("model") or {}
+    device_kind = run.record.get("device_kind", "gpu")
+    shares = [rank["cpu_share"] for rank in profiles if rank.get("cpu_share") is not None]
+    known = device_kind == "cpu" and bool(shares) and len(shares) == len(profiles)
     return {
         "run": run.path.parent.name,
         "ranks": run.workers,
@@ -83,7 +90,8 @@ def measured_allreduce_seconds(folder: Path = Path("."), ranks: int | None = Non
         "arrays": model.get("arrays"),
         "communicator": run.record.get("communicator"),
         "algorithm": run.record.get("allreduce") or "ring",
-        "device_kind": run.record.get("device_kind", "gpu"),
+        "device_kind": device_kind,
+        "cpu_share": min(shares) if known else None,
     }
 
 

@@ -17,9 +17,17 @@ backward pass (from the previous layer's gradient, or the pass's start, to its o
 04's model of overlapping the exchange with the backward pass. On a GPU each of these moments waits
 for the GPU too, which slows the profiled steps a little.
 
+Each rank also notes the share of a core its process got over its steady steps (`cpu_share`: the
+process's CPU time, `time.process_time()`, over the wall time from each steady step's start to its
+end, summed). A rank alone on its core runs all along, waits included (MPI and the barrier poll);
+one that shares its core with other work is descheduled, and its phases, the exchange first, take
+longer than the work in them: the grading of notebook 03's prediction reads this
+(course.notebook.allreduce_judge).
+
 The contract of the results file's `profile` field (written by the harness, read by the report) is
 here: `{"phases": [...], "ranks": [{"rank", "host", "steps", "median_ms": {phase: ms},
-"layers": [Layer]}]}` (`layers` since notebook 04; older runs have none).
+"layers": [Layer], "cpu_share": float | None}]}` (`layers` since notebook 04, `cpu_share` since
+issue 24; older runs have neither).
 """
 
 from __future__ import annotations
@@ -75,6 +83,9 @@ class StepProfile:
         self._times: dict[str, float] | None = None  # the cuts of the step under way
         self._open: str | None = None  # the phase whose NVTX range is open
         self._complete = 0  # steps with every cut seen
+        self._cpu_started = 0.0  # the process's CPU time when the step under way began
+        self.cpu_seconds = 0.0  # over the steady steps: the process's CPU time
+        self.wall_seconds = 0.0  # and the wall time, from each step's start to its end
         optimizer = trainer.updater.get_optimizer("main")
         actual = getattr(optimizer, "actual_optimizer", None)
         communicator: Any = getattr(optimizer, "communicator", None)
@@ -150,6 +161,7 @@ class StepProfile:
 
     def _begin(self) -> None:
         self._times = {"start": self._now()}
+        self._cpu_started = time.process_time()
         self._ready = {}
         self._nvtx("data")
 
@@ -171,6 +183,8 @@ class StepProfile:
                 self._ready[layer] = self._now()
 
     def _finish(self) -> None:
+        # first: closing the NVTX range and this bookkeeping are not the step's work
+        cpu_ended = time.process_time()
         times, self._times = self._times, None
         self._nvtx(None)
         # The first update of a multi-node optimizer broadcasts the weights and exchanges no
@@ -183,6 +197,8 @@ class StepProfile:
             self.steps.append(
                 {phase: moments[i + 1] - moments[i] for i, phase in enumerate(PHASES)}
             )
+            self.cpu_seconds += cpu_ended - self._cpu_started
+            self.wall_seconds += times["end"] - times["start"]
             previous, layers = times["backward"], {}
             for layer, moment in sorted(self._ready.items(), key=lambda item: item[1]):
                 layers[layer], previous = moment - previous, moment
@@ -202,7 +218,16 @@ class StepProfile:
             "steps": len(self.steps),
             "median_ms": median,
             "layers": self.layers(),
+            "cpu_share": self.cpu_share(),
         }
+
+    def cpu_share(self) -> float | None:
+        """The share of a core this rank's process got over its steady steps (None: none was
+        profiled). Above 1 where the process runs more than one thread (BLAS, on a job that asks
+        for more threads per rank)."""
+        if self.wall_seconds <= 0:
+            return None
+        return round(self.cpu_seconds / self.wall_seconds, 3)
 
     def layers(self) -> list[Layer]:
         """Every layer the last steady step saw, in its backward order, with its median share of
@@ -233,6 +258,13 @@ def line(summary: dict) -> str:
         f"{phase} {medians[phase]:.2f} ms" if medians.get(phase) is not None else f"{phase} n/a"
         for phase in PHASES
     )
+    share = summary.get("cpu_share")
     return "course: " + _(
-        "profile rank {rank} on {host}: {phases} (median of {steps} steps)"
-    ).format(rank=summary["rank"], host=summary["host"], phases=parts, steps=summary["steps"])
+        "profile rank {rank} on {host}: {phases} (median of {steps} steps; {share} of a core)"
+    ).format(
+        rank=summary["rank"],
+        host=summary["host"],
+        phases=parts,
+        steps=summary["steps"],
+        share=f"{share:.0%}" if share is not None else "n/a",
+    )

@@ -22,8 +22,7 @@ import course.notebook.checks.allreduce_observers as observers
 from course import costmodel
 from course.contracts import grading_rules
 from course.i18n import _
-from course.notebook import allreduce_report, profile_report
-from course.notebook.allreduce_report import parameter_arrays
+from course.notebook import allreduce_judge
 from course.notebook.checks.allreduce_model import VISIBLE_CASES, cost_model, fit, fitted
 from course.notebook.checks.observe import number, observe
 from course.notebook.checks.verdict import fail
@@ -126,32 +125,32 @@ def predict_profiled_step(
     """(the student's predicted seconds, the measured exchange) for the profiled stage-3 run on the
     most ranks: their alpha and beta fitted on the benchmark's series of that run's ranks and
     algorithm, their model over that run's gradient (per parameter array with `naive`, which
-    allreduces each on its own; one buffer with the communicators that pack them)."""
+    allreduces each on its own; one buffer with the communicators that pack them). The verdict it
+    prints is the grader's (course.notebook.allreduce_judge): against the measured time, or, where
+    the run's cores were shared, against the kit's model on the same inputs."""
     __tracebackhide__ = True
     # The student's functions first: a stub says so before anything about the runs.
     observe(observers.tried, allreduce_time, fit_alpha_beta)
-    measured = profile_report.measured_allreduce_seconds(folder)
-    if measured is None:
+    step = allreduce_judge.profiled_step(folder)
+    if step is None:
         fail(
             _("there is no profiled stage-3 run on 2 or more ranks"),
             _("run the step-profile section above first"),
         )
+    measured = step.measured
     if measured["device_kind"] == "gpu":
-        return predict_held_out_size(
-            allreduce_time, fit_alpha_beta, allreduce_report.measured_table(folder), measured
-        )
-    arrays = measured["arrays"] or parameter_arrays(
-        measured["model"], measured["width"]
-    )  # older runs: rebuilt
-    packed = measured["communicator"] != "naive"
+        return predict_held_out_size(allreduce_time, fit_alpha_beta, step.table, measured)
+    messages = step.messages
+    arrays = [messages] if isinstance(messages, int) else messages
     predicted = predict(
         allreduce_time,
         fit_alpha_beta,
-        allreduce_report.measured_table(folder),
+        step.table,
         measured["ranks"],
         measured["algorithm"],
-        sum(arrays) if packed else arrays,
+        messages,
     )
+    ratio = predicted / measured["seconds"]
     print(
         _(
             "{run}: {parameters:,} parameters in {count} allreduce(s) of {algorithm} on {ranks} "
@@ -160,15 +159,18 @@ def predict_profiled_step(
         ).format(
             run=measured["run"],
             parameters=sum(arrays),
-            count=1 if packed else len(arrays),
+            count=len(arrays),
             algorithm=measured["algorithm"],
             ranks=measured["ranks"],
             predicted=predicted * 1e3,
             measured=measured["seconds"] * 1e3,
-            ratio=predicted / measured["seconds"],
+            ratio=ratio,
         )
     )
-    print(prediction_verdict(predicted / measured["seconds"]))
+    rules = grading_rules.for_students() or grading_rules.GradingRules({})
+    share = allreduce_judge.shared(measured, rules)
+    judged = None if share is None else allreduce_judge.by_model(predicted, step, share, rules)
+    print(prediction_verdict(ratio, judged))
     return predicted, measured
 
 
@@ -184,10 +186,8 @@ def predict_held_out_size(
     the step's exchange is shown, not graded."""
     __tracebackhide__ = True
     ranks = profiled["ranks"]
-    series = next(
-        (s for s in table if s.ranks == ranks and s.algorithm in costmodel.ALGORITHMS), None
-    )
-    if series is None or len(series.sizes) < 3:
+    series = allreduce_judge.held_out_series(table, ranks)
+    if series is None:
         fail(
             _(
                 "the benchmark has no ring or recursive_doubling series of 3 or more sizes on "
@@ -206,9 +206,7 @@ def predict_held_out_size(
         [largest],
         _("the measured {series} without its largest size").format(series=series.label),
     )
-    what = _("the benchmark's {bytes:,}-byte {algorithm} allreduce on {ranks} ranks").format(
-        bytes=largest, algorithm=series.algorithm, ranks=ranks
-    )
+    what = allreduce_judge.held_out_what(series)
     print(
         _(
             "{run} ran on GPUs: its gradient went through NCCL in GPU memory ({step:.2f} ms per "
@@ -228,13 +226,21 @@ def predict_held_out_size(
     return predicted, {**profiled, "run": what, "seconds": series.median[-1]}
 
 
-def prediction_verdict(ratio: float) -> str:
+def prediction_verdict(ratio: float, shared: allreduce_judge.Judgement | None = None) -> str:
     """Whether a predicted / measured ratio earns the point, by the course's prediction factor
-    (grading.toml's [allreduce], or its public part in the students' bundle)."""
+    (grading.toml's [allreduce], or its public part in the students' bundle); or, where the
+    profiled run's cores were shared, the verdict of `shared` (allreduce_judge.by_model: the
+    prediction against the kit's model, the measured time not compared)."""
+    # "PASS: " and "NOT YET: " are verdict tokens, as "OK: " is: they stay as they are.
+    if shared is not None and shared.earns:
+        return "PASS: " + _("{said}, so it earns the point.").format(said=shared.said)
+    if shared is not None:
+        return "NOT YET: " + _("{said}, so it would earn no point; {hint}.").format(
+            said=shared.said, hint=shared.hint
+        )
     rules = grading_rules.for_students()
     factor = rules.prediction_factor if rules is not None else grading_rules.PREDICTION_FACTOR
     if 1 / factor <= ratio <= factor:
-        # "PASS: " and "NOT YET: " are verdict tokens, as "OK: " is: they stay as they are.
         return "PASS: " + _(
             "the prediction is within {factor:g}x of the measurement, the factor the course's "
             "grading rules allow either way, so it earns the point."
