@@ -89,8 +89,8 @@ def test_a_fit_at_the_edge_of_the_fit_check_agrees_and_one_farther_does_not(fold
     ("time", "fit", "hint"),
     [
         (students.bits_time, students.solved_fit, "do not multiply by 8 (bits)"),
-        (students.solved_time, students.swapped_fit, "return (alpha, beta): the latency first"),
-        (students.solved_time, students.unweighted_fit, "weigh every size alike"),
+        (students.solved_time, students.swapped_fit, "with alpha and beta swapped"),
+        (students.solved_time, students.unweighted_fit, "a fit in absolute error"),
         (students.thousandfold_time, students.solved_fit, "check both with the cells that check"),
     ],
     ids=["bits", "swapped-fit", "unweighted-fit", "thousandfold"],

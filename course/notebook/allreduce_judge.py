@@ -190,13 +190,13 @@ def _hint(predicted: float, series: Series, messages: int | list[int], allowed: 
         (
             sum(_model(*_unweighted_fit(series), algorithm, ranks, messages)),
             _(
-                "weigh every size alike: divide each row and its time by the measured time "
-                "(relative error); unweighted, the 64 MiB points alone set the fit"
+                "it is what a fit in absolute error predicts: there the 64 MiB points alone set "
+                "alpha and beta, and the latency is lost in their noise"
             ),
         ),
         (
             sum(_model(beta, alpha, algorithm, ranks, messages)),
-            _("return (alpha, beta): the latency first"),
+            _("it is what the model predicts with alpha and beta swapped"),
         ),
         (
             sum(_model(alpha, beta, algorithm, ranks, messages, bits=8)),
