@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import re
 
+import nbformat
 import pytest
 
 from course import i18n
@@ -150,3 +151,25 @@ def test_grades_details_carry_the_english_beside_the_students_words(tmp_path):
         ("hanako", f"CheckFailed: {japanese}", "CheckFailed: exit status 9"),
         ("taro", f"NOT GRADED: {japanese}", "NOT GRADED: exit status 9"),
     ]
+
+
+def test_an_autograded_error_reads_back_after_its_exception_name(tmp_path):
+    """The exception's name ("CheckFailed: ") is nbgrader's, before the message: a placeholder at a
+    message's start must not take it in (grading saw "there is no multi_gpu run in CheckFailed:
+    runs/")."""
+    japanese = i18n.in_language("ja", "there is no {stage} run in {folder}/").format(
+        stage="multi_gpu", folder="runs"
+    )
+    cell = nbformat.v4.new_code_cell(
+        "check()",
+        metadata={"nbgrader": {"grade": True, "grade_id": "check_efficiency", "points": 3}},
+    )
+    cell.outputs = [nbformat.v4.new_output("error", ename="CheckFailed", evalue=japanese)]
+    notebook = tmp_path / "02_multi_gpu.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), notebook)
+    assert grade_report._messages(notebook, "ja") == {
+        "check_efficiency": (
+            f"CheckFailed: {japanese}",
+            "CheckFailed: there is no multi_gpu run in runs/",
+        )
+    }

@@ -57,9 +57,9 @@ class Outcome:
     assignment: str = ASSIGNMENT  # the edition handed in (course.instructor.editions)
 
 
-def _messages(notebook: Path) -> dict[str, str]:
-    """grade_id -> the first lines of the error a graded test cell shows in an autograded
-    notebook."""
+def _messages(notebook: Path, lang: str) -> dict[str, tuple[str, str]]:
+    """grade_id -> the first lines of the error a graded test cell shows in an autograded notebook,
+    as the student read them (in `lang`) and in English."""
     try:
         cells = json.loads(notebook.read_text())["cells"]
     except (OSError, ValueError, KeyError):
@@ -70,8 +70,12 @@ def _messages(notebook: Path) -> dict[str, str]:
             continue
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                found[cell.metadata.nbgrader.grade_id] = f"{output.get('ename')}: " + "\n".join(
+                said = "\n".join(
                     line.strip() for line in (output.get("evalue") or "").splitlines()[:2]
+                )
+                found[cell.metadata.nbgrader.grade_id] = (
+                    f"{output.get('ename')}: {said}",
+                    f"{output.get('ename')}: {back_translation.english(said, lang)}",
                 )
                 break
     return found
@@ -108,28 +112,31 @@ def read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) -
             file = f"{notebook.name}.ipynb"
             handed_in = Path(outcome.student, outcome.assignment, file)
             if (submitted / handed_in).exists():
-                messages = _messages(root / "autograded" / handed_in)
+                messages = _messages(root / "autograded" / handed_in, lang)
             else:  # nbgrader scores it 0 and says nothing else
                 outcome.missing.append(file)
                 messages = {
-                    grade.name: NOT_HANDED_IN.format(notebook=file) for grade in notebook.grades
+                    grade.name: (NOT_HANDED_IN.format(notebook=file),) * 2
+                    for grade in notebook.grades
                 }
             for grade in sorted(notebook.grades, key=lambda g: g.name):
                 if grade.max_score:
                     score = grade.score or 0.0
                     by_hand = grade.cell_type == "markdown"
                     if file in outcome.missing:  # written answers too: nothing to grade by hand
-                        message = messages[grade.name]
+                        message, english = messages[grade.name]
                     elif by_hand:
-                        message = (
+                        message = english = (
                             BY_HAND
                             if grade.needs_manual_grade
                             else UNANSWERED
                             if score < grade.max_score
                             else ""
                         )
+                    elif score < grade.max_score:
+                        message, english = messages.get(grade.name, ("", ""))
                     else:
-                        message = messages.get(grade.name, "") if score < grade.max_score else ""
+                        message = english = ""
                     outcome.parts.append(
                         Part(
                             notebook.name,
@@ -139,7 +146,7 @@ def read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) -
                             _one_line(message),
                             by_hand,
                             outcome.flags.get((notebook.name, grade.name), []),
-                            _one_line(back_translation.english(message, lang)),
+                            _one_line(english),
                         )
                     )
 
