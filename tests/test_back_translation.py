@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import re
+import time
 
 import nbformat
 import pytest
@@ -173,3 +174,27 @@ def test_an_autograded_error_reads_back_after_its_exception_name(tmp_path):
             "CheckFailed: there is no multi_gpu run in runs/",
         )
     }
+
+
+def test_a_singular_and_a_plural_with_one_translation_read_back_by_their_number():
+    plural = (
+        "the training made no step for {minutes:g} minutes (last step at iteration {iteration}): "
+        "{how}"
+    )
+    singular = plural.replace("minutes (", "minute (")
+    how = i18n.in_language("ja", "no error message")
+    for minutes, english in [(1, singular), (10, plural)]:
+        japanese = i18n.in_language("ja", plural).format(minutes=minutes, iteration=1, how=how)
+        assert back_translation.english(japanese, "ja") == english.format(
+            minutes=minutes, iteration=1, how="no error message"
+        )
+
+
+def test_a_long_line_of_a_students_own_error_is_given_up_quickly():
+    """A student's exception passes into grades-details.csv as it is: a long line with many spaces
+    and no message of the catalog must not make the search over split points explode (the lines
+    are cut at the kit's joints, and pieces already tried are remembered)."""
+    line = "値 " + str(list(range(300))) + " は不正です"
+    started = time.process_time()
+    assert back_translation.english(line, "ja") == line
+    assert time.process_time() - started < 10  # CPU time: hundreds of seconds before the cap

@@ -96,7 +96,8 @@ def held_out_what(series: Series) -> str:
 def shared(measured: dict, rules: GradingRules) -> float | None:
     """The lowest share of a core the profiled run's ranks got, where it is below the rules'
     shared_below (the measured time is then not judged); None where the ranks had their cores, or
-    where it is unknown (older runs, GPU runs): the measurement is judged, as before."""
+    where it is unknown: judged as before (older runs against the measurement, GPU runs against the
+    benchmark's held-out largest message)."""
     share = measured.get("cpu_share")
     return share if share is not None and share < rules.shared_below else None
 

@@ -255,7 +255,9 @@ def line(summary: dict) -> str:
     """The job log's line for one rank's profile."""
     medians = summary["median_ms"]
     parts = " | ".join(
-        f"{phase} {medians[phase]:.2f} ms" if medians.get(phase) is not None else f"{phase} n/a"
+        f"{phase} {medians[phase]:.2f} ms"
+        if medians.get(phase) is not None
+        else f"{phase} " + _("n/a")
         for phase in PHASES
     )
     share = summary.get("cpu_share")
@@ -266,5 +268,5 @@ def line(summary: dict) -> str:
         host=summary["host"],
         phases=parts,
         steps=summary["steps"],
-        share=f"{share:.0%}" if share is not None else "n/a",
+        share=f"{share:.0%}" if share is not None else _("n/a"),
     )
