@@ -75,7 +75,8 @@ class ClusterError(RuntimeError):
 def _run(*command: str, check: bool = True, **options) -> subprocess.CompletedProcess:
     run = subprocess.run(command, capture_output=True, text=True, **options)
     if check and run.returncode != 0:
-        said = (run.stderr or run.stdout).strip()[-400:]
+        # both: pbs_habitat says on stderr only that PBS_HOME is new, and why it failed on stdout
+        said = "\n".join(part.strip()[-400:] for part in (run.stderr, run.stdout) if part.strip())
         raise ClusterError(f"{' '.join(command)} failed: {said}")
     return run
 

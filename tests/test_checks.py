@@ -868,3 +868,28 @@ def test_a_learning_rate_that_lies_about_itself_is_read_for_what_it_is(handle):
     """Read where the function ran: what crosses to the check is the number's own value."""
     with pytest.raises(CheckFailed, match=r"= 0.0, expected 0.1"):
         multi_gpu.learning_rate(handle(lying_rate))
+
+
+def test_a_forked_observers_scratch_folders_are_gone_after_it_leaves_by_os_exit(tmp_path):
+    """The grader's observing child and the stage-3 probe's ranks leave by os._exit, which skips
+    atexit: they remove the folders they made first, and only those (not their parent's)."""
+    import subprocess
+
+    from tests.helpers import PYTHON
+
+    script = (
+        "import os\n"
+        "from course.notebook.checks import inputs\n"
+        "parents = inputs.scratch_folder()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    inputs.small_args()\n"
+        "    inputs.remove_scratch()\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "print(sorted(os.listdir(os.path.dirname(parents))) == [os.path.basename(parents)])\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    run = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, env=env)
+    assert (run.returncode, run.stdout.strip()) == (0, "True"), run.stderr
+    assert list(tmp_path.iterdir()) == []

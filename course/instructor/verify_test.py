@@ -39,7 +39,7 @@ from course.instructor.verify_protocol import (
     TestReply,
     VerificationError,
 )
-from course.notebook.checks import mn_ranks
+from course.notebook.checks import inputs, mn_ranks
 from course.notebook.checks.observe import Remote, freeze_kit
 
 # What one test may take of the machine, so that one submission cannot starve the grading of others:
@@ -291,6 +291,7 @@ def _serve(requests: int, replies: int, namespace: dict[str, Any]) -> NoReturn:
     # does not write the next answers. (A student can still forge the facts of their own
     # observations by other means; the judge's references and the flags are there for that.)
     dumps, write, parse = json.dumps, os.write, Observation.from_json
+    leave, tidy = os._exit, inputs.remove_scratch
     observers = {
         f"{name}:{attr}": value
         for name, module in list(sys.modules.items())
@@ -317,7 +318,8 @@ def _serve(requests: int, replies: int, namespace: dict[str, Any]) -> NoReturn:
     with os.fdopen(requests, "rb") as asked:
         for line in asked:
             write(replies, (answer(line.decode(errors="replace")) + "\n").encode())
-    os._exit(0)
+    tidy()  # the trainers' scratch folders: os._exit skips atexit
+    leave(0)
 
 
 def _imported(observer: str) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import os
 import random
 import shutil
 import tempfile
@@ -53,12 +54,27 @@ SMALL = dict(
 )
 
 
+_MADE: list[tuple[int, str]] = []  # (the process that made it, the scratch folder)
+
+
 def scratch_folder() -> str:
-    """A new folder for a check's trainer to write in, removed when the kernel (or grader) exits:
+    """A new folder for a check's trainer to write in, removed when the process that made it ends:
     a notebook run twice a day must not leave hundreds of them in /tmp."""
     folder = tempfile.mkdtemp(prefix="course-check-")
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    if not _MADE:
+        atexit.register(remove_scratch)
+    _MADE.append((os.getpid(), folder))
     return folder
+
+
+def remove_scratch() -> None:
+    """Remove the scratch folders this process made. atexit calls it at a normal exit; a forked
+    child that leaves by os._exit (the grader's observing child, the stage-3 probe's ranks), which
+    skips atexit, calls it first. A fork inherits its parent's list: each removes only its own."""
+    pid = os.getpid()
+    for made in [entry for entry in _MADE if entry[0] == pid]:
+        shutil.rmtree(made[1], ignore_errors=True)
+        _MADE.remove(made)
 
 
 def small_args(stage: str = "single_gpu", **overrides: Any) -> argparse.Namespace:

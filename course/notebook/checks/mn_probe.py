@@ -34,7 +34,12 @@ import chainer.links as L
 import chainermn
 import numpy as np
 
-from course.notebook.checks.inputs import example_ids, labelled_dataset, small_args
+from course.notebook.checks.inputs import (
+    example_ids,
+    labelled_dataset,
+    remove_scratch,
+    small_args,
+)
 from course.notebook.checks.mn_settings import (
     BATCH,
     HOSTS,
@@ -235,7 +240,7 @@ def main(path: str, seed: int) -> None:
         comm.size,
     )
     host, intra_rank, out = MPI.Get_processor_name(), comm.intra_rank, os.dup(1)
-    finalize, leave = MPI.Finalize, os._exit
+    finalize, leave, tidy = MPI.Finalize, os._exit, remove_scratch
     freeze_kit()
     spec = importlib.util.spec_from_file_location("student_stage3", path)
     assert spec is not None and spec.loader is not None  # a .py file always has both
@@ -252,6 +257,7 @@ def main(path: str, seed: int) -> None:
     finalize()
     if rank == 0:
         write(out, ("\n" + dumps({"size": size, "ranks": gathered}) + "\n").encode())
+    tidy()  # the trainers' scratch folders: os._exit skips atexit
     leave(0)  # nothing of the student's (exit handlers, finalizers) runs after the facts' line
 
 
