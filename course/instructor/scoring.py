@@ -244,12 +244,7 @@ def grade_profiled_prediction(
     measured exchange (grade_allreduce_prediction). Ranks that shared their cores: against the
     kit's own model on the same inputs, the measured time not compared."""
     __tracebackhide__ = True
-    step = allreduce_judge.profiled_step(folder)
-    if step is None:
-        fail(
-            _("there is no profiled stage-3 run on 2 or more ranks"),
-            _("run the step-profile section above first"),
-        )
+    step = allreduce_judge.required_step(folder)
     measured = step.measured
     if measured["device_kind"] == "gpu":
         series = allreduce_judge.held_out_series(step.table, measured["ranks"])

@@ -34,6 +34,7 @@ from course.i18n import _
 from course.notebook import profile_report
 from course.notebook.allreduce_report import Series, measured_table, parameter_arrays
 from course.notebook.checks.allreduce_model import FIT_TOLERANCE
+from course.notebook.checks.verdict import fail
 
 # How far a prediction may be from the kit's model's, as a multiple of the most that a fit passing
 # the fit check can move it. The fit check (allreduce_model.fit, check_fit) accepts alpha and beta
@@ -74,6 +75,18 @@ def profiled_step(folder: Path = Path(".")) -> Step | None:
     traced profiled run on 2 or more ranks."""
     measured = profile_report.measured_allreduce_seconds(folder)
     return None if measured is None else Step(measured, measured_table(folder))
+
+
+def required_step(folder: Path = Path(".")) -> Step:
+    """profiled_step(folder); CheckFailed (saying what to run) where there is none."""
+    __tracebackhide__ = True
+    step = profiled_step(folder)
+    if step is None:
+        fail(
+            _("there is no profiled stage-3 run on 2 or more ranks"),
+            _("run the step-profile section above first"),
+        )
+    return step
 
 
 def held_out_series(table: Sequence[Series], ranks: int) -> Series | None:

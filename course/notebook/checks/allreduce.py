@@ -131,12 +131,7 @@ def predict_profiled_step(
     __tracebackhide__ = True
     # The student's functions first: a stub says so before anything about the runs.
     observe(observers.tried, allreduce_time, fit_alpha_beta)
-    step = allreduce_judge.profiled_step(folder)
-    if step is None:
-        fail(
-            _("there is no profiled stage-3 run on 2 or more ranks"),
-            _("run the step-profile section above first"),
-        )
+    step = allreduce_judge.required_step(folder)
     measured = step.measured
     if measured["device_kind"] == "gpu":
         return predict_held_out_size(allreduce_time, fit_alpha_beta, step.table, measured)
