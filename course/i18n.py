@@ -22,6 +22,7 @@ import os
 import unicodedata
 from pathlib import Path
 
+from course import paths
 from course.errors import CourseError
 
 VARIABLE = "COURSE_LANG"
@@ -44,6 +45,13 @@ def language() -> str:
             f"set {VARIABLE} to one of {', '.join(LANGUAGES)} (or unset it for English)",
         )
     return lang
+
+
+def assignment(lang: str) -> str:
+    """The nbgrader assignment of the edition in `lang`: the English one's name, then `_<lang>`
+    (each edition is its own assignment; the release, grading and `course site apply` find it by
+    this name)."""
+    return paths.ASSIGNMENT if lang == DEFAULT else f"{paths.ASSIGNMENT}_{lang}"
 
 
 def catalog_path(lang: str, domain: str = DOMAIN, locale_dir: Path = LOCALE_DIR) -> Path:

@@ -351,10 +351,9 @@ def main(argv: list[str]) -> int:
     if released.parent.is_dir():
         copy_jobs(jobs_dir, released)
         written.append(released)
-    # A translated edition's release (named as course.instructor.i18n_release.assignment does) is
-    # applied in place: its scripts keep their translated comments.
+    # A translated edition's release is applied in place: its scripts keep their comments.
     for lang in (lang for lang in i18n.LANGUAGES if lang != i18n.DEFAULT):
-        translated = root / "notebooks" / f"{paths.ASSIGNMENT}_{lang}" / paths.JOBS_DIR
+        translated = root / "notebooks" / i18n.assignment(lang) / paths.JOBS_DIR
         if translated.is_dir():
             apply(profile, translated)
             written.append(translated)

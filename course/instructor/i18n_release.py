@@ -24,14 +24,9 @@ from course import i18n, paths
 from course.cluster import siteenv, sites
 from course.errors import CourseError
 from course.fileio import atomic_file
+from course.i18n import assignment  # the editions' names, for the release's callers
 from course.instructor import i18n_catalog as cat
 from course.instructor import i18n_code, i18n_jobs
-
-
-def assignment(lang: str) -> str:
-    """The nbgrader assignment of an edition: the English one's name, then `_<lang>`."""
-    return paths.ASSIGNMENT if lang == "en" else f"{paths.ASSIGNMENT}_{lang}"
-
 
 _HOW = (
     "translate them (a fuzzy entry's English changed: check the translation, then remove its "
