@@ -37,6 +37,22 @@ def submit_stage_3(
     return job
 
 
+def nsys_job_log(folder: Path) -> str:
+    """The log of a 2-rank stage-3 job of `folder` asked for Nsight Systems (PROFILE=nsys) on a
+    node without nsys: the job ends, with status 2, before it trains."""
+    job = submit.submit(
+        stages.MULTI_NODE.job_path,
+        nodes=1,
+        per_node=2,
+        env={"PROFILE": "nsys"},
+        scheduler="local",
+        workdir=folder,
+        echo=None,
+    )
+    assert job is not None and job.wait(timeout=120, echo=None) == 2
+    return job.find_log().read_text(encoding="utf-8")
+
+
 SIZES = [1024 * 4**k for k in range(1, 9)]  # the benchmark's message sizes, bytes
 
 

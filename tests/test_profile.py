@@ -8,12 +8,11 @@ from pathlib import Path
 import pytest
 
 from course import evidence
-from course.cluster import submit
 from course.contracts import jobend, joblog, stages
 from course.notebook import allreduce_report, profile_report
 from course.runtime import profile
 from tests.helpers import student_folder
-from tests.mpi_helpers import measured, submit_stage_3
+from tests.mpi_helpers import measured, nsys_job_log, submit_stage_3
 
 pytestmark = pytest.mark.slow
 TRAIN_ARGS = "--model vgg --width 8 --batchsize 32 --epoch 2 --warmup 2"
@@ -111,17 +110,7 @@ def test_the_notebook_shows_a_bar_per_rank_and_the_measured_allreduce(profiled):
 
 def test_nsys_where_there_is_none_ends_the_job_saying_so(profiled):
     folder, _ = profiled
-    job = submit.submit(
-        stages.MULTI_NODE.job_path,
-        nodes=1,
-        per_node=2,
-        env={"PROFILE": "nsys"},
-        scheduler="local",
-        workdir=folder,
-        echo=None,
-    )
-    assert job.wait(timeout=120, echo=None) == 2
-    log = job.find_log().read_text()
+    log = nsys_job_log(folder)
     assert "PROFILE=nsys: nsys (Nsight Systems) is not on this node's PATH" in log
     assert jobend.end(log).status == 2
 

@@ -11,10 +11,11 @@ import subprocess
 import pytest
 
 from course import cli, i18n, paths
-from course.cluster import siteenv, sites, submit
+from course.cluster import siteenv, sites
 from course.contracts import jobend, stages
 from course.instructor import i18n_jobs, i18n_release, release
 from tests.helpers import NOTEBOOKS, PYTHON, ROOT
+from tests.mpi_helpers import nsys_job_log
 from tests.solutions import SOLUTIONS as SOURCE
 
 RELEASED = ROOT / "notebooks" / paths.ASSIGNMENT
@@ -178,17 +179,7 @@ def test_japanese_job_scripts_are_read_and_written_as_utf8_whatever_the_locale(t
 def test_a_japanese_job_runs_under_the_local_scheduler_and_logs_its_message(tmp_path):
     shutil.copytree(JA_JOBS, tmp_path / paths.JOBS_DIR)
     (tmp_path / "train_cifar_multi_node.py").write_text("# not run: the job stops before it\n")
-    job = submit.submit(
-        stages.MULTI_NODE.job_path,
-        nodes=1,
-        per_node=2,
-        env={"PROFILE": "nsys"},
-        scheduler="local",
-        workdir=tmp_path,
-        echo=None,
-    )
-    assert job is not None and job.wait(timeout=120, echo=None) == 2
-    log = job.find_log().read_text(encoding="utf-8")
+    log = nsys_job_log(tmp_path)
     assert "PROFILE=nsys: このノードの PATH に nsys（Nsight Systems）がありません" in log, log
     assert jobend.end(log).status == 2
 
