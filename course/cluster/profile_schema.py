@@ -3,13 +3,13 @@ profile's author can act on: the key, its line, the nearest valid key (course.cl
 
 from __future__ import annotations
 
-import difflib
 import math
-import re
 import string
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from course.contracts.config_keys import did_you_mean, dotted, line_of, sentences
+from course.contracts.config_keys import kind as kind_of
 from course.errors import SiteError
 from course.i18n import _
 
@@ -134,71 +134,28 @@ def _example(schema: dict) -> str:
     return examples.get(name, name)
 
 
-def _kind(kind: str) -> str:
-    """A JSON type as a profile's author knows it, in their language."""
-    kinds = {
-        "string": _("text in quotes"),
-        "integer": _("a whole number"),
-        "number": _("a number"),
-        "array": _("a list [...]"),
-        "object": _("a table"),
-    }
-    return kinds.get(kind, kind)
-
-
-def did_you_mean(word: str, choices: Sequence[str], form: str = "`{}`") -> str:
-    """'did you mean `queue`?' for the choice nearest `word`; '' when none is near (a sentence of
-    its own, which `sentences` puts before the hint's next one)."""
-    nearest = difflib.get_close_matches(word, choices, n=1)
-    if not nearest:
-        return ""
-    return _("did you mean {nearest}?").format(nearest=form.format(nearest[0]))
-
-
-def sentences(*said: str) -> str:
-    """Whole sentences (each one message) one after the other; empty ones left out."""
-    return " ".join(sentence for sentence in said if sentence)
-
-
-def _dotted(path: list[str | int]) -> str:
-    """A key's place in the profile, as TOML writes it: environment.threads_per_rank,
-    scaling.runs[0]."""
-    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(
-        "."
-    )
-
-
-def _line_of(text: str, key: str) -> str:
-    """':N', the line where `key` is set or its table begins, for the error message ('' if not
-    found)."""
-    found = re.search(
-        rf"^[ \t]*(?:{re.escape(key)}\s*=|\[+[^\]]*\b{re.escape(key)}\s*\]+)", text, re.MULTILINE
-    )
-    return f":{text.count(chr(10), 0, found.start()) + 1}" if found else ""
-
-
 def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> SiteError:
     """One schema error as a message a profile's author can act on."""
     path, kind, value = list(error.absolute_path), error.validator, error.instance
     if kind == "additionalProperties":
         allowed = list(error.schema["properties"])
         key = sorted(set(value) - set(allowed))[0]
-        fields = dict(table=f"[{_dotted(path)}]", keys=", ".join(allowed))
+        fields = dict(table=f"[{dotted(path)}]", keys=", ".join(allowed))
         takes = (
             _("{table} takes {keys}").format(**fields)
             if path
             else _("the top level takes {keys}").format(**fields)
         )
         return SiteError(
-            f"{where}{_line_of(text, key)}: "
-            + _("unknown key `{key}`").format(key=_dotted([*path, key])),
+            f"{where}{line_of(text, key)}: "
+            + _("unknown key `{key}`").format(key=dotted([*path, key])),
             sentences(did_you_mean(key, allowed), takes),
         )
-    name = _dotted(path)
+    name = dotted(path)
     if kind == "required":
         missing = next(key for key in error.validator_value if key not in value)
         return SiteError(
-            f"{where}: " + _("`{key}` is missing").format(key=_dotted([*path, missing])),
+            f"{where}: " + _("`{key}` is missing").format(key=dotted([*path, missing])),
             _("see sites/local.toml for a complete profile"),
         )
     if kind == "enum":
@@ -215,14 +172,14 @@ def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> S
         should = (
             # TRANSLATORS: {kind} is a kind of value: "a whole number", "text in quotes"
             _("`{key}` should be {kind}, not {value}").format(
-                key=name, kind=_kind(kinds[0]), value=repr(value)
+                key=name, kind=kind_of(kinds[0]), value=repr(value)
             )
             if len(kinds) == 1
             # TRANSLATORS: {kind} and {other} are kinds of value: "text in quotes", "a table"
             else _("`{key}` should be {kind} or {other}, not {value}").format(
                 key=name,
-                kind=", ".join(map(_kind, kinds[:-1])),
-                other=_kind(kinds[-1]),
+                kind=", ".join(map(kind_of, kinds[:-1])),
+                other=kind_of(kinds[-1]),
                 value=repr(value),
             )
         )
@@ -235,12 +192,12 @@ def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> S
         )
     if kind == "minProperties":
         return SiteError(
-            f"{where}{_line_of(text, name)}: " + _("[{table}] sets nothing").format(table=name),
+            f"{where}{line_of(text, name)}: " + _("[{table}] sets nothing").format(table=name),
             _("e.g. {example}, or leave the table out").format(example=example),
         )
     if kind == "exclusiveMinimum":  # a budget: 0 would refuse every job
         return SiteError(
-            f"{where}{_line_of(text, str(path[-1]))}: "
+            f"{where}{line_of(text, str(path[-1]))}: "
             + _("`{key}` = {value} is not {example}").format(
                 key=name, value=repr(value), example=example
             ),
@@ -283,7 +240,7 @@ def validate(data: dict, where: str, text: str) -> None:
     for key, hours in data.get("budget", {}).items():
         if not math.isfinite(hours):  # TOML has inf and nan; JSON Schema lets both through
             raise SiteError(
-                f"{where}{_line_of(text, key)}: "
+                f"{where}{line_of(text, key)}: "
                 + _("`{key}` = {value} is not {example}").format(
                     key=f"budget.{key}", value=hours, example=_example(_HOURS)
                 ),
@@ -294,7 +251,7 @@ def validate(data: dict, where: str, text: str) -> None:
 def check_template(template: str, fields: Sequence[str], key: str, where: str, text: str) -> None:
     """SiteError unless every {field} of `template` (the profile's `key`) is one of `fields`: a
     template is filled in later, in every job, where an unknown field would fail each of them."""
-    where = f"{where}{_line_of(text, key.rpartition('.')[2])}"
+    where = f"{where}{line_of(text, key.rpartition('.')[2])}"
     valid = ", ".join("{" + field + "}" for field in fields)
     try:
         used = [

@@ -22,8 +22,9 @@ from course import i18n, paths
 from course.cli import command_parser
 from course.cluster import pbs, siteenv
 from course.cluster.launch import TEMPLATE_FIELDS
-from course.cluster.profile_schema import check_template, did_you_mean, sentences, validate
+from course.cluster.profile_schema import check_template, validate
 from course.cluster.siteenv import SiteSettings
+from course.contracts.config_keys import did_you_mean, sentences
 from course.errors import SiteError
 from course.i18n import _
 

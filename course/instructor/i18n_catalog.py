@@ -149,6 +149,7 @@ MARKED = (
     "course/instructor/feedback_page.py",
     "course/contracts/benchmark.py",
     "course/contracts/grading_rules.py",
+    "course/contracts/config_keys.py",
     "course/costmodel.py",
     "course/exchangemodel.py",
 )
