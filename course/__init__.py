@@ -1,6 +1,6 @@
 """The course kit: what the notebooks, the job scripts and the tests share.
 
-The package's folders follow a job's path (docs/architecture.md): `runtime` runs inside a job,
+The package's folders follow a job's path: `runtime` runs inside a job,
 `cluster` gets a job script onto nodes, `notebook` is what the notebooks call, `instructor` is
 what the instructor runs; the contracts between them (`stages`, `joblog`, `results`, `evidence`)
 stand at the top.

@@ -3,6 +3,7 @@ and no instructor file, and its notebooks run on its own copy of the kit."""
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import json
 import os
@@ -340,7 +341,19 @@ def test_every_file_and_make_target_a_student_can_see_is_in_the_bundle(made):
         found = [m.group(0) for m in make.finditer(text)]
         found += [m.group(1) for m in PATH.finditer(text) if not there(m.group(1))]
         missing += [f"{where}: {name}" for name in found if (module, name) not in NOT_FOR_STUDENTS]
+    # docstrings (a student reads them with help()): no pointer to the checkout's docs or tools
+    for path in sorted((made / "course").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            text = ast.get_docstring(node) if isinstance(node, DOCUMENTED) else None
+            missing += [
+                f"{path.relative_to(made)}:{node.lineno}: {m.group(1)}"
+                for m in PATH.finditer(text or "")
+                if m.group(1).startswith(("docs/", "tools/")) and not there(m.group(1))
+            ]
     assert not missing, "the bundle lacks what these name:\n" + "\n".join(missing)
+
+
+DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 @pytest.mark.integration

@@ -195,5 +195,5 @@ YIELD_WHEN_IDLE = {"OMPI_MCA_mpi_yield_when_idle": "1"}
 
 def naive_training(*flags: str) -> list[str]:
     """The kit's reference training (python -m course train) with ChainerMN's naive communicator:
-    what the kit's measurements on CPU cores run (tools/bench.py, tools/accuracy_study.py)."""
+    what the maintainers' benchmark and accuracy study run on CPU cores."""
     return [sys.executable, "-m", "course", "train", "--communicator", "naive", *flags]

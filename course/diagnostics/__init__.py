@@ -1,2 +1,2 @@
 """What works on this machine: `course doctor`, the GPU self-test, and the CUDA kernels compiled
-without a GPU (docs/gpu.md)."""
+without a GPU."""
