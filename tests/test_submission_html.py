@@ -68,8 +68,12 @@ def test_autograde_cleans_the_graded_notebook_last_and_the_feedback_again():
         cells=[
             nbformat.v4.new_markdown_cell(ANSWER + PLANTED),
             nbformat.v4.new_raw_cell("<img src=x onerror=alert(1)>"),
+            nbformat.v4.new_markdown_cell("mine", metadata={"nbgrader": {"grade_id": "<b>x</b>"}}),
+            nbformat.v4.new_code_cell("", metadata={"nbgrader": {"grade_id": "check_trainer"}}),
         ]
     )
     cleaned, _ = SanitizeSubmission().preprocess(notebook, {})
     assert "planted" not in cleaned.cells[0].source and "1.8×" in cleaned.cells[0].source
     assert cleaned.cells[1].source == '<img src="x">'
+    ids = [cell.metadata["nbgrader"]["grade_id"] for cell in cleaned.cells[2:]]
+    assert ids == ["&lt;b&gt;x&lt;/b&gt;", "check_trainer"]  # the instructor's ids untouched

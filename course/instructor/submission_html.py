@@ -14,11 +14,13 @@ without either is left as the student wrote it, so ordinary answers keep their m
 either is replaced by its rendering, cleaned, as one HTML block (which markdown shows as it is).
 Outputs keep the kinds that are shown as text or as images, `text/html` and `text/markdown` cleaned;
 the kinds that carry script (`application/javascript`, widgets, SVG) are dropped. Streams and errors
-are escaped by nbconvert's templates already.
+are escaped by nbconvert's templates already. A cell id (nbgrader's `grade_id`, which its pages
+write into the HTML as it is) that is not plain words is escaped.
 """
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -33,6 +35,7 @@ ATTRIBUTES = {
     **{tag: set(names) for tag, names in nh3.ALLOWED_ATTRIBUTES.items()},
     **{tag: {"class"} for tag in ("div", "span", "code", "pre")},
 }
+_GRADE_ID = re.compile(r"[\w.-]*")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
 _URL_RULE = mistune.HTMLRenderer(escape=False)  # mistune's own list of schemes that run nothing
 
@@ -103,6 +106,12 @@ class SanitizeSubmission(NbGraderPreprocessor):
     def preprocess_cell(
         self, cell: Any, resources: dict[str, Any], index: int
     ) -> tuple[Any, dict[str, Any]]:
+        marks = cell.get("metadata", {}).get("nbgrader", {})
+        grade_id = marks.get("grade_id") if isinstance(marks, dict) else None
+        if isinstance(grade_id, str) and not _GRADE_ID.fullmatch(grade_id):
+            # nbgrader's pages write a cell's id into their HTML as it is; the instructor's ids are
+            # plain words, so this is a cell the student marked: its id shown as text
+            marks["grade_id"] = html.escape(grade_id)
         if cell.cell_type == "markdown":
             cell.source = clean_markdown(cell.source)
         elif cell.cell_type == "raw":
