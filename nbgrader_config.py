@@ -55,7 +55,11 @@ from course.instructor.always_hidden import (  # noqa: E402
 )
 
 c.GenerateAssignment.preprocessors = assignment_preprocessors()
-c.GenerateFeedback.preprocessors = feedback_preprocessors()
+# What a student wrote or printed is cleaned of script when autograde stores the graded notebook
+# (course/instructor/submission_html.py); the feedback cleans it again, for notebooks graded before.
+from course.instructor.submission_html import SanitizeSubmission  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [*feedback_preprocessors(), SanitizeSubmission]
 
 # What a student finds in a cell to fill in.
 c.ClearSolutions.code_stub = {"python": "# PUT YOUR CODE HERE\nraise NotImplementedError()"}

@@ -15,6 +15,7 @@ from course.instructor.always_hidden import (
     assignment_preprocessors,
     feedback_preprocessors,
 )
+from course.instructor.submission_html import SanitizeSubmission
 from tests.helpers import ROOT
 from tests.solutions import SOLUTIONS
 
@@ -65,7 +66,8 @@ def test_the_gradebook_keeps_the_region_and_the_release_checksums_come_after():
 def test_the_courses_configuration_uses_both():
     config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
     assert config.GenerateAssignment.preprocessors == assignment_preprocessors()
-    assert config.GenerateFeedback.preprocessors == feedback_preprocessors()
+    assert config.GenerateFeedback.preprocessors[:-1] == feedback_preprocessors()
+    assert config.GenerateFeedback.preprocessors[-1] is SanitizeSubmission  # test_submission_html
 
 
 def test_the_course_has_an_always_hidden_test_and_its_release_does_not():

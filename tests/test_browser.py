@@ -475,3 +475,91 @@ def test_a_submission_from_the_assignment_list_is_graded_and_shown_in_the_formgr
     )
     screenshot("formgrader-students")
     browser.switch_to.default_content()
+
+
+# What a student plants in a written answer, in an extra cell and in what their function prints:
+# each, if it ran, would mark the page (the title, an attribute of the page's root element).
+PLANTED_SCRIPT = "<script>document.documentElement.setAttribute('data-planted', 'script')</script>"
+PLANTED_HANDLER = (
+    "<img src=x onerror=\"document.documentElement.setAttribute('data-planted', 'handler')\">"
+)
+PLANTED_LINK = "[the data](javascript:document.title='planted')"
+PLANTED_ANSWER = "My prediction held: **62.5 updates** per epoch, `iterations < 200`."
+PLANTED_PRINT = "make_iterators says hello"
+PLANTER = "mallory"
+
+
+def planted_submission(course: Course) -> Path:
+    """<folder>/mallory/distributed_training: notebook 01 solved, with script planted in its written
+    answer, in a markdown cell of its own, in an HTML output and in what make_iterators prints."""
+    import nbformat
+
+    folder = demo.student_copy(
+        course.folder / "notebooks" / paths.ASSIGNMENT,
+        ROOT / "solutions" / paths.ASSIGNMENT,
+        course.tmp / "planted" / PLANTER / paths.ASSIGNMENT,
+    )
+    for other in demo.NOTEBOOKS[1:]:  # one notebook is enough: the others score 0
+        (folder / other).unlink()
+    path = folder / "01_single_gpu.ipynb"
+    notebook = nbformat.read(path, as_version=4)
+    planted = f"{PLANTED_SCRIPT}\n\n{PLANTED_HANDLER}\n\n{PLANTED_LINK}\n"
+    for cell in notebook.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id == "answer_predict_run":
+            cell.source = f"{PLANTED_ANSWER}\n\n{planted}"
+        elif grade_id == "make_iterators":  # called by its check on the tiny data set
+            docstring, body = cell.source.split('"""\n', 1)  # the print goes after the docstring
+            printed = f"{PLANTED_PRINT} {PLANTED_SCRIPT}{PLANTED_HANDLER}"
+            cell.source = f'{docstring}"""\n    print({printed!r})\n{body}'
+            cell.outputs = [nbformat.v4.new_output("display_data", data={"text/html": planted})]
+    notebook.cells.append(nbformat.v4.new_markdown_cell(f"A note of mine.\n\n{planted}"))
+    nbformat.write(notebook, path)
+    return folder.parent.parent
+
+
+def no_planted_script_ran(browser, page: str, shown: list[str]) -> None:
+    """The page (loaded: its images, the planted one included, have loaded or failed) shows every
+    text of `shown` and carries no mark of a planted script."""
+    wait_for(
+        browser,
+        lambda b: all(text in b.find_element("tag name", "body").text for text in shown),
+        f"the {page} with {shown}",
+    )
+    marks = browser.execute_script(
+        "return [document.documentElement.getAttribute('data-planted'), document.title]"
+    )
+    assert marks[0] is None and marks[1] != "planted", (
+        f"a planted script ran in the {page}: {marks}"
+    )
+    for link in browser.find_elements("css selector", "a[href]"):
+        assert not link.get_attribute("href").lower().startswith("javascript:"), page
+
+
+def test_no_script_a_student_planted_runs_in_the_feedback_or_the_formgrader(
+    browser, course, instructor_lab, screenshot
+):
+    from nbgrader.api import Gradebook
+
+    submitted = planted_submission(course)
+    env = {**course.env, **({} if bubblewrap() else {"COURSE_SANDBOX": "off"})}
+    python_ok(
+        *("-m", "course", "grade", str(submitted), "--course-dir", str(course.folder)),
+        *("--out", str(course.tmp / "grades-planted.csv")),
+        env=env,
+        timeout=600,
+    )
+    # The student's feedback page, opened from its file as the student opens it.
+    feedback = course.folder / "feedback" / PLANTER / paths.ASSIGNMENT / "01_single_gpu.html"
+    browser.get(feedback.as_uri())
+    shown = ["My prediction held: 62.5 updates per epoch", "A note of mine.", PLANTED_PRINT]
+    no_planted_script_ran(browser, "feedback page", shown)
+    screenshot("planted-feedback")
+    # The instructor's page of the same notebook in the Formgrader, with the instructor's session.
+    with Gradebook(f"sqlite:///{course.folder / 'gradebook.db'}") as gradebook:
+        notebook_id = gradebook.find_submission_notebook(
+            "01_single_gpu", paths.ASSIGNMENT, PLANTER
+        ).id
+    browser.get(instructor_lab.page(f"formgrader/submissions/{notebook_id}"))
+    no_planted_script_ran(browser, "Formgrader's submission page", shown)
+    screenshot("planted-formgrader")

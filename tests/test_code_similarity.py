@@ -4,11 +4,14 @@ verify.links_leaving)."""
 
 from __future__ import annotations
 
+import re
+import shutil
 from pathlib import Path
 
 import nbformat
 
-from course.instructor import code_similarity, plagiarism, verify
+from course.instructor import code_similarity, demo, plagiarism, verify
+from tests.helpers import ROOT
 
 SOLUTION = """def shard(train, comm, seed):
     ### BEGIN SOLUTION
@@ -35,6 +38,15 @@ ODD_RENAMED = """def shard(data, c, s):
     n = len(data) // c.size
     part = perm[c.rank * n:(c.rank + 1) * n]
     if c.rank == c.size - 1:
+        part = perm[c.rank * n:]
+    return chainer.datasets.SubDataset(data, 0, len(part), order=part)
+"""
+# The same code renamed, its lines reordered, its comparisons and sums turned round.
+ODD_REORDERED = """def shard(data, c, s):
+    n = len(data) // c.size
+    perm = numpy.random.RandomState(17 + s).permutation(len(data))
+    part = perm[c.rank * n:(c.rank + 1) * n]
+    if c.size - 1 == c.rank:
         part = perm[c.rank * n:]
     return chainer.datasets.SubDataset(data, 0, len(part), order=part)
 """
@@ -66,14 +78,17 @@ def pairs(tmp_path: Path, **sources: str) -> list[code_similarity.Pair]:
         student: notebook(tmp_path / student / "distributed_training", source)
         for student, source in sources.items()
     }
-    return code_similarity.similar_pairs(
-        submissions, notebook(tmp_path / "source", SOLUTION), notebook(tmp_path / "release", STUB)
-    )
+    bases = [notebook(tmp_path / "source", SOLUTION), notebook(tmp_path / "release", STUB)]
+    return code_similarity.similar_pairs(submissions, bases)
 
 
-def test_names_and_comments_do_not_hide_copied_code():
-    assert code_similarity.tokens(ODD) == code_similarity.tokens(ODD_RENAMED)
-    assert "scatter_dataset" in code_similarity.tokens(SOLUTION)  # an API's words are kept
+def test_reordered_lines_and_turned_comparisons_read_as_the_original():
+    def shape(source: str) -> str:  # what copydetect compares: every name one symbol
+        return re.sub(r"[A-Za-z_]\w*", "V", code_similarity.canonical(source))
+
+    assert shape(ODD) == shape(ODD_RENAMED) == shape(ODD_REORDERED)
+    assert code_similarity.canonical("len(x) > 0") == "0 < len(x)"
+    assert code_similarity.canonical("0 < i < n") == "0 < i < n"  # a chain reads one way only
 
 
 def test_the_same_unusual_code_is_listed_with_its_similarity(tmp_path):
@@ -82,12 +97,68 @@ def test_the_same_unusual_code_is_listed_with_its_similarity(tmp_path):
     assert pair.notebook == "03_multi_node.ipynb" and pair.shared >= code_similarity.MIN_SHARED
 
 
+def test_a_copy_renamed_reordered_and_turned_round_is_listed(tmp_path):
+    [pair] = pairs(tmp_path, alice=ODD, erin=ODD_REORDERED, carol=OTHER, dave=STUB)
+    assert pair.students == ("alice", "erin"), pair
+    assert pair.similarity >= code_similarity.THRESHOLD, pair
+
+
 def test_the_solution_written_twice_or_the_stub_left_twice_is_nobodys_copy(tmp_path):
     assert pairs(tmp_path, alice=SOLUTION, bob=SOLUTION, carol=STUB, dave=STUB) == []
 
 
-def test_a_notebook_that_is_not_python_is_compared_by_its_words(tmp_path):
-    assert code_similarity.tokens("def f(:\n  return '") == ["def", "f(:", "return", "'"]
+def test_code_that_is_not_python_is_compared_as_written():
+    assert code_similarity.canonical("def f(:\n  return '") == "def f(:\n  return '"
+
+
+def with_shard(edition: str, student: Path, code: str) -> Path:
+    """The edition's release of notebook 03 with `code` in its shard_datasets cell, the rest left
+    as the stubs it was given."""
+    folder = student / edition
+    shutil.copytree(ROOT / "notebooks" / edition, folder)
+    path = folder / "03_multi_node.ipynb"
+    handed_in = nbformat.read(path, as_version=4)
+    [cell] = [
+        c
+        for c in handed_in.cells
+        if c.metadata.get("nbgrader", {}).get("grade_id") == "shard_datasets"
+    ]
+    cell.source = code.replace("def shard(", "def shard_datasets(")
+    nbformat.write(handed_in, path)
+    return folder
+
+
+def test_a_copy_across_the_two_editions_is_listed_and_its_report_shows_the_passages(tmp_path):
+    english, japanese = "distributed_training", "distributed_training_ja"
+    copied = ODD_REORDERED.replace("# my own shuffling", "").replace(
+        "    n = ", "    # ランクごとの件数\n    n = "
+    )
+    submissions = {
+        "alice": with_shard(english, tmp_path / "alice", ODD),
+        "bob": with_shard(japanese, tmp_path / "bob", copied),
+        "carol": with_shard(japanese, tmp_path / "carol", OTHER),
+        "dave": with_shard(english, tmp_path / "dave", STUB),
+    }
+    bases = [
+        ROOT / "solutions" / english,
+        ROOT / "notebooks" / english,
+        ROOT / "notebooks" / japanese,
+    ]
+    report = tmp_path / "grades-similarity.html"
+    report.write_text("an earlier run's")
+    [pair] = code_similarity.similar_pairs(submissions, bases, report)
+    assert pair.students == ("alice", "bob") and pair.notebook == "03_multi_node.ipynb", pair
+    page = report.read_text()
+    assert "highlight-red" in page and "alice" in page and "bob" in page
+    # the solution's own code, handed in by two students, is nobody's copy
+    solved = {
+        student: demo.student_copy(
+            ROOT / "notebooks" / english, ROOT / "solutions" / english, tmp_path / student / english
+        )
+        for student in ("erin", "frank")
+    }
+    assert code_similarity.similar_pairs(solved, bases, report) == []
+    assert not report.exists(), "the earlier run's report is gone"
 
 
 def test_the_table_lists_code_and_identical_notebooks_but_not_the_release(tmp_path):

@@ -94,6 +94,7 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
         )
     verify.check_sandbox()
     outcomes, copied = [], []
+    bases: list[Path] = []  # every graded edition's solution and release notebooks
     for assignment in editions.ASSIGNMENTS:
         students = [student for student, edition in chosen.items() if edition == assignment]
         if not students:
@@ -108,18 +109,20 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
             autograde.feedback(root, submitted, db_url, assignment)
         copied += plagiarism.shared_notebooks(  # within an edition: the others' text differs
             {student: submitted / student / assignment for student in students},
-            source=root / "solutions" / assignment,
             release=release / assignment,
         )
+        bases += [root / "solutions" / assignment, release / assignment]
     outcomes.sort(key=lambda outcome: outcome.student)
-    # a run is the same in every edition: job outputs are compared across them
-    copied = (
-        plagiarism.shared_outputs(
-            {student: submitted / student / edition for student, edition in chosen.items()}
-        )
-        + copied
-    )
     out = (args.out or root / "grades.csv").resolve()
+    # a run is the same in every edition, and so is the code of its cells: both are compared
+    # across editions
+    handed_in = {student: submitted / student / edition for student, edition in chosen.items()}
+    passages = out.with_name(out.stem + "-similarity.html")
+    copied = (
+        plagiarism.shared_outputs(handed_in)
+        + copied
+        + plagiarism.shared_code(handed_in, bases, report=passages)
+    )
     autograde.export(root, db_url, out, outcomes)
     details = out.with_name(out.stem + "-details.csv")
     write_details(outcomes, details)
@@ -128,7 +131,12 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
     if copied:
         print(
             f"plagiarism: {len(copied)} job output(s), notebook(s) or code shared between "
-            f"submissions, in {shared}",
+            f"submissions, in {shared}"
+            + (
+                f"; the shared code's passages side by side in {passages}"
+                if passages.exists()
+                else ""
+            ),
             file=sys.stderr,
         )
     print("\n" + summary(outcomes))

@@ -27,6 +27,7 @@ from traitlets import Float
 
 from course import i18n
 from course.instructor import editions, nbgrader_cells, verify, verify_functions, verify_plan
+from course.instructor.submission_html import SanitizeSubmission
 from course.instructor.verify_protocol import Plan, Reply, Verdict, VerificationError
 
 VERDICTS = "COURSE_VERIFIED_DIR"
@@ -114,9 +115,11 @@ class VerifiedExecute(NbGraderPreprocessor):
 
 
 def autograde_preprocessors() -> list[type]:
-    """nbgrader's own list of autograde steps, with VerifiedExecute in place of Execute."""
+    """nbgrader's own list of autograde steps, with VerifiedExecute in place of Execute, and the
+    graded notebook's HTML cleaned last (course.instructor.submission_html)."""
     default = Autograde.class_traits()["autograde_preprocessors"].default()
-    return [VerifiedExecute if step is Execute else step for step in default]
+    steps = [VerifiedExecute if step is Execute else step for step in default]
+    return [*steps, SanitizeSubmission]
 
 
 class RestoreDeletedCells(OverwriteCells):

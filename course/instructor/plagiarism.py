@@ -16,7 +16,8 @@ job its own id |
 | notebook | a notebook's SHA-256 (not the release's) | its outputs hold times and runs |
 | solution code | code alike beyond the solution | few right answers, but not the same odd ones |
 
-Solution code is compared by course.instructor.code_similarity. The kit's local scheduler
+Solution code is compared by course.instructor.code_similarity (copydetect), across editions, and
+its report of the shared passages is written beside the table. The kit's local scheduler
 numbers jobs per machine from 1, so its job ids and run folders are the same for every student who
 used it: they are not flagged (their seals and logs are).
 """
@@ -121,26 +122,38 @@ def shared_outputs(submissions: dict[str, Path]) -> list[Flag]:
     return _shared(submissions, _keys)
 
 
-def shared_notebooks(submissions: dict[str, Path], source: Path, release: Path) -> list[Flag]:
-    """The notebooks and code beyond the solution two or more of `submissions` share; `source`
-    and `release` are their edition's instructor and student notebooks."""
-    flags = _shared(submissions, lambda folder: _notebooks(folder, release))
-    return flags + [
+def shared_notebooks(submissions: dict[str, Path], release: Path) -> list[Flag]:
+    """The notebooks two or more of `submissions` hand in byte for byte (the untouched `release`,
+    their edition's student notebooks, left out)."""
+    return _shared(submissions, lambda folder: _notebooks(folder, release))
+
+
+def shared_code(
+    submissions: dict[str, Path], bases: list[Path], report: Path | None = None
+) -> list[Flag]:
+    """The solution code beyond the solution two of `submissions` ({student: their assignment
+    folder}, of any edition) share; `bases` are every edition's instructor and student notebooks,
+    `report` where copydetect's report of the shared passages goes."""
+    return [
         Flag(
             "solution code",
             f"{pair.notebook}: {pair.similarity:.0%} alike beyond the solution "
-            f"({pair.shared} runs of {code_similarity.SHINGLE} tokens)",
+            f"({pair.shared} characters of normalised code in common)",
             pair.students,
             tuple(f"{student}: {pair.notebook}" for student in pair.students),
         )
-        for pair in code_similarity.similar_pairs(submissions, source, release)
+        for pair in code_similarity.similar_pairs(submissions, bases, report)
     ]
 
 
 def find(submissions: dict[str, Path], source: Path, release: Path) -> list[Flag]:
-    """What two or more of `submissions` ({student: their assignment folder}) share, by kind, then
-    value; `source` and `release` are the assignment's instructor and student notebooks."""
-    return shared_outputs(submissions) + shared_notebooks(submissions, source, release)
+    """What two or more of `submissions` ({student: their assignment folder}) of one edition
+    share, by kind, then value; `source` and `release` are its instructor and student notebooks."""
+    return (
+        shared_outputs(submissions)
+        + shared_notebooks(submissions, release)
+        + shared_code(submissions, [source, release])
+    )
 
 
 def write_csv(flags: list[Flag], path: Path) -> None:
