@@ -65,3 +65,12 @@ def test_a_record_it_cannot_write_shows_nothing_and_says_why(tmp_path, capsys):
     (folder / reference.RECORD).mkdir(parents=True)  # a folder where the record's file goes
     assert reference.show(folder) is None
     assert "could not be recorded" in capsys.readouterr().out
+
+
+def test_the_table_is_the_runs_docs_accuracy_md_reports():
+    text = (ROOT / "docs" / "accuracy.md").read_text()
+    for seed, runs in reference.RUNS.items():
+        row = f"| {seed} | " + " | ".join(
+            ", ".join(f"{v:.3f}" for v in acc[:-1]) + f", **{acc[-1]:.3f}**" for acc in runs
+        )
+        assert row + " |" in text, f"seed {seed}: {row}"
