@@ -24,6 +24,8 @@ notebook uses are imported on first use:
                                     (course.notebook.allreduce_report)
     course.model_parallel_report.show()  model against data parallelism, time and bytes
                                     (course.notebook.model_parallel_report)
+    course.large_batch_reference.show()  notebook 05's reference runs, once the prediction is
+                                    recorded (course.notebook.large_batch_reference)
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ _LAZY = {
     "one_node": ("course.notebook.one_node", None),
     "allreduce_report": ("course.notebook.allreduce_report", None),
     "model_parallel_report": ("course.notebook.model_parallel_report", None),
+    "large_batch_reference": ("course.notebook.large_batch_reference", None),
     "report": ("course.notebook.report", None),
 }
 

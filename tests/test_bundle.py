@@ -302,6 +302,7 @@ WRITTEN_AT_RUN_TIME = {
     "status.json",
     "resume.json",
     "submitted-jobs.json",  # course submit's record of a student's jobs, for the site's budget
+    "large_batch_prediction.json",  # notebook 05's record of the prediction before the table
     "stage3_functions.py",  # the stage-3 checks' scratch module
     "train.py",  # course launch's example command
 }

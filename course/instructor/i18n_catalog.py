@@ -64,6 +64,7 @@ MARKED = (
     "course/notebook/allreduce_report.py",
     "course/notebook/exchange_report.py",
     "course/notebook/model_parallel_report.py",
+    "course/notebook/large_batch_reference.py",
     "course/notebook/scaling_report.py",
     "course/notebook/profile_report.py",
     "course/notebook/allreduce_judge.py",

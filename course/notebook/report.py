@@ -231,6 +231,17 @@ def notes(table: list[dict], target: float | None = None) -> list[str]:
     return said
 
 
+def reference_counts() -> str:
+    """What the 2018 hands-on's figures count (its logs: 10,000 images over the whole elapsed time
+    of 4 epochs), unlike the kit's images/sec, which leaves out the first steps and those after an
+    evaluation (course.runtime.throughput)."""
+    return _(
+        "The reference figures are the 2018 hands-on's own: its images over the whole elapsed "
+        "time of its run, so they count every epoch's evaluation and the slow first steps "
+        "(warm-up), which your images/sec leaves out. They compare in size, not digit for digit."
+    )
+
+
 def show(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
     """Display the table (and plots) of every run in this folder; return the rows."""
     import matplotlib.pyplot as plt
@@ -245,9 +256,12 @@ def show(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
         print(line)
     display(plot(table))
     plt.close("all")
-    for model, figures in references().items():
+    found = references()
+    for model, figures in found.items():
         shown = ", ".join(f"{stage} {value} img/s" for stage, value in figures.items())
         print(_("Reference, {model}: {figures}").format(model=model, figures=shown))
+    if found:
+        print(reference_counts())
     return table
 
 
