@@ -24,7 +24,7 @@ def verified(
     cell = nbformat.v4.new_code_cell(student)
     cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "code"}
     folder = tmp_path / "student"
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)  # it may hold files of the test's already
     nbformat.write(nbformat.v4.new_notebook(cells=[cell]), folder / "submitted.ipynb")
     config = tmp_path / "grading.toml"
     config.write_text("")
