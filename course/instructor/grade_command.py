@@ -21,7 +21,7 @@ from pathlib import Path
 
 from course import i18n, paths
 from course.cli import command_parser
-from course.errors import GradingError
+from course.errors import CourseError, GradingError
 from course.instructor import (
     autograde,
     editions,
@@ -36,20 +36,16 @@ from course.instructor.grade_report import Outcome, summary, write_details
 from course.instructor.nbgrader_hook import CELL_TIMEOUT
 
 
-def _refused(submitted: Path) -> dict[str, str]:
-    """{student: why their submission is NOT GRADED} for the submissions that hold what no step
-    may open (course.instructor.submission_files), said in the student's edition's language."""
+def _refused(submitted: Path) -> dict[str, Outcome]:
+    """{student: NOT GRADED, and why} for the submissions that hold what no step may open
+    (course.instructor.submission_files), said in the edition's language."""
     refused = {}
-    for folder in sorted(submitted.glob("*/*")):
-        if folder.name not in editions.ASSIGNMENTS:
-            continue
-        found = submission_files.refused(folder)
-        if folder.parent.is_symlink():
-            found.insert(0, f"{folder.parent.name}: a link, not the student's folder")
-        if found and folder.parent.name not in refused:
-            refused[folder.parent.name] = i18n.in_language(
-                editions.language(folder.name), submission_files.NOT_GRADED
-            ).format(found="; ".join(found[:5]))
+    for student, (assignment, found) in submission_files.refused_students(
+        submitted, editions.ASSIGNMENTS
+    ).items():
+        why = i18n.in_language(editions.language(assignment), submission_files.NOT_GRADED)
+        failure = why.format(found="; ".join(found[:5]))
+        refused[student] = Outcome(student, False, 0.0, failure=failure, assignment=assignment)
     return refused
 
 
@@ -129,7 +125,7 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
             file=sys.stderr,
         )
     verify.check_sandbox()
-    outcomes = [Outcome(student, False, 0.0, failure=why) for student, why in refused.items()]
+    outcomes = list(refused.values())
     copied = []
     for assignment in editions.ASSIGNMENTS:
         students = [student for student, edition in chosen.items() if edition == assignment]
@@ -137,9 +133,10 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
             continue
         try:  # an edition that does not build is that edition's error, not the class's
             autograde.prepare(root, release, assignment)
-        except GradingError as e:
-            print(f"{assignment} could not be built: {e.message} ({e.hint})", file=sys.stderr)
-            why = f"the {assignment} edition could not be built for grading: {e.message}"
+        except CourseError as e:  # an untranslated line, a broken notebook of its source
+            print(f"{assignment} could not be built: {e}", file=sys.stderr)
+            said = " ".join(e.message.split())[:500]
+            why = f"the {assignment} edition could not be built for grading: {said}"
             outcomes += [
                 Outcome(s, False, 0.0, failure=why, assignment=assignment) for s in students
             ]

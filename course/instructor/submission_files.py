@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Collection
 from pathlib import Path
 
 from course.i18n import N_
@@ -69,4 +70,23 @@ def refused(folder: Path) -> list[str]:
                     found.append(f"{relative} {problem}")
             elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 found.append(f"{relative}: {_SPECIAL.get(stat.S_IFMT(mode), 'a special file')}")
+    return found
+
+
+def refused_students(
+    submitted: Path, assignments: Collection[str]
+) -> dict[str, tuple[str, list[str]]]:
+    """{student: (the edition folder, what `refused` found)} for the students of `submitted` (an
+    nbgrader submitted folder: <student>/<assignment>) one of whose `assignments` holds what no
+    step may open, or whose own folder is a link."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    for folder in sorted(Path(submitted).glob("*/*")):
+        student = folder.parent.name
+        if folder.name not in assignments or student in found:
+            continue
+        problems = refused(folder)
+        if folder.parent.is_symlink():
+            problems.insert(0, f"{student}: a link, not the student's folder")
+        if problems:
+            found[student] = (folder.name, problems)
     return found

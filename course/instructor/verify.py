@@ -167,7 +167,7 @@ def _asked(line: str) -> tuple[str, str] | None:
 
 # Seconds all the tests of one submission may take together (`course grade --submission-timeout`):
 # a solved submission takes 15 s on 2 cores, one whose every test runs to its cell limit hours.
-SUBMISSION_TIMEOUT = 600.0
+SUBMISSION_TIMEOUT = 900.0
 
 
 def data_environment(course_root: Path) -> dict[str, str]:
