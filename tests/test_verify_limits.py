@@ -182,3 +182,28 @@ def test_a_submission_whose_tests_all_run_near_their_limit_stops_at_its_budget(t
         verified(tmp_path, SLOW, tests, submission_timeout=10)
     assert time.monotonic() - started < 20
     assert raised.value.message == "the grader's process for this submission ran past 10 s"
+
+
+def test_where_memory_cannot_be_limited_processes_still_are_and_why_is_said(monkeypatch):
+    """A machine that delegates the pids controller but not the memory one (a container, a
+    user's systemd slice): the pids group stands alone, the worker is told of no memory group, and
+    the reason is what `course grade` prints."""
+    real = process_limit._own_group
+    if "pids" in process_limit.unavailable():
+        pytest.skip("no pids cgroup here either")
+
+    def own_group(controller: str):
+        if controller == "memory":
+            raise OSError("no memory cgroup controller is delegated to this process")
+        return real(controller)
+
+    monkeypatch.setattr(process_limit, "_own_group", own_group)
+    group, why = process_limit.start()
+    assert group is not None
+    try:
+        assert set(group.folders) == {"pids"}
+        assert set(group.environment()) == {process_limit.EVENTS}
+        assert why == "no memory cgroup controller is delegated to this process"
+    finally:
+        group.close()
+    assert process_limit.unavailable() == why
