@@ -164,7 +164,7 @@ def test_a_worker_past_its_budget_is_said_in_the_submissions_language(monkeypatc
     said = {}
     for lang in (i18n.DEFAULT, i18n.PSEUDO):
         with pytest.raises(VerificationError) as raised:
-            verify._run_worker(tmp_path, tmp_path, request, [], {}, None, lang)
+            verify._run_worker(tmp_path, [], request, {}, None, verify.SUBMISSION_TIMEOUT, lang)
         said[lang] = raised.value.message
     assert said[i18n.DEFAULT] == "the grader's process for this submission ran past 60 s"
     assert strip(said[i18n.PSEUDO]) == said[i18n.DEFAULT] and not unmarked(said[i18n.PSEUDO])

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from course import comparison, evidence, paths
+from course import comparison, evidence, i18n, paths
 from course.contracts import grading_rules, stages
 from course.errors import GradingError
 from course.instructor import editions, submission_files
@@ -206,7 +206,7 @@ def collect(root: Path, submitted: Path, grades: Path) -> ClassData:
             student.max_score = _float(totals[name]["max_score"])
         folder = submitted / name / handed_in.get(name, paths.ASSIGNMENT)
         if name in refused:  # as the grader: files no step may open, or a window on others'
-            found = "; ".join(refused[name][1][:3])
+            found = submission_files.described(refused[name][1], i18n.DEFAULT)
             why = f"the submission holds files the grader does not open ({found}): runs unread"
             student.flags.append(Flag(name, "submission", why))
         elif folder.is_dir():

@@ -44,7 +44,7 @@ def _refused(submitted: Path) -> dict[str, Outcome]:
         submitted, editions.ASSIGNMENTS
     ).items():
         why = i18n.in_language(editions.language(assignment), submission_files.NOT_GRADED)
-        failure = why.format(found="; ".join(found[:5]))
+        failure = why.format(found=submission_files.described(found, editions.language(assignment)))
         refused[student] = Outcome(student, False, 0.0, failure=failure, assignment=assignment)
     return refused
 

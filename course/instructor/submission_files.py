@@ -11,11 +11,13 @@ the class is graded as usual.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Collection
 from pathlib import Path
 
+from course import i18n
 from course.i18n import N_
 
 # Why a submission holding such files is not graded, in the feedback the student reads.
@@ -25,38 +27,42 @@ NOT_GRADED = N_(
 )
 
 _SPECIAL = {
-    stat.S_IFIFO: "a named pipe (FIFO)",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
+    stat.S_IFIFO: N_("a named pipe (FIFO)"),
+    stat.S_IFCHR: N_("a character device"),
+    stat.S_IFBLK: N_("a block device"),
+    stat.S_IFSOCK: N_("a socket"),
 }
+SPECIAL = N_("a special file")
+LOOP = N_("a loop of links")
+NOWHERE = N_("a link that leads nowhere")
+OUTSIDE = N_("outside the submission")
+LINKED_FOLDER = N_("a link, not the student's folder")
 
 
 def _link_problem(path: Path, folder: Path) -> str:
-    """Why the link `path` may not be followed, or "" when it names an ordinary file or folder of
-    the submission."""
-    target = os.readlink(path)
+    """Why the link `path` may not be followed (untranslated), or "" when it names an ordinary
+    file or folder of the submission."""
     try:
         resolved = path.resolve(strict=True)
     except RuntimeError:  # Python 3.11 says a loop so; later versions raise OSError (ELOOP)
-        return f"-> {target}: a loop of links"
+        return LOOP
     except OSError as e:
-        return f"-> {target}: " + ("a loop of links" if e.errno == 40 else "leads nowhere")
+        return LOOP if e.errno == errno.ELOOP else NOWHERE
     if not resolved.is_relative_to(folder):
-        return f"-> {target}: outside the submission"
+        return OUTSIDE
     mode = resolved.lstat().st_mode
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        return f"-> {target}: {_SPECIAL.get(stat.S_IFMT(mode), 'a special file')}"
+        return _SPECIAL.get(stat.S_IFMT(mode), SPECIAL)
     return ""
 
 
-def refused(folder: Path) -> list[str]:
-    """What of the submission in `folder` may not be opened, as "path: why" (path relative to the
-    folder); [] when every entry is an ordinary file, a folder or a link to one inside it. The
-    folder itself must be a real folder."""
+def refused(folder: Path) -> list[tuple[str, str]]:
+    """What of the submission in `folder` may not be opened: (where, why untranslated), where is
+    its path in the folder (a link's with its target); [] when every entry is an ordinary file, a
+    folder or a link to one inside it. The folder itself must be a real folder."""
     folder = Path(folder)
     if folder.is_symlink() or not folder.is_dir():
-        return [f"{folder.name}: not a folder"]
+        return [(folder.name, LINKED_FOLDER)]
     root = folder.resolve()
     found = []
     for directory, subdirectories, files in os.walk(root):
@@ -67,26 +73,31 @@ def refused(folder: Path) -> list[str]:
             if stat.S_ISLNK(mode):
                 problem = _link_problem(path, root)
                 if problem:
-                    found.append(f"{relative} {problem}")
+                    found.append((f"{relative} -> {os.readlink(path)}", problem))
             elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                found.append(f"{relative}: {_SPECIAL.get(stat.S_IFMT(mode), 'a special file')}")
+                found.append((str(relative), _SPECIAL.get(stat.S_IFMT(mode), SPECIAL)))
     return found
+
+
+def described(found: list[tuple[str, str]], lang: str) -> str:
+    """`found` as "where: why; ..." in the language `lang` (at most five of them)."""
+    return "; ".join(f"{where}: {i18n.in_language(lang, why)}" for where, why in found[:5])
 
 
 def refused_students(
     submitted: Path, assignments: Collection[str]
-) -> dict[str, tuple[str, list[str]]]:
+) -> dict[str, tuple[str, list[tuple[str, str]]]]:
     """{student: (the edition folder, what `refused` found)} for the students of `submitted` (an
     nbgrader submitted folder: <student>/<assignment>) one of whose `assignments` holds what no
     step may open, or whose own folder is a link."""
-    found: dict[str, tuple[str, list[str]]] = {}
+    found: dict[str, tuple[str, list[tuple[str, str]]]] = {}
     for folder in sorted(Path(submitted).glob("*/*")):
         student = folder.parent.name
         if folder.name not in assignments or student in found:
             continue
         problems = refused(folder)
         if folder.parent.is_symlink():
-            problems.insert(0, f"{student}: a link, not the student's folder")
+            problems.insert(0, (student, LINKED_FOLDER))
         if problems:
             found[student] = (folder.name, problems)
     return found
