@@ -182,7 +182,8 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
         )
     print("\n" + summary(outcomes))
     notebooks = len(list((root / "solutions" / ASSIGNMENT).glob("*.ipynb")))
-    per_student = sum(o.seconds for o in outcomes) / len(outcomes)
+    verified = [o.seconds for o in outcomes if o.seconds] or [0.0]  # not the refused ones
+    per_student = sum(verified) / len(verified)
     print(
         f"\nverified: {per_student:.1f} s per student ({per_student / max(1, notebooks):.1f} s per "
         "notebook), "
