@@ -17,6 +17,7 @@ import pytest
 from course import paths
 from course.instructor import sandbox, verify, verify_plan
 from course.instructor.verify_protocol import TestCell as Cell  # not a test class
+from course.runtime.data import data_dir
 from tests.helpers import ROOT, bubblewrap
 from tests.verify_helpers import OBSERVING, verified
 
@@ -147,8 +148,14 @@ def test_a_planted_cell_cannot_read_a_classmates_notebook_in_the_exchange(
     assert seen["/var"] is None and seen["/home"] is None
     # of the kit's checkout, only the package and the Python environment (not solutions/)
     assert set(seen[str(paths.KIT_ROOT)]) <= {"course", ".venv"}, seen
-    # of /root, at most the folders of the Python environment (pyenv's, on a test machine)
-    bound = {p.parts[2] for p in sandbox._environment_folders() if p.is_relative_to("/root")}
+    # of /root, at most the folders of the Python environment (pyenv's, on a test machine) and
+    # of the instructor's data set (~/.chainer/dataset/pfnet/chainer/cifar, where there is one)
+    data = data_dir(verify.data_environment(ROOT)["CHAINER_DATASET_ROOT"])
+    bound = {
+        p.parts[2]
+        for p in [*sandbox._environment_folders(), data]
+        if p.is_relative_to("/root") and p.exists()
+    }
     assert set(seen["/root"] or []) <= bound, seen
     assert not {"srv", "home", "var", "mnt", "opt", "media"} & set(seen["/"]), seen
 
