@@ -1,6 +1,6 @@
 """Solution code two submissions share beyond the solution (course.instructor.code_similarity),
 and handed-in notebooks that are links or copies (course.instructor.plagiarism,
-verify.links_leaving)."""
+submission_files.refused)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import nbformat
 
-from course.instructor import code_similarity, demo, plagiarism, verify
+from course.instructor import code_similarity, demo, plagiarism, submission_files
 from tests.helpers import ROOT
 
 SOLUTION = """def shard(train, comm, seed):
@@ -184,8 +184,8 @@ def test_links_that_leave_a_submission_are_named_and_links_within_it_are_not(tmp
     (folder / "runs").symlink_to(tmp_path / "alice")
     (folder / "mine.txt").write_text("x")
     (folder / "also-mine.txt").symlink_to("mine.txt")
-    assert verify.links_leaving(folder) == [
-        f"03_multi_node.ipynb -> {classmate / '03_multi_node.ipynb'}",
-        f"runs -> {tmp_path / 'alice'}",
+    assert submission_files.refused(folder) == [
+        (f"03_multi_node.ipynb -> {classmate / '03_multi_node.ipynb'}", "outside the submission"),
+        (f"runs -> {tmp_path / 'alice'}", "outside the submission"),
     ]
-    assert verify.links_leaving(classmate) == []
+    assert submission_files.refused(classmate) == []

@@ -244,6 +244,7 @@ ALLOWED = {
     "killed by {}",
     "exit status {}",
     "met the limit of {} processes",
+    "met the memory limit of {} GiB (its processes together)",
     "the test's process ended without a result ({})",
     "; it uses {}",
     "{}: a syntax error at line {} ({}): its functions are missing",

@@ -118,7 +118,7 @@ def _unverified(monkeypatch, tmp_path, run_worker, lang: str) -> str:
     config = tmp_path / "grading.toml"
     config.write_text("")
     with pytest.raises(VerificationError) as raised:
-        verify.verify(tmp_path, [], hidden=[], grading_config=config, timeout=1.0, lang=lang)
+        verify.verify(tmp_path, [], grading_config=config, timeout=1.0, lang=lang)
     return raised.value.message
 
 
@@ -164,7 +164,7 @@ def test_a_worker_past_its_budget_is_said_in_the_submissions_language(monkeypatc
     said = {}
     for lang in (i18n.DEFAULT, i18n.PSEUDO):
         with pytest.raises(VerificationError) as raised:
-            verify._run_worker(tmp_path, tmp_path, request, [], {}, None, lang)
+            verify._run_worker(tmp_path, [], request, {}, None, verify.SUBMISSION_TIMEOUT, lang)
         said[lang] = raised.value.message
     assert said[i18n.DEFAULT] == "the grader's process for this submission ran past 60 s"
     assert strip(said[i18n.PSEUDO]) == said[i18n.DEFAULT] and not unmarked(said[i18n.PSEUDO])
@@ -250,7 +250,6 @@ def test_the_outputs_the_worker_writes_are_in_the_editions_language(tmp_path, mo
     [verdict] = verify.verify(
         folder,
         [Plan("submitted.ipynb", OBSERVING, ["code"], tests)],
-        hidden=[tmp_path / "hidden"],
         grading_config=config,
         timeout=2,
         lang=i18n.PSEUDO,
@@ -267,7 +266,6 @@ def test_the_outputs_the_worker_writes_are_in_the_editions_language(tmp_path, mo
         verify.verify(
             folder,
             [Plan("broken.ipynb", OBSERVING, ["code"], tests[:1])],
-            hidden=[tmp_path / "hidden"],
             grading_config=config,
             timeout=2,
             lang=i18n.PSEUDO,

@@ -102,3 +102,18 @@ def test_the_table_names_the_shared_item_the_students_and_their_files(tmp_path):
         "files": "alice: runs/multi_node-2.local/results.json; bob: "
         "runs/multi_node-2.local/results.json",
     } in rows
+
+
+def test_a_junk_results_file_naming_a_classmate_s_job_does_not_list_the_classmate(tmp_path):
+    """Job ids are public: a results file of bob's that names alice's PBS job, without the job's
+    log, is not a shared job; with alice's log copied beside it, it is."""
+    alice, bob = submission(tmp_path, "alice"), submission(tmp_path, "bob", first=11)
+    theirs = json.loads((alice / "runs" / "single_gpu-1.local" / "results.json").read_text())
+    junk = bob / "runs" / "single_gpu-1.local" / "results.json"
+    junk.parent.mkdir()
+    junk.write_text(json.dumps({"job": theirs["job"], "segments": [{"job": theirs["job"]}]}))
+    assert find({"alice": alice, "bob": bob}, tmp_path) == []
+    shutil.copy(alice / "run_single_gpu_training.sh.o1", bob)
+    flags = find({"alice": alice, "bob": bob}, tmp_path)
+    assert {flag.kind for flag in flags} == {"job id", "run folder", "job log"}
+    assert all(flag.students == ("alice", "bob") for flag in flags)

@@ -250,7 +250,7 @@ def test_a_worker_answer_that_is_not_a_reply_leaves_the_submission_ungraded(monk
     config = tmp_path / "grading.toml"
     config.write_text("")
     with pytest.raises(verify_protocol.VerificationError) as raised:
-        verify.verify(tmp_path, [], hidden=[], grading_config=config, timeout=1.0)
+        verify.verify(tmp_path, [], grading_config=config, timeout=1.0)
     said = raised.value.message
     assert said.startswith("the grader's process for this submission answered wrongly: ")
     assert said.endswith(

@@ -5,11 +5,13 @@ start."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
 from course.instructor import process_limit, sandbox, verify_test, verify_worker
 from course.instructor.verify_protocol import TestCell as Cell  # not a test class
+from course.instructor.verify_protocol import VerificationError
 from tests.helpers import bubblewrap
 from tests.verify_helpers import verified
 
@@ -114,7 +116,7 @@ def test_a_fork_bomb_meets_the_submissions_process_limit_and_the_next_test_runs(
     ]
     # this process's groups only: other gradings on the machine make and remove their own
     ours = f"course-verify-{os.getpid()}-*"
-    groups_before = set(process_limit._own_group().glob(ours))
+    groups_before = set(process_limit._own_group("pids").glob(ours))
     verdict = verified(tmp_path, BOMB, tests)
     limit = process_limit.MAX_PROCESSES
     printed, error = verdict.outputs["check_bomb"][0]["text"], verdict.outputs["check_bomb"][-1]
@@ -125,4 +127,83 @@ def test_a_fork_bomb_meets_the_submissions_process_limit_and_the_next_test_runs(
     [fine] = verdict.outputs["check_fine"]
     assert fine["output_type"] == "stream"
     assert fine["text"] == "a test after the bomb forks as usual\n"
-    assert set(process_limit._own_group().glob(ours)) == groups_before
+    assert set(process_limit._own_group("pids").glob(ours)) == groups_before
+    assert set(process_limit._own_group("memory").glob(ours)) == set()
+
+
+TOGETHER = """
+def hoard_together():
+    import os, time
+    child = os.fork()  # each process alone is far below the 8 GiB a process may have
+    held = b"x" * (600 * 2**20)
+    time.sleep(3)
+    if child == 0:
+        os._exit(0)
+    os.waitpid(child, 0)
+    print("held", len(held))
+"""
+
+
+def test_a_tests_processes_together_meet_the_submissions_memory_limit(tmp_path):
+    """Two forked processes of one test, each 600 MB, against a group of 1 GiB (the real one is 8
+    GiB, too much to take on a shared test machine): one of them is ended, the test fails saying
+    so, and the next test of the submission runs."""
+    unlimited = process_limit.unavailable()
+    if "memory" in unlimited:
+        pytest.skip(f"no memory limit here ({unlimited})")
+    tests = [
+        Cell("check_together", "observe(returned, hoard_together, args=[])", "", 1),
+        Cell("check_fine", "observe(returned, fine, args=[])", "", 1),
+    ]
+    verdict = verified(tmp_path, TOGETHER + BOMB, tests, memory_limit=2**30)
+    error = verdict.outputs["check_together"][-1]
+    assert error["ename"] == "MemoryLimit", verdict.outputs["check_together"]
+    assert "more than the 1 GiB of memory a submission may hold at once" in error["evalue"]
+    assert verdict.flags["check_together"] == [
+        "met the memory limit of 1 GiB (its processes together)"
+    ]
+    [fine] = verdict.outputs["check_fine"]
+    assert fine["text"] == "a test after the bomb forks as usual\n"
+
+
+SLOW = """
+def crawl():
+    import time
+    time.sleep(3)
+"""
+
+
+def test_a_submission_whose_tests_all_run_near_their_limit_stops_at_its_budget(tmp_path):
+    """Every test 3 s of its 60 s limit, 8 tests: past the submission's 10 s budget the submission
+    is not graded, and that is said (in course grade: NOT GRADED, with this reason)."""
+    tests = [Cell(f"check_{n}", "observe(returned, crawl, args=[])", "", 1) for n in range(8)]
+    started = time.monotonic()
+    with pytest.raises(VerificationError) as raised:
+        verified(tmp_path, SLOW, tests, submission_timeout=10)
+    assert time.monotonic() - started < 20
+    assert raised.value.message == "the grader's process for this submission ran past 10 s"
+
+
+def test_where_memory_cannot_be_limited_processes_still_are_and_why_is_said(monkeypatch):
+    """A machine that delegates the pids controller but not the memory one (a container, a
+    user's systemd slice): the pids group stands alone, the worker is told of no memory group, and
+    the reason is what `course grade` prints."""
+    real = process_limit._own_group
+    if "pids" in process_limit.unavailable():
+        pytest.skip("no pids cgroup here either")
+
+    def own_group(controller: str):
+        if controller == "memory":
+            raise OSError("no memory cgroup controller is delegated to this process")
+        return real(controller)
+
+    monkeypatch.setattr(process_limit, "_own_group", own_group)
+    group, why = process_limit.start()
+    assert group is not None
+    try:
+        assert set(group.folders) == {"pids"}
+        assert set(group.environment()) == {process_limit.EVENTS}
+        assert why == "no memory cgroup controller is delegated to this process"
+    finally:
+        group.close()
+    assert process_limit.unavailable() == why

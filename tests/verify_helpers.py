@@ -4,6 +4,7 @@ the verifier's own tests need it."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
@@ -16,21 +17,22 @@ OBSERVING = "from course.notebook.checks.observe import observe, returned"
 
 
 def verified(
-    tmp_path: Path, student: str, tests: list[TestCell], setup: str = OBSERVING
+    tmp_path: Path, student: str, tests: list[TestCell], setup: str = OBSERVING, **options: Any
 ) -> Verdict:
-    """The verdict on a notebook whose one solution cell is `student`, tested by `tests`."""
+    """The verdict on a notebook whose one solution cell is `student`, tested by `tests`
+    (`options`: verify.verify's)."""
     cell = nbformat.v4.new_code_cell(student)
     cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "code"}
     folder = tmp_path / "student"
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)  # it may hold files of the test's already
     nbformat.write(nbformat.v4.new_notebook(cells=[cell]), folder / "submitted.ipynb")
     config = tmp_path / "grading.toml"
     config.write_text("")
     [verdict] = verify.verify(
         folder,
         [Plan("submitted.ipynb", setup, ["code"], tests)],
-        hidden=[tmp_path / "hidden"],
         grading_config=config,
         timeout=60,
+        **options,
     )
     return verdict

@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from course import i18n, paths
+from course import paths
 from course.errors import GradingError
 from course.fileio import atomic_file
 from course.instructor import editions, feedback_page, nbgrader_hook, verify, verify_plan
@@ -117,13 +117,18 @@ def grading_lock(root: Path) -> Iterator[None]:
         yield  # closing the file releases the lock, also when the process dies
 
 
+def gradebook_url(root: Path) -> str:
+    """The course folder's nbgrader gradebook, as nbgrader's apps take it."""
+    return f"sqlite:///{root / 'gradebook.db'}"
+
+
 def prepare(root: Path, release: Path, assignment: str = ASSIGNMENT) -> str:
     """Put the edition `assignment`'s notebooks and test cells into the course's gradebook, and its
     student release into `release`/<assignment> (what every student was given); return the
     gradebook's URL."""
     check_course_folder(root)
     editions.prepare_source(root, assignment)
-    db_url = f"sqlite:///{root / 'gradebook.db'}"
+    db_url = gradebook_url(root)
     _nbgrader_or_raise(
         ["generate_assignment", assignment, "--force"],
         root,
@@ -170,33 +175,28 @@ def verify_all(
     jobs: int,
     cell_timeout: float,
     assignment: str = ASSIGNMENT,
+    submission_timeout: float = verify.SUBMISSION_TIMEOUT,
 ) -> dict[str, tuple[float, dict, str]]:
     """Verify every submission of the edition `assignment`, `jobs` at a time, each in its own
-    sandboxed process speaking the edition's language; leave the verdicts in `verdicts` for
-    nbgrader's step. {student: (seconds, flags by (notebook, test), failure or "")}."""
+    sandboxed process speaking the edition's language, each within `submission_timeout` seconds;
+    leave the verdicts in `verdicts` for nbgrader's step. {student: (seconds, flags by (notebook,
+    test), failure or "")}."""
     from concurrent.futures import ThreadPoolExecutor
 
     plans = verify_plan.plans(root / "solutions" / assignment)
-    hidden = verify.private_paths(root, submitted)
 
     def one(student: str) -> tuple[float, dict, str]:
         folder = submitted / student / assignment
         started = time.monotonic()
-        links = verify.links_leaving(folder)
-        if links:  # a submission must be the student's own files, not a window on others'
-            message = i18n.in_language(
-                editions.language(assignment), verify.LINKS_NOT_GRADED
-            ).format(links="; ".join(links[:5]))
-            nbgrader_hook.write_verdicts(verdicts, student, None, message)
-            return time.monotonic() - started, {}, message
         try:
             found = verify.verify(
                 folder,
                 plans,
-                hidden=hidden,
+                course_root=root,
                 grading_config=root / "grading.toml",
                 timeout=cell_timeout,
                 lang=editions.language(assignment),
+                submission_timeout=submission_timeout,
             )
         except VerificationError as e:
             nbgrader_hook.write_verdicts(verdicts, student, None, e.message)
@@ -244,19 +244,32 @@ def autograde(
     jobs: int = 0,
     cell_timeout: float = CELL_TIMEOUT,
     assignment: str = ASSIGNMENT,
+    submission_timeout: float = verify.SUBMISSION_TIMEOUT,
+    skip: Sequence[str] = (),
 ) -> list[Outcome]:
     """Verify every submission of the edition `assignment`, then nbgrader autograde over them in
-    one process; outcomes from the gradebook."""
+    one process, but for the students `skip` names (nbgrader's autograde would open their
+    folders); outcomes from the gradebook."""
     with tempfile.TemporaryDirectory(prefix="course-verdicts-") as verdicts:
         workers = jobs or os.cpu_count() or 1
         verified = verify_all(
-            root, submitted, students, Path(verdicts), workers, cell_timeout, assignment
+            root,
+            submitted,
+            students,
+            Path(verdicts),
+            workers,
+            cell_timeout,
+            assignment,
+            submission_timeout,
         )
         try:
             run = _nbgrader(
                 ["autograde", assignment, "--create", "--force"],
                 root,
-                _gradebook_options(submitted, db_url),
+                [
+                    *_gradebook_options(submitted, db_url),
+                    f"--CourseDirectory.student_id_exclude={','.join(sorted(skip))}",
+                ],
                 timeout=6 * 3600,
                 env={nbgrader_hook.VERDICTS: verdicts},
             )

@@ -19,10 +19,10 @@ from collections import Counter
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from course import comparison, evidence, paths
+from course import comparison, evidence, i18n, paths
 from course.contracts import grading_rules, stages
 from course.errors import GradingError
-from course.instructor import editions, verify
+from course.instructor import editions, submission_files
 from course.instructor.grade_report import BY_HAND, NOT_HANDED_IN
 
 KEY_FILE = "class-report.key"  # in the course folder: the secret behind the stable pseudonyms
@@ -195,7 +195,8 @@ def collect(root: Path, submitted: Path, grades: Path) -> ClassData:
     rules = grading_rules.load(root / grading_rules.FILE)
     totals = {row["student_id"]: row for row in read_csv(grades)}
     details = read_csv(grades.with_name(grades.stem + "-details.csv"))
-    handed_in, _ = editions.handed_in(submitted)
+    refused = submission_files.refused_students(submitted, editions.ASSIGNMENTS)
+    handed_in, _ = editions.handed_in(submitted, skip=set(refused))
     names = sorted({row["student"] for row in details} | set(totals) | set(handed_in))
     students, targets = [], Counter[float]()
     for name in names:
@@ -204,9 +205,9 @@ def collect(root: Path, submitted: Path, grades: Path) -> ClassData:
             student.score = _float(totals[name]["score"])
             student.max_score = _float(totals[name]["max_score"])
         folder = submitted / name / handed_in.get(name, paths.ASSIGNMENT)
-        links = verify.links_leaving(folder) if folder.is_dir() else []
-        if links:  # as the grader: a window on other files is not the student's own
-            why = f"the submission links to files outside it ({'; '.join(links[:3])}): runs unread"
+        if name in refused:  # as the grader: files no step may open, or a window on others'
+            found = submission_files.described(refused[name][1], i18n.DEFAULT)
+            why = f"the submission holds files the grader does not open ({found}): runs unread"
             student.flags.append(Flag(name, "submission", why))
         elif folder.is_dir():
             target = _runs(student, folder, rules)

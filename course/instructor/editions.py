@@ -9,6 +9,7 @@ grades the same, and its text is the student's language, so the feedback is too.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 
 from course import i18n
@@ -30,13 +31,16 @@ def _handed_in_at(folder: Path) -> str:
     return stamp.read_text().strip() if stamp.is_file() else ""
 
 
-def handed_in(submitted: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """({student: the edition graded}, {student: the other editions they handed in, not graded}).
-    A student who handed in more than one edition is graded on the latest (nbgrader's timestamp)."""
+def handed_in(
+    submitted: Path, skip: Collection[str] = ()
+) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """({student: the edition graded}, {student: the other editions they handed in, not graded}),
+    leaving out the students `skip` names (whose files must not be opened). A student who handed in
+    more than one edition is graded on the latest (nbgrader's timestamp)."""
     found: dict[str, list[tuple[str, str]]] = {}
     for assignment in ASSIGNMENTS:
         for folder in sorted(submitted.glob(f"*/{assignment}")):
-            if folder.is_dir():
+            if folder.is_dir() and folder.parent.name not in skip:
                 found.setdefault(folder.parent.name, []).append((_handed_in_at(folder), assignment))
     chosen = {student: max(editions)[1] for student, editions in sorted(found.items())}
     others = {

@@ -19,13 +19,34 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course import paths
+from course import i18n, paths
 from course.cli import command_parser
-from course.errors import GradingError
-from course.instructor import autograde, editions, plagiarism, process_limit, sandbox, verify
+from course.errors import CourseError, GradingError
+from course.instructor import (
+    autograde,
+    editions,
+    plagiarism,
+    process_limit,
+    sandbox,
+    submission_files,
+    verify,
+)
 from course.instructor.autograde import ASSIGNMENT
-from course.instructor.grade_report import summary, write_details
+from course.instructor.grade_report import Outcome, summary, write_details
 from course.instructor.nbgrader_hook import CELL_TIMEOUT
+
+
+def _refused(submitted: Path) -> dict[str, Outcome]:
+    """{student: NOT GRADED, and why} for the submissions that hold what no step may open
+    (course.instructor.submission_files), said in the edition's language."""
+    refused = {}
+    for student, (assignment, found) in submission_files.refused_students(
+        submitted, editions.ASSIGNMENTS
+    ).items():
+        why = i18n.in_language(editions.language(assignment), submission_files.NOT_GRADED)
+        failure = why.format(found=submission_files.described(found, editions.language(assignment)))
+        refused[student] = Outcome(student, False, 0.0, failure=failure, assignment=assignment)
+    return refused
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +81,13 @@ def main(argv: list[str] | None = None) -> int:
         default=CELL_TIMEOUT,
         help="seconds a test cell may run (default %(default)g)",
     )
+    parser.add_argument(
+        "--submission-timeout",
+        type=float,
+        default=verify.SUBMISSION_TIMEOUT,
+        help="seconds all the tests of one submission may take together; past it the submission "
+        "is NOT GRADED, said so (default %(default)g)",
+    )
     args = parser.parse_args(argv)
     root = (args.course_dir or paths.kit_root()).resolve()
     autograde.check_course_folder(root)
@@ -75,12 +103,16 @@ def run(root: Path, args: argparse.Namespace) -> int:
 
 def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
     submitted = (args.submitted or root / "submitted").resolve()
-    db_url = autograde.prepare(root, release)
+    db_url = autograde.gradebook_url(root)
     if args.exchange:
+        autograde.prepare(root, release)
         for assignment in editions.ASSIGNMENTS:
             autograde.collect(root, args.exchange, submitted, assignment)
-    chosen, others = editions.handed_in(submitted)
-    if not chosen:
+    # Before anything opens a file of a submission: one that holds links, pipes or devices
+    # would stop or starve every step after this one.
+    refused = _refused(submitted)
+    chosen, others = editions.handed_in(submitted, skip=set(refused))
+    if not chosen and not refused:
         raise GradingError(
             f"no submissions in {submitted} (expected <student>/{ASSIGNMENT}/, or another "
             f"edition's: {', '.join(list(editions.ASSIGNMENTS)[1:])})",
@@ -93,17 +125,34 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
             file=sys.stderr,
         )
     verify.check_sandbox()
-    outcomes, copied = [], []
+    outcomes = list(refused.values())
+    copied = []
     bases: list[Path] = []  # every graded edition's solution and release notebooks
     for assignment in editions.ASSIGNMENTS:
         students = [student for student, edition in chosen.items() if edition == assignment]
         if not students:
             continue
-        if assignment != ASSIGNMENT:
+        try:  # an edition that does not build is that edition's error, not the class's
             autograde.prepare(root, release, assignment)
+        except CourseError as e:  # an untranslated line, a broken notebook of its source
+            print(f"{assignment} could not be built: {e}", file=sys.stderr)
+            said = " ".join(e.message.split())[:500]
+            why = f"the {assignment} edition could not be built for grading: {said}"
+            outcomes += [
+                Outcome(s, False, 0.0, failure=why, assignment=assignment) for s in students
+            ]
+            continue
         print(f"grading {len(students)} submission(s) of {assignment} from {submitted}", flush=True)
         outcomes += autograde.autograde(
-            root, submitted, students, db_url, args.jobs, args.cell_timeout, assignment
+            root,
+            submitted,
+            students,
+            db_url,
+            args.jobs,
+            args.cell_timeout,
+            assignment,
+            submission_timeout=args.submission_timeout,
+            skip=[*refused, *(s for s in chosen if s not in students)],
         )
         if args.feedback:
             autograde.feedback(root, submitted, db_url, assignment)
@@ -141,7 +190,8 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
         )
     print("\n" + summary(outcomes))
     notebooks = len(list((root / "solutions" / ASSIGNMENT).glob("*.ipynb")))
-    per_student = sum(o.seconds for o in outcomes) / len(outcomes)
+    verified = [o.seconds for o in outcomes if o.seconds] or [0.0]  # not the refused ones
+    per_student = sum(verified) / len(verified)
     print(
         f"\nverified: {per_student:.1f} s per student ({per_student / max(1, notebooks):.1f} s per "
         "notebook), "
@@ -151,9 +201,12 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
     unlimited = process_limit.unavailable()
     if unlimited:
         print(
-            f"processes: NOT limited per submission here ({unlimited}), so a submission that "
-            "forks without end slows the others' grading: grade as root, or where the pids "
-            f"cgroup controller is delegated (limit: {process_limit.MAX_PROCESSES})",
+            f"processes or memory: NOT limited per submission here ({unlimited}), so a submission "
+            "that forks without end, or whose processes together take the machine's memory, slows "
+            "or stops the others' grading (each process alone still has its own 8 GiB): grade as "
+            "root, or where the pids and memory cgroup controllers are delegated (limits: "
+            f"{process_limit.MAX_PROCESSES} processes, "
+            f"{process_limit.MAX_MEMORY / 2**30:g} GiB per submission at a time)",
             file=sys.stderr,
         )
     print(

@@ -77,11 +77,10 @@ class VerifiedExecute(NbGraderPreprocessor):
         plan = next(p for p in verify_plan.plans(source) if p.notebook == name)
         verdict = self._prepared(student, name, nb, plan)
         if verdict is None:
-            submitted = Path(course.format_path(course.submitted_directory, ".", ".")).resolve()
             verdict = verify.verify(
                 folder,
                 [plan],
-                hidden=verify.private_paths(root, submitted),
+                course_root=root,
                 grading_config=root / "grading.toml",
                 timeout=self.timeout,
                 # the edition's language: its checks and the grader's words on it speak it

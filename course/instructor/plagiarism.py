@@ -19,7 +19,10 @@ job its own id |
 Solution code is compared by course.instructor.code_similarity (copydetect), across editions, and
 its report of the shared passages is written beside the table. The kit's local scheduler
 numbers jobs per machine from 1, so its job ids and run folders are the same for every student who
-used it: they are not flagged (their seals and logs are).
+used it: they are not flagged (their seals and logs are). A job id (and its run folder) counts only
+where the submission also holds that job's log and the log names the run's results file: job ids
+are public (qstat shows them), so a results file that merely names a classmate's job proves nothing
+of the classmate.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from course.contracts import results
+from course.contracts import joblog, results
 from course.fileio import atomic_file, sha256_file
 from course.instructor import code_similarity
 
@@ -67,13 +70,16 @@ def _keys(folder: Path) -> list[tuple[str, str, Path]]:
         scheduled = {
             f"{job['scheduler']}:{job['id']}"
             for job in jobs
-            if isinstance(job, dict) and job.get("id") and job.get("scheduler") in SCHEDULED
+            if isinstance(job, dict)
+            and job.get("id")
+            and job.get("scheduler") in SCHEDULED
+            and _logged(folder, job, path.parent.name)
         }
         found += [("job id", key, path) for key in sorted(scheduled)]
         job = record.get("job")
         if not isinstance(job, dict):
             job = {}
-        if job.get("scheduler") in SCHEDULED and job.get("id"):
+        if f"{job.get('scheduler')}:{job.get('id')}" in scheduled:
             found.append(
                 ("run folder", f"{path.parent.name} (job {job['scheduler']}:{job['id']})", path)
             )
@@ -83,6 +89,14 @@ def _keys(folder: Path) -> list[tuple[str, str, Path]]:
         if _LOG.search(log.name) and log.is_file()
     ]
     return found
+
+
+def _logged(folder: Path, job: dict, run_folder: str) -> bool:
+    """Whether `folder` holds the log of `job` and it names a results file of runs/`run_folder`."""
+    log = joblog.find(folder, str(job["id"]), str(job.get("name") or "") or None)
+    return log is not None and bool(
+        joblog.results_digests(joblog.read(log), run_folder, results.FILENAME)
+    )
 
 
 def _notebooks(folder: Path, release: Path) -> list[tuple[str, str, Path]]:

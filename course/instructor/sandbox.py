@@ -1,12 +1,15 @@
 """Where a student's code runs while it is graded: a bubblewrap sandbox (Debian's package
 `bubblewrap`).
 
-Inside, the whole file system is read-only; the course folder (source notebooks with their hidden
-tests, the gradebook, other students' work), the folder of submissions and the home folders are
-hidden behind empty ones, except what the grading needs back, read-only: the student's own
-submission, the Python environment and the kit, and a copy of grading.toml. /tmp is private. The
-sandbox has its own process ids, so nothing in it can see or signal the grader or another student's
-grading; it dies with the grader, and drops every capability (root included).
+Inside, only what the grading needs is there, read-only: the system's programs and libraries
+(/usr, /etc and the like), the Python environment and the kit's package, the student's own
+submission, the instructor's data set and a copy of grading.toml. Nothing else of the machine is:
+not the course folder (source notebooks with their hidden tests, the gradebook), not the exchange,
+not other submissions, not the home folders. /tmp is private, the network is the sandbox's own (no
+interface but a loopback of its own: nothing on the machine or beyond can be reached), and the code
+runs as the unprivileged user nobody (uid 65534 of a user namespace of its own), without any
+capability. The sandbox has its own process ids, so nothing in it can see or signal the grader or
+another student's grading; it dies with the grader.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import sysconfig
 from pathlib import Path
 
 import course
-from course import paths
 from course.errors import GradingError
 
 # Set to "off" to grade without the sandbox (a machine without bubblewrap); every grade is then
@@ -55,23 +57,44 @@ def _environment_folders() -> list[Path]:
     return sorted(folder.resolve() for folder in folders)
 
 
+# The system's programs, libraries and settings, as every process needs them (a missing one is
+# skipped; a link such as Debian's /bin -> usr/bin is made again as a link).
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+UNPRIVILEGED = "65534"  # nobody
+
+
+def _system() -> list[str]:
+    args = []
+    for name in SYSTEM:
+        path = Path(name)
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), name]
+        elif path.is_dir():
+            args += ["--ro-bind", name, name]
+    return args
+
+
 def command(
-    argv: list[str], *, readable: list[Path], hidden: list[Path], workdir: Path, env: dict[str, str]
+    argv: list[str], *, readable: list[Path], workdir: Path, env: dict[str, str]
 ) -> list[str]:
-    """bwrap's command line that runs `argv` in `workdir` with only `readable` (read-only) of
-    `hidden`."""
+    """bwrap's command line that runs `argv` in `workdir`, with the system, the Python environment
+    and `readable` (read-only) and nothing else of the machine."""
     args = [
         bwrap(),
-        "--ro-bind",
-        "/",
-        "/",
+        *_system(),
         "--dev",
         "/dev",
         "--proc",
         "/proc",
         "--tmpfs",
         "/tmp",
+        "--unshare-user",
+        "--uid",
+        UNPRIVILEGED,
+        "--gid",
+        UNPRIVILEGED,
         "--unshare-pid",
+        "--unshare-net",
         "--unshare-ipc",
         "--unshare-uts",
         "--unshare-cgroup-try",
@@ -81,13 +104,8 @@ def command(
         "ALL",
         "--clearenv",
     ]
-    homes = [Path(p) for p in ("/root", "/home") if Path(p).is_dir()] + [paths.KIT_ROOT]
-    for folder in sorted(
-        {p.resolve() for p in [*hidden, *homes] if p.exists()}, key=lambda p: len(p.parts)
-    ):
-        args += ["--tmpfs", str(folder)]
     for folder in [*_environment_folders(), *readable]:
-        if folder.exists():  # bound again, read-only, over the hidden folders that hold them
+        if folder.exists():
             args += ["--ro-bind", str(folder), str(folder)]
     for name, value in {
         **env,

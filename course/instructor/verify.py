@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from course import i18n, paths
+from course.cluster import siteenv
 from course.errors import GradingError
 from course.i18n import N_
 from course.instructor import nbgrader_cells, process_limit, sandbox
@@ -53,6 +54,7 @@ from course.instructor.verify_protocol import (
     Verdict,
     VerificationError,
 )
+from course.runtime.data import data_dir
 
 # What of the grader's environment the worker gets: MPI, threads, Chainer, the GPUs.
 _PASSED_ON = (
@@ -70,23 +72,24 @@ _PASSED_ON = (
 
 def _run_worker(
     folder: Path,
-    tmp: Path,
+    readable: list[Path],
     request: Request,
-    hidden: list[Path],
     env: dict[str, str],
     group: process_limit.ProcessLimit | None,
+    budget: float,
     lang: str = i18n.DEFAULT,
 ) -> tuple[int, str, str]:
-    """The worker's run for one submission, in the sandbox where it is on, in `group` if any:
-    (exit status, what it printed, its error output). The request goes without hidden parts; each
-    test's is given when the worker asks for it (ASK), each once. What it says of the submission
-    is in `lang`, the submission's language."""
+    """The worker's run for one submission, in the sandbox where it is on (seeing `folder` and
+    `readable`), in `group` if any, within `budget` seconds for all its tests: (exit status, what it
+    printed, its error output). The request goes without hidden parts; each test's is given when
+    the worker asks for it (ASK), each once. What it says of the submission is in `lang`, the
+    submission's language."""
     if group is not None:
-        env[process_limit.EVENTS] = str(group.events)
+        env.update(group.environment())
     argv = [sys.executable, "-P", "-m", "course.instructor.verify_worker"]
     if sandbox.enabled():
         env[SANDBOXED] = "1"
-        argv = sandbox.command(argv, readable=[folder, tmp], hidden=hidden, workdir=folder, env=env)
+        argv = sandbox.command(argv, readable=[folder, *readable], workdir=folder, env=env)
         run_env = None
     else:
         run_env = {**os.environ, **env, "PYTHONSAFEPATH": "1"}
@@ -101,7 +104,8 @@ def _run_worker(
             for p in request.plans
         ],
     )
-    budget = 60 + len(parts) * (request.timeout + 20)
+    # A submission whose every test runs to near its limit would hold the class for hours.
+    budget = min(budget, 60 + len(parts) * (request.timeout + 20))
     with tempfile.TemporaryFile("w+") as errors:
         worker = subprocess.Popen(
             argv,
@@ -161,30 +165,58 @@ def _asked(line: str) -> tuple[str, str] | None:
     return notebook, test
 
 
+# Seconds all the tests of one submission may take together (`course grade --submission-timeout`):
+# a solved submission takes 15 s on 2 cores, one whose every test runs to its cell limit hours.
+SUBMISSION_TIMEOUT = 900.0
+
+
+def data_environment(course_root: Path) -> dict[str, str]:
+    """The data set the setup cells load, as the instructor's jobs/site_env.sh (of `course_root`,
+    else of the kit) and the grader's environment name it: never one a submission names (its own
+    site_env.sh is read by the setup cell, which keeps what is set already)."""
+    sites = [Path(course_root) / paths.JOBS_DIR / siteenv.FILE]
+    sites.append(paths.KIT_ROOT / paths.JOBS_DIR / siteenv.FILE)
+    found = next((site for site in sites if site.is_file()), None)
+    settings = siteenv.SiteSettings.read(found) if found else siteenv.SiteSettings()
+    root = (
+        os.environ.get("CHAINER_DATASET_ROOT")
+        or settings.dataset_root
+        or str(Path.home() / ".chainer" / "dataset")
+    )
+    return {"COURSE_DATASET": settings.dataset or "auto", "CHAINER_DATASET_ROOT": root}
+
+
 def verify(
     folder: Path,
     notebook_plans: list[Plan],
     *,
-    hidden: list[Path],
     grading_config: Path,
     timeout: float,
     lang: str = i18n.DEFAULT,
+    course_root: Path | None = None,
+    submission_timeout: float = SUBMISSION_TIMEOUT,
+    memory_limit: int = process_limit.MAX_MEMORY,
 ) -> list[Verdict]:
     """Verify the submission in `folder` in its own sandboxed process, each test cell within
-    `timeout` seconds, its checks speaking `lang` (the edition's); VerificationError when it gives
-    no answer."""
+    `timeout` seconds and all of them within `submission_timeout`, its processes together within
+    `memory_limit` bytes (where cgroups allow), its checks speaking `lang` (the edition's) and
+    loading the data set `course_root`'s site names (default: the kit's); VerificationError when it
+    gives no answer."""
     folder = Path(folder).resolve()
     env = {name: value for name, value in os.environ.items() if name.startswith(_PASSED_ON)}
+    env.update(data_environment(course_root or paths.KIT_ROOT))
     env[i18n.VARIABLE] = lang
     request = Request(str(folder), timeout, notebook_plans)
     with tempfile.TemporaryDirectory(prefix="course-verify-") as tmp:
         config = Path(tmp) / "grading.toml"
         config.write_text(Path(grading_config).read_text())
         env["COURSE_GRADING_CONFIG"] = str(config)
-        group, _ = process_limit.start()  # course grade says once when there is none
+        # course grade says once when there is none
+        group, _ = process_limit.start(memory=memory_limit)
         try:
+            data = data_dir(env["CHAINER_DATASET_ROOT"])  # only the data sets of that folder
             status, stdout, stderr = _run_worker(
-                folder, Path(tmp), request, hidden, env, group, lang
+                folder, [Path(tmp), data], request, env, group, submission_timeout, lang
             )
         finally:
             if group is not None:
@@ -282,37 +314,12 @@ def shadowing(folder: Path) -> list[str]:
     ]
 
 
-def links_leaving(folder: Path) -> list[str]:
-    """The symbolic links of a submission that point outside it (e.g. at a classmate's notebooks
-    on a shared file system), as "name -> target"."""
-    folder = Path(folder).resolve()
-    found = []
-    for directory, subdirectories, files in os.walk(folder):
-        for name in sorted([*subdirectories, *files]):
-            path = Path(directory, name)
-            if path.is_symlink() and not path.resolve().is_relative_to(folder):
-                found.append(f"{path.relative_to(folder)} -> {os.readlink(path)}")
-    return found
-
-
-# Why a submission with such links is not graded, in the feedback the student reads.
-LINKS_NOT_GRADED = N_(
-    "the submission links to files outside it ({links}): links are not graded; hand in the "
-    "files themselves"
-)
-
-
-def private_paths(root: Path, submitted: Path) -> list[Path]:
-    """What a student's code must not see: the course folder and every submission."""
-    return [Path(root), Path(submitted), paths.KIT_ROOT]
-
-
 def check_sandbox() -> None:
     """GradingError before anything is graded when the sandbox cannot run here."""
     if not sandbox.enabled():
         return
     run = subprocess.run(
-        sandbox.command(["/bin/true"], readable=[], hidden=[], workdir=Path("/"), env={}),
+        sandbox.command(["/bin/true"], readable=[], workdir=Path("/"), env={}),
         capture_output=True,
         text=True,
     )

@@ -234,12 +234,26 @@ def _verify_notebook(plan: Plan, folder: Path, timeout: float) -> Verdict:
     function_sources = verify_test.compile_functions(code, str(functions_file), student)
     verdict.seconds[""] = round(time.monotonic() - started, 3)
     events = os.environ.get(process_limit.EVENTS)  # the submission's process group, if any
+    memory = os.environ.get(process_limit.MEMORY_EVENTS)  # and its memory group
     for test in plan.tests:
         started = time.monotonic()
         refused = process_limit.refused(Path(events)) if events else 0
+        ended = process_limit.ended_for_memory(Path(memory)) if memory else 0
         outputs, cell_notes, visible_failed = _run_test(
             plan.notebook, test, trusted, student, function_sources, timeout
         )
+        if memory and process_limit.ended_for_memory(Path(memory)) > ended:
+            size = process_limit.memory_limit_of(Path(memory)) / 2**30
+            outputs.append(
+                _error(
+                    "MemoryLimit",
+                    _(
+                        "this test's processes together held more than the {size:g} GiB of "
+                        "memory a submission may hold at once: the grader ended one of them"
+                    ).format(size=size),
+                )
+            )
+            cell_notes.append(f"met the memory limit of {size:g} GiB (its processes together)")
         if events and process_limit.refused(Path(events)) > refused:
             limit = process_limit.limit_of(Path(events))
             outputs.append(

@@ -54,10 +54,12 @@ def _delete_then(name: str) -> str:
     return _("delete it, then {hint}").format(hint=prepare_hint(name))
 
 
-def data_dir() -> Path:
-    """Chainer's CIFAR folder, honouring CHAINER_DATASET_ROOT as Chainer does."""
-    root = os.environ.get("CHAINER_DATASET_ROOT") or os.path.join(
-        os.path.expanduser("~"), ".chainer", "dataset"
+def data_dir(root: str | None = None) -> Path:
+    """Chainer's CIFAR folder in `root`, by default CHAINER_DATASET_ROOT as Chainer reads it."""
+    root = (
+        root
+        or os.environ.get("CHAINER_DATASET_ROOT")
+        or os.path.join(os.path.expanduser("~"), ".chainer", "dataset")
     )
     return Path(root) / "pfnet" / "chainer" / "cifar"
 
