@@ -108,7 +108,7 @@ def test_every_line_of_a_planted_mistakes_failure_is_translated(wrong, said):
     with pytest.raises(CheckFailed) as failed:
         checks.cost_model(wrong)
     message = str(failed.value)
-    assert said in message and "the model gives" in message, message
+    assert said in message and "which is not the alpha-beta model's" in message, message
     assert not unmarked(message), message
 
 
