@@ -45,7 +45,7 @@ HEADER = (
     "points",
     "wrong starts",
     "retries",
-    "cases got past",
+    "failures moved on",
     "answers named",
     "corrections stated",
     "earned",
@@ -116,7 +116,7 @@ class Harvest:
     """What one scripted student did on one exercise."""
 
     retries: int = 0
-    passed_by_numbers: int = 0  # failing cases it got past with a number a message named
+    moved_on: int = 0  # retries after which the check failed elsewhere (another case or part)
     leaked: list[str] = field(default_factory=list)  # messages that named the case's answer
     corrected: list[str] = field(default_factory=list)  # corrections messages stated
 
@@ -208,7 +208,7 @@ def _at(answer: Any, slot: tuple) -> Any:
 
 
 def harvest(
-    student: Student, visible: Callable[[Callable[..., Any]], None], rounds: int = 8
+    student: Student, visible: Callable[[Callable[..., Any]], None], rounds: int = 20
 ) -> Harvest:
     """Run the visible check on `student`, read each failure and retry with what it names, until
     it passes, a correction is stated, or nothing it names moves the check on."""
@@ -226,9 +226,9 @@ def harvest(
         if args is not None:
             try:
                 right = student.right(*args)
+                known = _flat(args) + _flat(student.function(*args))  # what the student knew
             except Exception:  # the shown arguments lost a digit the solution needs
-                right = None
-            known = _flat(args) + _flat(student.function(*args))  # what the student knew
+                right, known = None, []
             named = [x for x in numbers(message) if not _among(x, known)]
             if right is not None and _answers(right, named):
                 done.leaked.append(message.splitlines()[0])
@@ -243,7 +243,7 @@ def harvest(
             after = _failure(lambda: visible(student.function))
             if _moved(message, after):
                 moved = after
-                done.passed_by_numbers += 1
+                done.moved_on += 1
                 break
             if before is None:
                 del table[slot]

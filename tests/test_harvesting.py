@@ -280,7 +280,7 @@ def test_harvesting_the_messages_earns_nothing(exercise, solved, tmp_path, monke
     for wrong in starts:
         student = Student(exercise.function, wrong, right)
         done = harvest(student, visible)
-        retries, passed = retries + done.retries, passed + done.passed_by_numbers
+        retries, passed = retries + done.retries, passed + done.moved_on
         leaked += done.leaked
         corrected += done.corrected
         try:
