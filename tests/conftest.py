@@ -386,3 +386,15 @@ def unit_tier_guard_of_threads(unit_tier_guard: list[str]) -> Iterator[None]:
         what = unit_tier_guard[0]
         unit_tier_guard.clear()
         pytest.fail(unit_tier_failure(what), pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """The harvesting test's table (tests/test_harvesting.py), when it ran in this process."""
+    from tests import harvesting
+
+    if harvesting.ROWS:
+        terminalreporter.write_sep(
+            "-", "what a student who only harvests the checks' messages earned"
+        )
+        for line in harvesting.table():
+            terminalreporter.write_line(line)

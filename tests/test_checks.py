@@ -856,7 +856,7 @@ def test_a_number_that_lies_about_itself_is_read_for_what_it_is():
     what the checks compare."""
     with pytest.raises(CheckFailed, match=r"= 0.0, expected 0.1"):
         multi_gpu.learning_rate(lambda lr, base, total: _Liar(0.0))
-    with pytest.raises(CheckFailed, match="returned 0 s; the model gives"):
+    with pytest.raises(CheckFailed, match="returned 0 s, which is not the alpha-beta model's"):
         allreduce.cost_model(lambda *args: _Liar(0.0))
 
 

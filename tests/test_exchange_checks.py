@@ -59,32 +59,68 @@ def test_the_solutions_pass_every_check(handle, solved, capsys):
 @pytest.mark.parametrize(
     "check, wrong, said",
     [
-        (checks.traffic, students.traffic_one_way, "results go back out through it too"),
-        (checks.traffic, students.traffic_ring_sent_only, "carries only what it sends"),
-        (checks.traffic, students.traffic_server_counts_itself, "rank 0 counts itself"),
-        (checks.traffic, students.traffic_ring_whole_vector, "one p-th of the gradient"),
-        (checks.parameter_server, students.server_one_way, "only the gradients' way in"),
-        (checks.parameter_server, students.server_counts_itself, "rank 0 counts itself"),
-        (checks.parameter_server, students.server_parallel_links, "it has one link"),
-        (checks.parameter_server, students.server_swapped, "alpha and beta are swapped"),
-        (checks.parameter_server, students.server_is_ring, "this is the ring allreduce's time"),
-        (checks.overlap, students.overlap_none, "nothing overlaps"),
-        (checks.overlap, students.overlap_ideal, "that is the ideal bound"),
-        (checks.overlap, students.overlap_per_layer_max, "layers are taken one at a time"),
-        (checks.overlap, students.overlap_many_links, "the exchanges run side by side"),
-        (checks.overlap, students.overlap_reversed, "the opposite order"),
-        (checks.half_precision, students.half_of_everything, "its latency (alpha per step)"),
-        (checks.half_precision, students.half_parameters_as_bytes, "counted as bytes"),
-        (checks.half_precision, students.half_whole_transfer, "float16 still sends half"),
-        (checks.half_precision, students.half_bits, "multiplied by 8"),
-        (checks.half_precision, students.half_swapped, "alpha and beta are swapped"),
+        (
+            checks.traffic,
+            students.traffic_one_way,
+            "your count for the server covers one direction",
+        ),
+        (
+            checks.traffic,
+            students.traffic_ring_sent_only,
+            "your count for a ring rank covers one direction",
+        ),
+        (checks.traffic, students.traffic_server_counts_itself, "your count is not 0 on 1 rank"),
+        (
+            checks.traffic,
+            students.traffic_ring_whole_vector,
+            "your ring count keeps growing with the ranks",
+        ),
+        (
+            checks.parameter_server,
+            students.server_one_way,
+            "one direction of the server's link only",
+        ),
+        (checks.parameter_server, students.server_counts_itself, "your time is not 0 on 1 rank"),
+        (
+            checks.parameter_server,
+            students.server_parallel_links,
+            "your time is the same on 2 ranks as on 64",
+        ),
+        (checks.parameter_server, students.server_swapped, "the units of your answer are off"),
+        (checks.parameter_server, students.server_is_ring, "grows with the ranks far more slowly"),
+        (checks.overlap, students.overlap_none, "as long as with no overlap at all"),
+        (checks.overlap, students.overlap_ideal, "shorter than the timeline allows"),
+        (
+            checks.overlap,
+            students.overlap_per_layer_max,
+            "your layers wait for each other's exchanges",
+        ),
+        (checks.overlap, students.overlap_many_links, "your exchanges overlap each other"),
+        (
+            checks.overlap,
+            students.overlap_reversed,
+            "which layer does the backward pass reach first",
+        ),
+        (checks.half_precision, students.half_of_everything, "your saving grows with alpha"),
+        (
+            checks.half_precision,
+            students.half_parameters_as_bytes,
+            "too small for the parameters given",
+        ),
+        (
+            checks.half_precision,
+            students.half_whole_transfer,
+            "as large as sending no bytes at all",
+        ),
+        (checks.half_precision, students.half_bits, "larger than the bytes allow"),
+        (checks.half_precision, students.half_swapped, "the units of your answer are off"),
     ],
 )
 def test_each_planted_mistake_fails_its_check_naming_it(handle, check, wrong, said):
     with pytest.raises(CheckFailed) as failed:
         check(handle(wrong))
     message = str(failed.value)
-    assert "the model gives" in message and said in message, message
+    assert "which is not the model's" in message and said in message, message
 
 
 @HANDLES

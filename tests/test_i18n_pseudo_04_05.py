@@ -156,15 +156,18 @@ def test_the_other_failures_are_translated(solved, folder):
         ),
         ("returned float, not the pair", _failure(large_batch.rates, lb.one_rate)),
         ("returned str, not a number", _failure(large_batch.lars, lb.text_rate)),
-        ("the kit gives", _failure(large_batch.rates, lb.listed_rates, cases=list(lb.LISTED))),
-        ("returned str, not a number of bytes", _failure(model_parallel.activation, mp.text_count)),
-        # no known mistake: how far from the kit's count
         (
-            "returned 0; the kit counts",
+            "which is not the kit's pair",
+            _failure(large_batch.rates, lb.listed_rates, cases=list(lb.LISTED)),
+        ),
+        ("returned str, not a number of bytes", _failure(model_parallel.activation, mp.text_count)),
+        # no known mistake: the limits to work out by hand, never the kit's count
+        (
+            "returned 0, which is not the kit's count",
             _failure(model_parallel.idle, mp.listed_idle, cases=list(mp.LISTED)),
         ),
         # on 2 ranks one rank's share is also half the ring: both mistakes named, joined
-        ("; or it counts", _failure(model_parallel.gradient, mp.one_rank, cases=[(1000, 2)])),
+        ("; or your ring stops", _failure(model_parallel.gradient, mp.one_rank, cases=[(1000, 2)])),
         (
             "submit jobs/run_model_parallel.sh",
             _failure(

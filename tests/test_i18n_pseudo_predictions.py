@@ -92,7 +92,7 @@ SITUATIONS = {
             stage_1_run(tmp_path),
             _stage_1(tmp_path, SNAPSHOTS_HARD_CODED, cases=[(50000, 128, 1, 4), (777, 10, 1, 1)]),
         ),
-        "expected 4 written and 2 kept",
+        "which is not what this setting writes and keeps",
     ),
     "stage 1, the prediction recorded with the run": (
         _recorded_stage_1,
@@ -146,7 +146,7 @@ SITUATIONS = {
     ),
     "stage 3, the whole set": (
         lambda tmp_path: (comparison(tmp_path), _comparison(tmp_path, WHOLE_SET)),
-        "predicted 62.5, but each worker's 2000 images in batches of 64 make 31.25",
+        "predicted 62.5, which is not what each worker's 2000 images in batches of 64 make",
     ),
     "stage 3, submitted without a prediction": (
         _unrecorded_comparison,
@@ -158,7 +158,7 @@ SITUATIONS = {
     ),
     "ratio, upside down": (
         lambda tmp_path: (profiled(tmp_path), _ratio(tmp_path, UPSIDE_DOWN)),
-        "ratio for compute 120 ms, exchange 30 ms, batch 32: 0.25, expected 4",
+        "ratio for compute 120 ms, exchange 30 ms, batch 32: 0.25 is not it",
     ),
     "ratio, no profile": (
         lambda tmp_path: (comparison(tmp_path), _ratio(tmp_path)),

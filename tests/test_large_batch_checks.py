@@ -39,17 +39,21 @@ def test_the_solutions_pass_the_checks(handle, solved, capsys):
 
 
 MISTAKES = [
-    (checks.rates, students.ratio_upside_down, "the batches' ratio is upside down"),
-    (checks.rates, students.root_of_the_rate, "the square root is taken of the whole rate"),
-    (checks.rates, students.root_of_the_batch, "the square root is taken of the new batch alone"),
-    (checks.rates, students.swapped, "the two rates are the wrong way round"),
-    (checks.rates, students.rounded_down, "rounded down to a whole number"),
-    (checks.lars, students.trust_inverted, "the trust ratio is upside down"),
-    (checks.lars, students.threshold_ignored, "the threshold is left out"),
-    (checks.lars, students.threshold_reversed, "the threshold works the wrong way round"),
-    (checks.lars, students.threshold_inclusive, "a weight norm equal to the threshold"),
-    (checks.lars, students.decay_left_out, "the weight decay is left out"),
-    (checks.lars, students.decay_on_the_gradient, "the weight decay is scaled by the gradient"),
+    (checks.rates, students.ratio_upside_down, "your rates fall as the batch grows"),
+    (checks.rates, students.root_of_the_rate, "does not double when the base rate doubles"),
+    (checks.rates, students.root_of_the_batch, "is not the base rate when the batch is unchanged"),
+    (checks.rates, students.swapped, "check the order of the pair"),
+    (checks.rates, students.rounded_down, "your rates jump by whole steps"),
+    (checks.lars, students.trust_inverted, "your factor grows with the gradient's norm"),
+    (checks.lars, students.threshold_ignored, "your factor does not depend on the threshold"),
+    (checks.lars, students.threshold_reversed, "check a layer on each side of the threshold"),
+    (checks.lars, students.threshold_inclusive, "check a weight norm exactly at the threshold"),
+    (checks.lars, students.decay_left_out, "your factor does not change with weight_decay"),
+    (
+        checks.lars,
+        students.decay_on_the_gradient,
+        "your decay term changes with the gradient's norm",
+    ),
 ]
 
 
@@ -74,7 +78,7 @@ def test_a_single_rate_a_text_a_stub_and_a_function_that_knows_only_the_listed_c
         checks.lars(handle(students.text_rate))
     with pytest.raises((NotImplementedError, RemoteRaised)):
         checks.rates(handle(students.stub_rates))
-    with pytest.raises(CheckFailed, match="the kit gives"):
+    with pytest.raises(CheckFailed, match="which is not the kit's pair"):
         checks.rates(handle(students.listed_rates), cases=list(students.LISTED))
 
 

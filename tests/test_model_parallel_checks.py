@@ -86,15 +86,23 @@ def test_the_solutions_pass_the_checks(handle, solved, folder, capsys):
 
 MISTAKES = [
     (checks.activation, students.forward_only, "counts the forward pass only"),
-    (checks.activation, students.values_not_bytes, "counts values, not bytes"),
-    (checks.activation, students.one_image, "counts one image"),
+    (
+        checks.activation,
+        students.values_not_bytes,
+        "your count is of values, the question's of bytes",
+    ),
+    (checks.activation, students.one_image, "your count is the same for every batch size"),
     (checks.activation, students.bits, "counts bits"),
     (checks.gradient, students.one_rank, "counts what one rank sends"),
-    (checks.gradient, students.half_ring, "counts half the ring"),
-    (checks.gradient, students.whole_to_everyone, "sends its whole gradient to every other rank"),
-    (checks.idle, students.no_micro_batches, "leaves the micro-batches out"),
-    (checks.idle, students.busy_share, "that is the share a stage works"),
-    (checks.idle, students.over_micro_batches, "fill and drain"),
+    (checks.gradient, students.half_ring, "your ring stops before every rank holds the whole sum"),
+    (checks.gradient, students.whole_to_everyone, "your count grows with the square of the ranks"),
+    (
+        checks.idle,
+        students.no_micro_batches,
+        "your share does not change with the number of micro-batches",
+    ),
+    (checks.idle, students.busy_share, "your share is of the time a stage works"),
+    (checks.idle, students.over_micro_batches, "your step is too short"),
 ]
 
 
@@ -106,7 +114,8 @@ def test_each_planted_mistake_is_named(handle, check, wrong, said):
     with pytest.raises(CheckFailed) as failed:
         check(handle(wrong))
     message = str(failed.value)
-    assert "returned" in message and "the kit counts" in message and said in message, message
+    assert "returned" in message and "which is not the kit's count" in message, message
+    assert said in message, message
 
 
 @HANDLES
@@ -115,7 +124,7 @@ def test_a_text_a_stub_and_a_function_that_knows_only_the_listed_cases_fail(hand
         checks.activation(handle(students.text_count))
     with pytest.raises((NotImplementedError, RemoteRaised)):
         checks.gradient(handle(students.stub_count))
-    with pytest.raises(CheckFailed, match=r"returned 0; the kit counts"):
+    with pytest.raises(CheckFailed, match=r"returned 0, which is not the kit's count"):
         checks.idle(handle(students.listed_idle), cases=list(students.LISTED))
 
 

@@ -61,25 +61,57 @@ def test_the_solutions_pass_every_check(handle, solved, capsys):
 @pytest.mark.parametrize(
     "check, wrong, said",
     [
-        (checks.shares, students.shares_of_compute, "of the compute (forward and backward) alone"),
-        (checks.shares, students.shares_without_wait, "the wait is left out"),
-        (checks.shares, students.shares_in_percent, "these are percentages"),
-        (checks.shares, students.shares_all_but_compute, "data, update and other are counted"),
-        (checks.plan, students.plan_per_gpu_updates, "counted with one GPU's batch"),
-        (checks.plan, students.plan_floor, "rounded down"),
-        (checks.plan, students.plan_lr_by_gpus, "scaled by the number of GPUs"),
-        (checks.plan, students.plan_ratio_upside_down, "the batches' ratio is upside down"),
-        (checks.exchange, students.exchange_strong, "that is strong scaling's step"),
-        (checks.exchange, students.exchange_efficiency_upside_down, "efficiency is upside down"),
-        (checks.exchange, students.exchange_over_speedup, "as if the work stayed the same"),
-        (checks.exchange, students.exchange_whole_step, "that is the whole step"),
+        (
+            checks.shares,
+            students.shares_of_compute,
+            "your shares add up to more than the whole step",
+        ),
+        (
+            checks.shares,
+            students.shares_without_wait,
+            "misses a phase in which a rank does none of its own work",
+        ),
+        (checks.shares, students.shares_in_percent, "your numbers are on another scale"),
+        (
+            checks.shares,
+            students.shares_all_but_compute,
+            "takes in phases where a rank does its own work",
+        ),
+        (checks.plan, students.plan_per_gpu_updates, "do not change with the number of GPUs"),
+        (checks.plan, students.plan_floor, "leave some of the epoch's images out"),
+        (
+            checks.plan,
+            students.plan_lr_by_gpus,
+            "your rate does not change with the images per GPU",
+        ),
+        (checks.plan, students.plan_ratio_upside_down, "your rate falls as the total batch grows"),
+        (
+            checks.exchange,
+            students.exchange_strong,
+            "your step's compute shrinks as GPUs are added",
+        ),
+        (
+            checks.exchange,
+            students.exchange_efficiency_upside_down,
+            "your efficiency is above 1 when the speedup is below",
+        ),
+        (
+            checks.exchange,
+            students.exchange_over_speedup,
+            "your exchange shrinks as GPUs are added at the same efficiency",
+        ),
+        (
+            checks.exchange,
+            students.exchange_whole_step,
+            "your exchange is not 0 at the ideal speedup",
+        ),
     ],
 )
 def test_each_planted_mistake_fails_its_check_naming_it(handle, check, wrong, said):
     with pytest.raises(CheckFailed) as failed:
         check(handle(wrong))
     message = str(failed.value)
-    assert "the kit gives" in message and said in message, message
+    assert "which is not the kit's" in message and said in message, message
 
 
 @HANDLES

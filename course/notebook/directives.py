@@ -177,10 +177,10 @@ def _check_shape(request: pbs.Request, site: Site, ranks: int, threads_per_rank:
     fewest = math.ceil(ranks / most)
     if request.nodes > fewest:
         raise CourseError(
-            _(
-                "{nodes} nodes for {ranks} ranks leave part of each idle: {holds}, so {fewest} "
-                "node(s) hold them"
-            ).format(nodes=request.nodes, ranks=ranks, holds=holds, fewest=fewest),
+            # Never the number of nodes (a student would copy it): what it follows from.
+            _("{nodes} nodes for {ranks} ranks leave part of each idle: {holds}").format(
+                nodes=request.nodes, ranks=ranks, holds=holds
+            ),
             _(
                 "a job on more nodes than it needs waits longer in the queue, is charged for the "
                 "idle parts, and its ranks talk across the network where they could share a node"
@@ -216,7 +216,7 @@ def _check_walltime(request: pbs.Request, epoch_seconds: float, epochs: int) -> 
             _(
                 "walltime {asked} leaves too little margin: {epochs} epoch(s) of {seconds:.0f} s "
                 "take {training}, and the margin must be at least {share:.0%} of that and at least "
-                "{minutes} minutes, so at least {fewest}"
+                "{minutes} minutes"
             ).format(
                 asked=asked,
                 epochs=epochs,
@@ -224,21 +224,14 @@ def _check_walltime(request: pbs.Request, epoch_seconds: float, epochs: int) -> 
                 training=training,
                 share=MARGIN_SHARE,
                 minutes=MARGIN_SECONDS // 60,
-                fewest=pbs.format_walltime(fewest),
             ),
             _("a job killed at its walltime resumes from its snapshot only when submitted again"),
         )
     if request.walltime > most:
         raise CourseError(
             _(
-                "walltime {asked} is more than the training ({training}) and {margins} margins "
-                "({most} in all)"
-            ).format(
-                asked=asked,
-                training=training,
-                margins=MARGINS_AT_MOST,
-                most=pbs.format_walltime(most),
-            ),
+                "walltime {asked} is more than the training ({training}) and {margins} margins"
+            ).format(asked=asked, training=training, margins=MARGINS_AT_MOST),
             _(
                 "the scheduler reserves the whole walltime: a longer request waits longer in the "
                 "queue and holds the nodes from others"

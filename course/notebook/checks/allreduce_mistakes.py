@@ -15,50 +15,63 @@ Mistake = tuple[str | None, str, Callable[[str, int, float, float, float], float
 
 
 def _mistakes() -> tuple[Mistake, ...]:
-    """Mistakes the checks recognise: (the algorithm it applies to, what it is, in the student's
-    language, a cost model that makes it)."""
+    """Mistakes the checks recognise: (the algorithm it applies to, what property of the answer it
+    breaks, in the student's language, a cost model that makes it). Each names what is wrong with
+    the answer, never the corrected formula (a student who only read the fix would earn it)."""
     return (
         (
             None,
-            _("alpha and beta are swapped"),
+            _(
+                "the units of your answer are off: alpha is seconds per message and beta seconds "
+                "per byte; check which one your bytes are multiplied by"
+            ),
             lambda a, p, n, al, be: costmodel.allreduce_seconds(a, p, n, be, al),
         ),
         (
             None,
-            _("the message is n bytes: do not multiply by 8 (bits)"),
+            _(
+                "your transfer term is too large for the bytes given: message_bytes is already in "
+                "the unit that beta is per"
+            ),
             lambda a, p, n, al, be: costmodel.allreduce_seconds(a, p, 8 * n, al, be),
         ),
         (
             "ring",
-            _("the ring counts p where it takes p - 1: 2(p-1) steps, 2(p-1)/p of the bytes"),
+            _(
+                "your ring costs time on a single rank, where there is no neighbour to exchange "
+                "with: work out a ring of 1 and of 2 ranks by hand"
+            ),
             lambda a, p, n, al, be: 2 * p * al + 2 * n * be,
         ),
         (
             "ring",
             _(
-                "the ring sends 2(p-1)/p x n bytes, not n: reduce-scatter and allgather each move "
-                "(p-1)/p of them"
+                "your ring's bytes term is the same whatever the number of ranks: work out by hand "
+                "what one rank sends on 2 ranks, then on many"
             ),
             lambda a, p, n, al, be: 2 * (p - 1) * al + n * be,
         ),
         (
             "ring",
             _(
-                "the ring takes 2(p - 1) steps, not p - 1: reduce-scatter then allgather, p - 1 "
-                "steps each"
+                "your ring stops before every rank holds the whole sum: follow a ring of 3 ranks "
+                "by hand, step by step, to the end"
             ),
             lambda a, p, n, al, be: (p - 1) * al + (p - 1) / p * n * be,
         ),
         (
             "recursive_doubling",
-            _("recursive doubling takes log2(p) steps, not p"),
+            _(
+                "your recursive doubling's steps grow in proportion to the ranks: count by hand "
+                "how many pairings 4 and 8 ranks need before each holds the sum"
+            ),
             lambda a, p, n, al, be: p * (al + n * be),
         ),
         (
             "recursive_doubling",
             _(
-                "recursive doubling sends the whole vector at each of its log2(p) steps: log2(p) x "
-                "n bytes, not n"
+                "your recursive doubling sends as many bytes on many ranks as on 2: what does a "
+                "rank send at each of its steps?"
             ),
             lambda a, p, n, al, be: math.log2(p) * al + n * be,
         ),
@@ -73,7 +86,8 @@ def close(value: float, expected: float, relative: float = RELATIVE) -> bool:
 def diagnosis(
     value: float, algorithm: str, ranks: int, nbytes: float, alpha: float, beta: float
 ) -> str:
-    """The known mistake `value` matches, or the formula to compare with."""
+    """The property of the answer that the known mistake `value` matches breaks, or the limits to
+    check by hand; never the model's number (a student would only copy it)."""
     right = costmodel.allreduce_seconds(algorithm, ranks, nbytes, alpha, beta)
     for applies_to, what, model in _mistakes():
         if applies_to not in (None, algorithm):
@@ -81,29 +95,10 @@ def diagnosis(
         wrong = model(algorithm, ranks, nbytes, alpha, beta)
         if close(value, wrong) and not close(wrong, right):
             return _("it looks like {mistake}").format(mistake=what)
-    latency = costmodel.allreduce_seconds(algorithm, ranks, nbytes, alpha, 0.0)
-    if not right:
-        return _(
-            "the model's {right:.6g} s is {latency:.6g} s of latency (alpha per step) plus "
-            "{transfer:.6g} s of transfer (beta per byte sent): count {algorithm}'s steps on "
-            "{ranks} ranks and the bytes each rank sends, as the lesson's alpha-beta model does"
-        ).format(
-            right=right,
-            latency=latency,
-            transfer=right - latency,
-            algorithm=algorithm,
-            ranks=ranks,
-        )
+    if ranks == 1:
+        return _("one rank alone exchanges nothing: what does an allreduce of 1 rank cost?")
     return _(
-        "the model's {right:.6g} s is {latency:.6g} s of latency (alpha per step) plus "
-        "{transfer:.6g} s of transfer (beta per byte sent); yours is {times:.3g} times it: count "
-        "{algorithm}'s steps on {ranks} ranks and the bytes each rank sends, as the lesson's "
-        "alpha-beta model does"
-    ).format(
-        right=right,
-        latency=latency,
-        transfer=right - latency,
-        times=value / right,
-        algorithm=algorithm,
-        ranks=ranks,
+        "check your model where you can work it out by hand: 1 rank exchanges nothing, a message "
+        "of 0 bytes costs only latency (alpha per step), and each further byte adds the same "
+        "transfer time (beta per byte sent)"
     )

@@ -72,8 +72,8 @@ def cost_model(
             )
         expect(
             close(value, expected),
-            _("{call} returned {value:.6g} s; the model gives {expected:.6g} s").format(
-                call=shown, value=value, expected=expected
+            _("{call} returned {value:.6g} s, which is not the alpha-beta model's time").format(
+                call=shown, value=value
             ),
             diagnosis(value, algorithm, ranks, nbytes, alpha, beta),
         )
@@ -110,26 +110,32 @@ def fitted(fact: Any, what: str) -> tuple[float, float]:
 def _compare(
     got: tuple[float, float], expected: tuple[float, float], relative: float, what: str, hint: str
 ) -> None:
+    """Whether a fit is the expected (alpha, beta); a failure names which of the two is off and
+    which way, never the expected values (a student would copy them)."""
     __tracebackhide__ = True
     if close(got[0], expected[1], relative) and close(got[1], expected[0], relative):
         fail(
             _(
-                "fit_alpha_beta on {what} returned ({first:.4g}, {second:.4g}): alpha and beta the "
-                "wrong way round (expected alpha {alpha:.4g} s, beta {beta:.4g} s/byte)"
-            ).format(what=what, first=got[0], second=got[1], alpha=expected[0], beta=expected[1]),
-            _("return (alpha, beta): the latency first"),
+                "fit_alpha_beta on {what} returned ({first:.4g}, {second:.4g}): the first is "
+                "seconds per byte and the second seconds per message, by their sizes"
+            ).format(what=what, first=got[0], second=got[1]),
+            _("check the order of the pair the exercise asks for"),
         )
+    off = [
+        name
+        for name, mine, kits in (("alpha", got[0], expected[0]), ("beta", got[1], expected[1]))
+        if not close(mine, kits, relative)
+    ]
     expect(
-        close(got[0], expected[0], relative) and close(got[1], expected[1], relative),
+        not off,
         _(
             "fit_alpha_beta on {what} returned alpha {got_alpha:.4g} s, beta {got_beta:.4g} "
-            "s/byte; expected alpha {alpha:.4g} s, beta {beta:.4g} s/byte (within {relative:.0%})"
+            "s/byte: {off} not the kit's fit of the same times (within {relative:.0%})"
         ).format(
             what=what,
             got_alpha=got[0],
             got_beta=got[1],
-            alpha=expected[0],
-            beta=expected[1],
+            off=" & ".join(off),
             relative=relative,
         ),
         hint,
@@ -182,7 +188,7 @@ def fit(
             fitted(fact, what),
             (a, b),
             1e-4,
-            _("{what} (alpha {alpha:g}, beta {beta:g})").format(what=what, alpha=a, beta=b),
+            what,
             _(
                 "these times follow the model exactly, so a least-squares fit of the model's two "
                 "terms gives alpha and beta back; the terms' coefficients are those of "
@@ -202,8 +208,8 @@ def fit(
             tolerance,
             what,
             _(
-                "weigh every size alike: divide each row and its time by the measured time "
-                "(relative error); unweighted, the 64 MiB points alone set the fit"
+                "your fit follows the largest messages: how much do the small messages' times "
+                "count in it?"
             ),
         )
     passed(

@@ -96,8 +96,9 @@ def judge(
             )
         expect(
             close(value, expected),
-            _("{shown} returned {value:.6g} {unit}; the model gives {expected:.6g} {unit}").format(
-                shown=shown, value=value, unit=unit, expected=expected
+            # TRANSLATORS: never the model's number: a student would copy it.
+            _("{shown} returned {value:.6g} {unit}, which is not the model's").format(
+                shown=shown, value=value, unit=unit
             ),
             mistakes.diagnosis(value, expected, known, case) or hint,
         )

@@ -39,32 +39,29 @@ def traffic() -> tuple[Mistake, ...]:
     """exchange_traffic's known mistakes, named in the student's language."""
     return (
         (
-            _(
-                "the server's link carries only the gradients coming in: the results go back out "
-                "through it too"
-            ),
+            _("your count for the server covers one direction of its link only"),
             _only("parameter_server", lambda p, n: (p - 1) * n),
         ),
         (
-            _(
-                "a ring rank's link carries only what it sends: the chunks it receives from its "
-                "other neighbour come in through it too"
-            ),
+            _("your count for a ring rank covers one direction of its link only"),
             _only("ring", lambda p, n: 2 * (p - 1) / p * n),
         ),
         (
             _(
-                "rank 0 counts itself: the server computes a gradient too and sends nothing to "
-                "itself, so only the other ranks' messages cross its link"
+                "your count is not 0 on 1 rank, where nothing is exchanged: who sends to the "
+                "server?"
             ),
             _only("parameter_server", lambda p, n: 2 * p * n),
         ),
         (
-            _("each ring step moves one p-th of the gradient, not all of it"),
+            _(
+                "your ring count keeps growing with the ranks: does a ring rank send more on 64 "
+                "ranks than on 8?"
+            ),
             _only("ring", lambda p, n: 4 * (p - 1) * n),
         ),
         (
-            _("that is the bytes of all links together: the question is the busiest one link"),
+            _("that is more than one link carries: the question is the busiest one link"),
             lambda pattern, p, n: p * exchangemodel.busiest_link_bytes(pattern, p, n),
         ),
     )
@@ -74,34 +71,31 @@ def parameter_server() -> tuple[Mistake, ...]:
     """parameter_server_time's known mistakes, named in the student's language."""
     return (
         (
-            _(
-                "only the gradients' way in is counted: every rank also receives the result back "
-                "through the server's link"
-            ),
+            _("your time covers one direction of the server's link only"),
             lambda p, n, al, be: (p - 1) * (al + n * be),
         ),
         (
-            _(
-                "rank 0 counts itself: it is the server, so only the other ranks exchange messages "
-                "with it"
-            ),
+            _("your time is not 0 on 1 rank, where a server alone exchanges nothing"),
             lambda p, n, al, be: 2 * p * (al + n * be),
         ),
         (
             _(
-                "the messages do not cross the server's link at once: it has one link, so they "
-                "take turns and their times add up"
+                "your time is the same on 2 ranks as on 64: does the server's link carry more "
+                "messages when there are more ranks?"
             ),
             lambda p, n, al, be: 2 * (al + n * be),
         ),
         (
-            _("alpha and beta are swapped"),
+            _(
+                "the units of your answer are off: alpha is seconds per message and beta seconds "
+                "per byte; check which one your bytes are multiplied by"
+            ),
             lambda p, n, al, be: exchangemodel.parameter_server_seconds(p, n, be, al),
         ),
         (
             _(
-                "this is the ring allreduce's time: the server's link carries every rank's bytes, "
-                "a ring link only about 2n each way"
+                "your time grows with the ranks far more slowly than the server's traffic: what "
+                "crosses the server's link on 64 ranks?"
             ),
             _ring,
         ),
@@ -121,37 +115,31 @@ def overlap() -> tuple[Mistake, ...]:
     return (
         (
             _(
-                "nothing overlaps: backward then every exchange, one after the other, is the step "
-                "without overlap"
+                "your time is as long as with no overlap at all: can no exchange run during the "
+                "backward?"
             ),
             lambda b, c: sum(b) + sum(c),
         ),
         (
             _(
-                "that is the ideal bound, as if every exchange could run at any time: a layer's "
-                "exchange cannot start before its gradient is ready"
+                "your time is shorter than the timeline allows: can a layer's exchange start "
+                "before its gradient is ready?"
             ),
             lambda b, c: max(sum(b), sum(c)),
         ),
         (
             _(
-                "layers are taken one at a time, the next waiting for the slower of this layer's "
-                "backward and exchange: the next layer's backward does not wait for an exchange"
+                "your layers wait for each other's exchanges: does the next layer's backward wait "
+                "for this layer's exchange?"
             ),
             lambda b, c: sum(max(x, y) for x, y in zip(b, c)),
         ),
         (
-            _(
-                "the exchanges run side by side: there is one link, so an exchange also waits for "
-                "the one before it to finish"
-            ),
+            _("your exchanges overlap each other: how many can one link carry at once?"),
             _link_per_layer,
         ),
         (
-            _(
-                "the layers are taken in the opposite order: the lists are in the order the "
-                "backward pass reaches them"
-            ),
+            _("check the order: which layer does the backward pass reach first?"),
             lambda b, c: exchangemodel.overlapped_seconds(b[::-1], c[::-1]),
         ),
     )
@@ -161,28 +149,28 @@ def half_precision() -> tuple[Mistake, ...]:
     """half_precision_saving's known mistakes, named in the student's language."""
     return (
         (
-            _("the whole allreduce halves: its latency (alpha per step) stays the same in float16"),
+            _("your saving grows with alpha: does float16 change how many messages are sent?"),
             lambda p, k, al, be: _ring(p, costmodel.BYTES_PER_PARAMETER * k, al, be) / 2,
         ),
         (
-            _(
-                "the parameters are counted as bytes: a float32 gradient has 4 bytes per "
-                "parameter, a float16 one 2"
-            ),
+            _("your saving is too small for the parameters given: how many bytes is a parameter?"),
             lambda p, k, al, be: _ring(p, k, al, be) - _ring(p, k / 2, al, be),
         ),
         (
-            _("that is the whole transfer of the float32 gradient: float16 still sends half of it"),
+            _("your saving is as large as sending no bytes at all: does float16 send nothing?"),
             lambda p, k, al, be: (
                 _ring(p, costmodel.BYTES_PER_PARAMETER * k, al, be) - _ring(p, 0, al, be)
             ),
         ),
         (
-            _("the bytes are multiplied by 8 (bits): the model's beta is per byte"),
+            _("your saving is larger than the bytes allow: what unit is beta per?"),
             lambda p, k, al, be: 8 * exchangemodel.half_precision_saving(p, k, al, be),
         ),
         (
-            _("alpha and beta are swapped"),
+            _(
+                "the units of your answer are off: alpha is seconds per message and beta seconds "
+                "per byte; check which one your bytes are multiplied by"
+            ),
             lambda p, k, al, be: exchangemodel.half_precision_saving(p, k, be, al),
         ),
     )

@@ -131,8 +131,8 @@ def slowdown(
         expect(
             mistakes.same_count(value, expected),
             # TRANSLATORS: {value} and {expected} are rank counts or None.
-            _("{shown} returned {value}; the model gives {expected}").format(
-                shown=shown, value="None" if value is None else f"{value:g}", expected=expected
+            _("{shown} returned {value}, which is not the model's answer").format(
+                shown=shown, value="None" if value is None else f"{value:g}"
             ),
             mistakes.count_diagnosis(value, expected, mistakes.first_slower(), case)
             or _(

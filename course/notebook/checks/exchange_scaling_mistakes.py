@@ -38,26 +38,29 @@ def crossover() -> tuple[Mistake, ...]:
     """ring_crossover_bytes's known mistakes, named in the student's language."""
     return (
         (
-            _(
-                "each algorithm's alpha went to the other: the ring's latency is ring_alpha, "
-                "recursive doubling's doubling_alpha"
-            ),
+            _("your size grows when the ring's own latency falls"),
             lambda p, ra, rb, da, db: exchangemodel.ring_crossover_bytes(p, da, rb, ra, db),
         ),
         (
-            _("alpha and beta are swapped"),
+            _(
+                "the units of your answer are off: alpha is seconds per message and beta seconds "
+                "per byte; check which one your bytes are multiplied by"
+            ),
             lambda p, ra, rb, da, db: exchangemodel.ring_crossover_bytes(p, rb, ra, db, da),
         ),
         (
-            _("the ring's latency is counted once: it pays alpha at each of its 2(p - 1) steps"),
+            _(
+                "your ring's latency does not grow with the ranks: how many steps does a ring "
+                "allreduce take on 4 ranks, on 8?"
+            ),
             lambda p, ra, rb, da, db: exchangemodel.size_above(
                 2 * ra - math.log2(p) * da, math.log2(p) * db - _ring(p, 1, 0, rb)
             ),
         ),
         (
             _(
-                "recursive doubling is counted as one step: it takes log2(p) steps, each paying "
-                "alpha and sending the whole vector"
+                "your recursive doubling costs the same on 4 ranks as on 64: how many steps does "
+                "it take?"
             ),
             lambda p, ra, rb, da, db: exchangemodel.size_above(
                 _ring(p, 0, ra, rb) - da, db - _ring(p, 1, 0, rb)
@@ -65,8 +68,8 @@ def crossover() -> tuple[Mistake, ...]:
         ),
         (
             _(
-                "the comparison is turned round: that is the size above which recursive doubling "
-                "is the faster one"
+                "above your size, recursive doubling is the faster: work out both times by hand at "
+                "a size twice yours"
             ),
             lambda p, ra, rb, da, db: exchangemodel.size_above(
                 *(-term for term in _terms(p, ra, rb, da, db))
@@ -74,8 +77,8 @@ def crossover() -> tuple[Mistake, ...]:
         ),
         (
             _(
-                "the size where the two times meet is the answer only when the ring wins above it: "
-                "look at the signs of the latency the ring pays more and of what it saves per byte"
+                "that is where the two times meet, but here the ring does not win above it: "
+                "compare both times by hand far above that size"
             ),
             _raw_ratio,
         ),
@@ -87,27 +90,24 @@ def speedup() -> tuple[Mistake, ...]:
     return (
         (
             _(
-                "this is strong scaling, one batch split over the ranks: here every rank keeps its "
-                "own batch, so p ranks do p times one rank's work in a step"
+                "your ranks share one batch (strong scaling); here every rank keeps a batch of its "
+                "own"
             ),
             lambda p, c, n, al, be: c / (c / p + _ring(p, n, al, be)),
         ),
         (
             _(
-                "each rank's share of the gradient is allreduced: every rank holds the whole "
-                "gradient, and the ring's own formula already splits it into p chunks"
+                "your exchange's bytes shrink as ranks are added: does each rank hold less of the "
+                "gradient on more ranks?"
             ),
             lambda p, c, n, al, be: p * c / (c + _ring(p, n / p, al, be)),
         ),
         (
-            _("the ring sends 2(p-1)/p of the gradient's bytes, not twice all of them"),
+            _("work out a ring of 2 ranks by hand: how many bytes does a rank send?"),
             lambda p, c, n, al, be: p * c / (c + _ring(p, 0, al, be) + 2 * n * be),
         ),
         (
-            _(
-                "this is the efficiency, the speedup divided by p: p ranks do p times one rank's "
-                "work"
-            ),
+            _("your speedup never exceeds 1, even when the exchange costs nothing"),
             lambda p, c, n, al, be: c / (c + _ring(p, n, al, be)),
         ),
         (
@@ -115,7 +115,10 @@ def speedup() -> tuple[Mistake, ...]:
             lambda p, c, n, al, be: p * c / (c + _doubling(p, n, al, be)),
         ),
         (
-            _("alpha and beta are swapped"),
+            _(
+                "the units of your answer are off: alpha is seconds per message and beta seconds "
+                "per byte; check which one your bytes are multiplied by"
+            ),
             lambda p, c, n, al, be: exchangemodel.weak_scaling_speedup(p, c, n, be, al),
         ),
     )
@@ -132,25 +135,25 @@ def first_slower() -> tuple[Count, ...]:
     """first_slower's known mistakes, named in the student's language."""
     return (
         (
-            _("a speedup of exactly 1 counts as slower: one rank's own speedup is 1, not below it"),
+            _("check a rank count whose speedup is exactly 1: is it slower than one rank?"),
             lambda ranks, *run: min(
                 (p for p, s in zip(ranks, _speedups(ranks, *run)) if s <= 1), default=None
             ),
         ),
         (
-            _("that is the most ranks still slower than one, not the fewest"),
+            _("that is the most ranks still slower than one"),
             lambda ranks, *run: max(
                 (p for p, s in zip(ranks, _speedups(ranks, *run)) if s < 1), default=None
             ),
         ),
         (
-            _("that is the fewest ranks faster than one: the question is the first slower"),
+            _("that rank count is faster than one rank"),
             lambda ranks, *run: min(
                 (p for p, s in zip(ranks, _speedups(ranks, *run)) if s > 1), default=None
             ),
         ),
         (
-            _("that is a position in the list: return the rank count itself"),
+            _("that is a position in the list: what does the question ask for?"),
             lambda ranks, *run: next(
                 (i for i, s in enumerate(_speedups(ranks, *run)) if s < 1), None
             ),
@@ -162,20 +165,17 @@ def share() -> tuple[Mistake, ...]:
     """exchange_share's known mistakes, named in the student's language."""
     return (
         (
-            _(
-                "that is the exchange over the compute: its share is over the whole step, compute "
-                "and exchange together"
-            ),
+            _("your share is not of the whole step: it can exceed 1"),
             lambda c, n, p, al, be: _ring(p, n, al, be) / c,
         ),
         (
-            _("that is the compute's share of the step, not the exchange's"),
+            _("your share falls as the exchange grows"),
             lambda c, n, p, al, be: c / (c + _ring(p, n, al, be)),
         ),
         (
             _(
-                "each rank's share of the gradient is allreduced: every rank holds the whole "
-                "gradient, and the ring's own formula already splits it into p chunks"
+                "your exchange's bytes shrink as ranks are added: does each rank hold less of the "
+                "gradient on more ranks?"
             ),
             lambda c, n, p, al, be: exchangemodel.exchange_share(c, n / p, p, al, be),
         ),
@@ -184,7 +184,10 @@ def share() -> tuple[Mistake, ...]:
             lambda c, n, p, al, be: _doubling(p, n, al, be) / (c + _doubling(p, n, al, be)),
         ),
         (
-            _("alpha and beta are swapped"),
+            _(
+                "the units of your answer are off: alpha is seconds per message and beta seconds "
+                "per byte; check which one your bytes are multiplied by"
+            ),
             lambda c, n, p, al, be: exchangemodel.exchange_share(c, n, p, be, al),
         ),
     )

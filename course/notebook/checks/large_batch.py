@@ -58,35 +58,23 @@ def _rate_mistakes() -> tuple[Mistake, ...]:
     """large_batch_rates's known mistakes, named in the student's language."""
     return (
         (
-            _(
-                "the batches' ratio is upside down: a larger batch takes a larger rate, not a "
-                "smaller one"
-            ),
+            _("your rates fall as the batch grows"),
             lambda lr, b0, b: _rates(lr, b, b0),
         ),
         (
-            _(
-                "the square root is taken of the whole rate: the rule takes it of how many times "
-                "the batch grew, and keeps the base rate as a factor"
-            ),
+            _("your square-root rule's rate does not double when the base rate doubles"),
             lambda lr, b0, b: (_rates(lr, b0, b)[0], math.sqrt(lr * b / b0)),
         ),
         (
-            _(
-                "the square root is taken of the new batch alone: it is how many times the batch "
-                "grew that counts"
-            ),
+            _("your square-root rule's rate is not the base rate when the batch is unchanged"),
             lambda lr, b0, b: (_rates(lr, b0, b)[0], lr * math.sqrt(b)),
         ),
         (
-            _("the two rates are the wrong way round: the linear rule's comes first"),
+            _("check the order of the pair the exercise asks for"),
             lambda lr, b0, b: _rates(lr, b0, b)[::-1],
         ),
         (
-            _(
-                "how many times the batch grew was rounded down to a whole number: a batch of 1000 "
-                "against 128 is 7.8125 times it, not 7"
-            ),
+            _("your rates jump by whole steps as the batch grows"),
             lambda lr, b0, b: _rates(lr, 1, b // b0),
         ),
     )
@@ -100,44 +88,29 @@ def _lars_mistakes() -> tuple[Mistake, ...]:
     """lars_local_rate's known mistakes, named in the student's language."""
     return (
         (
-            _(
-                "the trust ratio is upside down: a layer whose weights are large against its "
-                "gradient takes a larger step, not a smaller one"
-            ),
+            _("your factor grows with the gradient's norm"),
             lambda w, g, wd, t, e: 1 / _local(w, g, wd, t, e) if w > t else 1.0,
         ),
         (
-            _(
-                "the threshold is left out: a layer whose weight norm is no larger than it (a bias "
-                "that starts at zero) keeps the global rate, a factor of 1"
-            ),
+            _("your factor does not depend on the threshold"),
             lambda w, g, wd, t, e: _local(w, g, wd, 0.0, e) if w > 0 else 1.0,
         ),
         (
-            _(
-                "the threshold works the wrong way round: the trust ratio is for the layers whose "
-                "weight norm is above it"
-            ),
+            _("check a layer on each side of the threshold: which one does the hook scale?"),
             lambda w, g, wd, t, e: 1.0 if w > t else _local(w, g, wd, 0.0, e),
         ),
         (
-            _(
-                "a weight norm equal to the threshold keeps the global rate: Chainer compares with "
-                "a strict 'more than'"
-            ),
+            _("check a weight norm exactly at the threshold against the hook's source"),
             lambda w, g, wd, t, e: _local(w, g, wd, t * (1 - 1e-12), e),
         ),
         (
-            _(
-                "the weight decay is left out: the hook adds the decay to the gradient, so the "
-                "step it scales grows with weight_decay times the weight norm too"
-            ),
+            _("your factor does not change with weight_decay"),
             lambda w, g, wd, t, e: _local(w, g, 0.0, t, e),
         ),
         (
             _(
-                "the weight decay is scaled by the gradient's norm: the decay adds weight_decay "
-                "times the weights to the gradient"
+                "your decay term changes with the gradient's norm: what does the hook's source add "
+                "the decay to?"
             ),
             lambda w, g, wd, t, e: w / (e + g + wd * g) if w > t else 1.0,
         ),
@@ -254,15 +227,9 @@ def rates(large_batch_rates: Callable[..., Any], cases: Iterable[tuple] = RATE_C
         right = largebatch.large_batch_rates(*case)
         expect(
             _matches((first, second), right),
-            _(
-                "{call} returned ({linear:.6g}, {root:.6g}); the kit gives ({right_linear:.6g}, "
-                "{right_root:.6g})"
-            ).format(
-                call=_shown(name, case),
-                linear=first,
-                root=second,
-                right_linear=right[0],
-                right_root=right[1],
+            # TRANSLATORS: never the kit's numbers: a student would copy them.
+            _("{call} returned ({linear:.6g}, {root:.6g}), which is not the kit's pair").format(
+                call=_shown(name, case), linear=first, root=second
             ),
             _diagnosis(found, largebatch.large_batch_rates, _rate_mistakes(), every, at),
         )
@@ -305,9 +272,9 @@ def lars(lars_local_rate: Callable[..., Any], cases: Iterable[tuple] = LARS_CASE
         expect(
             close(value, expected),
             _(
-                "{call} returned {value:.6g}; Chainer's GradientLARS multiplies the gradient by "
-                "{expected:.6g}"
-            ).format(call=_shown(name, case), value=value, expected=expected),
+                "{call} returned {value:.6g}, which is not the factor Chainer's GradientLARS "
+                "multiplies the gradient by"
+            ).format(call=_shown(name, case), value=value),
             _diagnosis(found, largebatch.lars_local_rate, _lars_mistakes(), every, at),
         )
     passed(

@@ -46,14 +46,11 @@ def _activation_mistakes() -> tuple[Mistake, ...]:
     """activation_bytes's known mistakes, named in the student's language."""
     return (
         (
-            _(
-                "it counts the forward pass only: a training step also sends the gradient of every "
-                "activation back across the cut, as many values again"
-            ),
+            _("it counts the forward pass only: what crosses the cut in the backward pass?"),
             lambda b, shape: parallelism.activation_bytes(b, shape) / 2,
         ),
         (
-            _("it counts values, not bytes: each float32 value takes 4 bytes"),
+            _("the unit is off: your count is of values, the question's of bytes"),
             lambda b, shape: parallelism.activation_bytes(b, shape) / parallelism.BYTES_PER_VALUE,
         ),
         (
@@ -61,7 +58,7 @@ def _activation_mistakes() -> tuple[Mistake, ...]:
             lambda b, shape: parallelism.activation_bytes(b, shape) * 8,
         ),
         (
-            _("it counts one image: every image of the batch crosses the cut"),
+            _("your count is the same for every batch size"),
             lambda b, shape: parallelism.activation_bytes(1, shape),
         ),
     )
@@ -76,19 +73,19 @@ def _gradient_mistakes() -> tuple[Mistake, ...]:
         ),
         (
             _(
-                "it counts half the ring: an allreduce is a reduce-scatter and then an allgather, "
-                "and each sends its share"
+                "your ring stops before every rank holds the whole sum: follow a ring of 3 ranks "
+                "by hand, step by step, to the end"
             ),
             lambda n, p: parallelism.gradient_bytes(n, p) / 2,
         ),
         (
-            _("it counts values, not bytes: each float32 gradient takes 4 bytes"),
+            _("the unit is off: your count is of values, the question's of bytes"),
             lambda n, p: parallelism.gradient_bytes(n, p) / parallelism.BYTES_PER_VALUE,
         ),
         (
             _(
-                "every rank sends its whole gradient to every other rank there: a ring passes each "
-                "rank one share of it at a time"
+                "your count grows with the square of the ranks: in a ring, what does one rank send "
+                "at each step?"
             ),
             lambda n, p: p * (p - 1) * n * parallelism.BYTES_PER_VALUE,
         ),
@@ -99,20 +96,17 @@ def _idle_mistakes() -> tuple[Mistake, ...]:
     """idle_fraction's known mistakes, named in the student's language."""
     return (
         (
-            _(
-                "it leaves the micro-batches out: with more of them, the fill and drain are a "
-                "smaller share of the step"
-            ),
+            _("your share does not change with the number of micro-batches"),
             lambda s, m: parallelism.idle_fraction(s, 1),
         ),
         (
-            _("that is the share a stage works: the question asks for the share it waits"),
+            _("your share is of the time a stage works; on 1 stage, which never waits, it is 1"),
             lambda s, m: 1 - parallelism.idle_fraction(s, m),
         ),
         (
             _(
-                "the step is longer than the micro-batches alone: it also holds the time the "
-                "pipeline takes to fill and drain"
+                "your step is too short: draw 2 stages and 1 micro-batch on a timeline and measure "
+                "the whole step"
             ),
             lambda s, m: (s - 1) / m,
         ),
@@ -133,9 +127,11 @@ def _either(mistakes: list[str]) -> str:
     return named
 
 
-def _diagnosis(value: float, right: float, mistakes: Iterable[Mistake], case: tuple) -> str:
+def _diagnosis(
+    value: float, right: float, mistakes: Iterable[Mistake], case: tuple, hint: str
+) -> str:
     """The known mistakes `value` matches (on 2 ranks, one rank's share is also half the ring),
-    or how far it is from the kit's count."""
+    or `hint`: the limits to work out by hand, never the kit's count (a student would copy it)."""
     matched = [
         what
         for what, model in mistakes
@@ -143,14 +139,7 @@ def _diagnosis(value: float, right: float, mistakes: Iterable[Mistake], case: tu
     ]
     if matched:
         return _("it looks like {mistakes}").format(mistakes=_either(matched))
-    if not right:
-        return _(
-            "the kit counts {expected:.6g}: go through the step again as the lesson describes"
-        ).format(expected=right)
-    return _(
-        "the kit counts {expected:.6g}; yours is {ratio:.4g} times it: go through the step again "
-        "as the lesson describes"
-    ).format(expected=right, ratio=value / right)
+    return hint
 
 
 def _judge(
@@ -159,8 +148,10 @@ def _judge(
     reference: Callable[..., float],
     mistakes: Iterable[Mistake],
     unit: str,
+    hint: str,
 ) -> int:
-    """Observe `function` on `cases`, judge each against `reference`; the number of cases."""
+    """Observe `function` on `cases`, judge each against `reference`; the number of cases.
+    `hint`: the limits to work out by hand, said when no known mistake matches."""
     __tracebackhide__ = True
     facts = observe(observers.values, function, cases=[list(case) for case in cases])
     if len(facts) != len(cases):
@@ -181,10 +172,10 @@ def _judge(
         expected = reference(*case)
         expect(
             close(value, expected),
-            _("{call} returned {value:.6g}; the kit counts {expected:.6g} {unit}").format(
-                call=shown, value=value, expected=expected, unit=unit
+            _("{call} returned {value:.6g}, which is not the kit's count of {unit}").format(
+                call=shown, value=value, unit=unit
             ),
-            _diagnosis(value, expected, mistakes, case),
+            _diagnosis(value, expected, mistakes, case, hint),
         )
     return len(cases)
 
@@ -202,7 +193,15 @@ def activation(
     drawn = (draw.randint(2, 512), (draw.randint(1, 512), draw.randint(1, 64), draw.randint(1, 64)))
     every = [(batch, tuple(shape)) for batch, shape in cases] + [drawn]
     count = _judge(
-        activation_bytes, every, parallelism.activation_bytes, _activation_mistakes(), _("bytes")
+        activation_bytes,
+        every,
+        parallelism.activation_bytes,
+        _activation_mistakes(),
+        _("bytes"),
+        _(
+            "work it out by hand for a batch of 1 and a cut of one value: what crosses the cut in "
+            "a training step, and how many bytes does each value take?"
+        ),
     )
     passed(
         _("{name}: the kit's count in {count} cases, one of them drawn at random").format(
@@ -217,7 +216,15 @@ def gradient(gradient_bytes: Callable[..., Any], cases: Iterable[tuple] = GRADIE
     draw = _draw()
     every = [*cases, (draw.randint(1_000, 10**9), draw.randint(3, 256))]
     count = _judge(
-        gradient_bytes, every, parallelism.gradient_bytes, _gradient_mistakes(), _("bytes")
+        gradient_bytes,
+        every,
+        parallelism.gradient_bytes,
+        _gradient_mistakes(),
+        _("bytes"),
+        _(
+            "work it out by hand: 1 rank sends nothing; on 2 ranks, follow the ring step by step "
+            "until both hold the sum"
+        ),
     )
     passed(
         _("{name}: the kit's count in {count} cases, one of them drawn at random").format(
@@ -237,6 +244,10 @@ def idle(idle_fraction: Callable[..., Any], cases: Iterable[tuple] = IDLE_CASES)
         parallelism.idle_fraction,
         _idle_mistakes(),
         _("(a share of the step)"),
+        _(
+            "work it out by hand: 1 stage never waits; draw 2 stages and 1 micro-batch, then 2 "
+            "micro-batches, on a timeline"
+        ),
     )
     passed(
         _("{name}: the kit's share in {count} cases, one of them drawn at random").format(

@@ -71,12 +71,7 @@ def _derivation_misses(
     updates: Any = returned.get("updates_per_epoch")
     if not finite(updates) or abs(updates - train_per_worker / batch) >= 1:
         misses.append(
-            words.UPDATES_MISS.format(
-                predicted=updates,
-                images=train_per_worker,
-                batch=batch,
-                updates=train_per_worker / batch,
-            )
+            words.UPDATES_MISS.format(predicted=updates, images=train_per_worker, batch=batch)
         )
     if (said := returned.get("iterations")) != count:
         said_of = words.ITERATIONS_EXPECTED if expected else words.ITERATIONS_MISS

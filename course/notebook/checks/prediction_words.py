@@ -24,19 +24,22 @@ def _messages() -> dict[str, str]:
         "RETURN_KEYS": _("return a dict with the keys {keys}"),
         # TRANSLATORS: {name}{args} is the call, e.g. predict_run(1000, 32, 3); {keys} the keys.
         "MISSING_KEYS": _("{name}{args} has no {keys}"),
+        # Never the right count (a student would copy it): the facts to work it out from.
         "UPDATES_MISS": _(
-            "updates per epoch: predicted {predicted}, but each worker's {images} images in "
-            "batches of {batch} make {updates:.2f}"
+            "updates per epoch: predicted {predicted}, which is not what each worker's {images} "
+            "images in batches of {batch} make"
         ),
         "ITERATIONS_MISS": _("iterations: predicted {predicted}, the run made {count}"),
-        "ITERATIONS_EXPECTED": _("iterations: predicted {predicted}, expected {count}"),
+        "ITERATIONS_EXPECTED": _(
+            "iterations: predicted {predicted}, which is not the count for this setting"
+        ),
         "SNAPSHOTS_MISS": _(
             "predicted {predicted} written and {predicted_kept} kept, the run wrote {written} and "
             "kept {kept}"
         ),
         "SNAPSHOTS_EXPECTED": _(
-            "predicted {predicted} written and {predicted_kept} kept, expected {written} written "
-            "and {kept} kept"
+            "predicted {predicted} written and {predicted_kept} kept, which is not what this "
+            "setting writes and keeps"
         ),
         # TRANSLATORS: {args} is a case's arguments, e.g. (50000, 128, 4); {miss} what is wrong.
         "CASE_MISS": _("for {args}: {miss}"),
@@ -90,9 +93,10 @@ def _messages() -> dict[str, str]:
             "comparison cell above, then this one again)"
         ),
         # TRANSLATORS: {key} is the dict's key (ratio or break_even_batch); {got} the student's.
+        # Never the right number (a student would copy it).
         "RATIO_MISS": _(
-            "{key} for compute {compute:.4g} ms, exchange {exchange:.4g} ms, batch {batch}: {got}, "
-            "expected {want:.4g}"
+            "{key} for compute {compute:.4g} ms, exchange {exchange:.4g} ms, batch {batch}: {got} "
+            "is not it (check by hand: when compute and exchange take equal time, what are both?)"
         ),
         "NO_MEDIAN": _(
             "the step profile of {run} has no median time for {phases} on rank(s) {ranks}: they "

@@ -220,9 +220,7 @@ def _ratio_misses(function: Any, cases: Sequence[Sequence[float]], keys: list[st
             got: Any = returned.get(key)
             if not finite(got) or abs(got - want) > RATIO_TOLERANCE * abs(want):
                 misses.append(
-                    words.RATIO_MISS.format(
-                        key=key, compute=ms, exchange=xs, batch=b, got=got, want=want
-                    )
+                    words.RATIO_MISS.format(key=key, compute=ms, exchange=xs, batch=b, got=got)
                 )
     return misses
 

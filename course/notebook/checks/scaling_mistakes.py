@@ -41,30 +41,21 @@ def _only_compute_is_work(profile: Mapping[str, float]) -> dict:
 def _shares_mistakes() -> tuple[Mistake, ...]:
     return (
         (
-            _(
-                "the shares are of the compute (forward and backward) alone: a phase's share is of "
-                "the whole step, every phase of the profile counted"
-            ),
+            _("your shares add up to more than the whole step"),
             lambda profile: _shares_of(
                 profile, sum(profile.get(p, 0.0) for p in _COMPUTE), scalingmodel.NOT_COMPUTING
             ),
         ),
         (
-            _(
-                "the wait is left out of the time not computing: a rank waiting at the barrier for "
-                "the slowest one computes nothing either"
-            ),
+            _("your time not computing misses a phase in which a rank does none of its own work"),
             lambda profile: _shares_of(profile, sum(profile.values()), ("allreduce",)),
         ),
         (
-            _("these are percentages: the exercise asks for fractions of the step, from 0 to 1"),
+            _("your numbers are on another scale: the shares of a whole step add up to 1"),
             _percent,
         ),
         (
-            _(
-                "data, update and other are counted as not computing: they are this rank's own "
-                "work; what it loses to the other ranks is the waiting and the exchange"
-            ),
+            _("your time not computing takes in phases where a rank does its own work"),
             _only_compute_is_work,
         ),
     )
@@ -81,31 +72,19 @@ def _right(gpus: int, per_gpu: int, images: int, lr: float, base: int) -> dict:
 def _plan_mistakes() -> tuple[Mistake, ...]:
     return (
         (
-            _(
-                "the updates per epoch are counted with one GPU's batch: one update takes the "
-                "batches of every GPU together"
-            ),
+            _("your updates per epoch do not change with the number of GPUs"),
             lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "updates_per_epoch": -(-n // b)},
         ),
         (
-            _(
-                "the updates per epoch are rounded down: the images left after the last whole "
-                "batch still take an update"
-            ),
+            _("your updates per epoch leave some of the epoch's images out"),
             lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "updates_per_epoch": n // (g * b)},
         ),
         (
-            _(
-                "the rate is scaled by the number of GPUs: the linear rule scales it by how many "
-                "times the total batch is the reference batch"
-            ),
+            _("your rate does not change with the images per GPU"),
             lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "lr": lr * g},
         ),
         (
-            _(
-                "the batches' ratio is upside down: a larger total batch takes a larger rate, not "
-                "a smaller one"
-            ),
+            _("your rate falls as the total batch grows"),
             lambda g, b, n, lr, b0: {**_right(g, b, n, lr, b0), "lr": lr * b0 / (g * b)},
         ),
     )
@@ -119,30 +98,23 @@ def _exchange_mistakes() -> tuple[Mistake, ...]:
     return (
         (
             _(
-                "that is strong scaling's step, where the GPUs share one GPU's batch: here every "
-                "GPU trains on a whole batch of its own (weak scaling), so it computes as long as "
-                "one GPU alone, every step"
+                "your step's compute shrinks as GPUs are added: with weak scaling, does a GPU's "
+                "compute per step change?"
             ),
             lambda s, n, t: {**_implied(s, n, t), "exchange_seconds": t / s - t / n},
         ),
         (
-            _(
-                "the efficiency is upside down: it is at most 1, reached when N GPUs are N times "
-                "as fast as one"
-            ),
+            _("your efficiency is above 1 when the speedup is below the number of GPUs"),
             lambda s, n, t: {**_implied(s, n, t), "efficiency": n / s},
         ),
         (
-            _(
-                "the speedup is applied to one GPU's step as if the work stayed the same: with "
-                "weak scaling N GPUs train N times one GPU's images in a step"
-            ),
+            _("your exchange shrinks as GPUs are added at the same efficiency"),
             lambda s, n, t: {**_implied(s, n, t), "exchange_seconds": t / s},
         ),
         (
             _(
-                "that is the whole step: the exchange is what is left of it once the compute is "
-                "taken out"
+                "your exchange is not 0 at the ideal speedup (N times on N GPUs), where a step is "
+                "all compute"
             ),
             lambda s, n, t: {**_implied(s, n, t), "exchange_seconds": t * n / s},
         ),
