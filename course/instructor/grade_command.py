@@ -76,9 +76,12 @@ def run(root: Path, args: argparse.Namespace) -> int:
 def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
     submitted = (args.submitted or root / "submitted").resolve()
     db_url = autograde.prepare(root, release)
+    passed_over = []
     if args.exchange:
         for assignment in editions.ASSIGNMENTS:
-            autograde.collect(root, args.exchange, submitted, assignment)
+            passed_over += autograde.collect(root, args.exchange, submitted, assignment)
+    for note in passed_over:
+        print(f"exchange: {note.student or 'all'}: {note.text}", file=sys.stderr)
     chosen, others = editions.handed_in(submitted)
     if not chosen:
         raise GradingError(
@@ -112,6 +115,10 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
             release=release / assignment,
         )
     outcomes.sort(key=lambda outcome: outcome.student)
+    for note in passed_over:  # what collect passed over, beside the grade it concerns
+        for outcome in outcomes:
+            if outcome.student == note.student:
+                outcome.flags.setdefault(("", ""), []).append(f"exchange: {note.text}")
     # a run is the same in every edition: job outputs are compared across them
     copied = (
         plagiarism.shared_outputs(
