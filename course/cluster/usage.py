@@ -135,7 +135,7 @@ def ledger_path() -> Path:
 
 
 # What each entry of the ledger holds (record() writes them): the budget needs all of it.
-ENTRY_KEYS = {
+ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {
     "id": str,
     "scheduler": str,
     "folder": str,

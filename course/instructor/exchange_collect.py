@@ -138,6 +138,8 @@ def problem(folder: Path, student: str, max_bytes: int) -> str | None:
 class CheckedCollect(ExchangeCollect):
     """nbgrader's collect, passing over the inbound's folders that `problem` refuses."""
 
+    src_records: list[dict]  # nbgrader's: the folder it collects for each student (init_src)
+
     # nbgrader's own owner check only warns (in a log no one reads); `problem` refuses instead
     check_owner = Bool(False).tag(config=True)
 

@@ -48,6 +48,8 @@ class NamingSubmit(ExchangeSubmit):
     refusal of nbgrader's says that nothing was handed in and where the exchange is, and a copy is
     whole in the inbound or not there at all."""
 
+    inbound_path: str  # nbgrader's, set in init_dest
+
     def fail(self, msg) -> None:
         super().fail(
             f"{msg}\n"
