@@ -15,6 +15,7 @@ failure removes what it copied, here and in the student's nbgrader cache.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -69,16 +70,15 @@ class NamingSubmit(ExchangeSubmit):
         )
         try:
             os.mkdir(staging)
-            os.chmod(
-                staging, 0o777
-            )  # as nbgrader leaves a submission: the instructor can remove it
+            # as nbgrader leaves a submission: the instructor can remove it
+            os.chmod(staging, 0o777)
             self.inbound_path = staging  # nbgrader copies into staging/<name>
             super().copy_files()
             os.rename(os.path.join(staging, name), os.path.join(inbound, name))
         except Exception as error:
             shutil.rmtree(staging, ignore_errors=True)
             shutil.rmtree(cached, ignore_errors=True)
-            if isinstance(error, TooBig):  # refused before anything was copied: said already
+            if isinstance(error, (TooBig, ExchangeError)):  # nbgrader's refusals, said already
                 raise
             first = str(error).splitlines()[0][:300] if str(error) else type(error).__name__
             said = (
@@ -99,7 +99,8 @@ class NamingSubmit(ExchangeSubmit):
             raise ExchangeError(said) from error
         finally:
             self.inbound_path = inbound
-        os.rmdir(staging)
+        with contextlib.suppress(OSError):  # handed in all the same; collection names a leftover
+            os.rmdir(staging)
 
     def do_copy(self, src, dest, log=None) -> None:
         limit = 1000 * self.coursedir.max_dir_size
