@@ -194,6 +194,8 @@ def test_only_whole_own_submissions_are_graded_on_a_full_shared_exchange(
     assert len(_submissions(inbound, AMY)) == 3, "the issue's half copy, as nbgrader leaves it"
     (root / "filler").unlink()
     (inbound / f"{MAX}+{A}+not-a-time").mkdir()  # a name nbgrader cannot read stops no one
+    stopped = f"{handin_submit.STAGING}{AMY}+{A}+2026-12-02 00:00:00.000000 UTC+killed"
+    (inbound / stopped).mkdir()  # what a hand-in killed half-way (SIGKILL) leaves
 
     out = accounts / "grades.csv"
     status = grade_command.main(
@@ -212,6 +214,7 @@ def test_only_whole_own_submissions_are_graded_on_a_full_shared_exchange(
     assert f"{AMY}'s newest submission that passes is the one collected" in said
     assert f"NOT COLLECTED {MAX}+{A}+not-a-time: its name is not nbgrader's" in said
     assert f"no other submission of {MAX}'s is in the inbound" in said
+    assert f"NOT COLLECTED {stopped}: a hand-in that did not finish" in said
     with open(out.with_name("grades-details.csv")) as f:
         flags = [row["flags"] for row in csv.DictReader(f) if row["student"] == AMY]
     assert any(f"belongs to {MAX}" in flag for flag in flags), flags
