@@ -46,6 +46,10 @@ c.CourseDirectory.max_dir_size = 2_000_000
 c.CourseDirectory.max_file_size = 100_000
 # nbgrader's submit, whose refusal of a folder over max_dir_size names its largest files.
 c.ExchangeFactory.submit = "course.notebook.handin_submit.NamingSubmit"
+# nbgrader's collect, passing over a submission that is incomplete, holds links, or whose files
+# belong to another account than the student it is named for; the student's newest one that passes
+# is collected instead (course/instructor/exchange_collect.py).
+c.ExchangeFactory.collect = "course.instructor.exchange_collect.CheckedCollect"
 
 # `### BEGIN ALWAYS HIDDEN TESTS` regions: out of the release like hidden tests, and out of the
 # feedback too, where nbgrader shows hidden tests (course/instructor/always_hidden.py).

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -253,3 +254,54 @@ def test_the_runs_of_every_folder_the_student_submitted_from_count(budgeted, tmp
         ("runs/multi_node-77.local", 1, 60.0),  # both ranks on n1: one node
         ("runs/single_gpu-900.local", 1, 30.0),
     ]
+
+
+WHOLE_ENTRY = {
+    "id": "5.local",
+    "scheduler": "local",
+    "folder": "/nowhere",
+    "what": "single_gpu",
+    "nodes": 1,
+    "gpus": 0,
+    "seconds": 120,
+    "source": "walltime",
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        (
+            json.dumps([WHOLE_ENTRY], indent=1)[:40],
+            "is not whole JSON (cut short, or edited by hand)",
+        ),
+        ("", "is empty"),
+        (
+            json.dumps([{k: v for k, v in WHOLE_ENTRY.items() if k != "folder"}]),
+            "has 1 of 1 entries without what the budget needs (id, scheduler, folder, what, "
+            "nodes, gpus, seconds)",
+        ),
+    ],
+    ids=["truncated", "empty", "wrong-keys"],
+)
+def test_a_damaged_ledger_is_named_and_set_aside_and_the_job_submitted(budgeted, text, problem):
+    ledger = usage.ledger_path()
+    ledger.parent.mkdir(parents=True)
+    ledger.write_text(text)
+    done = course_submit(budgeted, "jobs/quick.sh")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"warning: the ledger of your submitted jobs {ledger} {problem}." in done.stdout, (
+        done.stdout
+    )
+    assert "the scheduler's own accounting is the real limit" in done.stdout
+    (kept,) = ledger.parent.glob(f"{usage.LEDGER}.damaged-*")
+    assert f"The file is kept as {kept}, and a new ledger starts with the 0 job(s)" in done.stdout
+    assert kept.read_text() == text, "the damaged ledger is kept as it was"
+    job_id = done.stdout.split(" as job ")[1].split()[0]
+    assert [entry["id"] for entry in json.loads(ledger.read_text())] == [job_id]
+    assert "budget on site local-budget: 0.008 of 0.050 node-hours used" in done.stdout
+    again = course_submit(budgeted, "jobs/quick.sh")
+    assert again.returncode in (0, 2), again.stdout + again.stderr
+    assert "warning: the ledger" not in again.stdout + again.stderr, "said once: it is whole now"

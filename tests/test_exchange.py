@@ -154,3 +154,22 @@ def test_course_handin_says_whether_the_work_reached_the_exchange(cycle, tmp_pat
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Nothing was handed in" in done.stderr and str(missing) in done.stderr
     assert "ask your instructor which exchange folder" in done.stderr, "nbgrader's refusal, said"
+
+
+@pytest.mark.integration
+def test_collect_says_plainly_when_a_student_id_is_no_account_to_check_the_owner_against(cycle):
+    """ada is no account here: the kit's collect (the course's nbgrader_config.py) cannot tell who
+    made her folder from its owner, says so once, and collects it as nbgrader does."""
+    import os
+    import pwd
+
+    from course.instructor import exchange_collect
+
+    course, root, _, _ = cycle
+    log = exchange.run("collect", [A, "--update"], course, root)
+    (note,) = [note for note in exchange_collect.notes(log) if not note.student]
+    me = pwd.getpwuid(os.getuid()).pw_name
+    assert note.text.startswith("ownership NOT CHECKED for"), note
+    assert f"ada: {me} (uid {os.getuid()})" in note.text
+    assert "no account on this machine has their student id as its name" in note.text
+    assert (course / "submitted" / "ada" / A / "timestamp.txt").is_file()

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from course.cluster import diagnosis
 from course.contracts import jobend, joblog
 
 SHA = "0123456789abcdef" * 4
@@ -293,6 +294,19 @@ def test_scheduler_kill_notices(notice, walltime):
     log = f"epoch 1\n{notice}\n{jobend.end_line('7', 143, AT)}\n"
     assert jobend.killed_by_scheduler(log)
     assert jobend.walltime_exceeded(log) is walltime
+
+
+@pytest.mark.parametrize("notice", [jobend.walltime_notice("00:10:00"), SLURM_TIME_LIMIT])
+def test_a_walltime_kill_leads_with_resubmitting_to_resume_unless_nothing_snapshots(notice):
+    log = f"epoch 1\n{notice}\n{jobend.end_line('7', 143, AT)}\n"
+    said = diagnosis.explain(log, "7", local=False)
+    assert said.startswith("the walltime ran out: submit the same job script again, unchanged"), (
+        said
+    )
+    assert "resumes from its last snapshot" in said and "train fewer epochs" in said
+    said = diagnosis.explain(f"{joblog.NO_SNAPSHOTS}\n{log}", "7", local=False)
+    assert said.startswith("the walltime ran out, and this trainer takes no snapshots"), said
+    assert "submitting it again starts over" in said
 
 
 def test_a_log_that_only_mentions_a_walltime_is_not_a_kill():

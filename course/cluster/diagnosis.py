@@ -85,12 +85,21 @@ def _unknown_option(m: re.Match) -> str:
     ).format(launcher=launched[-1]["launcher"], option=m["option"])
 
 
-def _scheduler_kill(end: jobend.End, local: bool, job_id: str) -> str | None:
-    """What a scheduler's kill notice means for the student; None when no scheduler killed the
-    job."""
+def _scheduler_kill(end: jobend.End, local: bool, job_id: str, text: str) -> str | None:
+    """What a scheduler's kill notice in the log `text` means for the student; None when no
+    scheduler killed the job."""
     if end.kind == "walltime":
+        if joblog.NO_SNAPSHOTS in text:
+            return _(
+                "the walltime ran out, and this trainer takes no snapshots, so submitting it again "
+                "starts over: add the snapshot extension (the add_snapshots exercise), train fewer "
+                "epochs, or ask for more time (-l walltime=HH:MM:SS)"
+            )
         return _(
-            "the walltime ran out: train fewer epochs, or ask for more time (-l walltime=HH:MM:SS)"
+            "the walltime ran out: submit the same job script again, unchanged: the training "
+            'resumes from its last snapshot (the next log says "resuming ... at iteration N"), '
+            "so the time spent is not lost. If it runs out again, train fewer epochs, or ask for "
+            "more time (-l walltime=HH:MM:SS)"
         )
     if end.kind == "cancelled":
         if local:
@@ -266,7 +275,7 @@ def explain(text: str, job_id: str, local: bool, log: str | None = None) -> str:
     if hangs:  # before any walltime: the watchdog named why the job made no progress
         return _hang(hangs[-1])
     end = jobend.end(text)
-    killed = _scheduler_kill(end, local, job_id) if end else None
+    killed = _scheduler_kill(end, local, job_id, text) if end else None
     if killed:
         return killed
     for pattern, meaning in _CAUSES:

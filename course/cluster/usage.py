@@ -134,12 +134,102 @@ def ledger_path() -> Path:
     return localsched.state_dir() / LEDGER
 
 
-def _read_ledger() -> list[dict]:
+# What each entry of the ledger holds (record() writes them): the budget needs all of it.
+ENTRY_KEYS: dict[str, type | tuple[type, ...]] = {
+    "id": str,
+    "scheduler": str,
+    "folder": str,
+    "what": str,
+    "nodes": int,
+    "gpus": int,
+    "seconds": (int, float),
+}
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """The ledger's entries that can be used, and what is wrong with the file ("" when nothing)."""
+
+    entries: list[dict]
+    problem: str = ""
+
+
+def _well_formed(entry: object) -> bool:
+    return isinstance(entry, dict) and all(
+        isinstance(entry.get(key), kind) for key, kind in ENTRY_KEYS.items()
+    )
+
+
+def read_ledger() -> Ledger:
+    """The ledger as far as it can be read: a missing file is an empty ledger, a damaged one is
+    said (its well-formed entries still count)."""
+    path = ledger_path()
     try:
-        entries = json.loads(ledger_path().read_text())
-    except (OSError, ValueError):
-        return []
-    return entries if isinstance(entries, list) else []
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Ledger([])
+    except (OSError, UnicodeDecodeError) as error:
+        return Ledger([], _("cannot be read ({error})").format(error=error))
+    try:
+        entries = json.loads(text)
+    except ValueError:
+        return Ledger(
+            [],
+            _("is empty")
+            if not text.strip()
+            else _("is not whole JSON (cut short, or edited by hand)"),
+        )
+    if not isinstance(entries, list):
+        return Ledger([], _("is not a list of jobs"))
+    usable = [entry for entry in entries if _well_formed(entry)]
+    if len(usable) < len(entries):
+        return Ledger(
+            usable,
+            _("has {bad} of {total} entries without what the budget needs ({keys})").format(
+                bad=len(entries) - len(usable), total=len(entries), keys=", ".join(ENTRY_KEYS)
+            ),
+        )
+    return Ledger(usable)
+
+
+def set_aside_damaged() -> str:
+    """When the ledger is damaged: keep the file under another name, start a new one with the
+    entries that could be read, and return what the student is told ("" when it is whole). The
+    budget is a warning aid, so a damaged ledger never stops a submission."""
+    path = ledger_path()
+    if not read_ledger().problem:  # the usual case: no lock taken, nothing written
+        return ""
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ledger = read_ledger()
+        if not ledger.problem:  # another submission set it aside meanwhile
+            return ""
+        kept = path.with_name(f"{path.name}.damaged-{datetime.now():%Y%m%d-%H%M%S}")
+        try:
+            path.rename(kept)
+            with atomic_file(path, "w") as f:
+                json.dump(ledger.entries, f, indent=1)
+        except OSError as error:
+            done = _(
+                "It could not be set aside ({error}): move it away yourself "
+                "(mv {path} {path}.damaged) and a new one starts with your next job."
+            ).format(error=error, path=path)
+        else:
+            done = _(
+                "The file is kept as {kept}, and a new ledger starts with the {count} job(s) "
+                "that could be read."
+            ).format(kept=kept, count=len(ledger.entries))
+    return " ".join(
+        [
+            # TRANSLATORS: {problem} says what is wrong with the file, e.g. "is empty"
+            _(
+                "warning: the ledger of your submitted jobs {path} {problem}. It only warns you "
+                "before your budget runs out (the scheduler's own accounting is the real limit), "
+                "so course submit carries on without the jobs it could not list."
+            ).format(path=path, problem=ledger.problem),
+            done,
+        ]
+    )
 
 
 def record(job_id: str, scheduler: str, folder: Path, asked: Usage) -> None:
@@ -150,7 +240,7 @@ def record(job_id: str, scheduler: str, folder: Path, asked: Usage) -> None:
         fcntl.flock(lock, fcntl.LOCK_EX)
         entry = {"id": job_id, "scheduler": scheduler, "folder": str(folder), **asdict(asked)}
         with atomic_file(path, "w") as f:
-            json.dump([*_read_ledger(), entry], f, indent=1)
+            json.dump([*read_ledger().entries, entry], f, indent=1)
 
 
 def _ended(entry: dict) -> bool:
@@ -171,7 +261,7 @@ def _ended(entry: dict) -> bool:
 def used(folder: Path) -> tuple[list[Usage], list[Usage]]:
     """What the student has used: (the runs of `folder` and of every folder they submitted from,
     the jobs they submitted that have not ended, at their walltime)."""
-    entries = _read_ledger()
+    entries = read_ledger().entries
     running = [entry for entry in entries if not _ended(entry)]
     running_ids = {joblog.job_number(entry["id"]) for entry in running}
     folders = {Path(folder).resolve(), *(Path(entry["folder"]) for entry in entries)}
@@ -205,6 +295,7 @@ def check(
     room for it; JobError, saying what was used and what to do, when it has not. Only where the
     site sets a budget."""
     asked = job_usage(script, options, settings)
+    damaged = set_aside_damaged()
     runs, jobs = used(folder)
     spent = runs + jobs
     parts = []
@@ -218,9 +309,10 @@ def check(
             )
             fields = dict(left=hours(max(0.0, limit - so_far)), kind=named)
             raise JobError(
+                (f"{damaged}\n" if damaged else "")
                 # TRANSLATORS: {kind} is node-hours or GPU-hours; {spent} lists where the hours
                 # used went ("runs/single_gpu-9.local: 0.008, job 12.local (not ended): 0.033")
-                _(
+                + _(
                     "{script} was NOT SUBMITTED: it would take your {kind} to {total} of the "
                     "{limit} each student has on site {site}. You have used {used} ({spent}); this "
                     "job may use {asked} ({nodes} node(s), {gpus} GPU(s), walltime {walltime})."
@@ -262,6 +354,5 @@ def check(
             )
         )
     # TRANSLATORS: {parts} is what is used and left of each kind of hours, joined with "; "
-    return asked, _("budget on site {site}: {parts}").format(
-        site=settings.site, parts="; ".join(parts)
-    )
+    line = _("budget on site {site}: {parts}").format(site=settings.site, parts="; ".join(parts))
+    return asked, f"{damaged}\n{line}" if damaged else line

@@ -34,7 +34,14 @@ from pathlib import Path
 from course import paths
 from course.errors import GradingError
 from course.fileio import atomic_file
-from course.instructor import editions, feedback_page, nbgrader_hook, verify, verify_plan
+from course.instructor import (
+    editions,
+    exchange_collect,
+    feedback_page,
+    nbgrader_hook,
+    verify,
+    verify_plan,
+)
 from course.instructor.grade_report import Outcome, read_gradebook
 from course.instructor.nbgrader_hook import CELL_TIMEOUT
 from course.instructor.verify_protocol import VerificationError
@@ -344,15 +351,25 @@ def _keep_rows(path: Path, outcomes: list[Outcome]) -> None:
         csv.writer(f, lineterminator="\n").writerows([header, *kept])
 
 
-def collect(root: Path, exchange: Path, submitted: Path, assignment: str = ASSIGNMENT) -> None:
-    """nbgrader collect of the edition `assignment` from `exchange` into `submitted`; --update: a
-    student's newer submission replaces the one collected before."""
-    _nbgrader_or_raise(
+def collect(
+    root: Path, exchange: Path, submitted: Path, assignment: str = ASSIGNMENT
+) -> list[exchange_collect.Note]:
+    """nbgrader collect of the edition `assignment` from `exchange` into `submitted` (--update: a
+    student's newer submission replaces the one collected before), through the kit's
+    CheckedCollect; what it passed over, for the instructor."""
+    run = _nbgrader(
         ["collect", assignment, "--update"],
         root,
         [
+            f"--ExchangeFactory.collect={exchange_collect.__name__}.CheckedCollect",
             f"--Exchange.root={exchange.resolve()}",
             f"--CourseDirectory.submitted_directory={submitted}",
         ],
-        "check --exchange and the course id in nbgrader_config.py",
     )
+    log = run.stdout + run.stderr
+    if run.returncode != 0:
+        raise GradingError(
+            f"nbgrader collect failed: {_last_error(log)}",
+            "check --exchange and the course id in nbgrader_config.py",
+        )
+    return exchange_collect.notes(log)

@@ -104,10 +104,13 @@ def run(root: Path, args: argparse.Namespace) -> int:
 def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
     submitted = (args.submitted or root / "submitted").resolve()
     db_url = autograde.gradebook_url(root)
+    passed_over = []
     if args.exchange:
         autograde.prepare(root, release)
         for assignment in editions.ASSIGNMENTS:
-            autograde.collect(root, args.exchange, submitted, assignment)
+            passed_over += autograde.collect(root, args.exchange, submitted, assignment)
+    for note in passed_over:
+        print(f"exchange: {note.student or 'all'}: {note.text}", file=sys.stderr)
     # Before anything opens a file of a submission: one that holds links, pipes or devices
     # would stop or starve every step after this one.
     refused = _refused(submitted)
@@ -162,6 +165,10 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
         )
         bases += [root / "solutions" / assignment, release / assignment]
     outcomes.sort(key=lambda outcome: outcome.student)
+    for note in passed_over:  # what collect passed over, beside the grade it concerns
+        for outcome in outcomes:
+            if outcome.student == note.student:
+                outcome.flags.setdefault(("", ""), []).append(f"exchange: {note.text}")
     out = (args.out or root / "grades.csv").resolve()
     # a run is the same in every edition, and so is the code of its cells: both are compared
     # across editions
