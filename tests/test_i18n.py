@@ -192,6 +192,7 @@ def test_the_japanese_readme_and_stub(built, tmp_path):
     assert config.startswith((ROOT / "nbgrader_config.py").read_text())
     stub = config.rsplit("code_stub = ", 1)[1]
     assert "# PUT YOUR CODE HERE（" in stub and "raise NotImplementedError()" in stub
+    assert "c.ClearSolutions.text_stub = 'ここに解答を書いてください。'" in config
 
 
 def test_the_builder_refuses_while_an_entry_is_fuzzy_or_empty(tmp_path):

@@ -164,6 +164,7 @@ NOTEBOOKS = (
 DOCUMENTS = ("README.md",)
 # The stub nbgrader leaves for a solution (nbgrader_config.py's code_stub): its comment, translated.
 STUB_KEY = "nbgrader:code_stub"
+TEXT_STUB_KEY = "nbgrader:text_stub"  # what a written answer's cell holds in the release
 PYTHON_DOMAIN, NOTEBOOK_DOMAIN = i18n.DOMAIN, "notebooks"
 # The marks Babel extracts: `_()`, translated at once, and `N_()`, translated later (i18n.N_).
 KEYWORDS = {"_": None, "N_": None}
@@ -303,6 +304,7 @@ def notebook_template(root: Path, names: tuple[str, ...] = NOTEBOOKS) -> Catalog
                 segment.piece.text, context=segment.context, locations=where, auto_comments=shown
             )
     template.add(i18n_code.STUB, context=STUB_KEY, locations=[("nbgrader_config.py", 0)])
+    template.add(i18n_code.TEXT_STUB, context=TEXT_STUB_KEY, locations=[("nbgrader_config.py", 0)])
     return template
 
 
