@@ -163,10 +163,11 @@ def in_language(lang: str, message: str) -> str:
 SEPARATORS = {"ja": {", ": "\u3001", "; ": "\uff1b"}}
 
 
-def listed(items: Iterable[object], separator: str = ", ") -> str:
-    """`items` joined for a sentence in the student's language: `separator` (", " or "; ") in
-    English, its Japanese form (、 or ；) in Japanese."""
-    return SEPARATORS.get(language(), {}).get(separator, separator).join(map(str, items))
+def listed(items: Iterable[object], separator: str = ", ", lang: str | None = None) -> str:
+    """`items` joined for a sentence in the student's language (or `lang`): `separator` (", " or
+    "; ") in English, its Japanese form (、 or ；) in Japanese."""
+    joiner = SEPARATORS.get(lang or language(), {}).get(separator, separator)
+    return joiner.join(map(str, items))
 
 
 def width(text: str) -> int:

@@ -184,9 +184,10 @@ def verify_all(
         started = time.monotonic()
         links = verify.links_leaving(folder)
         if links:  # a submission must be the student's own files, not a window on others'
-            message = i18n.in_language(
-                editions.language(assignment), verify.LINKS_NOT_GRADED
-            ).format(links="; ".join(links[:5]))
+            lang = editions.language(assignment)
+            message = i18n.in_language(lang, verify.LINKS_NOT_GRADED).format(
+                links=i18n.listed(links[:5], "; ", lang)
+            )
             nbgrader_hook.write_verdicts(verdicts, student, None, message)
             return time.monotonic() - started, {}, message
         try:

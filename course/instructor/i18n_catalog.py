@@ -173,6 +173,9 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 _CODE_SPAN = re.compile(r"`[^`]+`")  # markdown lets a code span run over a line break
 # Words a translation keeps as they are: the stub's token that messages and stubs refer to.
 KEPT = ("PUT YOUR CODE HERE",)
+# Code spans of the English quoting what the kit prints in the student's language (a log line, a
+# table's heading): a translation quotes its edition's instead (tests/test_i18n_quotes.py).
+PRINTED = ("`course: profile rank R on HOST: data ... ms | forward ...`", "`setting`", "`scaling`")
 
 
 @dataclass(frozen=True)
@@ -388,7 +391,9 @@ def problems(catalog: Catalog) -> list[str]:
             found.append(
                 f"{where}: placeholders {fields(message.string)}, not {fields(message.id)}"
             )
-        if kept_parts(message.id) != kept_parts(message.string):
+        english, said = kept_parts(message.id), kept_parts(message.string)
+        kept = [part for part in said if part in english and part not in PRINTED]
+        if [p for p in english if p not in PRINTED] != kept or len(said) > len(english):
             found.append(f"{where}: code spans differ from the English")
         if str(message.context).startswith(f"{paths.JOBS_DIR}/"):
             found += i18n_jobs.problems(message.context, message.id, message.string)

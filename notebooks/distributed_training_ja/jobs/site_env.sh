@@ -3,7 +3,7 @@
 # プロファイルを変えてもう一度適用してください。
 export COURSE_SITE=local
 export COURSE_SCHEDULER=local
-export COURSE_LANG="${COURSE_LANG:-ja}"  # ジョブの中でキットが表示する言語（qsub は環境変数を渡さないため、どのスケジューラのジョブにもここで設定します）
+export COURSE_LANG="${COURSE_LANG:-ja}"  # ジョブの中でキットが表示する言語（qsub は環境変数を渡さないため、ここで設定します）
 
 # スケジューラが再実行したジョブは、最初に何回目の試行かを出力します（course/contracts/jobend.py）。
 if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ] 2>/dev/null; then
@@ -11,10 +11,10 @@ if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ] 2>/dev/null; then
         "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 fi
 
-# Software: modules and the kit's Python environment.
-: # nothing to load: jobs inherit the submitting environment
+# ソフトウェア: モジュールとキットの Python 環境。
+: # 読み込むものはありません。ジョブは投入した環境を引き継ぎます
 
-# Data and training defaults, the same at every stage so that the stages compare.
+# データと学習の既定値。ステージどうしを比べられるよう、どのステージでも同じにします。
 export COURSE_DATASET="${COURSE_DATASET:-synthetic}"
 export COURSE_TRAIN_ARGS="${COURSE_TRAIN_ARGS:---model vgg --width 16 --batchsize 64 --epoch 3}"
 
