@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from course import i18n
 from course.contracts import results, stages
 from course.errors import ResultsError
 from course.evidence import Run, runs
@@ -28,7 +29,7 @@ def baseline(folder: Path = Path("."), name: str | None = None) -> Run | None:
                 name=repr(name), folder=Path(folder, results.RUNS_DIR)
             ),
             _("one of: {names}").format(
-                names=", ".join(run.path.parent.name for run in traced) or _("none")
+                names=i18n.listed(run.path.parent.name for run in traced) or _("none")
             ),
         )
     return named[0] if named else (traced[-1] if traced else None)

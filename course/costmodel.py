@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from course import i18n
 from course.i18n import _
 
 ALGORITHMS = ("ring", "recursive_doubling")
@@ -38,7 +39,7 @@ def coefficients(algorithm: str, ranks: int) -> tuple[float, float]:
         return 2 * (ranks - 1), 2 * (ranks - 1) / ranks
     raise ValueError(
         _("no cost model for {algorithm}; one of {algorithms}").format(
-            algorithm=repr(algorithm), algorithms=", ".join(ALGORITHMS)
+            algorithm=repr(algorithm), algorithms=i18n.listed(ALGORITHMS)
         )
     )
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from course import prediction_evidence
+from course import i18n, prediction_evidence
 from course.cluster.accounting import Accounting
 from course.contracts import jobend, joblog, results, stages
 from course.errors import ResultsError
@@ -120,14 +120,16 @@ def trace(path: Path, folder: Path | None = None, accounting: Accounting | None 
             _(
                 "the log {log} shows {count} Throughput lines ({rates}); a job prints one: the log "
                 "was edited"
-            ).format(log=run.log.name, count=len(rates), rates=", ".join(f"{r:.2f}" for r in rates))
+            ).format(
+                log=run.log.name, count=len(rates), rates=i18n.listed(f"{r:.2f}" for r in rates)
+            )
         )
     elif run.images_per_sec and not any(
         joblog.same_throughput(rate, run.images_per_sec) for rate in rates
     ):
         run.problems.append(
             _("images/sec in the results ({rate:.2f}) is not what the log shows ({logged})").format(
-                rate=run.images_per_sec, logged=", ".join(f"{r:.2f}" for r in rates) or _("none")
+                rate=run.images_per_sec, logged=i18n.listed(f"{r:.2f}" for r in rates) or _("none")
             )
         )
     run.problems += _header_problems(run, text, run.log)
@@ -177,9 +179,9 @@ def _header_problems(run: Run, text: str, log: Path) -> list[str]:
                 "the log's run header shows devices {logged} (GPU model {logged_model}), the "
                 "results file {devices} (GPU model {model})"
             ).format(
-                logged=", ".join(headers[0]["devices"]),
+                logged=i18n.listed(headers[0]["devices"]),
                 logged_model=headers[0]["gpu_model"] or _("none"),
-                devices=", ".join(devices),
+                devices=i18n.listed(devices),
                 model=model or _("none"),
             )
         )
@@ -193,7 +195,7 @@ def _header_problems(run: Run, text: str, log: Path) -> list[str]:
             _(
                 "a {stage} run trains on GPUs, and this one shows devices {devices} with GPU model "
                 "{model}"
-            ).format(stage=record["stage"], devices=", ".join(devices), model=model or _("none"))
+            ).format(stage=record["stage"], devices=i18n.listed(devices), model=model or _("none"))
         )
     return problems
 

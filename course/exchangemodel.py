@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from course import costmodel
+from course import costmodel, i18n
 from course.i18n import _
 
 PATTERNS = ("parameter_server", "ring")
@@ -45,7 +45,7 @@ def busiest_link_bytes(pattern: str, ranks: int, nbytes: float) -> float:
         return 4 * (ranks - 1) / ranks * nbytes
     raise ValueError(
         _("no traffic model for {pattern}; one of {patterns}").format(
-            pattern=repr(pattern), patterns=", ".join(PATTERNS)
+            pattern=repr(pattern), patterns=i18n.listed(PATTERNS)
         )
     )
 

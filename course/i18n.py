@@ -1,5 +1,8 @@
 """The language a student reads: one setting, COURSE_LANG (`en`, the default, or `ja`), read here
-only, and `_()`, which translates a message through the gettext catalog of that language.
+only, and `_()`, which translates a message through the gettext catalog of that language. Where
+COURSE_LANG is unset, a student bundle's own edition speaks (the file EDITION_FILE, which `course
+bundle` writes into the bundle's copy of this package): the Japanese bundle's kernels, terminal
+commands and jobs are Japanese without the student setting anything.
 
 Messages are marked `_("... {ranks} ranks ...").format(ranks=n)`: named placeholders, filled after
 translation (a translator may reorder them; an f-string inside `_()` could never be looked up).
@@ -20,6 +23,7 @@ import importlib.util
 import io
 import os
 import unicodedata
+from collections.abc import Iterable
 from pathlib import Path
 
 from course import paths
@@ -34,11 +38,22 @@ PSEUDO = "qps"
 MARK_OPEN, MARK_CLOSE = "\u27e6", "\u27e7"  # ⟦ ⟧: no message of the kit uses them
 LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 DOMAIN = "course"
+# In a student bundle's copy of the package: the language of its edition (absent in the kit).
+EDITION_FILE = Path(__file__).resolve().parent / "edition_language"
+
+
+def edition() -> str:
+    """The language of the student bundle this package belongs to; `` in the kit itself."""
+    try:
+        return EDITION_FILE.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return ""
 
 
 def language() -> str:
-    """The language of COURSE_LANG (`en` when unset); CourseError for another value."""
-    lang = os.environ.get(VARIABLE, "").strip() or DEFAULT
+    """The language of COURSE_LANG, else of the bundle's edition, else `en`; CourseError for a
+    language the course does not have."""
+    lang = os.environ.get(VARIABLE, "").strip() or edition() or DEFAULT
     if lang not in (*LANGUAGES, PSEUDO):
         raise CourseError(
             f"{VARIABLE}={lang!r} is not a language of the course",
@@ -140,6 +155,19 @@ def N_(message: str) -> str:  # noqa: N802 (gettext's own name for it)
 def in_language(lang: str, message: str) -> str:
     """`message` in the language `lang` (a student bundle's, say), whatever COURSE_LANG is."""
     return translations(lang).gettext(message)
+
+
+# How the items of a list are joined inside a sentence: English's separators, and each language's
+# own (Japanese joins with the ideographic comma, and with the full-width semicolon where items hold
+# commas of their own).
+SEPARATORS = {"ja": {", ": "\u3001", "; ": "\uff1b"}}
+
+
+def listed(items: Iterable[object], separator: str = ", ", lang: str | None = None) -> str:
+    """`items` joined for a sentence in the student's language (or `lang`): `separator` (", " or
+    "; ") in English, its Japanese form (、 or ；) in Japanese."""
+    joiner = SEPARATORS.get(lang or language(), {}).get(separator, separator)
+    return joiner.join(map(str, items))
 
 
 def width(text: str) -> int:

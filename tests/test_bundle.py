@@ -8,6 +8,7 @@ import fnmatch
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,8 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course import paths
-from course.instructor import bundle, exchange
+from course import i18n, paths
+from course.instructor import bundle, demo, exchange
 from tests.helpers import NOTEBOOKS, ROOT
 from tests.solutions import SOLUTIONS as SOURCE
 
@@ -385,3 +386,40 @@ def test_the_japanese_bundle_holds_the_japanese_edition_and_speaks_japanese(tmp_
         check=True,
     )
     assert said.stdout.strip() == "ja"
+
+
+@pytest.mark.integration
+def test_the_japanese_bundles_terminal_speaks_japanese_and_hands_in_its_edition(
+    quick_env, tmp_path
+):
+    """`.venv/bin/python -m course handin` as the Japanese bundle's README says, in a terminal
+    that sets no COURSE_LANG: Japanese, and `distributed_training_ja` handed in."""
+    ex = tmp_path / "exchange"
+    out = bundle.build(ROOT, tmp_path / "bundle", ex, lang="ja")
+    assert (out / "course" / i18n.EDITION_FILE.name).read_text() == "ja\n"
+    assert not i18n.EDITION_FILE.exists()  # the kit itself has no edition: English by default
+    edition = i18n.assignment("ja")
+    course = demo.course_folder(ROOT, tmp_path / "course")
+    shutil.copytree(ROOT / "notebooks" / edition, course / "notebooks" / edition)
+    exchange.run("release_assignment", [edition], course, ex)
+    shim = tmp_path / "student-python"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(HIDE_KIT)
+    env = {k: v for k, v in quick_env.items() if k != i18n.VARIABLE}
+    env["PYTHONPATH"] = os.pathsep.join([str(shim), str(out)])
+    said = run_python("from course import i18n; print(i18n.language())", env, out)
+    assert said.stdout.strip() == "ja", said.stderr[-2000:]
+    done = subprocess.run(
+        [sys.executable, "-m", "course", "handin", "--student=ada", f"--Exchange.cache={tmp_path}"],
+        cwd=out,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    handed_in = i18n.in_language(
+        "ja", "Handed in: {assignment} is in the exchange, as the line above says."
+    )
+    assert handed_in.format(assignment=edition) in done.stdout, done.stdout
+    assert list((ex / exchange.settings(out).course_id / "inbound").glob(f"ada+{edition}+*"))

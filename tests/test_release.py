@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -13,13 +14,14 @@ import pytest
 from course import cli, i18n, paths
 from course.cluster import siteenv, sites
 from course.contracts import jobend, stages
-from course.instructor import i18n_jobs, i18n_release, release
+from course.instructor import i18n_catalog, i18n_jobs, i18n_release, release
 from tests.helpers import NOTEBOOKS, PYTHON, ROOT
 from tests.mpi_helpers import nsys_job_log
 from tests.solutions import SOLUTIONS as SOURCE
 
 RELEASED = ROOT / "notebooks" / paths.ASSIGNMENT
-JA_JOBS = ROOT / "notebooks" / i18n_release.assignment("ja") / paths.JOBS_DIR
+JA_RELEASED = ROOT / "notebooks" / i18n_release.assignment("ja")
+JA_JOBS = JA_RELEASED / paths.JOBS_DIR
 SCRIPTS = [p.name for p in sites.job_scripts(ROOT / paths.JOBS_DIR)]
 JAPANESE = re.compile("[\u3040-\u30ff\u4e00-\u9fff]")  # kana and kanji
 
@@ -138,8 +140,15 @@ def test_course_site_apply_applies_to_the_japanese_release_in_place(tmp_path, mo
         text = (japanese / name).read_text(encoding="utf-8")
         assert skeleton(name, text) == skeleton(name, applied)
         assert prose(name, text) == prose(name, (JA_JOBS / name).read_text(encoding="utf-8"))
-    site_env = (japanese / siteenv.FILE).read_bytes()
-    assert site_env == (tmp_path / paths.JOBS_DIR / siteenv.FILE).read_bytes()
+    # the edition's site_env.sh: the kit's settings, its comments in Japanese, and COURSE_LANG=ja
+    site_env = (japanese / siteenv.FILE).read_text(encoding="utf-8")
+    english = (tmp_path / paths.JOBS_DIR / siteenv.FILE).read_text(encoding="utf-8")
+    assert siteenv.SiteSettings.from_shell(site_env) == dataclasses.replace(
+        siteenv.SiteSettings.from_shell(english), language="ja"
+    )
+    assert 'export COURSE_LANG="${COURSE_LANG:-ja}"' in site_env
+    comments = [line for line in site_env.splitlines() if line.startswith("# ")]
+    assert comments and all(JAPANESE.search(line) for line in comments), comments
 
 
 # What `course site apply`, `course submit` and a notebook's resource request do with a student's
@@ -227,6 +236,15 @@ def test_every_exercise_is_a_stub_in_the_release(name):
             assert text == "YOUR ANSWER HERE"
         else:
             assert "# PUT YOUR CODE HERE\n" in text and "raise NotImplementedError()" in text
+    # the Japanese edition's written answers hold its own stub (nbgrader's text_stub, translated)
+    catalog = i18n_catalog.read(i18n.catalog_path("ja", i18n_catalog.NOTEBOOK_DOMAIN))
+    stub = i18n_release.text_stub(catalog, [])
+    assert JAPANESE.search(stub)
+    japanese = json.loads((JA_RELEASED / name).read_text(encoding="utf-8"))["cells"]
+    answers = [c for c in japanese if c["metadata"]["nbgrader"].get("solution")]
+    assert [c["cell_type"] for c in answers] == [c["cell_type"] for c in exercises]
+    for cell in (c for c in answers if c["cell_type"] == "markdown"):
+        assert "".join(cell["source"]) == stub
 
 
 def test_release_refuses_a_source_folder_with_job_outputs(tmp_path):

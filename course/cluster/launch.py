@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from course import gpu
+from course import gpu, i18n
 from course.cli import command_parser
 from course.cluster import hosts, mpi, procs, staging
 from course.contracts import joblog
@@ -70,7 +70,7 @@ def build(
         if allreduce not in ALLREDUCE:
             raise JobError(
                 _("unknown allreduce algorithm {algorithm}").format(algorithm=repr(allreduce)),
-                _("one of {names}").format(names=", ".join(ALLREDUCE)),
+                _("one of {names}").format(names=i18n.listed(ALLREDUCE)),
             )
         # Open MPI 5's hierarchical `han` component outranks `tuned` on communicators that span
         # nodes and would choose its own algorithm: left out, so that the one asked for runs there
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--allreduce",
         default="",
-        help=_("Open MPI allreduce algorithm: {names}").format(names=", ".join(ALLREDUCE)),
+        help=_("Open MPI allreduce algorithm: {names}").format(names=i18n.listed(ALLREDUCE)),
     )
     parser.add_argument(
         "--stage-data",

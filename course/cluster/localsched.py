@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from course import gpu
+from course import gpu, i18n
 from course.cluster import pbs, procs
 from course.cluster.diagnosis import how_ended
 from course.contracts import jobend, joblog
@@ -246,7 +246,7 @@ def check_request(request: pbs.Request) -> list[str]:
     if request.ngpus:
         found = gpu.visible_gpus()
         if found.count < request.ngpus:
-            fields = dict(asked=request.ngpus, count=found.count, names=", ".join(found.names))
+            fields = dict(asked=request.ngpus, count=found.count, names=i18n.listed(found.names))
             raise JobError(
                 _(
                     "this job asks for {asked} GPU(s) per node, and this machine has {count} "

@@ -10,6 +10,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from course import i18n
 from course.errors import JobError
 from course.i18n import _
 
@@ -176,7 +177,7 @@ def unknown_resource(name: str, known: Collection[str], where: str) -> JobError:
         else _(
             "PBS knows {known} (a resource only your site has goes into its profile's `resources` "
             "list)"
-        ).format(known=", ".join(known))
+        ).format(known=i18n.listed(known))
     )
     return JobError(f"{where}: " + _("unknown resource {name}").format(name=repr(name)), hint)
 

@@ -13,7 +13,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
-from course import paths
+from course import i18n, paths
 from course.cluster import accounting, pbs
 from course.i18n import _
 
@@ -237,7 +237,7 @@ def _lost_nodes(partition: str) -> str:
     (disk)'."""
     lines = _run("sinfo", "-h", "-N", "-p", partition, "-o", "%N|%T|%E").splitlines()
     lost = [line.split("|", 2) for line in lines if line.count("|") == 2]
-    return ", ".join(
+    return i18n.listed(
         f"{node} {state}" + (f" ({why})" if why and why != "none" else "")
         for node, state, why in lost
         if _NODE_STATES.search(state)

@@ -10,7 +10,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from course import gpu
+from course import gpu, i18n
 from course.cluster import siteenv
 from course.cluster.siteenv import SiteSettings
 from course.contracts import stages
@@ -115,7 +115,7 @@ def _local_gpu_comparison(
                 "the site profile compares {communicators} on this machine's GPUs, which hands GPU "
                 "memory to MPI, and this MPI is not CUDA-aware (ompi_info does not say it was "
                 "built with CUDA)"
-            ).format(communicators=", ".join(through_mpi)),
+            ).format(communicators=i18n.listed(through_mpi)),
             _(
                 "use {nccl} and {non_cuda_aware} in the profile's [scaling] communication, or an "
                 "MPI built with CUDA support"

@@ -8,6 +8,7 @@ import string
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from course import i18n
 from course.contracts.config_keys import did_you_mean, dotted, line_of, sentences
 from course.contracts.config_keys import kind as kind_of
 from course.errors import SiteError
@@ -140,7 +141,7 @@ def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> S
     if kind == "additionalProperties":
         allowed = list(error.schema["properties"])
         key = sorted(set(value) - set(allowed))[0]
-        fields = dict(table=f"[{dotted(path)}]", keys=", ".join(allowed))
+        fields = dict(table=f"[{dotted(path)}]", keys=i18n.listed(allowed))
         takes = (
             _("{table} takes {keys}").format(**fields)
             if path
@@ -162,7 +163,7 @@ def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> S
         return SiteError(
             f"{where}: "
             + _("{key} {value} is not one of {choices}").format(
-                key=name, value=repr(value), choices=", ".join(error.validator_value)
+                key=name, value=repr(value), choices=i18n.listed(error.validator_value)
             ),
             _("fix the profile"),
         )
@@ -178,7 +179,7 @@ def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> S
             # TRANSLATORS: {kind} and {other} are kinds of value: "text in quotes", "a table"
             else _("`{key}` should be {kind} or {other}, not {value}").format(
                 key=name,
-                kind=", ".join(map(kind_of, kinds[:-1])),
+                kind=i18n.listed(map(kind_of, kinds[:-1])),
                 other=kind_of(kinds[-1]),
                 value=repr(value),
             )

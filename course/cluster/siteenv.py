@@ -7,26 +7,27 @@ a SiteSettings (SiteSettings.read), never its `export COURSE_...=value` lines th
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from course import paths
+from course import i18n, paths
 from course.contracts import jobend
 from course.errors import JobError
-from course.i18n import _
+from course.i18n import N_, _
 
 FILE = "site_env.sh"
 # How a run of N nodes x M ranks is asked for (`qsub -l select=`) where a profile's #PBS lines say
 # nothing else.
 DEFAULT_SELECT = "{nodes}:mpiprocs={ranks_per_node}"
-# The comments of jobs/site_env.sh are in the language of whoever applied the profile
-# (COURSE_LANG), but for these lines, which from_shell finds the setup by: they stay English.
-_NOTHING_TO_LOAD = ": # nothing to load: jobs inherit the submitting environment"
-_SETUP_BEGIN = "# Software: modules and the kit's Python environment.\n"
-_DATA = "# Data and training defaults, the same at every stage so that the stages compare."
-_SETUP_END = "\n\n# Data and training defaults"
+# The comments of jobs/site_env.sh are in its edition's language, else the applier's (COURSE_LANG);
+# from_shell finds the setup between these two, in whichever language of the course they are.
+_SETUP_SAID = N_("Software: modules and the kit's Python environment.")
+_DATA_SAID = N_("Data and training defaults, the same at every stage so that the stages compare.")
+_NOTHING_SAID = N_("nothing to load: jobs inherit the submitting environment")  # after `: #`
+_LANGUAGE_SAID = N_("the language of what the kit prints in a job (qsub passes no environment)")
 _EVAL_ENV = 'eval "$(python -m course env)"'  # the CUDA libraries of the kit's gpu extra
 
 
@@ -106,6 +107,7 @@ class SiteSettings:
     # The profile's [budget]: what each student's jobs may use in all; None: no limit
     node_hours_per_student: float | None = None
     gpu_hours_per_student: float | None = None
+    language: str = ""  # the jobs' COURSE_LANG unless theirs is set (an edition's); "": theirs
 
     def walltime_limit(self, queue: str | None) -> tuple[str, str] | None:
         """(the queue it is for, the longest walltime a job in `queue` may ask for), None if no
@@ -157,9 +159,10 @@ class SiteSettings:
         )
 
     def to_shell(self) -> str:
-        """The text of jobs/site_env.sh, its comments in the student's language (but for the few
-        from_shell reads)."""
-        setup = "\n".join(self.setup) if self.setup else _NOTHING_TO_LOAD
+        """The text of jobs/site_env.sh, its comments in its edition's language, else the
+        student's (but for the few from_shell reads)."""
+        say = functools.partial(i18n.in_language, self.language or i18n.language())
+        setup = "\n".join(self.setup) if self.setup else ": # " + say(_NOTHING_SAID)
         threads = str(self.threads_per_rank)
         runs = " ".join(f"{n}x{r}" for n, r in self.scaling_runs)
         limits = " ".join(f"{q}={t}" if q else t for q, t in self.max_walltime)
@@ -168,33 +171,41 @@ class SiteSettings:
             ("COURSE_NODE_HOURS_PER_STUDENT", self.node_hours_per_student),
             ("COURSE_GPU_HOURS_PER_STUDENT", self.gpu_hours_per_student),
         )
-        header = _(
-            "Site settings shared by the job scripts: the `{site}` site profile of the course "
-            "kit.\nWritten by `python -m course site apply {site}` from that profile; to change a "
-            "setting,\nchange the profile and apply it again."
+        header = say(
+            N_(
+                "Site settings shared by the job scripts: the `{site}` site profile of the course "
+                "kit.\nWritten by `python -m course site apply {site}` from that profile; to "
+                "change a setting,\nchange the profile and apply it again."
+            )
         ).format(site=self.site)
-        attempt = _(
-            "A job the scheduler reruns says first which attempt it is "
-            "(course/contracts/jobend.py)."
+        attempt = say(
+            N_(
+                "A job the scheduler reruns says first which attempt it is "
+                "(course/contracts/jobend.py)."
+            )
         )
-        mpi = _("MPI: `python -m course launch` fills in the ranks and hosts of the job.")
-        how = _("How this site is run, for `python -m course submit` and the notebooks.")
-        cuda = _("The CUDA libraries of the kit's gpu extra (prints nothing without them).")
-        end = _(
-            "The last line of the joined log says how the job ended, and when "
-            "(course/contracts/jobend.py)."
+        mpi = say(N_("MPI: `python -m course launch` fills in the ranks and hosts of the job."))
+        how = say(N_("How this site is run, for `python -m course submit` and the notebooks."))
+        cuda = say(N_("The CUDA libraries of the kit's gpu extra (prints nothing without them)."))
+        end = say(
+            N_(
+                "The last line of the joined log says how the job ended, and when "
+                "(course/contracts/jobend.py)."
+            )
         )
-        per_student = _after(_("the site's per-student budget, checked by course submit"))
+        per_student = _after(say(N_("the site's per-student budget, checked by course submit")))
+        language = _default(i18n.VARIABLE, self.language) + _after(say(_LANGUAGE_SAID))
         sections = [
             [
                 _comment(header),
                 _export("COURSE_SITE", self.site),
                 _export("COURSE_SCHEDULER", self.scheduler),
+                *([language] if self.language else []),
             ],
             [_comment(attempt), jobend.ATTEMPT_SHELL],
-            [_SETUP_BEGIN + setup],
+            [_comment(say(_SETUP_SAID)), setup],
             [
-                _DATA,
+                _comment(say(_DATA_SAID)),
                 *(
                     [_default("CHAINER_DATASET_ROOT", self.dataset_root)]
                     if self.dataset_root
@@ -210,23 +221,24 @@ class SiteSettings:
                 _export("OPENBLAS_NUM_THREADS", threads),
                 _export("MKL_NUM_THREADS", threads),
                 _export("CHAINERMN_FORCE_ABORT_ON_EXCEPTION", "1")
-                + _after(_("one rank's exception ends the job, not a hang")),
+                + _after(say(N_("one rank's exception ends the job, not a hang"))),
             ],
             [
                 _comment(how),
                 _quoted("COURSE_SELECT", self.select),
                 _quoted("COURSE_RESOURCES", " ".join(self.resources))
-                + _after(_("the site's own -l resources, besides PBS's")),
+                + _after(say(N_("the site's own -l resources, besides PBS's"))),
                 _quoted("COURSE_QUEUES", " ".join(self.queues)),
-                _quoted("COURSE_QUEUE", self.queue or "") + _after(_("the -q of its #PBS lines")),
-                _quoted("COURSE_GROUP", self.group or "") + _after(_("their -W group_list")),
+                _quoted("COURSE_QUEUE", self.queue or "")
+                + _after(say(N_("the -q of its #PBS lines"))),
+                _quoted("COURSE_GROUP", self.group or "") + _after(say(N_("their -W group_list"))),
                 _export("COURSE_GPUS_PER_NODE", str(self.gpus_per_node)),
                 _quoted("COURSE_SCALING_RUNS", runs),
                 _quoted("COURSE_COMMUNICATION", communication),
                 *(
                     [
                         _quoted("COURSE_MAX_WALLTIME", limits)
-                        + _after(_("checked before qsub; QUEUE=HH:MM:SS or all"))
+                        + _after(say(N_("checked before qsub; QUEUE=HH:MM:SS or all")))
                     ]
                     if limits
                     else []
@@ -247,13 +259,19 @@ class SiteSettings:
         """The settings to_shell wrote; a setting the text leaves out keeps its default."""
         exports = _exports(text)
         setup = ""
-        if _SETUP_BEGIN in text:
-            setup = text.split(_SETUP_BEGIN, 1)[1].split(_SETUP_END, 1)[0]
+        for lang in (*i18n.LANGUAGES, i18n.PSEUDO):  # the setup's markers, in each language
+            begin = _comment(i18n.in_language(lang, _SETUP_SAID)) + "\n"
+            end = "\n\n" + _comment(i18n.in_language(lang, _DATA_SAID))
+            if begin in text and end in text:
+                setup = text.split(begin, 1)[1].split(end, 1)[0]
+                nothing = ": # " + i18n.in_language(lang, _NOTHING_SAID)
+                setup = "" if setup == nothing else setup
+                break
         default = cls()
         return cls(
             site=exports.get("COURSE_SITE", default.site),
             scheduler=exports.get("COURSE_SCHEDULER", default.scheduler),
-            setup=tuple(setup.split("\n")) if setup not in ("", _NOTHING_TO_LOAD) else (),
+            setup=tuple(setup.split("\n")) if setup else (),
             dataset=exports.get("COURSE_DATASET", default.dataset),
             dataset_root=exports.get("CHAINER_DATASET_ROOT", default.dataset_root),
             train_args=exports.get("COURSE_TRAIN_ARGS", default.train_args),
@@ -279,6 +297,7 @@ class SiteSettings:
             ),
             node_hours_per_student=_hours(exports.get("COURSE_NODE_HOURS_PER_STUDENT")),
             gpu_hours_per_student=_hours(exports.get("COURSE_GPU_HOURS_PER_STUDENT")),
+            language=exports.get(i18n.VARIABLE, default.language),
         )
 
     @classmethod
@@ -314,7 +333,11 @@ def _after(text: str) -> str:
 def without_comments(text: str) -> str:
     """A shell text of to_shell's without its comments, whole lines and ends of lines (`  # ...`):
     what it runs and sets, which two files share whatever language their comments are in."""
-    lines = (line.split("  # ")[0].rstrip() for line in text.split("\n"))
+    # a setup with nothing to load is the no-op `: # <why>`, its why in the file's language
+    lines = (
+        ":" if line.startswith(": # ") else line.split("  # ")[0].rstrip()
+        for line in text.split("\n")
+    )
     return "\n".join(line for line in lines if not line.lstrip().startswith("#"))
 
 

@@ -15,7 +15,7 @@ import re
 import shutil
 import string
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from course import i18n, paths
@@ -134,7 +134,7 @@ def load_profile(name_or_path: str) -> Profile:
     if not path.suffix:
         path = paths.kit_root() / "sites" / f"{name_or_path}.toml"
     if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in (paths.KIT_ROOT / "sites").glob("*.toml")))
+        known = i18n.listed(sorted(p.stem for p in (paths.KIT_ROOT / "sites").glob("*.toml")))
         raise SiteError(
             _("no site profile {name}").format(name=repr(name_or_path)),
             _("the kit has: {known}; or give a path to a .toml file").format(known=known),
@@ -205,7 +205,7 @@ def _max_walltime(setting: str | dict[str, str], queues: list[str], where: str) 
     for queue in setting:
         if queue not in queues:
             known = (
-                _("its queues: {queues}").format(queues=", ".join(queues))
+                _("its queues: {queues}").format(queues=i18n.listed(queues))
                 if queues
                 else _("its queues: none: a table needs queue and other_queues")
             )
@@ -234,9 +234,10 @@ def job_scripts(jobs_dir: Path) -> list[Path]:
     return sorted(p for p in Path(jobs_dir).glob("*.sh") if p.name != siteenv.FILE)
 
 
-def apply(profile: Profile, jobs_dir: Path) -> list[Path]:
-    """Write `profile` into the job scripts and site_env.sh of `jobs_dir`; return what was
-    written."""
+def apply(profile: Profile, jobs_dir: Path, language: str | None = None) -> list[Path]:
+    """Write `profile` into the job scripts and site_env.sh of `jobs_dir` (of the edition in
+    `language`: its jobs' COURSE_LANG, "" for none; None: the one site_env.sh has); return what
+    was written."""
     scripts = job_scripts(jobs_dir)
     missing = [s.stem for s in scripts if s.stem not in profile.jobs]
     if missing:
@@ -255,15 +256,18 @@ def apply(profile: Profile, jobs_dir: Path) -> list[Path]:
             script.write_text(updated, encoding="utf-8")
         written.append(script)
     env_file = Path(jobs_dir) / siteenv.FILE
-    env_file.write_text(SiteSettings.from_profile(profile).to_shell(), encoding="utf-8")
+    if language is None:
+        language = SiteSettings.read(env_file).language if env_file.is_file() else ""
+    settings = replace(SiteSettings.from_profile(profile), language=language)
+    env_file.write_text(settings.to_shell(), encoding="utf-8")
     written.append(env_file)
     return written
 
 
 def check(profile: Profile, jobs_dir: Path) -> list[str]:
     """What in `jobs_dir` differs from `profile` (empty when the profile is applied as it is).
-    jobs/site_env.sh is compared without its comments, which are in the language of whoever
-    applied the profile (siteenv.without_comments)."""
+    jobs/site_env.sh is compared without its comments, which are in the language of its edition
+    or of whoever applied the profile (siteenv.without_comments), with its edition's COURSE_LANG."""
     problems = []
     for script in job_scripts(jobs_dir):
         if script.stem not in profile.jobs:
@@ -276,9 +280,11 @@ def check(profile: Profile, jobs_dir: Path) -> list[str]:
         if expected != text:
             problems.append(f"{script.name}: " + _("its directives differ from the profile's"))
     env_file = Path(jobs_dir) / siteenv.FILE
+    applied = SiteSettings.read(env_file) if env_file.is_file() else SiteSettings()
+    rendered = replace(SiteSettings.from_profile(profile), language=applied.language).to_shell()
     if not env_file.is_file() or siteenv.without_comments(
         env_file.read_text(encoding="utf-8")
-    ) != siteenv.without_comments(SiteSettings.from_profile(profile).to_shell()):
+    ) != siteenv.without_comments(rendered):
         problems.append(f"{siteenv.FILE}: " + _("differs from the profile's"))
     return problems
 
@@ -356,11 +362,11 @@ def main(argv: list[str]) -> int:
     for lang in (lang for lang in i18n.LANGUAGES if lang != i18n.DEFAULT):
         translated = root / "notebooks" / i18n.assignment(lang) / paths.JOBS_DIR
         if translated.is_dir():
-            apply(profile, translated)
+            apply(profile, translated, language=lang)
             written.append(translated)
     print(
         _("applied {name}: {files}").format(
-            name=profile.name, files=", ".join(str(p.relative_to(root)) for p in written)
+            name=profile.name, files=i18n.listed(str(p.relative_to(root)) for p in written)
         )
     )
     return 0

@@ -18,7 +18,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from course import gpu, paths
+from course import gpu, i18n, paths
 from course.cluster import localsched, pbs, plan, siteenv, usage
 from course.cluster.job import Job
 from course.cluster.siteenv import SiteSettings
@@ -56,7 +56,7 @@ def check_training_scripts(script: Path, workdir: Path) -> None:
                 _(
                     "{name} still has PUT YOUR CODE HERE stubs in {functions}: fill them in, run "
                     "their self-checks, then write the script again"
-                ).format(name=name, functions=", ".join(stubs))
+                ).format(name=name, functions=i18n.listed(stubs))
             )
 
 
@@ -248,7 +248,7 @@ def missing_gpus(
     if found.count >= request.ngpus:
         return None
     fields = dict(
-        count=found.count, names=", ".join(found.names), script=script, asked=request.ngpus
+        count=found.count, names=i18n.listed(found.names), script=script, asked=request.ngpus
     )
     if found.count:
         return _(
@@ -274,7 +274,7 @@ def check_site_request(script: Path, options: list[str], settings: SiteSettings)
     if request.queue and queues and request.queue not in queues:
         raise JobError(
             _("queue {queue} is not one of this site's ({queues})").format(
-                queue=repr(request.queue), queues=", ".join(queues)
+                queue=repr(request.queue), queues=i18n.listed(queues)
             ),
             _("use -q with one of those, or ask your instructor"),
         )

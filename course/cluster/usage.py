@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 
+from course import i18n
 from course.cluster import job as following
 from course.cluster import localsched, pbs
 from course.cluster.siteenv import SiteSettings
@@ -186,7 +187,7 @@ def read_ledger() -> Ledger:
         return Ledger(
             usable,
             _("has {bad} of {total} entries without what the budget needs ({keys})").format(
-                bad=len(entries) - len(usable), total=len(entries), keys=", ".join(ENTRY_KEYS)
+                bad=len(entries) - len(usable), total=len(entries), keys=i18n.listed(ENTRY_KEYS)
             ),
         )
     return Ledger(usable)
@@ -304,7 +305,7 @@ def check(
         total = so_far + asked.hours(kind)
         named = _("node-hours") if kind == NODE_HOURS else _("GPU-hours")
         if total > limit:
-            listed = ", ".join(
+            listed = i18n.listed(
                 f"{u.source}: {hours(u.hours(kind))}" for u in spent if u.hours(kind)
             )
             fields = dict(left=hours(max(0.0, limit - so_far)), kind=named)
@@ -354,5 +355,7 @@ def check(
             )
         )
     # TRANSLATORS: {parts} is what is used and left of each kind of hours, joined with "; "
-    line = _("budget on site {site}: {parts}").format(site=settings.site, parts="; ".join(parts))
+    line = _("budget on site {site}: {parts}").format(
+        site=settings.site, parts=i18n.listed(parts, "; ")
+    )
     return asked, f"{damaged}\n{line}" if damaged else line

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from course import i18n
 from course.i18n import _
 
 
@@ -85,7 +86,7 @@ def first_problem(error: ValidationError, model: type[BaseModel], text: str) -> 
     if problem["type"] == "extra_forbidden":
         allowed = _keys(model, path[:-1])
         table = dotted(path[:-1])
-        fields = dict(table=f"[{table}]", keys=", ".join(allowed))
+        fields = dict(table=f"[{table}]", keys=i18n.listed(allowed))
         takes = (
             _("{table} takes {keys}").format(**fields)
             if table

@@ -20,6 +20,7 @@ import math
 import os
 from typing import Any
 
+from course import i18n
 from course.contracts import stages
 from course.errors import JobError
 from course.i18n import _
@@ -82,9 +83,9 @@ def check(stage: str, answers: Any) -> dict[str, int | float | str]:
                 "the prediction has the keys {keys}; the {stage} job's prediction has exactly "
                 "{expected}"
             ).format(
-                keys=", ".join(map(str, answers)) or _("none"),
+                keys=i18n.listed(map(str, answers)) or _("none"),
                 stage=stage,
-                expected=", ".join(keys),
+                expected=i18n.listed(keys),
             ),
             fix,
         )

@@ -22,6 +22,7 @@ from typing import Any
 
 import fastjsonschema
 
+from course import i18n
 from course.contracts import prediction
 from course.errors import ResultsError
 from course.fileio import atomic_file
@@ -290,7 +291,7 @@ def load(path: Path) -> dict:
         raise ResultsError(
             # TRANSLATORS: {problems} are the schema's findings, in JSON Schema's English
             _("{path} lacks what every results file holds ({problems})").format(
-                path=path, problems="; ".join(wrong)
+                path=path, problems=i18n.listed(wrong, "; ")
             ),
             _("run the job again; do not edit results files by hand"),
         )

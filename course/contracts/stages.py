@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from course import i18n
 from course.i18n import _
 
 
@@ -127,6 +128,6 @@ def get(name: str) -> Stage:
     except KeyError:
         raise ValueError(
             _("unknown stage {name}; one of {names}").format(
-                name=repr(name), names=", ".join(NAMES)
+                name=repr(name), names=i18n.listed(NAMES)
             )
         ) from None

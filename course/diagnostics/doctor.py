@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from course import gpu, paths
+from course import gpu, i18n, paths
 from course.cluster import mpi, siteenv
 from course.i18n import _, ljust, width
 from course.runtime import data
@@ -67,7 +67,7 @@ def _cupy() -> Check:
 def _gpus() -> Check:
     found = gpu.visible_gpus()
     if found.count:
-        names = ", ".join(sorted(set(found.names)))
+        names = i18n.listed(sorted(set(found.names)))
         if found.driver:
             names = _("{names}, driver {driver}").format(names=names, driver=found.driver)
         return Check(
@@ -171,12 +171,12 @@ def _kernels() -> Check:
             ),
             fix,
         )
-    where = ", ".join(nvrtc.header_folders()) or _("the CUDA toolkit")
+    where = i18n.listed(nvrtc.header_folders()) or _("the CUDA toolkit")
     return Check(
         OK,
         _("CUDA kernels"),
         _("NVRTC {version} compiles for {archs} (headers: {where})").format(
-            version=version, archs=", ".join(f"sm_{a}" for a in archs), where=where
+            version=version, archs=i18n.listed(f"sm_{a}" for a in archs), where=where
         ),
     )
 
@@ -285,7 +285,7 @@ def _dataset() -> Check:
     return Check(
         OK,
         _("data"),
-        _("{sets} in {folder}").format(sets=", ".join(described), folder=data.data_dir()),
+        _("{sets} in {folder}").format(sets=i18n.listed(described), folder=data.data_dir()),
     )
 
 

@@ -13,7 +13,7 @@ import types
 import warnings
 from pathlib import Path
 
-from course import paths
+from course import i18n, paths
 from course.cli import command_parser
 from course.diagnostics.nvrtc import (
     Kernel,
@@ -310,11 +310,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(
             _("NVRTC {version}, CUDA headers from {folders}").format(
-                version=report["nvrtc"], folders=", ".join(report["headers"]) or _("nowhere")
+                version=report["nvrtc"], folders=i18n.listed(report["headers"]) or _("nowhere")
             )
         )
         for k in report["kernels"]:
-            done = ", ".join(f"sm_{a}" for a in k["compiled"]) or _("none")
+            done = i18n.listed(f"sm_{a}" for a in k["compiled"]) or _("none")
             print(
                 f"  {'ok' if not k['errors'] else '!!'} {k['name']:<32} {k['origin']}: "
                 + _("compiled for {architectures}").format(architectures=done)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from course import gpu, paths
+from course import gpu, i18n, paths
 from course.i18n import _, ljust, width
 
 STAGE_2 = "stage2"  # the child's argument: `python -m course.diagnostics.selftest stage2 ...`
@@ -241,7 +241,7 @@ def run(echo: Callable[[str], None] = print) -> int:
     echo(
         "  "
         + _("GPUs: {count} ({names}), driver {driver}").format(
-            count=found.count, names=", ".join(found.names), driver=found.driver or _("unknown")
+            count=found.count, names=i18n.listed(found.names), driver=found.driver or _("unknown")
         )
     )
     gpu.preload_cuda_libraries()

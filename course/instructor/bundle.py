@@ -11,7 +11,8 @@ with every answer and hidden test. DIR holds
                              nbgrader_config.py)
   pyproject.toml, constraints.txt
   course/                    the kit's package without course/instructor/ (the grader, and the
-                             reference training, whose code answers the exercises)
+                             reference training, whose code answers the exercises), with
+                             edition_language: the edition's language where COURSE_LANG is unset
   <course id>/distributed_training/
                              the release (notebooks/ with jobs/), where nbgrader's submit
                              looks for it
@@ -151,6 +152,8 @@ def build(
     grading_rules.write_public(
         root / grading_rules.FILE, out / "course" / "contracts" / grading_rules.PUBLIC.name
     )
+    # the bundle's language wherever COURSE_LANG is unset: a terminal's commands, a PBS job
+    (out / "course" / i18n.EDITION_FILE.name).write_text(lang + "\n", encoding="utf-8")
     student_jupyter_config(out / "jupyter")
     if lang in LAB_LOCALES:
         setting = out / "jupyter" / LAB_LANGUAGE_SETTING

@@ -18,6 +18,7 @@ _FULL_COMMENT = re.compile(r"^([ \t]*)# (.+)$")
 # a comment after code that has no quote and no hash of its own (so the `#` opens the comment)
 _TRAILING = re.compile(r"^([ \t]*[^#'\"\n]*[^\s#'\"])(\s+# )(.+)$")
 STUB = "PUT YOUR CODE HERE"
+TEXT_STUB = "YOUR ANSWER HERE"  # nbgrader_config.py's text_stub: a written answer's cell
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from babel.messages.catalog import Catalog
@@ -113,6 +114,14 @@ def code_stub(catalog: Catalog, wanting: list[str]) -> str:
     return f"# {comment}\nraise NotImplementedError()"
 
 
+def text_stub(catalog: Catalog, wanting: list[str]) -> str:
+    """nbgrader's text_stub (a written answer's cell in the release) in the edition's language."""
+    return (
+        _translation(catalog, cat.TEXT_STUB_KEY, i18n_code.TEXT_STUB, wanting)
+        or i18n_code.TEXT_STUB
+    )
+
+
 def build(
     root: Path,
     lang: str,
@@ -121,7 +130,7 @@ def build(
     jobs: Path | None = None,
 ) -> list[Path]:
     """Write the edition `lang` of the notebooks `names` to `out`/<assignment>/, and with `jobs`
-    root's jobs/ there, its scripts translated (site_env.sh as it is); the paths written.
+    root's jobs/ there, its scripts translated (site_env.sh too); the paths written.
     CatalogIncomplete, naming every entry that is wanting, before anything is written."""
     catalog_path = _catalog_path(root, lang)
     if not catalog_path.is_file():
@@ -145,7 +154,8 @@ def build(
     for script in sites.job_scripts(root / paths.JOBS_DIR) if jobs is not None else []:
         text = translate_script(script.name, script.read_text(encoding="utf-8"), catalog, wanting)
         scripts.append((script, text))
-    code_stub(catalog, wanting)  # nbgrader_config() writes it: it must be translated too
+    code_stub(catalog, wanting)  # nbgrader_config() writes them: they must be translated too
+    text_stub(catalog, wanting)
     if wanting:
         shown = "\n  ".join(wanting[:20])
         more = f"\n  ... and {len(wanting) - 20} more" if len(wanting) > 20 else ""
@@ -168,17 +178,39 @@ def build(
                 f.write(text.encode())
             shutil.copymode(script, jobs / script.name)  # executable, as the English
             written.append(jobs / script.name)
-        written.append(Path(shutil.copy2(root / paths.JOBS_DIR / siteenv.FILE, jobs)))
+        with atomic_file(jobs / siteenv.FILE) as f:
+            f.write(site_env(root, lang).encode())
+        written.append(jobs / siteenv.FILE)
     return written
 
 
+def site_env(root: Path, lang: str) -> str:
+    """root's jobs/site_env.sh for the edition `lang`: its comments in that language, and its
+    jobs' COURSE_LANG; CourseError if the file holds more than `course site apply` writes (what
+    this rewrites would lose it)."""
+    path = root / paths.JOBS_DIR / siteenv.FILE
+    english = path.read_text(encoding="utf-8")
+    settings = siteenv.SiteSettings.from_shell(english)
+    if siteenv.without_comments(settings.to_shell()) != siteenv.without_comments(english):
+        raise CourseError(
+            f"{path} is not what `course site apply` writes: the {lang} edition cannot carry it",
+            "apply the site's profile again (python -m course site apply NAME)",
+        )
+    return replace(settings, language=lang).to_shell()
+
+
 def nbgrader_config(root: Path, lang: str) -> str:
-    """The nbgrader_config.py of the edition `lang`: the kit's own, whose stub comment speaks the
-    edition's language (a student's `# PUT YOUR CODE HERE` keeps its English words beside it)."""
+    """The nbgrader_config.py of the edition `lang`: the kit's own, whose stubs (a code cell's
+    comment, a written answer's text) speak the edition's language (a student's `# PUT YOUR
+    CODE HERE` keeps its English words beside it)."""
     wanting: list[str] = []
-    stub = code_stub(cat.read(_catalog_path(root, lang)), wanting)
+    catalog = cat.read(_catalog_path(root, lang))
+    stub, text = code_stub(catalog, wanting), text_stub(catalog, wanting)
     if wanting:
         raise CatalogIncomplete(f"the {lang} stub is not translated: {wanting[0]}", _HOW)
     english = (root / "nbgrader_config.py").read_text(encoding="utf-8")
-    override = f"c.ClearSolutions.code_stub = {{'python': {stub!r}}}"
-    return f"{english}\n# The {lang} edition's stub.\n{override}\n"
+    override = (
+        f"c.ClearSolutions.code_stub = {{'python': {stub!r}}}\n"
+        f"c.ClearSolutions.text_stub = {text!r}"
+    )
+    return f"{english}\n# The {lang} edition's stubs.\n{override}\n"

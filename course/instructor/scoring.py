@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from course import comparison, evidence
+from course import comparison, evidence, i18n
 from course.comparison import comparable, efficiency
 from course.contracts import grading_rules, results, stages
 from course.evidence import Run
@@ -83,9 +83,12 @@ def grade_efficiency(stage: str, points: float, folder: Path = Path(".")) -> flo
     ]
     if not pairs:
         untraced = [run for run in found if run.workers > 1]
-        why = "; ".join(
-            run.problems[0] if run.problems else comparable(run, stage_one[-1])[0]
-            for run in untraced[-3:]
+        why = i18n.listed(
+            (
+                run.problems[0] if run.problems else comparable(run, stage_one[-1])[0]
+                for run in untraced[-3:]
+            ),
+            "; ",
         )
         fail(
             _("no traced {stage} run on 2 or more workers compares with stage 1 ({why})").format(
@@ -165,10 +168,15 @@ def grade_comparisons(points: float, folder: Path = Path(".")) -> float:
     found = evidence.runs(stages.MULTI_NODE.name, folder, accounting(folder))
     coverage = comparison.comparison_coverage(found)
     if not coverage.complete:
-        left_out = "; ".join(
-            _("{run} does not count: {problem}").format(run=run.describe(), problem=run.problems[0])
-            for run in found
-            if not run.traced
+        left_out = i18n.listed(
+            (
+                _("{run} does not count: {problem}").format(
+                    run=run.describe(), problem=run.problems[0]
+                )
+                for run in found
+                if not run.traced
+            ),
+            "; ",
         )
         fail(
             _("traced stage-3 runs cover {coverage}; {left_out}").format(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from course import evidence
+from course import evidence, i18n
 from course.cluster.accounting import Accounting
 from course.contracts import grading_rules, results, stages
 from course.evidence import Run
@@ -46,7 +46,7 @@ def latest_traced(stage: str, folder: Path) -> Run:
         last = found[-1]
         fail(
             _("no {stage} run can be traced to its job; the latest, {run}: {problems}").format(
-                stage=stage, run=last.describe(), problems="; ".join(last.problems)
+                stage=stage, run=last.describe(), problems=i18n.listed(last.problems, "; ")
             )
         )
     return traced[-1]

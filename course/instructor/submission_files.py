@@ -81,7 +81,9 @@ def refused(folder: Path) -> list[tuple[str, str]]:
 
 def described(found: list[tuple[str, str]], lang: str) -> str:
     """`found` as "where: why; ..." in the language `lang` (at most five of them)."""
-    return "; ".join(f"{where}: {i18n.in_language(lang, why)}" for where, why in found[:5])
+    return i18n.listed(
+        (f"{where}: {i18n.in_language(lang, why)}" for where, why in found[:5]), "; ", lang
+    )
 
 
 def refused_students(

@@ -89,8 +89,8 @@ def compare(
                 ranks=ranks,
                 first=first,
                 second=second,
-                beyond=", ".join(beyond) or _("no size"),
-                within=", ".join(within) or _("no size"),
+                beyond=i18n.listed(beyond) or _("no size"),
+                within=i18n.listed(within) or _("no size"),
             )
         )
     if said:
@@ -129,7 +129,7 @@ def notes(table: list[Series], fitted: dict[tuple[int, str], tuple[float, float]
                 alpha=alpha * 1e6,
                 beta=beta * 1e9,
                 bandwidth=1 / beta / 1e9,
-                close=", ".join(close) or _("no size"),
+                close=i18n.listed(close) or _("no size"),
                 worst=_bytes(s.sizes[worst]),
                 error=errors[worst],
             )
@@ -257,7 +257,7 @@ def summary(folder: Path = Path(".")) -> list[str]:
             ranks=row["ranks"],
             rank=row["rank"],
             host=row["host"],
-            phases=", ".join(
+            phases=i18n.listed(
                 f"{phase} {row[phase]:.1f}" for phase in PHASES if row[phase] is not None
             ),
         )

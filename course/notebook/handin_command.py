@@ -1,10 +1,11 @@
 """`python -m course handin`: nbgrader's submit, and a failure said as one.
 
-It runs nbgrader's own `nbgrader submit ASSIGNMENT` (the students' configuration puts the kit's
-NamingSubmit in it) in the folder of the nearest nbgrader_config.py, and checks its result: the exit
-status, and nbgrader's "Submitted as" line. Anything else is a failure, said in plain words with
-nbgrader's own, and the command exits 1, so that neither a terminal nor a script reads a refused
-hand-in as done.
+It runs nbgrader's own `nbgrader submit ASSIGNMENT` (by default the assignment of the bundle's
+edition: `distributed_training_ja` in the Japanese bundle; the students' configuration puts the
+kit's NamingSubmit in nbgrader) in the folder of the nearest nbgrader_config.py, and checks its
+result: the exit status, and nbgrader's "Submitted as" line. Anything else is a failure, said in
+plain words with nbgrader's own, and the command exits 1, so that neither a terminal nor a script
+reads a refused hand-in as done.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from course import paths
+from course import i18n, paths
 from course.i18n import _
 from course.notebook import handin
 
@@ -41,7 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "assignment", nargs="?", default=paths.ASSIGNMENT, help=_("default: %(default)s")
+        "assignment",
+        nargs="?",
+        default=i18n.assignment(i18n.edition() or i18n.language()),
+        help=_("default: %(default)s"),
     )
     parser.add_argument(
         "--folder",

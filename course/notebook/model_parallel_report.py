@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from course import parallelism
+from course import i18n, parallelism
 from course.cluster.accounting import Accounting
 from course.contracts import joblog, model_parallel
 from course.errors import ResultsError
@@ -113,7 +113,7 @@ def _why_not(record: dict, path: Path, name: str, folder: Path, checked: Account
     problems, notes = checked.check(_Job(claims))
     for said in notes:
         print(note(said))
-    return "; ".join(problems)
+    return i18n.listed(problems, "; ")
 
 
 def sort_out(

@@ -205,7 +205,7 @@ def shares_lines(step_shares: Callable[..., Any], table: list[dict]) -> list[str
                 ranks=row["ranks"],
                 not_computing=found["not_computing"],
                 step=row["step"],
-                shares=", ".join(f"{phase} {found['shares'][phase]:.1%}" for phase in PHASES),
+                shares=i18n.listed(f"{phase} {found['shares'][phase]:.1%}" for phase in PHASES),
             )
         )
     return lines

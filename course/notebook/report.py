@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from course import comparison, evidence
+from course import comparison, evidence, i18n
 from course.contracts import results, stages
 from course.errors import CourseError
 from course.i18n import _, ljust, width
@@ -109,7 +109,7 @@ def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
             setting = f"{run.setting}, {_rate(run)}" if stage == stages.MULTI_NODE.name else "-"
             if run.profiled:
                 setting += ", " + _("profiled")
-            devices = ", ".join(sorted(set(run.devices)))
+            devices = i18n.listed(sorted(set(run.devices)))
             table.append(
                 {
                     "run": run.path.parent.name,
@@ -226,7 +226,7 @@ def notes(table: list[dict], target: float | None = None) -> list[str]:
                 "usual (shared cores, another job). Run stage 1 and these again, one right after "
                 "the other, so that both meet the same load; stage 3's grade also measures against "
                 "its own one-rank run, submitted with the others."
-            ).format(runs=", ".join(noisy))
+            ).format(runs=i18n.listed(noisy))
         )
     return said
 
@@ -258,7 +258,7 @@ def show(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
     plt.close("all")
     found = references()
     for model, figures in found.items():
-        shown = ", ".join(f"{stage} {value} img/s" for stage, value in figures.items())
+        shown = i18n.listed(f"{stage} {value} img/s" for stage, value in figures.items())
         print(_("Reference, {model}: {figures}").format(model=model, figures=shown))
     if found:
         print(reference_counts())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from course import comparison, evidence
+from course import comparison, evidence, i18n
 from course.contracts import results, stages
 from course.i18n import _
 from course.notebook.report_rules import accuracy_target
@@ -66,7 +66,7 @@ def check_runs(stage: str, folder: Path = Path(".")) -> list[evidence.Run]:
         status = (
             _("OK, traced to {log}").format(log=run.log.name)
             if run.traced and run.log is not None  # a traced run has its log
-            else _("WILL NOT COUNT: {problems}").format(problems="; ".join(run.problems))
+            else _("WILL NOT COUNT: {problems}").format(problems=i18n.listed(run.problems, "; "))
         )
         print(
             _("{run}: {images_per_sec:.1f} img/s, {workers} worker(s) [{status}]").format(

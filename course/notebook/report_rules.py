@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from course import comparison, evidence
+from course import comparison, evidence, i18n
 from course.contracts import grading_rules, stages
 from course.errors import CourseError
 from course.i18n import _
@@ -46,7 +46,7 @@ def efficiency_tiers(folder: Path = Path("."), baseline: str | None = None) -> l
     said = []
     for stage in (stages.MULTI_GPU.name, stages.MULTI_NODE.name):
         limits = rules.efficiency(stage, kind)
-        tiers = ", ".join(
+        tiers = i18n.listed(
             _("{share:.0%} of them at {minimum} or more").format(share=share, minimum=minimum)
             for minimum, share in limits.tiers
         )

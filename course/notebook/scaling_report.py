@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from course import costmodel
+from course import costmodel, i18n
 from course.i18n import _
 from course.notebook import allreduce_report, exchange_report, profile_report
 
@@ -145,7 +145,7 @@ def slowdown_lines(
         slower = first_slower(RANK_COUNTS, *run)
         said.append(
             f"{label}: "
-            + ", ".join(
+            + i18n.listed(
                 _("{ranks} ranks {speedup:.3g}").format(ranks=ranks, speedup=s)
                 for ranks, s in zip(RANK_COUNTS, speedups)
             )

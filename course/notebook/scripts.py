@@ -19,6 +19,7 @@ import tokenize
 from collections.abc import Callable
 from pathlib import Path
 
+from course import i18n
 from course.contracts import stages
 from course.contracts.stubs import stubbed_functions
 from course.errors import CourseError
@@ -167,7 +168,7 @@ def assemble_script(stage_name: str, functions: list | dict) -> str:
         if renamed:
             raise CourseError(
                 _("the job's script calls its functions by name, and {renamed}").format(
-                    renamed=", ".join(renamed)
+                    renamed=i18n.listed(renamed)
                 ),
                 _(
                     "define each function under the name the exercise gives it (def {first}...)"
@@ -179,7 +180,7 @@ def assemble_script(stage_name: str, functions: list | dict) -> str:
             call = f'course.notebook.write_script("{stage.name}", [{", ".join(expected)}])'
             raise CourseError(
                 _("stage {stage} needs exactly the functions {expected}; got {names}").format(
-                    stage=stage.name, expected=", ".join(expected), names=", ".join(names)
+                    stage=stage.name, expected=i18n.listed(expected), names=i18n.listed(names)
                 ),
                 call,
             )
@@ -240,7 +241,7 @@ def _check_names(text: str, functions: tuple[str, ...]) -> None:
                 _(
                     "{name} uses {missing}, which the job's script does not have: it holds only "
                     "its imports ({imported}) and your functions"
-                ).format(name=name, missing=", ".join(missing), imported=", ".join(imported)),
+                ).format(name=name, missing=i18n.listed(missing), imported=i18n.listed(imported)),
                 _(
                     "define what it needs inside the function (or import it there), then run the "
                     "cells again"
@@ -297,8 +298,8 @@ def write_script(stage_name: str, functions: list, folder: str | Path = ".") -> 
         said.format(
             path=path,
             lines=len(text.splitlines()),
-            functions=", ".join(stage.functions),
-            stubs=", ".join(stubs),
+            functions=i18n.listed(stage.functions),
+            stubs=i18n.listed(stubs),
         )
     )
     return path

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 
-from course import gpu
+from course import gpu, i18n
 from course.cluster import siteenv
 from course.cluster.siteenv import SiteSettings
 from course.cluster.submit import nbgrader_running
@@ -37,7 +37,7 @@ def setup(stage_name: str) -> None:
     found = gpu.visible_gpus()
     scheduler = settings.scheduler
     gpus = (
-        f"{found.count} ({', '.join(sorted(set(found.names)))})"
+        f"{found.count} ({i18n.listed(sorted(set(found.names)))})"
         if found.count
         else f"{found.count}"
     )

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from course import i18n
 from course.errors import CourseError, DatasetError
 from course.fileio import sha256_file
 from course.i18n import _
@@ -156,7 +157,9 @@ def check_arrays(arrays: Arrays, where: str, name: str) -> None:
             )
         wrong = np.unique(y[(y < 0) | (y >= N_CLASSES)])
         if wrong.size:
-            shown = ", ".join(str(v) for v in wrong[:5]) + (", ..." if wrong.size > 5 else "")
+            shown = i18n.listed(
+                [*(str(v) for v in wrong[:5]), *(["..."] if wrong.size > 5 else [])]
+            )
             raise DatasetError(
                 # TRANSLATORS: {split} is train or test (the arrays train_x, test_x), as it is
                 _(
@@ -183,7 +186,7 @@ def read_arrays(name: str) -> Arrays:
             if missing:
                 raise DatasetError(
                     _("{path} lacks {keys}: it is not a CIFAR data set file").format(
-                        path=path, keys=", ".join(missing)
+                        path=path, keys=i18n.listed(missing)
                     ),
                     _delete_then(name),
                 )

@@ -9,6 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from course import i18n
 from course.i18n import _
 from course.notebook.checks.mn_observers import request_lines, schedule_rates
 from course.notebook.checks.observe import finite, observe
@@ -56,7 +57,7 @@ def learning_rate_schedule(
         base_lr * (1 + (n_workers - 1) * min(t, warmup_iterations) / warmup_iterations)
         for t in range(updates)
     ]
-    shown = ", ".join(f"{r:.3g}" for r in used)
+    shown = i18n.listed(f"{r:.3g}" for r in used)
     target = base_lr * n_workers
 
     def close(a: float, b: float) -> bool:
@@ -102,7 +103,7 @@ def learning_rate_schedule(
     expect(
         all(close(a, b) for a, b in zip(used, ramp)),
         _("the rates used were {shown}; a linear ramp over {warmup} updates gives {ramp}").format(
-            shown=shown, warmup=warmup_iterations, ramp=", ".join(f"{r:.3g}" for r in ramp)
+            shown=shown, warmup=warmup_iterations, ramp=i18n.listed(f"{r:.3g}" for r in ramp)
         ),
         _("the warm-up should reach the scaled rate at update {warmup} and stay there").format(
             warmup=warmup_iterations

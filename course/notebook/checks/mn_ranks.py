@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from course import i18n
 from course.cluster import hosts as job_hosts
 from course.cluster import mpi
 from course.contracts import stages
@@ -120,7 +121,7 @@ class Layout:
             )
         return words.format(
             size=self.size,
-            hosts=", ".join(real or []),
+            hosts=i18n.listed(real or []),
             count=self.nodes,
             per_node=self.ranks_per_node,
             last=self.size - 1,
@@ -306,7 +307,7 @@ def _check_placement(facts: dict, layout: Layout, nodes: list[str] | None) -> No
         return
     hosts = [ranked.get("host") for ranked in facts["ranks"]]
     where = (
-        f"the ranks on the job's nodes {', '.join(nodes)} (hosts {hosts})"
+        f"the ranks on the job's nodes {i18n.listed(nodes)} (hosts {hosts})"
         if nodes
         else "the probe's simulated nodes"
     )

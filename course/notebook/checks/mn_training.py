@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import course.notebook.checks.mn_reference as mn_reference
+from course import i18n
 from course.i18n import _
 from course.notebook.checks.mn_ranks import Layout, part_facts
 from course.notebook.checks.mn_settings import BATCH, LR, TRAIN_PER_RANK
@@ -149,7 +150,7 @@ def trainer(
         fail(
             _(
                 "rank {rank} also reports ({reports}), so every line would be printed once per rank"
-            ).format(rank=others[0], reports=", ".join(sorted(reports[others[0]]))),
+            ).format(rank=others[0], reports=i18n.listed(sorted(reports[others[0]]))),
             _("the ranks run the same script: the reports belong to rank 0 alone"),
         )
     expect(

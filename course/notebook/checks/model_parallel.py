@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import course.notebook.checks.model_parallel_observers as observers
-from course import parallelism
+from course import i18n, parallelism
 from course.cluster.accounting import Accounting
 from course.contracts import model_parallel
 from course.i18n import _
@@ -269,8 +269,9 @@ def measured_run(
     __tracebackhide__ = True
     runs, left_out = model_parallel_report.sort_out(folder, checked)
     if left_out and not runs:
-        # TRANSLATORS: {why} is the reasons each run was left out, joined by "; ".
-        fail(_("no model-parallel run in runs/ counts: {why}").format(why="; ".join(left_out)))
+        why = i18n.listed(left_out, "; ")
+        # TRANSLATORS: {why} is the reasons each run was left out, joined by "; " (in Japanese ；).
+        fail(_("no model-parallel run in runs/ counts: {why}").format(why=why))
     if not runs:
         fail(
             _("there is no traced model-parallel run in runs/"),

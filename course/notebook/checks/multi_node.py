@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import course.notebook.checks.mn_reference as mn_reference
+from course import i18n
 from course.i18n import _
 from course.notebook.checks.mn_local import learning_rate_schedule, resource_request
 from course.notebook.checks.mn_placement import run_part
@@ -48,7 +49,7 @@ def _gpu_diagnosis(gpu: list, expected: list[str], layout: Layout) -> str:
         rank=rank,
         gpu=gpu[rank],
         node=layout.node_of()[rank],
-        gpus=", ".join(map(str, range(layout.ranks_per_node))),
+        gpus=i18n.listed(map(str, range(layout.ranks_per_node))),
     )
 
 
@@ -142,7 +143,7 @@ def device_binding(
         _(
             "device_for_rank: each rank the GPU of its number within its node ({gpus}; "
             "{layout}), '@numpy' on CPUs"
-        ).format(gpus=", ".join(gpu), layout=layout)
+        ).format(gpus=i18n.listed(gpu), layout=layout)
     )
 
 

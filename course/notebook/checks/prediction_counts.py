@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import course.notebook.checks.prediction_words as words
-from course import evidence
+from course import evidence, i18n
 from course.contracts import stages
 from course.notebook.checks.observe import Facts, finite, observe
 from course.notebook.checks.verdict import call, fail, real
@@ -47,10 +47,10 @@ def asked(function: Any, args: list, keys: Sequence[str]) -> dict[str, Any]:
     """The facts of one call, every key of `keys` there; CheckFailed saying what is missing."""
     __tracebackhide__ = True
     facts = observe(predicted, function, args=list(args))
-    name, todo = function.__name__, words.RETURN_KEYS.format(keys=", ".join(keys))
+    name, todo = function.__name__, words.RETURN_KEYS.format(keys=i18n.listed(keys))
     if "returned" not in facts:
         fail(words.NOT_A_DICT.format(name=name, kind=facts["type"]), todo)
-    missing = ", ".join(key for key in keys if key not in facts["returned"])
+    missing = i18n.listed(key for key in keys if key not in facts["returned"])
     if missing:
         fail(words.MISSING_KEYS.format(name=name, args=tuple(args), keys=missing), todo)
     return facts["returned"]

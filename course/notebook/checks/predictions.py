@@ -20,7 +20,7 @@ from typing import Any
 
 import course.notebook.checks.prediction_words as words
 import course.notebook.checks.recorded as recorded
-from course import evidence
+from course import evidence, i18n
 from course.cluster.accounting import Accounting
 from course.contracts import grading_rules, stages
 from course.notebook.checks.observe import finite
@@ -44,7 +44,7 @@ RULES_COMPARED = ("warmup", "linear")  # the accuracy question: with and without
 def _no_run(what: str, misses: list[str]) -> tuple[str, str]:
     """(what is missing, what to do) where there is no run to compare a prediction with, saying
     too what the check's own cases found of the function (`misses`)."""
-    cases = "; ".join(misses) if misses else words.CASES_RIGHT
+    cases = i18n.listed(misses, "; ") if misses else words.CASES_RIGHT
     return words.NO_RUN.format(what=what, cases=cases), words.RUN_FIRST
 
 
@@ -60,12 +60,12 @@ def _verdict(points: float, parts: list[tuple[str, list[str]]]) -> float:
     """Points by the share of parts without a miss; CheckFailed naming every miss when none is."""
     __tracebackhide__ = True
     right = [name for name, misses in parts if not misses]
-    missed = [words.PART_MISSED.format(part=n, misses="; ".join(m)) for n, m in parts if m]
+    missed = [words.PART_MISSED.format(part=n, misses=i18n.listed(m, "; ")) for n, m in parts if m]
     if not right:
-        fail("; ".join(missed), words.NONE_HELD)
+        fail(i18n.listed(missed, "; "), words.NONE_HELD)
     for line in missed:
         print(line)
-    passed(words.HELD.format(right=len(right), all=len(parts), names=", ".join(right)))
+    passed(words.HELD.format(right=len(right), all=len(parts), names=i18n.listed(right)))
     return round(points * len(right) / len(parts), 3)
 
 
@@ -103,7 +103,7 @@ def run_prediction(
         parts.append(
             (words.PART_SNAPSHOTS, snapshot_misses + snapshots_wrong(returned, written, kept))
         )
-    said = ", ".join(words.PREDICTED_ITEM.format(key=k, value=v) for k, v in returned.items())
+    said = i18n.listed(words.PREDICTED_ITEM.format(key=k, value=v) for k, v in returned.items())
     print(words.YOU_PREDICTED.format(run=run.describe(), said=said))
     recorded.show(traced, returned)
     return _verdict(points, parts)
@@ -127,10 +127,13 @@ def _order(
     """The miss, if any, of choosing `choice` as the highest of `values` (each option's measured
     values): graded only where one option's worst beats every other's best by more than `noise`."""
     if choice not in values:
-        return [words.NOT_AN_OPTION.format(choice=choice, options=", ".join(sorted(values)))]
-    shown = "; ".join(
-        words.MEASURED.format(option=option, values=", ".join(f"{v:.3g}" for v in found))
-        for option, found in sorted(values.items())
+        return [words.NOT_AN_OPTION.format(choice=choice, options=i18n.listed(sorted(values)))]
+    shown = i18n.listed(
+        (
+            words.MEASURED.format(option=option, values=i18n.listed(f"{v:.3g}" for v in found))
+            for option, found in sorted(values.items())
+        ),
+        "; ",
     )
     for option, found in values.items():
         others = [v for other, vs in values.items() if other != option for v in vs]
@@ -202,7 +205,7 @@ def comparison_prediction(
             parts.append((name, [words.NOT_GRADED.format(why=unrecorded, todo=todo)]))
         elif len(values) < 2:
             said = one if values else none
-            parts.append((name, [said.format(found=", ".join(values), ranks=run.workers)]))
+            parts.append((name, [said.format(found=i18n.listed(values), ranks=run.workers)]))
         else:
             recorded.changed(first, key, returned.get(key), choices.get(key))
             parts.append((name, _order(values, choices.get(key), noise, relative, name)))
@@ -269,8 +272,8 @@ def _profile_medians(run: evidence.Run) -> tuple[float, float]:
         fail(
             words.NO_MEDIAN.format(
                 run=run.describe(),
-                phases=", ".join(phase for phase in phases if missing[phase]),
-                ranks=", ".join(sorted({rank for found in missing.values() for rank in found})),
+                phases=i18n.listed(phase for phase in phases if missing[phase]),
+                ranks=i18n.listed(sorted({rank for found in missing.values() for rank in found})),
             ),
             words.PROFILE_AGAIN,
         )

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import course.notebook.checks.prediction_words as words
-from course import evidence
+from course import evidence, i18n
 
 _NEVER = datetime.max.replace(tzinfo=UTC)  # a record without its start: after the others
 
@@ -60,7 +60,7 @@ def show(runs: Sequence[evidence.Run], returned: dict[str, Any]) -> None:
     if recorded is None:
         print(why if first.prediction_problem else words.NONE_RECORDED.format(run=first.describe()))
         return
-    said = ", ".join(words.PREDICTED_ITEM.format(key=k, value=v) for k, v in recorded.items())
+    said = i18n.listed(words.PREDICTED_ITEM.format(key=k, value=v) for k, v in recorded.items())
     made = first.prediction["made_at"] if first.prediction else ""
     print(words.RECORDED_WITH.format(run=first.describe(), made=made, said=said))
     for key, then in recorded.items():

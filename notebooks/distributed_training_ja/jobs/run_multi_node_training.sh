@@ -1,7 +1,7 @@
 #!/bin/bash
 # ステージ 3: ChainerMN。ジョブのすべてのノードで、GPU 1 台につき MPI ランク 1 つ
 # （CPU ではコア 1 つにつき 1 つ）。
-# ノートブックのあるフォルダから投入してください:   qsub -j oe jobs/run_multi_node_training.sh
+# ノートブックのあるフォルダから投入してください。  qsub -j oe jobs/run_multi_node_training.sh
 # 設定を変えて投入するには:  qsub -j oe -l select=2:mpiprocs=2 -v COMMUNICATOR=naive jobs/run_multi_node_training.sh
 # >>> site directives: written by `python -m course site apply` >>>
 #PBS -l select=1:mpiprocs=2
@@ -16,7 +16,7 @@ source jobs/site_env.sh
 # そのコマンドを表示します。
 # COMMUNICATOR: ChainerMN のコミュニケータ（既定: GPU では pure_nccl、CPU では naive）。
 # ALLREDUCE: その下で使う Open MPI の Allreduce アルゴリズム（ring、recursive_doubling など）。
-# LR_RULE: 学習率を全体のバッチにどう合わせるか（constant: 一定、linear: 線形、
+# LR_RULE: 学習率を全体のバッチサイズにどう合わせるか（constant: 一定、linear: 線形、
 # warmup: ウォームアップ）。
 # BATCHSIZE: ランクとステップごとの画像数。サイトの値の代わりに使います（強スケーリングでは
 # サイトのバッチ / ランク数）。

@@ -1,43 +1,44 @@
-# Site settings shared by the job scripts: the `local` site profile of the course kit.
-# Written by `python -m course site apply local` from that profile; to change a setting,
-# change the profile and apply it again.
+# ジョブスクリプトが共有するサイトの設定です: コースキットの `local` サイトプロファイル。
+# `python -m course site apply local` がそのプロファイルから書き出しました。設定を変えるには、
+# プロファイルを変えてもう一度適用してください。
 export COURSE_SITE=local
 export COURSE_SCHEDULER=local
+export COURSE_LANG="${COURSE_LANG:-ja}"  # ジョブの中でキットが表示する言語（qsub は環境変数を渡さないため、ここで設定します）
 
-# A job the scheduler reruns says first which attempt it is (course/contracts/jobend.py).
+# スケジューラが再実行したジョブは、最初に何回目の試行かを出力します（course/contracts/jobend.py）。
 if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ] 2>/dev/null; then
     echo "course: job $SLURM_JOB_ID attempt $((SLURM_RESTART_COUNT + 1)) started at" \
         "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 fi
 
-# Software: modules and the kit's Python environment.
-: # nothing to load: jobs inherit the submitting environment
+# ソフトウェア: モジュールとキットの Python 環境。
+: # 読み込むものはありません。ジョブは投入した環境を引き継ぎます
 
-# Data and training defaults, the same at every stage so that the stages compare.
+# データと学習の既定値。ステージどうしを比べられるよう、どのステージでも同じにします。
 export COURSE_DATASET="${COURSE_DATASET:-synthetic}"
 export COURSE_TRAIN_ARGS="${COURSE_TRAIN_ARGS:---model vgg --width 16 --batchsize 64 --epoch 3}"
 
-# MPI: `python -m course launch` fills in the ranks and hosts of the job.
+# MPI: ジョブのランクとホストは `python -m course launch` が埋めます。
 export COURSE_MPIEXEC='mpiexec -n {nprocs} --hostfile {hostfile} --bind-to core'
 export OMP_NUM_THREADS=1
 export OPENBLAS_NUM_THREADS=1
 export MKL_NUM_THREADS=1
-export CHAINERMN_FORCE_ABORT_ON_EXCEPTION=1  # one rank's exception ends the job, not a hang
+export CHAINERMN_FORCE_ABORT_ON_EXCEPTION=1  # 1 つのランクの例外でジョブを終わらせ、ハングさせません
 
-# How this site is run, for `python -m course submit` and the notebooks.
+# このサイトでの実行方法（`python -m course submit` とノートブックが読みます）。
 export COURSE_SELECT='{nodes}:mpiprocs={ranks_per_node}'
-export COURSE_RESOURCES=''  # the site's own -l resources, besides PBS's
+export COURSE_RESOURCES=''  # PBS のもの以外の、サイト独自の -l リソース
 export COURSE_QUEUES=''
-export COURSE_QUEUE=''  # the -q of its #PBS lines
-export COURSE_GROUP=''  # their -W group_list
+export COURSE_QUEUE=''  # #PBS の行の -q
+export COURSE_GROUP=''  # #PBS の行の -W group_list
 export COURSE_GPUS_PER_NODE=0
 export COURSE_SCALING_RUNS='1x1 1x2'
 export COURSE_COMMUNICATION='naive naive/ring'
 
-# The CUDA libraries of the kit's gpu extra (prints nothing without them).
+# キットの gpu extra の CUDA ライブラリ（ない場合は何も出力しません）。
 eval "$(python -m course env)"
 
-# The last line of the joined log says how the job ended, and when (course/contracts/jobend.py).
+# 結合されたログの最後の行が、ジョブがどう終わったかとその時刻を示します（course/contracts/jobend.py）。
 _course_end() {
     local log="/proc/$$/fd/1"
     if [ -f "$log" ] && [ -s "$log" ] && [ "$(tail -c 1 "$log" | wc -l)" -eq 0 ]; then echo; fi
