@@ -185,11 +185,11 @@ def _written(node: ast.AST) -> Iterator[ast.Attribute | ast.Subscript]:
     """The attributes and items `node` assigns or deletes (in tuples of targets too)."""
     targets: list[ast.expr] = []
     if isinstance(node, ast.Assign):
-        targets = node.targets
+        targets = list(node.targets)  # a copy: the tree is written out as the code graded
     elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
         targets = [node.target]
     elif isinstance(node, ast.Delete):
-        targets = node.targets
+        targets = list(node.targets)
     elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
         targets = [node.target]
     elif isinstance(node, (ast.With, ast.AsyncWith)):
