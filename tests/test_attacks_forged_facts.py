@@ -202,3 +202,26 @@ def test_a_patch_of_the_childs_json_does_not_reach_its_answers_and_is_flagged(
         if words == "reaches __closure__" and how is BY_ENCODER_CLASS:
             continue
         assert words in flag, flag
+
+
+# --- (b) rank 0 of the stage-3 probe patching json's encoder class -------------------------------
+
+# The red team's rank 0 wrote the kit's reference values; this one writes a report of no ranks,
+# which would fail the check where the patch reached the report: the solved functions pass, so the
+# report is the probe's own.
+PROBE_PATCH = """
+    import json
+    json.JSONEncoder.encode = lambda self, value: '{"size": 4, "ranks": []}'
+"""
+
+
+def test_a_patch_of_json_on_the_probes_ranks_does_not_reach_their_report_and_is_flagged(tmp_path):
+    solved = solution_functions("multi_node")["make_communicator"]
+    head, body = solved.split(":\n", 1)
+    planted = f"{head}:\n{PROBE_PATCH}{body}"
+    verdict = graded(
+        tmp_path, "03_multi_node.ipynb", {"make_communicator": planted}, ["check_communicator"]
+    )
+    assert errors(verdict, "check_communicator") == [], verdict.outputs["check_communicator"]
+    [flag] = verdict.flags[""]
+    assert "line 4: writes to json.JSONEncoder.encode, an object it did not create" in flag, flag
