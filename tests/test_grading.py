@@ -422,7 +422,7 @@ ATTACKS = {
         ("01_single_gpu",),
         0,
         {},
-        {("01_single_gpu", ""): "uses listdir, open, os"},
+        {("01_single_gpu", ""): "uses listdir"},
     ),
     # Killing the grader from a function: this submission is not graded, every other one is.
     "quentin": (

@@ -250,7 +250,7 @@ ALLOWED = {
     "{}: a syntax error at line {} ({}): its functions are missing",
     "{}: {} has a decorator, which would run code of its own: left out",
     "{}: {} computes a default value, which would run code: left out",
-    "{}: {} uses {}, which the exercise never needs: read it",
+    "{}: {} does what the exercise never needs ({}): read it",
     "{}: line {} runs code outside a function (left out: only the functions are graded){}",
     # a name the verifier flags in a student's def (an import of the kit), and the file names of
     # the cells it compiles, as Python's tracebacks show them

@@ -81,16 +81,24 @@ def stage_1_run(folder, *, written: int = 3, kept: int = 2, predicted=...) -> No
 
 
 def stage_3_run(
-    folder, number, images_per_sec, accuracy, *, rule="warmup", allreduce=None, predicted=...
+    folder,
+    number,
+    images_per_sec,
+    accuracy,
+    *,
+    rule="warmup",
+    allreduce=None,
+    predicted=...,
+    workers=2,
 ):
-    """A traced 2-rank stage-3 run: 2000 images per rank at 64 per step for 3 epochs, started
-    `number` minutes past ten."""
+    """A traced stage-3 run on `workers` ranks: 2000 images per rank at 64 per step for 3 epochs,
+    started `number` minutes past ten."""
     make_run(
         folder,
         "multi_node",
         number,
         images_per_sec,
-        2,
+        workers,
         device_kind="cpu",
         communicator="naive",
         allreduce=allreduce,
@@ -98,7 +106,7 @@ def stage_3_run(
         predicted=predicted,
         fields={
             "started_at": f"2026-11-20T10:{number:02d}:00+00:00",
-            "batch_size": {"per_worker": 64, "total": 128},
+            "batch_size": {"per_worker": 64, "total": 64 * workers},
             "dataset": {"name": "synthetic", "train_per_worker": 2000},
             "epochs_planned": 3,
             "lr_schedule": {"rule": rule, "start": 0.05, "target": 0.1, "warmup_iterations": 32},
@@ -370,6 +378,22 @@ def test_a_comparison_with_one_setting_cannot_grade_the_choice(tmp_path, capsys)
     assert predictions.comparison_prediction(module.predict_comparison, 3, tmp_path) == 2
     said = capsys.readouterr().out
     assert "only the setting naive has traced runs on 2 ranks; the comparison needs two" in said
+
+
+def test_an_honest_run_more_on_more_ranks_never_lowers_the_score(tmp_path, capsys):
+    """Issue 44: the comparison made on 2 ranks, then one warm-up run on 4 (one setting only
+    there): still every point, judged on the 2 ranks' comparison. Once the 4 ranks hold a whole
+    comparison that grades as well, they are the ones judged (the most ranks)."""
+    comparison(tmp_path)
+    stage_3_run(tmp_path, 20, 250.0, 0.90, predicted=made(), workers=4)
+    module = solved(tmp_path, "multi_node")
+    assert predictions.comparison_prediction(module.predict_comparison, 3, tmp_path) == 3
+    said = capsys.readouterr().out
+    assert "naive 145; naive/ring 118" in said and "only the setting" not in said
+    stage_3_run(tmp_path, 21, 200.0, 0.90, allreduce="ring", predicted=made(), workers=4)
+    stage_3_run(tmp_path, 22, 210.0, 0.80, rule="linear", predicted=made(), workers=4)
+    assert predictions.comparison_prediction(module.predict_comparison, 3, tmp_path) == 3
+    assert "naive 250; naive/ring 200" in capsys.readouterr().out
 
 
 def test_updates_per_epoch_of_the_whole_set_lose_the_derivation(tmp_path, capsys):

@@ -2,8 +2,10 @@
 
 The functions are compiled without running anything the student wrote (decorators and computed
 defaults are refused); everything else in those cells, such as code that patches the checks or
-the IPython shell, is left out and reported. Names a solution never needs are flagged for the
-instructor: code that runs inside a test can reach what the sandbox cannot take away.
+the IPython shell, is left out and reported. What a solution never does (writing to objects it did
+not create, reaching them by reflection, names no exercise needs) is flagged for the instructor
+(course.instructor.verify_flags): code that runs inside a test can reach what the sandbox cannot
+take away.
 """
 
 from __future__ import annotations
@@ -14,75 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from course.instructor import nbgrader_cells
-
-IMPORTED_KIT = "import course"  # how an import of the kit from a def is named (see _names)
-# Names a solution never needs; where one appears the instructor is told (not a penalty by itself).
-SUSPICIOUS = {
-    "get_ipython",
-    "sys",
-    "gc",
-    "inspect",
-    "ctypes",
-    "builtins",
-    "__builtins__",
-    "importlib",
-    "runpy",
-    "run_path",
-    "__file__",
-    "os",
-    "subprocess",
-    "signal",
-    "socket",
-    "setattr",
-    "delattr",
-    "globals",
-    "locals",
-    "vars",
-    "exec",
-    "eval",
-    "compile",
-    "__import__",
-    "open",
-    "__globals__",
-    "__code__",
-    "__dict__",
-    "_getframe",
-    "modules",
-    # the grader's own package, the kit's references, and what forging a test's answer takes
-    "instructor",
-    "mn_reference",
-    "pathlib",
-    "json",
-    "threading",
-    "atexit",
-    "weakref",
-    # what reading the student's own runs takes (a prediction needs only its arguments); the
-    # notebooks' global `course` is theirs to use, an import of the kit inside a def is not
-    IMPORTED_KIT,
-    "evidence",
-    "runs",
-    "glob",
-    "iglob",
-    "rglob",
-    "listdir",
-    "scandir",
-    "iterdir",
-    "walk",
-    "getcwd",
-    "cwd",
-    "chdir",
-    "home",
-    "expanduser",
-    "read_text",
-    "read_bytes",
-    "load",
-    "loadtxt",
-    "genfromtxt",
-    "fromfile",
-    "io",
-    "shutil",
-}
+from course.instructor import nbgrader_cells, verify_flags
 
 
 def solution_sources(notebook: Mapping[str, Any], solution_ids: list[str]) -> dict[str, str]:
@@ -103,27 +37,11 @@ def digest(sources: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()
 
 
-def _names(node: ast.AST) -> set[str]:
-    found: set[str] = set()
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name):
-            found.add(sub.id)
-        elif isinstance(sub, ast.Attribute):
-            found.add(sub.attr)
-        elif isinstance(sub, (ast.Import, ast.ImportFrom)):
-            found |= {part for alias in sub.names for part in alias.name.split(".")}
-            modules = [alias.name for alias in sub.names] if isinstance(sub, ast.Import) else []
-            if isinstance(sub, ast.ImportFrom) and sub.module:
-                found |= set(sub.module.split("."))
-                modules = [sub.module] if sub.level == 0 else []
-            found |= {"import " + module.split(".")[0] for module in modules}
-    return found
-
-
 def functions(sources: dict[str, str]) -> tuple[str, list[str]]:
     """(the source of the student's defs, notes on what was left out or looks wrong)."""
     kept: list[str] = []
     notes: list[str] = []
+    submitted = _defined(sources)
     for grade_id, source in sources.items():
         try:
             tree = ast.parse(source)
@@ -157,18 +75,28 @@ def functions(sources: dict[str, str]) -> tuple[str, list[str]]:
                     "out"
                 )
                 continue
-            suspicious = _suspicious(node)
-            if suspicious:
+            found = verify_flags.flags(node, submitted)
+            if found:
+                said = "; ".join(f"line {line}: {what}" for line, what in found)
                 notes.append(
-                    f"{grade_id}: {node.name} uses {', '.join(sorted(suspicious))}, which the "
-                    "exercise "
-                    "never needs: read it"
+                    f"{grade_id}: {node.name} does what the exercise never needs ({said}): read it"
                 )
             # The def as the parser read it, written out again from its syntax tree: never a slice
             # of the cell's lines, which other line breaks (form feeds, U+2028...) would shift
             # onto code the parser saw inside a string.
             kept.append(ast.unparse(node))
     return "\n\n".join(kept) + "\n", notes
+
+
+def _defined(sources: dict[str, str]) -> set[str]:
+    """The names of every function the submission defines (a helper of its own is its to call)."""
+    names: set[str] = set()
+    for source in sources.values():
+        try:
+            names |= {n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)}
+        except SyntaxError:  # said where the cell's functions are taken
+            pass
+    return names
 
 
 def _literal(node: ast.AST) -> bool:
@@ -179,16 +107,9 @@ def _literal(node: ast.AST) -> bool:
     return True
 
 
-def _suspicious(node: ast.AST) -> set[str]:
-    """The names of `node` that no exercise needs: SUSPICIOUS, and the private ones (a single
-    leading underscore) of the kit and its libraries."""
-    return {
-        name
-        for name in _names(node)
-        if name in SUSPICIOUS or (name[:1] == "_" and name[:2] != "__" and name != "_")
-    }
-
-
 def _uses(node: ast.AST) -> str:
-    suspicious = _suspicious(node)
-    return f"; it uses {', '.join(sorted(suspicious))}" if suspicious else ""
+    """What code left out of the functions names that no solution needs."""
+    suspicious = sorted(
+        {name for _line, name in verify_flags._names(node) if name in verify_flags.SUSPICIOUS}
+    )
+    return f"; it uses {', '.join(suspicious)}" if suspicious else ""

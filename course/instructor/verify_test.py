@@ -39,7 +39,7 @@ from course.instructor.verify_protocol import (
     TestReply,
     VerificationError,
 )
-from course.notebook.checks import inputs, mn_ranks
+from course.notebook.checks import inputs, mn_ranks, sealed_json
 from course.notebook.checks.observe import Remote, freeze_kit
 
 # What one test may take of the machine, so that one submission cannot starve the grading of others:
@@ -286,11 +286,12 @@ def _serve(requests: int, replies: int, namespace: dict[str, Any]) -> NoReturn:
                 pass
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     freeze_kit()
-    # What the answers are made with, bound before any of the student's code runs, so that what a
-    # function later changes in the kit's modules (this one, json, the protocol, the observers)
-    # does not write the next answers. (A student can still forge the facts of their own
-    # observations by other means; the judge's references and the flags are there for that.)
-    dumps, write, parse = json.dumps, os.write, Observation.from_json
+    # What the answers are read and written with, made before any of the student's code runs and
+    # held only in this frame's own variables: C objects (sealed_json) and builtins that no later
+    # patch of json, of the protocol's classes, or of a function's closure reaches. What a function
+    # changes of the kit's or the standard library's objects otherwise is flagged for the
+    # instructor from its source (course.instructor.verify_flags).
+    encode, scan, write, join = sealed_json.encoder(), sealed_json.scanner(), os.write, "".join
     leave, tidy = os._exit, inputs.remove_scratch
     observers = {
         f"{name}:{attr}": value
@@ -299,25 +300,26 @@ def _serve(requests: int, replies: int, namespace: dict[str, Any]) -> NoReturn:
         for attr, value in list(vars(module).items())
         if callable(value) and getattr(value, "__module__", None) == name
     }
-
-    def answer(line: str) -> str:
+    asked = os.fdopen(requests, "rb")
+    for line in asked:
         token = ""
         try:
-            observation = parse(line)
-            token = observation.token
-            observer = observers.get(observation.observer) or _imported(observation.observer)
-            functions = [namespace[function] for function in observation.functions]
-            found = observer(*functions, **observation.inputs)
+            request = scan(line.decode(errors="replace"), 0)[0]
+            token = request["token"]
+            observer = observers.get(request["observer"]) or _imported(request["observer"])
+            functions = [namespace[function] for function in request["functions"]]
+            found = observer(*functions, **request["inputs"])
             # Observed's fields
-            return dumps({"facts": found, "raised": None, "token": token}, allow_nan=True)
+            answer = join(encode({"facts": found, "raised": None, "token": token}, 0))
         except BaseException as e:  # the student's exception is the observation's answer
-            notes = [str(note) for note in getattr(e, "__notes__", [])]
-            raised = {"name": type(e).__name__, "message": str(e), "notes": notes}
-            return dumps({"facts": None, "raised": raised, "token": token}, allow_nan=True)
-
-    with os.fdopen(requests, "rb") as asked:
-        for line in asked:
-            write(replies, (answer(line.decode(errors="replace")) + "\n").encode())
+            try:
+                notes = [str(note) for note in getattr(e, "__notes__", [])]
+                raised = {"name": type(e).__name__, "message": str(e), "notes": notes}
+                answer = join(encode({"facts": None, "raised": raised, "token": token}, 0))
+            except BaseException:  # an exception that cannot be told: its class's name only
+                raised = {"name": "StudentError", "message": "", "notes": []}
+                answer = join(encode({"facts": None, "raised": raised, "token": token}, 0))
+        write(replies, (answer + "\n").encode())
     tidy()  # the trainers' scratch folders: os._exit skips atexit
     leave(0)
 

@@ -14,6 +14,8 @@ course.notebook.checks.prediction_counts.
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,14 +33,20 @@ from course.notebook.checks.prediction_counts import (
     run_wrong,
     snapshots_wrong,
 )
-from course.notebook.checks.verdict import fail, passed
+from course.notebook.checks.verdict import CheckFailed, fail, passed
 
 __all__ = ["comparison_prediction", "exchange_ratio", "predicted", "run_prediction"]
 
 RATIO_TOLERANCE = 0.02  # a computed ratio counts within 2% (rounding), either way
 # The first case of the ratio question, checked before any run is read (so a stub says so first):
 RATIO_EXAMPLE = (120.0, 30.0, 32)  # compute ms, exchange ms, batch per rank
-RULES_COMPARED = ("warmup", "linear")  # the accuracy question: with and without the warm-up
+RULES_COMPARED = ("warmup", "linear")
+COMPARISON_KEYS = [
+    "updates_per_epoch",
+    "iterations",
+    "faster_setting",
+    "more_accurate_rule",
+]  # the accuracy question: with and without the warm-up
 
 
 def _no_run(what: str, misses: list[str]) -> tuple[str, str]:
@@ -109,16 +117,18 @@ def run_prediction(
     return _verdict(points, parts)
 
 
-def _comparison_runs(found: list[evidence.Run]) -> list[evidence.Run]:
-    """The traced, unprofiled stage-3 runs on the most ranks, with the batch per worker of the
-    latest warm-up run there (the weak-scaling comparison)."""
+def _comparison_groups(found: list[evidence.Run]) -> list[list[evidence.Run]]:
+    """The traced, unprofiled stage-3 runs on 2 or more ranks, by number of ranks (the most first),
+    each with the batch per worker of the latest warm-up run on that many ranks (the weak-scaling
+    comparison)."""
     runs = [run for run in found if run.traced and not run.profiled and run.workers > 1]
-    if not runs:
-        return []
-    most = max(run.workers for run in runs)
-    taught = [run for run in runs if run.workers == most and run.lr_rule == stages.TAUGHT_LR_RULE]
-    batch = (taught[-1] if taught else runs[-1]).record.get("batch_size")
-    return [run for run in runs if run.workers == most and run.record.get("batch_size") == batch]
+    groups = []
+    for workers in sorted({run.workers for run in runs}, reverse=True):
+        same = [run for run in runs if run.workers == workers]
+        taught = [run for run in same if run.lr_rule == stages.TAUGHT_LR_RULE]
+        batch = (taught[-1] if taught else same[-1]).record.get("batch_size")
+        groups.append([run for run in same if run.record.get("batch_size") == batch])
+    return groups
 
 
 def _order(
@@ -155,16 +165,48 @@ def comparison_prediction(
     checked: Accounting | None = None,
 ) -> float:
     """Stage 3, a third of the points each: the updates per epoch and iterations of the latest
-    warm-up run on the most ranks; the faster communication setting there; the rule (warmup or
-    linear) that ends more accurate there. The choices: as recorded with the first compared run's
-    job when it was submitted (before any of them ran), whatever the function answers now."""
+    warm-up run; the faster communication setting; the rule (warmup or linear) that ends more
+    accurate. Judged on the runs of one number of ranks: the one that gives the most points, the
+    most ranks among equals, so that an honest run more (a 4-rank run after a 2-rank comparison)
+    never lowers the score. The choices: as recorded with the first compared run's job when it was
+    submitted (before any of them ran), whatever the function answers now."""
     __tracebackhide__ = True
-    keys = ["updates_per_epoch", "iterations", "faster_setting", "more_accurate_rule"]
-    misses, _ = cases_wrong(predict_comparison, stages.MULTI_NODE.name, cases, keys)
-    compared = _comparison_runs(evidence.runs(stages.MULTI_NODE.name, folder, checked))
+    misses, _ = cases_wrong(predict_comparison, stages.MULTI_NODE.name, cases, COMPARISON_KEYS)
+    groups = _comparison_groups(evidence.runs(stages.MULTI_NODE.name, folder, checked))
+    best: tuple[float, str, CheckFailed | None] | None = None
+    for compared in groups or [[]]:  # no run: the judgement says so
+        said = io.StringIO()
+        failed = None
+        try:
+            with contextlib.redirect_stdout(said):
+                got = _judged_comparison(
+                    predict_comparison, points, compared, list(misses), checked
+                )
+        except CheckFailed as e:
+            got, failed = 0.0, e
+        if best is None or got > best[0]:
+            best = (got, said.getvalue(), failed)
+    assert best is not None  # one group at least was judged
+    got, told, failed = best
+    print(told, end="")
+    if failed is not None:
+        raise failed
+    return got
+
+
+def _judged_comparison(
+    predict_comparison: Any,
+    points: float,
+    compared: list[evidence.Run],
+    misses: list[str],
+    checked: Accounting | None,
+) -> float:
+    """comparison_prediction on the runs of one number of ranks (`compared`); `misses`: what the
+    check's own cases found wrong."""
+    __tracebackhide__ = True
     taught = [run for run in compared if run.lr_rule == stages.TAUGHT_LR_RULE]
     run = _latest(taught, words.WARMUP_RUN, misses)
-    more, returned = run_wrong(predict_comparison, stages.MULTI_NODE.name, run, keys)
+    more, returned = run_wrong(predict_comparison, stages.MULTI_NODE.name, run, COMPARISON_KEYS)
     misses += more
     # the grader reads grading.toml; a student's notebook, what the bundle ships of it
     rules = grading_rules.load() if checked is not None else grading_rules.for_students()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
@@ -44,17 +45,36 @@ def closed(references: tuple[Callable[..., Any], ...], body: Callable[..., Any])
     only, since it runs with that function's globals) under its own name, so that a student's
     function cannot hand back the kit's answer by any route to it; restored on exit, whatever
     happened within. The function objects change, since no import hook closes a name bound
-    elsewhere."""
+    elsewhere. A copy of a reference made from its module's source (its code run again through
+    the module's loader) is not these objects: a profile hook sees any code of the references'
+    names and files run within, and `body`'s error is raised on exit."""
     saved = [(function, function.__code__) for function in references]
+    kit_code = {(code.co_filename, code.co_name) for _function, code in saved}
+    kit_code |= {(filename, "<module>") for filename, _name in kit_code}
+    reran: list[str] = []
+    # an enclosing closed()'s hook, which watches on within this one
+    outer: Callable[..., Any] | None = sys.getprofile()
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        code = frame.f_code
+        if event == "call" and (code.co_filename, code.co_name) in kit_code:
+            reran.append(code.co_name)
+        if outer is not None and getattr(outer, "__qualname__", None) == watch.__qualname__:
+            outer(frame, event, arg)  # (never another profiler's function)
+
     try:
         for function, code in saved:
             function.__code__ = body.__code__.replace(
                 co_name=code.co_name, co_qualname=code.co_qualname
             )
+        sys.setprofile(watch)
         yield
     finally:
+        sys.setprofile(outer)
         for function, code in reversed(saved):
             function.__code__ = code
+    if reran:
+        body()
 
 
 def call(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
