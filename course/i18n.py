@@ -19,7 +19,6 @@ import gettext
 import importlib.util
 import io
 import os
-import unicodedata
 from pathlib import Path
 
 from course import paths
@@ -140,13 +139,3 @@ def N_(message: str) -> str:  # noqa: N802 (gettext's own name for it)
 def in_language(lang: str, message: str) -> str:
     """`message` in the language `lang` (a student bundle's, say), whatever COURSE_LANG is."""
     return translations(lang).gettext(message)
-
-
-def width(text: str) -> int:
-    """The columns `text` takes in a terminal: wide and full-width characters take two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def ljust(text: str, columns: int) -> str:
-    """`text` padded with spaces to `columns` terminal columns (str.ljust counts characters)."""
-    return text + " " * max(0, columns - width(text))
