@@ -51,6 +51,8 @@ def test_command_line_options_win_over_directives():
         ("-Z 1", "unknown qsub option"),
         ("-v 1A=b", "not a variable name"),
         ("-l ngpus=abc", "ngpus must be a number"),
+        ("-l -N x", "option -l needs a value"),  # argparse: a value never begins with "-"
+        ("-N x -l", "option -l needs a value"),
     ],
 )
 def test_bad_requests_say_what_is_wrong(option, message):
