@@ -15,8 +15,10 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
+from wcwidth import width
+
 from course.errors import CourseError
-from course.i18n import _, width
+from course.i18n import _
 
 COMMANDS = {  # name: the module that runs it (`about` says what it does)
     "doctor": "course.diagnostics.doctor",

@@ -22,7 +22,6 @@ import gettext
 import importlib.util
 import io
 import os
-import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -168,13 +167,3 @@ def listed(items: Iterable[object], separator: str = ", ", lang: str | None = No
     "; ") in English, its Japanese form (、 or ；) in Japanese."""
     joiner = SEPARATORS.get(lang or language(), {}).get(separator, separator)
     return joiner.join(map(str, items))
-
-
-def width(text: str) -> int:
-    """The columns `text` takes in a terminal: wide and full-width characters take two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def ljust(text: str, columns: int) -> str:
-    """`text` padded with spaces to `columns` terminal columns (str.ljust counts characters)."""
-    return text + " " * max(0, columns - width(text))

@@ -215,17 +215,27 @@ SCONTROL = (
 # sacct -X -n -P -o User,NNodes,AllocTRES,ElapsedRaw, in the format of Slurm's sacct manual (-P: '|'
 # between fields)
 SACCT = "s1234|2|billing=8,cpu=8,gres/gpu:p100=4,gres/gpu=4,mem=64G,node=2|612\n"
-# qstat -x -f, in the format of PBS Professional's reference guide (long values go on after a tab)
-QSTAT = """Job Id: 4242.reedbush-pbsadmin0
-    Job_Name = run_multi_node_training.sh
-    Job_Owner = s1234@reedbush-h-login1
-    resources_used.walltime = 00:10:12
-    job_state = F
-    exec_host = a087/0*2+a088/0*2
-    Resource_List.ngpus = 4
-    Resource_List.nodect = 2
-    Resource_List.select = 2:ncpus=36:ngpus=2:mpiprocs=2:ompthreads=1:host=a08
-\t7+a088
+# qstat -x -f -F json, in the format of PBS Professional's JSON output (its prolog shortened):
+# resources are objects, counts numbers
+QSTAT = """{
+    "pbs_server":"reedbush-pbsadmin0",
+    "Jobs":{
+        "4242.reedbush-pbsadmin0":{
+            "Job_Name":"run_multi_node_training.sh",
+            "Job_Owner":"s1234@reedbush-h-login1",
+            "resources_used":{
+                "walltime":"00:10:12"
+            },
+            "job_state":"F",
+            "exec_host":"a087/0*2+a088/0*2",
+            "Resource_List":{
+                "ngpus":4,
+                "nodect":2,
+                "select":"2:ncpus=36:ngpus=2:mpiprocs=2:ompthreads=1:host=a087+a088"
+            }
+        }
+    }
+}
 """
 
 
@@ -242,28 +252,47 @@ def test_the_schedulers_records_are_read_from_their_own_formats():
         "s1234", 2, 4, 612.0, "qstat -x -f"
     )
     assert accounting.parse_qstat("qstat: Unknown Job Id 4242.reedbush-pbsadmin0\n") is None
+    assert accounting.parse_qstat('{"pbs_server":"reedbush-pbsadmin0"}\n') is None  # no job
 
 
-# What OpenPBS 23.06 printed for a job of the reedbush-h profile on the test server
-# (tests/test_pbs_server.py), shortened: a select without ngpus records no Resource_List.ngpus.
-OPENPBS_QSTAT = """Job Id: 0.pnode1
-    Job_Name = run_single_gpu_training.sh
-    Job_Owner = root@vm
-    resources_used.ncpus = 1
-    resources_used.walltime = 00:00:41
-    job_state = F
-    queue = workq
-    exec_host = pnode1/0
-    exec_vnode = (pnode1:ncpus=1)
-    Resource_List.mpiprocs = 1
-    Resource_List.ncpus = 1
-    Resource_List.nodect = 1
-    Resource_List.place = free
-    Resource_List.select = 1:mpiprocs=1
-    Resource_List.walltime = 00:20:00
-    Variable_List = PBS_O_HOME=/root,PBS_O_LANG=C.UTF-8,
-\tPBS_O_WORKDIR=/tmp/x,PBS_O_HOST=vm
-    Exit_status = 0
+# What OpenPBS 23.06 printed (`qstat -x -f -F json`) for a job of the reedbush-h profile's select on
+# the test server (tests/pbs_cluster.py), shortened: a select without ngpus records no
+# Resource_List.ngpus.
+OPENPBS_QSTAT = """{
+	"timestamp":	1796176727,
+	"pbs_version":	"23.06.06",
+	"pbs_server":	"10.213.47.2",
+	"Jobs":	{
+		"0.pnode1":	{
+			"Job_Name":	"job.sh",
+			"Job_Owner":	"root@vm",
+			"resources_used":	{
+				"cpupercent":	0,
+				"ncpus":	1,
+				"walltime":	"00:00:04"
+			},
+			"job_state":	"F",
+			"queue":	"workq",
+			"exec_host":	"pnode1/0",
+			"exec_vnode":	"(pnode1:ncpus=1)",
+			"Resource_List":	{
+				"mpiprocs":	1,
+				"ncpus":	1,
+				"nodect":	1,
+				"place":	"scatter:excl",
+				"select":	"1:mpiprocs=1",
+				"walltime":	"00:20:00"
+			},
+			"Variable_List":	{
+				"PBS_O_HOME":	"/root",
+				"PBS_O_LANG":	"C.UTF-8",
+				"PBS_O_WORKDIR":	"/tmp/libs-pbs-vcdxw3hb/job",
+				"PBS_O_HOST":	"vm"
+			},
+			"Exit_status":	0
+		}
+	}
+}
 """
 
 
@@ -271,9 +300,9 @@ def test_a_pbs_job_that_asked_for_no_ngpus_has_its_gpus_unrecorded_not_zero(fold
     """Reedbush-H gave nodes whole (select=N:mpiprocs=M, no ngpus): reading the missing
     Resource_List.ngpus as 0 GPUs made every GPU run of that profile someone else's."""
     account = accounting.parse_qstat(OPENPBS_QSTAT, "qstat -x -f 0.pnode1")
-    assert account == accounting.JobAccount("root", 1, None, 41.0, "qstat -x -f 0.pnode1")
+    assert account == accounting.JobAccount("root", 1, None, 4.0, "qstat -x -f 0.pnode1")
     run = gpu_run(folder)
-    run.record["wall_seconds"] = 40.0
+    run.record["wall_seconds"] = 3.0
     problems, notes = accounting.Accounting("alice", "root", records=records(account)).check(run)
     assert problems == [] and "GPUs not recorded, so not checked" in notes[0]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from babel.messages.catalog import Catalog
+from wcwidth import width
 
 from course import i18n, paths
 from course.cluster import sites
@@ -289,8 +290,8 @@ def test_doctor_aligns_japanese_in_terminal_columns(monkeypatch):
     ]
     lines = doctor.render(checks).splitlines()
     assert lines[0] == "course doctor: このマシンで動くもの"
-    starts = [i18n.width(line[: line.index("DETAIL")]) for line in lines if "DETAIL" in line]
-    assert starts == [len("  [ok] ") + i18n.width("スケジューラ") + 2] * 2, lines
+    starts = [width(line[: line.index("DETAIL")]) for line in lines if "DETAIL" in line]
+    assert starts == [len("  [ok] ") + width("スケジューラ") + 2] * 2, lines
 
 
 def test_a_japanese_plot_draws_every_glyph(monkeypatch):

@@ -203,8 +203,8 @@ def test_every_slurm_reason_is_said_in_the_students_language(reason):
 @pytest.mark.parametrize(
     "comment",
     [
-        accounting.qstat_fields(test_jobs.QSTAT_OFFLINE)["comment"],
-        accounting.qstat_fields(test_jobs.QSTAT_NEVER)["comment"],
+        accounting.qstat_job(test_jobs.QSTAT_OFFLINE)["comment"],
+        accounting.qstat_job(test_jobs.QSTAT_NEVER)["comment"],
         "Can Never Run: Job walltime exceeds the queue's maximum walltime",
         "Not Running: Insufficient amount of resource: ngpus",
         "Not Running: Job would conflict with reservation or top job",

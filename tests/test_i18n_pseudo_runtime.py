@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from wcwidth import width
 
 from course import cli, gpu, i18n
 from course.contracts import model_parallel, prediction, stages
@@ -498,9 +499,7 @@ def test_the_english_help_is_argparses_and_the_japanese_fits_the_terminal(monkey
     run = _help("data", "--help", lang="ja")
     lines = run.stdout.splitlines()
     assert run.returncode == 0 and "位置引数:" in lines, run.stdout
-    assert all(i18n.width(line) <= 80 for line in lines), [
-        line for line in lines if i18n.width(line) > 80
-    ]
+    assert all(width(line) <= 80 for line in lines), [line for line in lines if width(line) > 80]
     assert cli.wrapped("この行は、ここで折り返します。", 16) == [
         "この行は、ここで",
         "折り返します。",

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import matplotlib
 import pytest
+from wcwidth import width
 
 from course import exchangemodel, i18n, scalingmodel
 from course.contracts import benchmark, stages
@@ -498,7 +499,7 @@ def starts(line: str, cells: list[str]) -> list[int]:
     found, at = [], 0
     for cell in cells:
         at = line.index(cell, at)
-        found.append(i18n.width(line[:at]))
+        found.append(width(line[:at]))
         at += len(cell)
     return found
 
@@ -519,5 +520,5 @@ def test_in_japanese_the_terminal_tables_stay_aligned(folder, tmp_path, monkeypa
     traced_run(tmp_path)
     [run] = model_parallel_report.traced(tmp_path)
     header, data, split = model_parallel_report.lines(run)[1:4]
-    ends = [i18n.width(line[: line.index("  （")]) for line in (data, split)]  # the numbers' end
-    assert ends == [i18n.width(header)] * 2, (header, data, split)
+    ends = [width(line[: line.index("  （")]) for line in (data, split)]  # the numbers' end
+    assert ends == [width(header)] * 2, (header, data, split)

@@ -51,6 +51,8 @@ def test_command_line_options_win_over_directives():
         ("-Z 1", "unknown qsub option"),
         ("-v 1A=b", "not a variable name"),
         ("-l ngpus=abc", "ngpus must be a number"),
+        ("-l -N x", "option -l needs a value"),  # argparse: a value never begins with "-"
+        ("-N x -l", "option -l needs a value"),
     ],
 )
 def test_bad_requests_say_what_is_wrong(option, message):
@@ -406,37 +408,53 @@ def test_a_longer_walltime_without_hours_runs_and_says_what_pbs_makes_of_it(stat
 # `qstat -f` of queued jobs, written in PBS Professional's format (`key = value`, long values go on
 # after a tab) with comments from OpenPBS's scheduler (src/scheduler/job_info.cpp): no PBS server
 # runs here, so this is the one test of PBS's side.
-QSTAT_OFFLINE = """Job Id: 4243.reedbush-pbsadmin0
-    Job_Name = run_multi_node_training.sh
-    Job_Owner = s1234@reedbush-h-login1
-    job_state = Q
-    queue = h-regular
-    server = reedbush-pbsadmin0
-    ctime = Tue Nov 24 10:02:11 2026
-    Resource_List.select = 2:mpiprocs=2
-    Resource_List.walltime = 00:20:00
-    comment = Not Running: Node is in an ineligible state: offline
-    etime = Tue Nov 24 10:02:11 2026
+# qstat -f -F json, in the format of PBS Professional's JSON output (its prolog shortened).
+QSTAT_OFFLINE = """{
+    "pbs_server":"reedbush-pbsadmin0",
+    "Jobs":{
+        "4243.reedbush-pbsadmin0":{
+            "Job_Name":"run_multi_node_training.sh",
+            "Job_Owner":"s1234@reedbush-h-login1",
+            "job_state":"Q",
+            "queue":"h-regular",
+            "server":"reedbush-pbsadmin0",
+            "ctime":"Tue Nov 24 10:02:11 2026",
+            "Resource_List":{
+                "select":"2:mpiprocs=2",
+                "walltime":"00:20:00"
+            },
+            "comment":"Not Running: Node is in an ineligible state: offline",
+            "etime":"Tue Nov 24 10:02:11 2026"
+        }
+    }
+}
 """
-QSTAT_NEVER = """Job Id: 4244.reedbush-pbsadmin0
-    Job_Name = run_multi_node_training.sh
-    Job_Owner = s1234@reedbush-h-login1
-    job_state = Q
-    queue = h-regular
-    Resource_List.select = 64:mpiprocs=2
-    comment = Can Never Run: Not enough total nodes available (R: 64 A: 2 T
-\t: 2)
+QSTAT_NEVER = """{
+    "pbs_server":"reedbush-pbsadmin0",
+    "Jobs":{
+        "4244.reedbush-pbsadmin0":{
+            "Job_Name":"run_multi_node_training.sh",
+            "Job_Owner":"s1234@reedbush-h-login1",
+            "job_state":"Q",
+            "queue":"h-regular",
+            "Resource_List":{
+                "select":"64:mpiprocs=2"
+            },
+            "comment":"Can Never Run: Not enough total nodes available (R: 64 A: 2 T: 2)"
+        }
+    }
+}
 """
 
 
 def test_why_a_pbs_job_waits_is_read_from_its_comment():
-    fields = accounting.qstat_fields(QSTAT_OFFLINE)
-    assert pending.pbs_comment(fields["comment"]).says("4243.reedbush-pbsadmin0") == (
+    job = accounting.qstat_job(QSTAT_OFFLINE)
+    assert pending.pbs_comment(job["comment"]).says("4243.reedbush-pbsadmin0") == (
         "job 4243.reedbush-pbsadmin0 is still pending: a node it needs is offline (PBS comment "
         "Not Running: Node is in an ineligible state: offline); it starts when the nodes are "
         "back; if it waits long, tell your instructor"
     )
-    never = pending.pbs_comment(accounting.qstat_fields(QSTAT_NEVER)["comment"])
+    never = pending.pbs_comment(accounting.qstat_job(QSTAT_NEVER)["comment"])
     assert never.never and never.says("4244.reedbush-pbsadmin0").endswith(
         "(PBS comment Can Never Run: Not enough total nodes available (R: 64 A: 2 T: 2)); it will "
         "never start: cancel it (qdel 4244.reedbush-pbsadmin0) and ask for what the site has "

@@ -44,11 +44,11 @@ def fresh_copy(assignment: Path, folder: Path) -> Path:
     return folder
 
 
-def qstat_fields(job: submit.Job) -> dict[str, str]:
+def qstat_fields(job: submit.Job) -> dict:
     said = subprocess.run(
-        ["qstat", "-x", "-f", job.id], capture_output=True, text=True, check=True
+        ["qstat", "-x", "-f", "-F", "json", job.id], capture_output=True, text=True, check=True
     ).stdout
-    return accounting.qstat_fields(said)
+    return accounting.qstat_job(said)
 
 
 def exec_hosts(fields: dict[str, str]) -> list[str]:
@@ -65,7 +65,7 @@ def test_stage1_submitted_with_qsub_is_traced_and_matches_pbs_accounting(
     assert code == 0, job.log_text()[-3000:]
     assert job.find_log().name == f"run_single_gpu_training.sh.o{job.number}"  # as -j oe names it
     fields = qstat_fields(job)
-    assert (fields["job_state"], fields["Exit_status"]) == ("F", "0")
+    assert (fields["job_state"], fields["Exit_status"]) == ("F", 0)
     assert fields["queue"] == pbs_cluster.QUEUE and fields["Join_Path"] == "oe"
     assert fields["group_list"] == "root"  # the profile's -W group_list
     [run_] = evidence.runs("single_gpu", assignment, Accounting(student="s", user="root"))
@@ -111,7 +111,7 @@ def test_stage3_submitted_with_qsub_runs_its_mpi_ranks_on_the_node(pbs, assignme
     code = job.wait(timeout=900, echo=None, poll=1)
     assert code == 0, job.log_text()[-3000:]
     fields = qstat_fields(job)
-    assert fields["Resource_List.select"] == "1:mpiprocs=2"
+    assert fields["Resource_List"]["select"] == "1:mpiprocs=2"
     [run_] = evidence.runs("multi_node", assignment, Accounting(student="s", user="root"))
     assert run_.traced, run_.problems
     assert (run_.workers, run_.record["job"]["scheduler"]) == (2, "pbs")
@@ -139,7 +139,7 @@ def test_stage3_submitted_on_two_nodes_runs_a_rank_on_each_mom(pbs, assignment, 
     assert sorted(by_rank) == list(pbs_cluster.NODES), log[-3000:]  # a rank on each mom
     assert [(rank, inter) for rank, _, inter in places] == [(0, 0), (1, 1)], places
     fields = qstat_fields(job)
-    assert (fields["Exit_status"], fields["Resource_List.select"]) == ("0", "2:mpiprocs=1")
+    assert (fields["Exit_status"], fields["Resource_List"]["select"]) == (0, "2:mpiprocs=1")
     assert sorted(exec_hosts(fields)) == list(pbs_cluster.NODES), fields["exec_host"]
     [run_] = evidence.runs("multi_node", folder, Accounting(student="s", user="root"))
     assert run_.traced, run_.problems
@@ -179,7 +179,7 @@ def test_a_job_killed_at_its_walltime_is_said_so_and_continued_by_the_next_qsub(
         end = jobs[-1].ending()
         assert end is not None and end.says == "was killed at its walltime", text[-2000:]
         assert jobs[-1].exit_status() == jobend.WALLTIME_EXIT
-        assert qstat_fields(jobs[-1])["Exit_status"] == "-29"  # OpenPBS: JOB_EXEC_KILL_WALLTIME
+        assert qstat_fields(jobs[-1])["Exit_status"] == -29  # OpenPBS: JOB_EXEC_KILL_WALLTIME
     assert len(jobs) >= 2, [job.log_text()[-600:] for job in jobs]
     [run_] = evidence.runs("single_gpu", folder, Accounting(student="s", user="root"))
     assert run_.traced, run_.problems

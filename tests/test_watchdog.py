@@ -4,6 +4,8 @@ concludes from them, and where a thread is. tests/test_hang.py runs it in real j
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -95,3 +97,51 @@ def test_where_a_thread_waits_names_the_call_and_the_scripts_line_that_led_there
     line = blocked_here.__code__.co_firstlineno + 1
     assert where.startswith("wait (threading.py, line ")
     assert where.endswith(f", from blocked_here (test_watchdog.py, line {line})") and not waiting
+
+
+# A training whose third step never gives the GIL back: a regular expression that backtracks for
+# ever, in C, holding it (the watchdog's own thread then never runs).
+HOLDS_THE_GIL = """
+import re, sys
+import chainer, chainer.links as L, numpy as np
+from chainer import training
+from course.runtime import watchdog
+
+class Net(chainer.Chain):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+        with self.init_scope():
+            self.fc = L.Linear(2, 2)
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls == 3:
+            re.fullmatch(r"(a+)+b", "a" * 64)
+        return self.fc(x)
+
+data = chainer.datasets.TupleDataset(np.zeros((8, 2), "f"), np.zeros(8, "i"))
+optimizer = chainer.optimizers.SGD()
+optimizer.setup(L.Classifier(Net()))
+updater = training.updaters.StandardUpdater(chainer.iterators.SerialIterator(data, 4), optimizer)
+trainer = training.Trainer(updater, (100, "iteration"), out=sys.argv[1])
+with watchdog.watching(trainer):
+    trainer.run()
+"""
+
+
+def test_a_training_that_holds_the_gil_for_ever_is_dumped_and_ended_by_faulthandler(tmp_path):
+    limit = 3.0  # seconds
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", HOLDS_THE_GIL, str(tmp_path)],
+        env={**os.environ, watchdog.LIMIT_VARIABLE: str(limit / 60)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    seconds = time.monotonic() - started
+    assert done.returncode == 1, done.stderr  # faulthandler's exit, not the kit's EXIT_STATUS
+    assert "Timeout (0:00:04)!" in done.stderr, done.stderr  # the limit and two looks
+    assert "in fullmatch" in done.stderr and "in forward" in done.stderr, done.stderr
+    assert seconds < 120, seconds  # the regular expression alone would run for centuries

@@ -11,6 +11,7 @@ course.evidence.trace calls Accounting.check on each traced run. While a student
 from __future__ import annotations
 
 import functools
+import json
 import re
 import shutil
 import subprocess
@@ -94,35 +95,32 @@ def parse_scontrol(text: str, source: str = "scontrol show job") -> JobAccount |
     )
 
 
-def qstat_fields(text: str) -> dict[str, str]:
-    """PBS Pro's `qstat -f ID` output: `    key = value` lines, long values continued on
-    tab-indented lines."""
-    fields: dict[str, str] = {}
-    key = None
-    for line in text.splitlines():
-        if line.startswith("\t") and key:  # cut anywhere, even next to a space: keep them
-            fields[key] += line[1:]
-        elif " = " in line:
-            key, _, value = line.lstrip().partition(" = ")
-            fields[key] = value
-    return fields
+def qstat_job(text: str) -> dict:
+    """The job in `qstat -f -F json ID` output (OpenPBS, PBS Pro 14.1 and later); {} for none. Its
+    resources are objects (`Resource_List`: {"ngpus": 2, ...}); a value that reads as JSON is
+    written as such (a count as a number)."""
+    try:
+        jobs = json.loads(text).get("Jobs") or {}
+    except (ValueError, AttributeError):
+        return {}
+    return next(iter(jobs.values()), {})
 
 
 def parse_qstat(text: str, source: str = "qstat -x -f") -> JobAccount | None:
-    """PBS Pro's `qstat -x -f ID` output (see qstat_fields). A job that asked for no `ngpus` (a
-    site that gives its nodes whole, as Reedbush-H did) has no Resource_List.ngpus: its GPUs are
-    not recorded."""
-    fields = qstat_fields(text)
-    if "Job_Owner" not in fields:
+    """`qstat -x -f -F json ID` output (see qstat_job). A job that asked for no `ngpus` (a site that
+    gives its nodes whole, as Reedbush-H did) has no Resource_List.ngpus: its GPUs are not
+    recorded."""
+    job = qstat_job(text)
+    if "Job_Owner" not in job:
         return None
-    hosts = {chunk.split("/")[0] for chunk in fields.get("exec_host", "").split("+") if chunk}
-    nodes = int(fields.get("Resource_List.nodect") or len(hosts))
-    ngpus = fields.get("Resource_List.ngpus")
+    hosts = {chunk.split("/")[0] for chunk in str(job.get("exec_host", "")).split("+") if chunk}
+    asked = job.get("Resource_List") or {}
+    ngpus = asked.get("ngpus")
     return JobAccount(
-        fields["Job_Owner"].split("@")[0],
-        nodes,
+        job["Job_Owner"].split("@")[0],
+        int(asked.get("nodect") or len(hosts)),
         int(ngpus) if ngpus is not None else None,
-        clock_seconds(fields.get("resources_used.walltime") or "0:0"),
+        clock_seconds(str((job.get("resources_used") or {}).get("walltime") or "0:0")),
         source,
     )
 
@@ -200,7 +198,7 @@ def _lookup(scheduler: str, job_id: str, language: str) -> Lookup:
             ),
         )
     if scheduler == "pbs":
-        done = _ask(["qstat", "-x", "-f", job_id])
+        done = _ask(["qstat", "-x", "-f", "-F", "json", job_id])
         if isinstance(done, str):
             return Lookup(None, done)
         account = parse_qstat(done.stdout) if done.returncode == 0 else None

@@ -3,6 +3,7 @@ does."""
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import re
 import shlex
@@ -259,74 +260,65 @@ def _apply_resource(item: str, request: Request, extra: Collection[str]) -> Requ
     return request
 
 
+def _qsub_parser() -> argparse.ArgumentParser:
+    """qsub's options as PBS reads them: the ones the kit uses, and the others a job script may
+    carry (accepted, left to qsub). A repeated -l, -v or -W adds to the ones before it."""
+    parser = argparse.ArgumentParser(
+        prog="qsub", add_help=False, allow_abbrev=False, exit_on_error=False
+    )
+    for flag in ("-l", "-v", "-W"):
+        parser.add_argument(flag, action="append", default=[])
+    for flag in ("-q", "-N", "-j", "-o", "-e", "-m", "-M", "-A", "-P", "-r"):
+        parser.add_argument(flag)
+    parser.add_argument("-V", action="store_true")
+    return parser
+
+
+_QSUB = _qsub_parser()
+
+
 def apply_options(
     options: list[str], request: Request | None = None, extra: Collection[str] = ()
 ) -> Request:
     """Apply qsub options (as in `qsub -l select=1:mpiprocs=2 -N x`) to a request; `extra`: the
     site's own resource names, allowed besides PBS's."""
     request = request or Request()
-    tokens = list(options)
-    while tokens:
-        option = tokens.pop(0)
-        flag, inline = (
-            (option[:2], option[2:]) if option.startswith("-") and len(option) > 2 else (option, "")
+    try:
+        parsed, unknown = _QSUB.parse_known_args(list(options))
+    except argparse.ArgumentError as e:  # the only one these options raise: a value missing
+        raise JobError(
+            _("qsub option {flag} needs a value").format(flag=e.argument_name),
+            _("e.g. {flag} ...").format(flag=e.argument_name),
+        ) from None
+    if unknown:
+        raise JobError(
+            _("unknown qsub option {option}").format(option=repr(unknown[0])),
+            _("see `man qsub`; the course's jobs use -l, -q, -N, -W, -j, -v"),
         )
-        if flag not in (
-            "-l",
-            "-q",
-            "-N",
-            "-W",
-            "-j",
-            "-v",
-            "-V",
-            "-o",
-            "-e",
-            "-m",
-            "-M",
-            "-A",
-            "-P",
-            "-r",
-        ):
-            raise JobError(
-                _("unknown qsub option {option}").format(option=repr(option)),
-                _("see `man qsub`; the course's jobs use -l, -q, -N, -W, -j, -v"),
-            )
-        if flag == "-V":
-            continue
-        if not inline and not tokens:
-            raise JobError(
-                _("qsub option {flag} needs a value").format(flag=flag),
-                _("e.g. {flag} ...").format(flag=flag),
-            )
-        value = inline or tokens.pop(0)
-        if flag == "-l":
-            try:
-                for item in value.split(","):
-                    request = _apply_resource(item, request, extra)
-            except JobError as e:
-                raise _within(e, f"-l {value}") from None
-        elif flag == "-q":
-            request = replace(request, queue=value)
-        elif flag == "-N":
-            request = replace(request, name=value)
-        elif flag == "-W":
-            key, _equals, setting = value.partition("=")
-            if key == "group_list":
-                request = replace(request, group=setting)
-        elif flag == "-j":
-            request = replace(request, join=value)
-        elif flag == "-v":
-            variables = dict(request.variables)
-            for pair in value.split(","):
-                key, _equals, setting = pair.partition("=")
-                if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-                    raise JobError(
-                        f"-v {value}: " + _("{key} is not a variable name").format(key=repr(key)),
-                        _("e.g. -v COMMUNICATOR=naive"),
-                    )
-                variables[key] = setting
-            request = replace(request, variables=variables)
-    return request
+    for value in parsed.l:
+        try:
+            for item in value.split(","):
+                request = _apply_resource(item, request, extra)
+        except JobError as e:
+            raise _within(e, f"-l {value}") from None
+    for flag, field_name in (("q", "queue"), ("N", "name"), ("j", "join")):
+        if getattr(parsed, flag) is not None:
+            request = replace(request, **{field_name: getattr(parsed, flag)})
+    for value in parsed.W:
+        key, _equals, setting = value.partition("=")
+        if key == "group_list":
+            request = replace(request, group=setting)
+    variables = dict(request.variables)
+    for value in parsed.v:
+        for pair in value.split(","):
+            key, _equals, setting = pair.partition("=")
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                raise JobError(
+                    f"-v {value}: " + _("{key} is not a variable name").format(key=repr(key)),
+                    _("e.g. -v COMMUNICATOR=naive"),
+                )
+            variables[key] = setting
+    return replace(request, variables=variables)
 
 
 def read_request(script: str, options: Sequence[str] = (), extra: Collection[str] = ()) -> Request:

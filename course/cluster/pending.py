@@ -2,9 +2,9 @@
 
 While course.cluster.job follows a job that has not started, it asks the scheduler why: Slurm's
 reason code (`squeue`; for nodes that are down or drained, their state and the admin's reason from
-`sinfo`), or the `comment` of PBS's `qstat -f`. A reason that means the job can never start as it
-is says so, with how to cancel it and what to change; a normal wait (busy nodes, other jobs first)
-is said plainly, so that nobody waits for ever without a word.
+`sinfo`), or the `comment` of PBS's `qstat -f -F json`. A reason that means the job can never
+start as it is says so, with how to cancel it and what to change; a normal wait (busy nodes, other
+jobs first) is said plainly, so that nobody waits for ever without a word.
 """
 
 from __future__ import annotations
@@ -246,7 +246,8 @@ def _lost_nodes(partition: str) -> str:
 
 def ask(job_id: str) -> Pending | None:
     """Why the job waits, as its scheduler says; None when it does not wait (it runs, or has
-    ended) or no scheduler answers. Slurm where `squeue` is found, else PBS's `qstat -f`."""
+    ended) or no scheduler answers. Slurm where `squeue` is found, else PBS's `qstat -f -F
+    json`."""
     number = job_id.split(".")[0]
     if paths.find_program("squeue"):
         said = _run("squeue", "-h", "-j", number, "-o", "%T|%P|%l|%r").strip().split("|", 3)
@@ -259,7 +260,7 @@ def ask(job_id: str) -> Pending | None:
         if reason.startswith(("ReqNodeNotAvail", "NodeDown", _NODES_UNAVAILABLE)):
             lost = _lost_nodes(partition)
         return slurm_reason(reason, number, limit, _clock(asked), lost)
-    fields = accounting.qstat_fields(_run("qstat", "-f", job_id))
-    if fields.get("job_state") not in ("Q", "H", "W"):
+    job = accounting.qstat_job(_run("qstat", "-f", "-F", "json", job_id))
+    if job.get("job_state") not in ("Q", "H", "W"):
         return None
-    return pbs_comment(fields.get("comment", ""))
+    return pbs_comment(str(job.get("comment", "")))

@@ -10,9 +10,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from wcwidth import ljust, width
+
 from course import gpu, i18n, paths
 from course.cluster import mpi, siteenv
-from course.i18n import _, ljust, width
+from course.i18n import _
 from course.runtime import data
 
 OK, NOT_HERE, PROBLEM = "ok", "--", "!!"

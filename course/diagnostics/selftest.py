@@ -25,8 +25,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from wcwidth import ljust, width
+
 from course import gpu, i18n, paths
-from course.i18n import _, ljust, width
+from course.i18n import _
 
 STAGE_2 = "stage2"  # the child's argument: `python -m course.diagnostics.selftest stage2 ...`
 

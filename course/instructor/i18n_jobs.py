@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from course import i18n, paths
+from wcwidth import width
+
+from course import paths
 from course.cluster import sites
 from course.instructor.i18n_code import Piece
 
@@ -114,7 +116,7 @@ def translated(name: str, script: str, translations: list[str | None]) -> str:
         text, end = piece.replaced_by(translation), piece.end
         if segment.command:
             end = piece.start + segment.column
-            text += " " * max(2, segment.column - i18n.width(translation.split("\n")[-1]))
+            text += " " * max(2, segment.column - width(translation.split("\n")[-1]))
         result = result[: piece.start] + text + result[end:]
     return result
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from wcwidth import center, rjust, width
+
 from course import costmodel, i18n
 from course.i18n import _
 from course.notebook.allreduce_plot import plot
@@ -23,23 +25,11 @@ def _bytes(n: int) -> str:
     return f"{n // unit} {name}" if n % unit == 0 else f"{n / unit:.1f} {name}"
 
 
-def _right(text: str, columns: int) -> str:
-    """`text` right-aligned in `columns` terminal columns (a Japanese character takes two)."""
-    return " " * max(0, columns - i18n.width(text)) + text
-
-
-def _centred(text: str, columns: int) -> str:
-    """`text` centred in `columns` terminal columns, as str.center places it."""
-    room = max(0, columns - i18n.width(text))
-    left = room // 2 + (room & columns & 1)  # str.center's rule: the odd column goes left or right
-    return i18n.ljust(" " * left + text, columns)
-
-
 def table_text(table: list[Series]) -> str:
     """Sizes down, (ranks, algorithm) across: median and quartiles in microseconds."""
     sizes = sorted({n for s in table for n in s.sizes})
-    header = _right(_("size"), 8) + " | " + " | ".join(_centred(s.label, 28) for s in table)
-    lines = [header, "-" * i18n.width(header)]
+    header = rjust(_("size"), 8) + " | " + " | ".join(center(s.label, 28) for s in table)
+    lines = [header, "-" * width(header)]
     for n in sizes:
         cells = []
         for s in table:

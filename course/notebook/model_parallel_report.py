@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from wcwidth import ljust, rjust, width
 
 from course import i18n, parallelism
 from course.cluster.accounting import Accounting
 from course.contracts import joblog, model_parallel
 from course.errors import ResultsError
-from course.i18n import _, ljust, width
+from course.i18n import _
 
 # The note line's English, which course/notebook/checks/model_parallel.py formats too; `note` says
 # it in the student's language.
@@ -30,11 +31,6 @@ NOTE = "note: {note}"
 def note(text: str) -> str:
     """A note line: `text` (already in the student's language) after "note:"."""
     return _("note: {note}").format(note=text)
-
-
-def _right(text: str, columns: int) -> str:
-    """`text` right-aligned in `columns` terminal columns (a Japanese character takes two)."""
-    return " " * max(0, columns - width(text)) + text
 
 
 @dataclass(frozen=True)
@@ -182,7 +178,7 @@ def lines(run: Run) -> list[str]:
             nodes=len(set(run.hosts)),
             cores=run.cores,
         ),
-        " ".join([" " * first, *(_right(h, w) for h, w in zip(headings, (ms, rate, moved)))]),
+        " ".join([" " * first, *(rjust(h, w) for h, w in zip(headings, (ms, rate, moved)))]),
         row(names[0], data, ring)
         + "  "
         + _("(ring allreduce of {gradient:,} bytes of gradient)").format(

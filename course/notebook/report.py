@@ -10,10 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from wcwidth import ljust, width
+
 from course import comparison, evidence, i18n
 from course.contracts import results, stages
 from course.errors import CourseError
-from course.i18n import _, ljust, width
+from course.i18n import _
 from course.notebook.report_checks import (
     check_accuracy,
     check_comparison,

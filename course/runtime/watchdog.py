@@ -23,12 +23,20 @@ stopped rank cannot report itself, so the others watch:
   where it is stuck and exits.
 
 A process stopped whole (stage 1 under SIGSTOP) has no thread left to notice: its job runs to the
-walltime. A rank whose main thread holds the GIL in a call that never returns looks stopped. The
-limit is COURSE_HANG_MINUTES (0: no watchdog), LIMIT_VARIABLE below.
+walltime. A main thread that holds the GIL in a call that never returns (a C loop) stops the
+watchdog's thread too: the other ranks see it stopped, and the process itself is ended by the
+standard library's faulthandler, whose timer the thread pushes back at every look and which runs
+without the GIL: it dumps every thread's stack into the log and exits with status 1, a little after
+the limit (without the kit's line: no Python runs then). The kit's thread, not faulthandler, judges
+the other hangs: its notion of moving (the stack changed) is wider than a step, it writes the cause
+(course.contracts.jobend's line, the source line of each frame) and ends every rank with MPI_Abort
+and EXIT_STATUS (docs/architecture.md). The limit is COURSE_HANG_MINUTES (0: no watchdog),
+LIMIT_VARIABLE below.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -158,9 +166,19 @@ class Watchdog:
         self._thread = threading.Thread(target=self._watch, name="course-watchdog", daemon=True)
 
     def start(self) -> None:
+        self._backstop()
         self._thread.start()
 
+    def _backstop(self) -> None:
+        """(Re)arm faulthandler's timer: it fires only if this thread cannot run for longer than
+        the limit (module docstring)."""
+        if sys.__stderr__ is not None:
+            faulthandler.dump_traceback_later(
+                self.limit + 2 * self.every, file=sys.__stderr__, exit=True
+            )
+
     def stop(self) -> None:
+        faulthandler.cancel_dump_traceback_later()
         self._stop.set()
         self._thread.join(timeout=10)
         if self.ranks > 1:
@@ -173,6 +191,7 @@ class Watchdog:
         count = 0
         heard: dict[int, tuple[int | None, float]] = {}  # rank -> (its count, when it changed)
         while not self._stop.wait(self.every):
+            self._backstop()
             now = time.monotonic()
             frame = sys._current_frames().get(self._training)
             seen = tuple((f.f_code, f.f_lineno) for f in _frames(frame))
@@ -211,6 +230,7 @@ class Watchdog:
     def _end(self, hang: Hang, frame: FrameType | None) -> None:
         """Write the cause (and, for a process stuck here, its main thread's stack) into the job
         log, then end the job."""
+        faulthandler.cancel_dump_traceback_later()
         if frame is not None and hang.how in ("stuck", "alone"):
             stack = "".join(traceback.format_stack(frame))
             print(PREFIX + _("the training's stack, innermost last:") + "\n" + stack, end="")
