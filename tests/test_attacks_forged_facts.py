@@ -49,9 +49,7 @@ def graded(tmp_path: Path, notebook: str, planted: dict[str, str], tests: list[s
     assert [test.id for test in plan.tests] == tests
     config = tmp_path / "grading.toml"
     config.write_text("")
-    [verdict] = verify.verify(
-        folder, [plan], hidden=[tmp_path / "hidden"], grading_config=config, timeout=120
-    )
+    [verdict] = verify.verify(folder, [plan], grading_config=config, timeout=120)
     return verdict
 
 

@@ -348,7 +348,7 @@ def test_every_file_and_make_target_a_student_can_see_is_in_the_bundle(made):
         for node in ast.walk(ast.parse(path.read_text())):
             text = ast.get_docstring(node) if isinstance(node, DOCUMENTED) else None
             missing += [
-                f"{path.relative_to(made)}:{node.lineno}: {m.group(1)}"
+                f"{path.relative_to(made)}:{getattr(node, 'lineno', 1)}: {m.group(1)}"
                 for m in PATH.finditer(text or "")
                 if m.group(1).startswith(("docs/", "tools/")) and not there(m.group(1))
             ]

@@ -51,11 +51,11 @@ JAPANESE = [
     "コメント",
     "タスク (点数: 1.0 / 1.0)",
     "提出遅れによる減点 (点数: -0.5)",
-    "あなたの解答 (先頭へ)",
+    "解答 (先頭へ)",
     "採点セル: check_ranks 点数: 2.0 / 2.0 (先頭へ)",
-    "あなたの解答 点数: 0.0 / 1.0 (先頭へ)",
+    "解答 点数: 0.0 / 1.0 (先頭へ)",
     f"コメント: {COMMENT}",
-    "あなたのタスク 点数: 1.0 / 1.0 (先頭へ)",
+    "タスク 点数: 1.0 / 1.0 (先頭へ)",
 ]
 # Words of nbgrader's labels, none of which the tiny notebook's own text has.
 ENGLISH_WORDS = re.compile(

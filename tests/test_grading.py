@@ -885,7 +885,7 @@ def test_the_japanese_edition_grades_as_the_english_one_and_gives_feedback_in_ja
     ).split("{")[0]
     assert "ステージ 1" in shown and len(ok) > 5 and "OK: " + ok in shown, shown[:400]
     # nbgrader's labels too (course/instructor/feedback_page.py)
-    assert "(点数: " in shown and "あなたの解答" in shown and "採点セル: " in shown, shown[:400]
+    assert "(点数: " in shown and "解答 (先頭へ)" in shown and "採点セル: " in shown, shown[:400]
     assert "Score: " not in shown and "Student's answer" not in shown, shown[:400]
     with open(course / "grades-plagiarism.csv") as f:  # alice's runs, in the other edition
         shared = {(row["kind"], row["students"]) for row in csv.DictReader(f)}

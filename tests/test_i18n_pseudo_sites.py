@@ -201,7 +201,7 @@ def test_why_the_records_cannot_be_read_is_said_in_the_students_language(monkeyp
         raise OSError("cannot run it")
 
     monkeypatch.setattr(accounting.subprocess, "run", fails)
-    assert plain(whole(lookup("pbs", "1").why)) == "qstat -x -f 1 failed (cannot run it)"
+    assert plain(whole(lookup("pbs", "1").why)) == "qstat -x -f -F json 1 failed (cannot run it)"
 
 
 # --- MPI (course.cluster.mpi) and the job's hosts (course.cluster.hosts) -------------------------

@@ -28,7 +28,10 @@ def hunt(parts):
         elif isinstance(thing, (list, tuple)):
             values = thing
         else:
-            values = vars(thing).values() if hasattr(thing, "__dict__") else ()
+            try:  # some objects refuse to be looked into (a pydantic model's own class)
+                values = vars(thing).values() if hasattr(thing, "__dict__") else ()
+            except Exception:
+                continue
         found += sum(1 for value in values if isinstance(value, str) and needle in value)
     return found
 """

@@ -6,7 +6,7 @@ that cell, and records that answer first, once (`runs/large_batch_prediction.jso
 SHA-256, the time), so that the instructor grades the prediction as it stood before the table was
 seen. A later edit of the answer does not move the record; `show()` says so when they differ.
 
-The numbers are the 4-rank runs of docs/accuracy.md (tools/accuracy_study.py, 2026-11-26).
+The numbers are the kit's own 4-rank runs of 2026-11-26 (the maintainers' accuracy study).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ without the GIL: it dumps every thread's stack into the log and exits with statu
 the limit (without the kit's line: no Python runs then). The kit's thread, not faulthandler, judges
 the other hangs: its notion of moving (the stack changed) is wider than a step, it writes the cause
 (course.contracts.jobend's line, the source line of each frame) and ends every rank with MPI_Abort
-and EXIT_STATUS (docs/architecture.md). The limit is COURSE_HANG_MINUTES (0: no watchdog),
+and EXIT_STATUS. The limit is COURSE_HANG_MINUTES (0: no watchdog),
 LIMIT_VARIABLE below.
 """
 

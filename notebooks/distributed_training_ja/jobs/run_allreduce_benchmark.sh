@@ -1,7 +1,7 @@
 #!/bin/bash
 # Allreduce のマイクロベンチマーク: ジョブのすべてのランクで、4 KiB から 64 MiB までの
 # MPI_Allreduce をアルゴリズムごとに測ります。
-# ノートブックのあるフォルダから投入してください。  qsub -j oe jobs/run_allreduce_benchmark.sh
+# ノートブックのあるフォルダからの投入:             qsub -j oe jobs/run_allreduce_benchmark.sh
 # 設定を変えて投入するには:  qsub -j oe -l select=1:mpiprocs=4 -v ROUNDS=3 jobs/run_allreduce_benchmark.sh
 # >>> site directives: written by `python -m course site apply` >>>
 #PBS -l select=1:mpiprocs=2

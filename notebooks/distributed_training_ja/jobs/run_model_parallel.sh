@@ -1,6 +1,6 @@
 #!/bin/bash
 # モデル並列とデータ並列の比較: コースの VGG を、同じ 2 つの CPU ランクで両方の方法で学習します。
-# ノートブックのあるフォルダから投入してください。  qsub -j oe jobs/run_model_parallel.sh
+# ノートブックのあるフォルダからの投入:             qsub -j oe jobs/run_model_parallel.sh
 # 設定を変えて投入するには:  qsub -j oe -v WIDTH=16,BATCH=64 jobs/run_model_parallel.sh
 # >>> site directives: written by `python -m course site apply` >>>
 #PBS -l select=1:mpiprocs=2

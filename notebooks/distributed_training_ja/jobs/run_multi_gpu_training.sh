@@ -1,7 +1,7 @@
 #!/bin/bash
 # ステージ 2: MultiprocessParallelUpdater で、1 つのプロセスがノードのすべての GPU を使って
 # 学習します。
-# ノートブックのあるフォルダから投入してください。  qsub -j oe jobs/run_multi_gpu_training.sh
+# ノートブックのあるフォルダからの投入:             qsub -j oe jobs/run_multi_gpu_training.sh
 # >>> site directives: written by `python -m course site apply` >>>
 #PBS -l select=1:mpiprocs=1
 #PBS -l ngpus=2

@@ -1,7 +1,7 @@
 #!/bin/bash
 # ステージ 3: ChainerMN。ジョブのすべてのノードで、GPU 1 台につき MPI ランク 1 つ
 # （CPU ではコア 1 つにつき 1 つ）。
-# ノートブックのあるフォルダから投入してください。  qsub -j oe jobs/run_multi_node_training.sh
+# ノートブックのあるフォルダからの投入:             qsub -j oe jobs/run_multi_node_training.sh
 # 設定を変えて投入するには:  qsub -j oe -l select=2:mpiprocs=2 -v COMMUNICATOR=naive jobs/run_multi_node_training.sh
 # >>> site directives: written by `python -m course site apply` >>>
 #PBS -l select=1:mpiprocs=2

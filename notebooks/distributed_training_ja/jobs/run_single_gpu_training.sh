@@ -1,6 +1,6 @@
 #!/bin/bash
 # ステージ 1: 1 台のデバイスで学習します（ノードに GPU があれば GPU 1 台、なければ CPU コア 1 つ）。
-# ノートブックのあるフォルダから投入してください。  qsub -j oe jobs/run_single_gpu_training.sh
+# ノートブックのあるフォルダからの投入:             qsub -j oe jobs/run_single_gpu_training.sh
 # スケジューラを使わずに実行するには:     python -m course submit jobs/run_single_gpu_training.sh
 # >>> site directives: written by `python -m course site apply` >>>
 #PBS -l select=1:mpiprocs=1
