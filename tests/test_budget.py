@@ -40,7 +40,7 @@ def profile_with(folder: Path, budget: str, base: str = "local") -> Path:
         ),
         (
             'node_hours_per_student = "ten"',
-            ": `budget.node_hours_per_student` should be a number, not 'ten'",
+            ":58: `budget.node_hours_per_student` should be a number, not 'ten'",
             "fix the profile",
         ),
         (

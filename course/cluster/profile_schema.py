@@ -1,133 +1,157 @@
-"""What a site profile (sites/*.toml) may hold, as a JSON schema, and its errors as messages a
-profile's author can act on: the key, its line, the nearest valid key (course.cluster.sites)."""
+"""What a site profile (sites/*.toml) may hold, as typed pydantic models, and its errors as messages
+a profile's author can act on: the key, its line, the nearest valid key (course.cluster.sites).
+
+The same library and the same error wording as grading.toml's rules (course.contracts.grading_rules,
+course.contracts.config_keys). A value with a shape of its own (a walltime, a run, a budget) refuses
+itself with an `example` naming what a valid one looks like, which _example says in the author's
+language."""
 
 from __future__ import annotations
 
 import math
+import re
 import string
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
+from pydantic_core import PydanticCustomError
 
 from course import i18n
+from course.contracts import config_keys
 from course.contracts.config_keys import did_you_mean, dotted, line_of, sentences
-from course.contracts.config_keys import kind as kind_of
 from course.errors import SiteError
 from course.i18n import _
 
-if TYPE_CHECKING:
-    import jsonschema
-
 SCHEDULERS = ("local", "pbs", "slurm")
-_STRINGS = {"type": "array", "items": {"type": "string"}}
-_COUNT = {"type": "integer", "minimum": 1}
 # Hours always: PBS reads [[hours:]minutes:]seconds, so "1:00" would be one minute.
-_WALLTIME = {"type": "string", "pattern": r"^\d+:\d\d:\d\d$", "example": "walltime"}
-# A per-student budget in hours: more than 0 (leave the key out for no budget).
-_HOURS = {"type": "number", "exclusiveMinimum": 0, "example": "hours"}
-# What a profile may hold. Every table refuses keys it does not name, so that a misspelt key is an
-# error and not a setting silently left at its default. "example" (a keyword JSON Schema leaves to
-# its users) names what a valid value looks like, which _example says in the author's language.
-PROFILE_SCHEMA = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["scheduler", "directives", "environment", "jobs", "scaling"],
-    "properties": {
-        "description": {"type": "string"},
-        "scheduler": {"enum": list(SCHEDULERS)},
-        "queue": {"type": "string"},
-        "other_queues": _STRINGS,
-        "group": {"type": "string"},
-        "gpus_per_node": {"type": "integer", "minimum": 0},
-        # One limit for every queue, or a table of limits per queue (a queue left out: none).
-        "max_walltime": {
-            "type": ["string", "object"],
-            "pattern": _WALLTIME["pattern"],
-            "additionalProperties": _WALLTIME,
-            "example": _WALLTIME["example"],
-        },
-        "resources": {
-            "type": "array",
-            "items": {
-                "type": "string",
-                "pattern": r"^[A-Za-z_]\w*$",
-                "example": "resource",
-            },
-        },
-        "directives": _STRINGS,
-        # What each student's jobs may use in all (course submit checks; course plan shows it).
-        "budget": {
-            "type": "object",
-            "additionalProperties": False,
-            "minProperties": 1,
-            "properties": {
-                "node_hours_per_student": _HOURS,
-                "gpu_hours_per_student": _HOURS,
-            },
-            "example": "budget",
-        },
-        "environment": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["setup", "dataset", "train_args", "mpiexec"],
-            "properties": {
-                "setup": _STRINGS,
-                "dataset": {"type": "string"},
-                "dataset_root": {"type": "string"},
-                "train_args": {"type": "string"},
-                "threads_per_rank": _COUNT,
-                "mpiexec": {"type": "string"},
-            },
-        },
-        "jobs": {
-            "type": "object",
-            "additionalProperties": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["nodes", "ranks_per_node", "walltime"],
-                "properties": {
-                    "nodes": _COUNT,
-                    "ranks_per_node": _COUNT,
-                    "gpus": {"type": "integer", "minimum": 0},
-                    "walltime": _WALLTIME,
-                },
-            },
-        },
-        "scaling": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["runs", "communication"],
-            "properties": {
-                "runs": {
-                    "type": "array",
-                    "minItems": 1,
-                    "example": "runs",
-                    "items": {
-                        "type": "string",
-                        "pattern": r"^\d+x\d+$",
-                        "example": "run",
-                    },
-                },
-                "communication": {
-                    "type": "array",
-                    "minItems": 1,
-                    "items": {"type": "string"},
-                    "example": "communication",
-                },
-            },
-        },
-    },
-}
+_WALLTIME = re.compile(r"\d+:\d\d:\d\d")
+_NO_BUDGET = "budget"  # the example of a [budget] table that sets nothing
 
 
-def _example(schema: dict) -> str:
-    """What a valid value of `schema` looks like (its "example"), in the author's language."""
-    name = schema.get("example", "")
+def _not(example: str) -> PydanticCustomError:
+    """The refusal of a value that does not look like `example` (a key of _example)."""
+    return PydanticCustomError("not_example", "not {example}", {"example": example})
+
+
+def _matching(pattern: str, example: str) -> AfterValidator:
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise _not(example)
+        return value
+
+    return AfterValidator(check)
+
+
+def _some(example: str) -> AfterValidator:
+    """A list or table that must hold at least one entry."""
+
+    def check(value: Any) -> Any:
+        if not value:
+            raise PydanticCustomError("none_given", "empty", {"example": example})
+        return value
+
+    return AfterValidator(check)
+
+
+def _above_zero(hours: float) -> float:
+    if not (math.isfinite(hours) and hours > 0):  # TOML has inf and nan; 0 would refuse every job
+        raise _not("hours")
+    return hours
+
+
+def _walltime_or_table(value: Any) -> Any:
+    """max_walltime: one limit for every queue, or a table of limits per queue."""
+    if not isinstance(value, str | dict):
+        raise PydanticCustomError("kinds", "wrong kind", {"kinds": ("string", "object")})
+    for limit in [value] if isinstance(value, str) else value.values():
+        if not (isinstance(limit, str) and _WALLTIME.fullmatch(limit)):
+            raise _not("walltime")
+    return value
+
+
+def _nonempty_budget(table: Any) -> Any:
+    if isinstance(table, dict) and not table:
+        raise PydanticCustomError("none_given", "empty", {"example": _NO_BUDGET})
+    return table
+
+
+Walltime = Annotated[StrictStr, _matching(_WALLTIME.pattern, "walltime")]
+Count = Annotated[StrictInt, Field(ge=1)]
+Hours = Annotated[StrictInt | StrictFloat, AfterValidator(_above_zero)]
+
+
+class _Table(BaseModel):
+    # A key the model does not name is refused: a misspelt key would otherwise leave a setting at
+    # its default without a word.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Budget(_Table):
+    """What each student's jobs may use in all (course submit checks; course plan shows it)."""
+
+    node_hours_per_student: Hours | None = None
+    gpu_hours_per_student: Hours | None = None
+
+
+class Environment(_Table):
+    setup: list[StrictStr]
+    dataset: StrictStr
+    dataset_root: StrictStr = ""
+    train_args: StrictStr
+    threads_per_rank: Count = 1
+    mpiexec: StrictStr
+
+
+class Job(_Table):
+    nodes: Count
+    ranks_per_node: Count
+    gpus: Annotated[StrictInt, Field(ge=0)] = 0
+    walltime: Walltime
+
+
+class Scaling(_Table):
+    runs: Annotated[list[Annotated[StrictStr, _matching(r"\d+x\d+", "run")]], _some("runs")]
+    communication: Annotated[list[StrictStr], _some("communication")]
+
+
+class SiteFile(_Table):
+    """Every table and key a site profile may hold, with its type and default."""
+
+    description: StrictStr = ""
+    scheduler: Literal["local", "pbs", "slurm"]
+    queue: StrictStr = ""
+    other_queues: list[StrictStr] = []
+    group: StrictStr = ""
+    gpus_per_node: Annotated[StrictInt, Field(ge=0)] = 0
+    max_walltime: Annotated[str | dict[str, str], BeforeValidator(_walltime_or_table)] = {}
+    resources: list[Annotated[StrictStr, _matching(r"[A-Za-z_]\w*", "resource")]] = []
+    directives: list[StrictStr]
+    budget: Annotated[Budget, BeforeValidator(_nonempty_budget)] | None = None
+    environment: Environment
+    jobs: dict[str, Job]
+    scaling: Scaling
+
+
+def _example(name: str) -> str:
+    """What a valid value looks like, in the author's language."""
     examples = {
         "walltime": _('HH:MM:SS, e.g. "00:30:00" (PBS reads "1:00" as one minute)'),
         "hours": _("a number of hours above 0, e.g. 12.5"),
         "resource": _('a resource name, e.g. "lscratch"'),
-        "budget": _("node_hours_per_student = 12.5 and/or gpu_hours_per_student = 25"),
+        _NO_BUDGET: _("node_hours_per_student = 12.5 and/or gpu_hours_per_student = 25"),
         "runs": '["1x1", "1x2"]',
         "run": _('NODESxRANKS per node, e.g. "1x2"'),
         "communication": '["naive", "naive/ring"]',
@@ -135,118 +159,65 @@ def _example(schema: dict) -> str:
     return examples.get(name, name)
 
 
-def _schema_error(error: jsonschema.ValidationError, where: str, text: str) -> SiteError:
-    """One schema error as a message a profile's author can act on."""
-    path, kind, value = list(error.absolute_path), error.validator, error.instance
-    if kind == "additionalProperties":
-        allowed = list(error.schema["properties"])
-        key = sorted(set(value) - set(allowed))[0]
-        fields = dict(table=f"[{dotted(path)}]", keys=i18n.listed(allowed))
-        takes = (
-            _("{table} takes {keys}").format(**fields)
-            if path
-            else _("the top level takes {keys}").format(**fields)
+def validate(data: dict, where: str, text: str) -> SiteFile:
+    """The profile's `data` as a SiteFile; SiteError for the first problem, unknown keys first, as
+    they explain the rest."""
+    try:
+        return SiteFile.model_validate(data)
+    except ValidationError as e:
+        raise _site_error(e, where, text) from None
+
+
+def _site_error(error: ValidationError, where: str, text: str) -> SiteError:
+    """The first problem pydantic found, as a message a profile's author can act on."""
+    first = config_keys.first_of(error)
+    path = list(first["loc"])
+    name, ctx, value = dotted(path), first.get("ctx", {}), first.get("input")
+    keys = [str(part) for part in path if isinstance(part, str)]
+    line = line_of(text, keys[-1]) if keys else ""
+    if first["type"] == "not_example":
+        example = ctx["example"]
+        said = _("`{key}` = {value} is not {example}").format(
+            key=name, value=repr(value), example=_example(example)
         )
-        return SiteError(
-            f"{where}{line_of(text, key)}: "
-            + _("unknown key `{key}`").format(key=dotted([*path, key])),
-            sentences(did_you_mean(key, allowed), takes),
-        )
-    name = dotted(path)
-    if kind == "required":
-        missing = next(key for key in error.validator_value if key not in value)
-        return SiteError(
-            f"{where}: " + _("`{key}` is missing").format(key=dotted([*path, missing])),
-            _("see sites/local.toml for a complete profile"),
-        )
-    if kind == "enum":
-        return SiteError(
-            f"{where}: "
-            + _("{key} {value} is not one of {choices}").format(
-                key=name, value=repr(value), choices=i18n.listed(error.validator_value)
-            ),
-            _("fix the profile"),
-        )
-    if kind == "type":
-        expected = error.validator_value
-        kinds = expected if isinstance(expected, list) else [expected]
-        should = (
-            # TRANSLATORS: {kind} is a kind of value: "a whole number", "text in quotes"
-            _("`{key}` should be {kind}, not {value}").format(
-                key=name, kind=kind_of(kinds[0]), value=repr(value)
+        if example == "hours":  # a budget: 0 would refuse every job
+            return SiteError(
+                f"{where}{line}: {said}", _("fix the profile, or leave the key out for no budget")
             )
-            if len(kinds) == 1
-            # TRANSLATORS: {kind} and {other} are kinds of value: "text in quotes", "a table"
-            else _("`{key}` should be {kind} or {other}, not {value}").format(
-                key=name,
-                kind=i18n.listed(map(kind_of, kinds[:-1])),
-                other=kind_of(kinds[-1]),
-                value=repr(value),
+        return SiteError(f"{where}: {said}", _("fix the profile"))
+    if first["type"] == "none_given":
+        example = _example(ctx["example"])
+        if ctx["example"] == _NO_BUDGET:
+            return SiteError(
+                f"{where}{line}: " + _("[{table}] sets nothing").format(table=name),
+                _("e.g. {example}, or leave the table out").format(example=example),
             )
-        )
-        return SiteError(f"{where}: {should}", _("fix the profile"))
-    example = _example(error.schema)
-    if kind == "minItems":
         return SiteError(
             f"{where}: " + _("`{key}` needs at least one entry").format(key=name),
             _("e.g. {key} = {example}").format(key=name, example=example),
         )
-    if kind == "minProperties":
-        return SiteError(
-            f"{where}{line_of(text, name)}: " + _("[{table}] sets nothing").format(table=name),
-            _("e.g. {example}, or leave the table out").format(example=example),
-        )
-    if kind == "exclusiveMinimum":  # a budget: 0 would refuse every job
-        return SiteError(
-            f"{where}{line_of(text, str(path[-1]))}: "
-            + _("`{key}` = {value} is not {example}").format(
-                key=name, value=repr(value), example=example
-            ),
-            _("fix the profile, or leave the key out for no budget"),
-        )
-    if kind == "pattern":
+    if first["type"] == "literal_error":
         return SiteError(
             f"{where}: "
-            + _("`{key}` = {value} is not {example}").format(
-                key=name, value=repr(value), example=example
+            + _("{key} {value} is not one of {choices}").format(
+                key=name, value=repr(value), choices=i18n.listed(SCHEDULERS)
             ),
             _("fix the profile"),
         )
-    return SiteError(
-        f"{where}: "
-        # TRANSLATORS: {problem} is the schema validator's own words (English)
-        + _("`{key}`: {problem}").format(key=name, problem=error.message),
-        _("fix the profile"),
-    )
-
-
-def validate(data: dict, where: str, text: str) -> None:
-    """SiteError for the first problem PROFILE_SCHEMA finds; unknown keys first, as they explain the
-    rest."""
-    # here, not at the top: it takes a second to import, and only profiles need it
-    import jsonschema
-
-    errors = jsonschema.Draft202012Validator(PROFILE_SCHEMA).iter_errors(data)
-    first = min(
-        errors,
-        key=lambda e: (
-            e.validator != "additionalProperties",
-            e.validator != "required",
-            [str(p) for p in e.absolute_path],
-        ),
-        default=None,
-    )
-    if first is not None:
-        raise _schema_error(first, where, text)
-    for key, hours in data.get("budget", {}).items():
-        if not math.isfinite(hours):  # TOML has inf and nan; JSON Schema lets both through
-            raise SiteError(
-                f"{where}{line_of(text, key)}: "
-                + _("`{key}` = {value} is not {example}").format(
-                    key=f"budget.{key}", value=hours, example=_example(_HOURS)
-                ),
-                _("fix the profile, or leave the key out for no budget"),
-            )
+    if first["type"] == "kinds":
+        kinds = [config_keys.kind(kind) for kind in ctx["kinds"]]
+        return SiteError(
+            f"{where}: "
+            # TRANSLATORS: {kind} and {other} are kinds of value: "text in quotes", "a table"
+            + _("`{key}` should be {kind} or {other}, not {value}").format(
+                key=name, kind=i18n.listed(kinds[:-1]), other=kinds[-1], value=repr(value)
+            ),
+            _("fix the profile"),
+        )
+    message, hint = config_keys.first_problem(error, SiteFile, text)
+    if first["type"] == "missing":
+        hint = _("see sites/local.toml for a complete profile")
+    return SiteError(f"{where}{message}", hint or _("fix the profile"))
 
 
 def check_template(template: str, fields: Sequence[str], key: str, where: str, text: str) -> None:

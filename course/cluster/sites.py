@@ -22,7 +22,7 @@ from course import i18n, paths
 from course.cli import command_parser
 from course.cluster import pbs, siteenv
 from course.cluster.launch import TEMPLATE_FIELDS
-from course.cluster.profile_schema import check_template, validate
+from course.cluster.profile_schema import Budget, check_template, validate
 from course.cluster.siteenv import SiteSettings
 from course.contracts.config_keys import did_you_mean, sentences
 from course.errors import SiteError
@@ -148,21 +148,19 @@ def load_profile(name_or_path: str) -> Profile:
             _("{where} is not valid TOML: {error}").format(where=where, error=e),
             _("fix the line it names"),
         ) from None
-    validate(data, where, text)
+    profile = validate(data, where, text)
     jobs = {
-        job: JobResources(
-            table["nodes"], table["ranks_per_node"], table.get("gpus", 0), table["walltime"]
-        )
-        for job, table in data["jobs"].items()
+        job: JobResources(table.nodes, table.ranks_per_node, table.gpus, table.walltime)
+        for job, table in profile.jobs.items()
     }
-    for template in data["directives"]:
+    for template in profile.directives:
         check_template(template, DIRECTIVE_FIELDS, "directives", where, text)
-    env, scaling = data["environment"], data["scaling"]
-    check_template(env["mpiexec"], TEMPLATE_FIELDS, "environment.mpiexec", where, text)
-    queues = [q for q in [data.get("queue", ""), *data.get("other_queues", [])] if q]
-    max_walltime = _max_walltime(data.get("max_walltime", {}), queues, where)
+    env, scaling = profile.environment, profile.scaling
+    check_template(env.mpiexec, TEMPLATE_FIELDS, "environment.mpiexec", where, text)
+    queues = [q for q in [profile.queue, *profile.other_queues] if q]
+    max_walltime = _max_walltime(profile.max_walltime, queues, where)
     for job, resources in jobs.items():
-        limit = max_walltime.get(data.get("queue", ""), max_walltime.get(""))
+        limit = max_walltime.get(profile.queue, max_walltime.get(""))
         if limit and pbs.parse_walltime(resources.walltime) > pbs.parse_walltime(limit):
             raise SiteError(
                 f"{where}: "
@@ -172,30 +170,34 @@ def load_profile(name_or_path: str) -> Profile:
                 ).format(job=job, walltime=resources.walltime, limit=limit),
                 _("lower the job's walltime, or raise max_walltime to what the queue allows"),
             )
-    budget = {key: float(hours) for key, hours in data.get("budget", {}).items()}
+    budget = profile.budget or Budget()
     return Profile(
         name=path.stem,
-        description=data.get("description", ""),
-        scheduler=data["scheduler"],
-        directives=data["directives"],
-        queue=data.get("queue", ""),
+        description=profile.description,
+        scheduler=profile.scheduler,
+        directives=list(profile.directives),
+        queue=profile.queue,
         queues=queues,
-        group=data.get("group", ""),
-        gpus_per_node=data.get("gpus_per_node", 0),
-        setup=env["setup"],
-        dataset=_safe(env["dataset"], "dataset", where),
-        dataset_root=_safe(env.get("dataset_root", ""), "dataset_root", where),
-        train_args=_safe(env["train_args"], "train_args", where),
-        threads_per_rank=env.get("threads_per_rank", 1),
-        mpiexec=_safe(env["mpiexec"], "mpiexec", where, allow="{}"),
+        group=profile.group,
+        gpus_per_node=profile.gpus_per_node,
+        setup=list(env.setup),
+        dataset=_safe(env.dataset, "dataset", where),
+        dataset_root=_safe(env.dataset_root, "dataset_root", where),
+        train_args=_safe(env.train_args, "train_args", where),
+        threads_per_rank=env.threads_per_rank,
+        mpiexec=_safe(env.mpiexec, "mpiexec", where, allow="{}"),
         jobs=jobs,
-        scaling_runs=[siteenv.parse_run(run) for run in scaling["runs"]],
-        communication=[_safe(c, "communication", where) for c in scaling["communication"]],
-        resources=data.get("resources", []),
+        scaling_runs=[siteenv.parse_run(run) for run in scaling.runs],
+        communication=[_safe(c, "communication", where) for c in scaling.communication],
+        resources=list(profile.resources),
         max_walltime=max_walltime,
-        node_hours_per_student=budget.get("node_hours_per_student"),
-        gpu_hours_per_student=budget.get("gpu_hours_per_student"),
+        node_hours_per_student=_hours(budget.node_hours_per_student),
+        gpu_hours_per_student=_hours(budget.gpu_hours_per_student),
     )
+
+
+def _hours(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def _max_walltime(setting: str | dict[str, str], queues: list[str], where: str) -> dict[str, str]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Sequence
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -71,12 +72,24 @@ _EXPECTED = {
 }
 
 
+def first_of(error: ValidationError) -> Any:
+    """The problem to tell first: an unknown key, then a missing one (they explain the rest), then
+    the first in the file's order."""
+    return min(
+        error.errors(),
+        key=lambda p: (
+            p["type"] != "extra_forbidden",
+            p["type"] != "missing",
+            [str(part) for part in p["loc"]],
+        ),
+    )
+
+
 def first_problem(error: ValidationError, model: type[BaseModel], text: str) -> tuple[str, str]:
     """(message, hint) for the first problem pydantic found validating a file against `model`; an
     unknown key first, as it explains the rest. The message starts with ':N' where the line is
     found, to follow the file's name; the hint is '' where the message says it all."""
-    problems = sorted(error.errors(), key=lambda p: p["type"] != "extra_forbidden")
-    problem = problems[0]
+    problem = first_of(error)
     loc = list(problem["loc"])
     union = len(loc) > 1 and loc[-1] in _UNION_TAGS and problem["type"] == f"{loc[-1]}_type"
     path, expected = (loc[:-1], "number") if union else (loc, _expected(problem["type"]))
@@ -128,11 +141,32 @@ def _expected(error_type: str) -> str | None:
 
 
 def _keys(model: type[BaseModel], path: Sequence[str | int]) -> list[str]:
-    """The keys the table at `path` of `model` takes."""
+    """The keys the table at `path` of `model` takes (through tables of tables, e.g. [jobs.<name>],
+    and lists)."""
+    annotation: Any = model
     for part in path:
-        field = model.model_fields.get(str(part))
-        annotation: Any = field.annotation if field else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        annotation = _table(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            field = annotation.model_fields.get(str(part))
+            annotation = field.annotation if field else None
+        elif get_origin(annotation) in (dict, list):  # a table's value, a list's item
+            annotation = get_args(annotation)[-1]
+        else:
             return []
-        model = annotation
-    return list(model.model_fields)
+    annotation = _table(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return list(annotation.model_fields)
+    return []
+
+
+def _table(annotation: Any) -> Any:
+    """`annotation` without Annotated's extras, and an optional one without its None."""
+    while True:
+        if get_origin(annotation) is Annotated:
+            annotation = get_args(annotation)[0]
+            continue
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        if get_origin(annotation) in (Union, UnionType) and len(members) == 1:
+            annotation = members[0]
+            continue
+        return annotation
