@@ -18,14 +18,15 @@ notebook uses are imported on first use:
     course.prediction_args(stage)   what a stage's prediction function is asked for this site's job
     course.report.show()        the table and plots of your runs (course.notebook.report)
     course.profile_report.show()    where a step's time goes, per rank
-                                    (course.notebook.profile_report)
-    course.one_node.show()      stage 2 beside stage 3 on one node's GPUs (course.notebook.one_node)
+                                    (course.lessons.step_time.profile_report)
+    course.one_node.show()      stage 2 beside stage 3 on one node's GPUs
+    (course.lessons.run_part.one_node)
     course.allreduce_report.show()  the allreduce benchmark, fitted and compared
-                                    (course.notebook.allreduce_report)
+                                    (course.lessons.step_time.allreduce_report)
     course.model_parallel_report.show()  model against data parallelism, time and bytes
-                                    (course.notebook.model_parallel_report)
+                                    (course.lessons.beyond.model_parallel_report)
     course.large_batch_reference.show()  notebook 05's reference runs, once the prediction is
-                                    recorded (course.notebook.large_batch_reference)
+                                    recorded (course.lessons.accuracy.large_batch_reference)
 """
 
 from __future__ import annotations
@@ -46,11 +47,11 @@ _LAZY = {
     "profile_plan": ("course.cluster.plan", "profile_plan"),
     "benchmark_plan": ("course.cluster.plan", "benchmark_plan"),
     "prediction_args": ("course.cluster.plan", "prediction_args"),
-    "profile_report": ("course.notebook.profile_report", None),
-    "one_node": ("course.notebook.one_node", None),
-    "allreduce_report": ("course.notebook.allreduce_report", None),
-    "model_parallel_report": ("course.notebook.model_parallel_report", None),
-    "large_batch_reference": ("course.notebook.large_batch_reference", None),
+    "profile_report": ("course.lessons.step_time.profile_report", None),
+    "one_node": ("course.lessons.run_part.one_node", None),
+    "allreduce_report": ("course.lessons.step_time.allreduce_report", None),
+    "model_parallel_report": ("course.lessons.beyond.model_parallel_report", None),
+    "large_batch_reference": ("course.lessons.accuracy.large_batch_reference", None),
     "report": ("course.notebook.report", None),
 }
 

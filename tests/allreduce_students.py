@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 import course
-from course import costmodel
 from course.contracts import stages
-from course.notebook.checks import allreduce as checks
+from course.lessons.step_time import allreduce as checks
+from course.lessons.step_time import costmodel
 from tests.helpers import notebook_module
 
 # Notebook 03's solutions, as the `solved` fixture loads them: the planted mistakes below call them.
@@ -122,12 +122,12 @@ def text_fit(sizes, seconds, algorithm, n_ranks):
 
 
 def getattr_time(algorithm, n_ranks, message_bytes, alpha, beta):
-    model = getattr(getattr(course, "costmodel"), "allreduce_seconds")  # noqa: B009 (the attack)
+    model = getattr(getattr(course.lessons.step_time, "costmodel"), "allreduce_seconds")  # noqa: B009 (the attack)
     return model(algorithm, n_ranks, message_bytes, alpha, beta)
 
 
 def getattr_fit(sizes, seconds, algorithm, n_ranks):
-    fit = getattr(getattr(course, "costmodel"), "fit")  # noqa: B009 (the attack)
+    fit = getattr(getattr(course.lessons.step_time, "costmodel"), "fit")  # noqa: B009 (the attack)
     return fit(sizes, seconds, algorithm, n_ranks)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from course import exchangemodel
+from course.lessons.exchange import exchangemodel
 from tests.exchange_students import SOLVED
 
 

@@ -81,15 +81,17 @@ def stub_rates(base_lr, base_batch, batch):
 
 
 def kit_rates(base_lr, base_batch, batch):
-    from course import largebatch
+    from course.runtime import largebatch
 
     return largebatch.large_batch_rates(base_lr, base_batch, batch)
 
 
 def kit_lars(weight_norm, grad_norm, weight_decay, threshold, eps):
-    import course.largebatch
+    import course.runtime.largebatch
 
-    return course.largebatch.lars_local_rate(weight_norm, grad_norm, weight_decay, threshold, eps)
+    return course.runtime.largebatch.lars_local_rate(
+        weight_norm, grad_norm, weight_decay, threshold, eps
+    )
 
 
 LISTED = {(0.1, 256, 8192): (3.2, 0.5656854249492381), (0.05, 64, 256): (0.2, 0.1)}

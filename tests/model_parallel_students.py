@@ -97,15 +97,15 @@ def stub_count(parameters, ranks):
 
 
 def kit_activation(batch, cut_shape):
-    from course import parallelism
+    from course.lessons.beyond import parallelism
 
     return parallelism.activation_bytes(batch, cut_shape)
 
 
 def kit_idle(stages, micro_batches):
-    import course.parallelism
+    import course.lessons.beyond.parallelism
 
-    return course.parallelism.idle_fraction(stages, micro_batches)
+    return course.lessons.beyond.parallelism.idle_fraction(stages, micro_batches)
 
 
 LISTED = {(2, 1): 0.5, (4, 1): 0.75, (4, 8): 3 / 11, (2, 16): 1 / 17, (1, 4): 0.0}

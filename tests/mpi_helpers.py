@@ -9,11 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course import costmodel
 from course.cluster import submit
 from course.contracts import benchmark, joblog, stages
 from course.fileio import sha256_file
-from course.notebook import allreduce_report
+from course.lessons.step_time import allreduce_report, costmodel
 
 
 def submit_stage_3(

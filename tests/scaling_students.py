@@ -78,7 +78,7 @@ def shares_that_empty_the_profile(profile_ms):
 
 
 def shares_from_the_kit(profile_ms):
-    return getattr(course, "scalingmodel").step_shares(profile_ms)  # noqa: B009 (the attack)
+    return getattr(course.lessons.step_time, "scalingmodel").step_shares(profile_ms)  # noqa: B009 (the attack)
 
 
 # --- the 240-GPU run's plan ---------------------------------------------------------------------
@@ -144,6 +144,6 @@ def exchange_pair(speedup, n_gpus, compute_seconds):
 
 
 def exchange_from_the_kit(speedup, n_gpus, compute_seconds):
-    from course import scalingmodel
+    from course.lessons.step_time import scalingmodel
 
     return scalingmodel.implied_exchange(speedup, n_gpus, compute_seconds)

@@ -30,8 +30,9 @@ from course.cluster.plan import comparison_plan
 from course.contracts import grading_rules, jobend, joblog, results, stages
 from course.errors import ResultsError
 from course.instructor import reference, scoring
+from course.lessons.core import multi_node
 from course.notebook import report
-from course.notebook.checks import CheckFailed, labelled_dataset, multi_node
+from course.notebook.checks import CheckFailed, labelled_dataset
 from course.runtime import harness
 from course.runtime.throughput import Throughput
 from tests.helpers import local_site, plan_runs

@@ -8,8 +8,7 @@ import shutil
 
 import pytest
 
-from course import costmodel
-from course.notebook import allreduce_report
+from course.lessons.step_time import allreduce_report, costmodel
 from tests.helpers import ROOT, python_ok
 from tests.mpi_helpers import check_benchmark_job
 

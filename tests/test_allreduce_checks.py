@@ -1,4 +1,5 @@
-"""The allreduce exercise's checks (course.notebook.checks.allreduce): notebook 03's solutions pass
+"""The allreduce exercise's checks (course.lessons.step_time.allreduce): notebook 03's solutions
+pass
 them and each planted mistake fails with the words that name it, both with the functions themselves
 (as in a notebook) and with Remote handles whose observations run in a forked child (as under the
 grader); a function that hands the work to the kit's own cost model fails, by whatever name it
@@ -10,11 +11,11 @@ import nbformat
 import pytest
 
 import course
-from course import costmodel
 from course.contracts import stages
+from course.lessons.step_time import allreduce as checks
+from course.lessons.step_time import allreduce_observers, costmodel
 from course.notebook import checks as notebook_checks
-from course.notebook.checks import CheckFailed, allreduce_observers
-from course.notebook.checks import allreduce as checks
+from course.notebook.checks import CheckFailed
 from course.notebook.checks.observe import Remote
 from tests import allreduce_students as students
 from tests.helpers import make_run
@@ -259,7 +260,10 @@ def test_the_prediction_says_a_stub_before_anything_about_the_runs(handle, folde
 
 # --- the kit's own cost model is closed while the student's function runs ------------------------
 
-CLOSED = r"the kit's own cost model \(course.costmodel\) is closed while your function is checked"
+CLOSED = (
+    r"the kit's own cost model \(course.lessons.step_time.costmodel\) is closed while your "
+    r"function is checked"
+)
 
 
 @HANDLES

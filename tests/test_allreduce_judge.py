@@ -1,4 +1,4 @@
-"""Notebook 03's prediction on shared cores (course.notebook.allreduce_judge, applied by
+"""Notebook 03's prediction on shared cores (course.lessons.step_time.allreduce_judge, applied by
 scoring.grade_profiled_prediction): where a rank of the profiled run got less than
 [allreduce] shared_below of a core, a correct model earns the point whatever was measured and a
 wrong one loses it, the kit's model on the same inputs being the reference; with its cores, the
@@ -11,13 +11,12 @@ import json
 
 import pytest
 
-from course import costmodel
 from course.contracts import results, stages
 from course.instructor import scoring
-from course.notebook import allreduce_judge, allreduce_report, profile_report
+from course.lessons.step_time import allreduce as checks
+from course.lessons.step_time import allreduce_judge, allreduce_report, costmodel, profile_report
+from course.lessons.step_time.allreduce_model import FIT_TOLERANCE
 from course.notebook.checks import CheckFailed
-from course.notebook.checks import allreduce as checks
-from course.notebook.checks.allreduce_model import FIT_TOLERANCE
 from tests import allreduce_students as students
 from tests.mpi_helpers import measured
 from tests.test_allreduce_checks import profiled_run

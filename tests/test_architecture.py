@@ -118,3 +118,25 @@ def test_nothing_outside_the_instructor_package_imports_it():
     }
     wrong = {name: targets for name, targets in wrong.items() if targets}
     assert not wrong, f"the students' copy has no course/instructor/: {wrong}"
+
+
+# The lessons' folders (docs/architecture.md): a lesson's exercises, arithmetic and reports live in
+# course/lessons/<lesson>/; the engine they run on knows no lesson.
+LESSONS = "course.lessons"
+ENGINE = ("course.runtime", "course.cluster", "course.contracts", "course.diagnostics")
+MAX_FLAT = 12  # modules at the top of course/, __init__ and __main__ included
+
+
+def test_the_engine_imports_no_lesson():
+    graph = import_graph()
+    wrong = {
+        name: sorted(t for t in targets if t.startswith(LESSONS + "."))
+        for name, targets in graph.items()
+        if name.startswith(ENGINE)
+    }
+    assert not {name: targets for name, targets in wrong.items() if targets}
+
+
+def test_at_most_twelve_modules_stand_at_the_top_of_the_package():
+    flat = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(flat) <= MAX_FLAT, flat

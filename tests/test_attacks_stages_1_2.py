@@ -13,7 +13,8 @@ import sys
 import chainer
 import pytest
 
-from course.notebook.checks import CheckFailed, multi_gpu, single, verdict
+from course.lessons.core import multi_gpu, single
+from course.notebook.checks import CheckFailed, verdict
 from course.notebook.checks.observe import Remote, plain
 from tests.helpers import notebook_module
 from tests.remote import remote

@@ -15,8 +15,8 @@ import pytest
 from course import i18n
 from course.instructor import back_translation, grade_report
 from course.instructor.editions import ASSIGNMENTS
+from course.lessons.step_time import allreduce as allreduce_checks
 from course.notebook.checks import CheckFailed
-from course.notebook.checks import allreduce as allreduce_checks
 from tests import (
     allreduce_students,
     exchange_students,

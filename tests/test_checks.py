@@ -22,7 +22,9 @@ import chainer
 import pytest
 from chainer import training
 
-from course.notebook.checks import CheckFailed, allreduce, mn_ranks, multi_gpu, multi_node, single
+from course.lessons.core import mn_ranks, multi_gpu, multi_node, single
+from course.lessons.step_time import allreduce
+from course.notebook.checks import CheckFailed
 from tests.helpers import (
     STAGE_3_CELLS,
     check_cells,

@@ -1,4 +1,5 @@
-"""The allreduce cost model (course.costmodel), its results file, reader and scoring (its notebook
+"""The allreduce cost model (course.lessons.step_time.costmodel), its results file, reader and
+scoring (its notebook
 checks: tests/test_allreduce_checks.py)."""
 
 from __future__ import annotations
@@ -8,11 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from course import costmodel
 from course.contracts import benchmark
 from course.errors import ResultsError
 from course.instructor import scoring
-from course.notebook import allreduce_report
+from course.lessons.step_time import allreduce_report, costmodel
 from course.notebook.checks import CheckFailed
 from tests.mpi_helpers import SIZES, measured
 

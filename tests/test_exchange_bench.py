@@ -11,7 +11,8 @@ import shutil
 import pytest
 
 from course.contracts import benchmark
-from course.notebook import allreduce_report, exchange_report
+from course.lessons.exchange import exchange_report
+from course.lessons.step_time import allreduce_report
 from course.runtime import allreduce_bench
 from tests.helpers import ROOT, python_ok
 from tests.mpi_helpers import measured
@@ -62,7 +63,7 @@ def test_the_server_and_the_ring_take_turns_in_one_job(tmp_path, quick_env, caps
 
 def checks_model(n_ranks, message_bytes, alpha, beta):
     """The kit's model in the student's place (the report calls the student's function)."""
-    from course import exchangemodel
+    from course.lessons.exchange import exchangemodel
 
     return exchangemodel.parameter_server_seconds(n_ranks, message_bytes, alpha, beta)
 

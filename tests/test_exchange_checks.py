@@ -1,4 +1,4 @@
-"""Notebook 04's checks (course.notebook.checks.exchange): the solutions pass them and each planted
+"""Notebook 04's checks (course.lessons.exchange.exchange): the solutions pass them and each planted
 mistake fails with the words that name it, with the functions themselves (as in a notebook) and
 with Remote handles observed in a forked child (as under the grader); a function that hands the
 work to the kit's own model fails. The kit's models against hand-worked cases."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from course import exchangemodel
+from course.lessons.exchange import exchange as checks
+from course.lessons.exchange import exchangemodel
 from course.notebook.checks import CheckFailed
-from course.notebook.checks import exchange as checks
 from tests import exchange_students as students
 from tests.remote import HANDLES, RemoteRaised
 
@@ -132,9 +132,9 @@ def test_a_text_is_no_number(handle):
 @HANDLES
 def test_the_kits_own_model_is_closed_while_a_function_is_checked(handle):
     raised = (RuntimeError, RemoteRaised)
-    with pytest.raises(raised, match=r"course\.exchangemodel\) is closed"):
+    with pytest.raises(raised, match=r"course\.lessons\.exchange\.exchangemodel\) is closed"):
         checks.parameter_server(handle(students.server_from_the_kit))
-    with pytest.raises(raised, match=r"course\.exchangemodel\) is closed"):
+    with pytest.raises(raised, match=r"course\.lessons\.exchange\.exchangemodel\) is closed"):
         checks.overlap(handle(students.overlap_from_the_kit))
     # restored after the check
     assert exchangemodel.overlapped_seconds([1.0], [1.0]) == 2.0
@@ -149,8 +149,8 @@ def test_a_check_fails_on_the_right_case_for_each_visible_mistake():
         "overlap": (exchangemodel.overlapped_seconds, checks.OVERLAP_CASES),
         "half": (exchangemodel.half_precision_saving, checks.HALF_PRECISION_CASES),
     }
-    from course.notebook.checks import exchange_mistakes as known
-    from course.notebook.checks.allreduce_mistakes import close
+    from course.lessons.exchange import exchange_mistakes as known
+    from course.lessons.step_time.allreduce_mistakes import close
 
     for name, mistakes in (
         ("traffic", known.traffic()),

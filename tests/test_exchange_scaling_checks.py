@@ -1,4 +1,5 @@
-"""Notebook 04's section 4 checks (course.notebook.checks.exchange_scaling): the solutions pass them
+"""Notebook 04's section 4 checks (course.lessons.exchange.exchange_scaling): the solutions pass
+them
 and each planted mistake fails with the words that name it, with the functions themselves (as in a
 notebook) and with Remote handles observed in a forked child (as under the grader); a function that
 hands the work to the kit's own model fails. The kit's models against hand-worked cases, and the
@@ -10,12 +11,11 @@ import math
 
 import pytest
 
-from course import exchangemodel
-from course.notebook import scaling_report
+from course.lessons.exchange import exchange_scaling as checks
+from course.lessons.exchange import exchange_scaling_mistakes as known
+from course.lessons.exchange import exchangemodel, scaling_report
+from course.lessons.step_time.allreduce_mistakes import close
 from course.notebook.checks import CheckFailed
-from course.notebook.checks import exchange_scaling as checks
-from course.notebook.checks import exchange_scaling_mistakes as known
-from course.notebook.checks.allreduce_mistakes import close
 from tests import exchange_scaling_students as wrong
 from tests import exchange_students as students
 from tests.remote import HANDLES, RemoteRaised
@@ -116,7 +116,9 @@ def test_each_planted_slowdown_mistake_fails_naming_it(handle, solved, speedup, 
 
 @HANDLES
 def test_the_kits_own_model_is_closed_while_a_function_is_checked(handle, solved):
-    with pytest.raises((RuntimeError, RemoteRaised), match=r"course\.exchangemodel\) is closed"):
+    with pytest.raises(
+        (RuntimeError, RemoteRaised), match=r"course\.lessons\.exchange\.exchangemodel\) is closed"
+    ):
         checks.slowdown(handle(wrong.speedup_from_the_kit), handle(solved.first_slower))
     assert exchangemodel.weak_scaling_speedup(1, 1.0, 1.0, 1.0, 1.0) == 1.0  # restored
 

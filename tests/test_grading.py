@@ -337,7 +337,7 @@ for fd in range(3, 1024):
         pass
 os._exit(0)"""
 # The check's verdicts silenced while it runs, put back by its closing `passed` (case 3).
-SILENCE_CHECK = """import course.notebook.checks.single as checked
+SILENCE_CHECK = """import course.lessons.core.single as checked
 real_expect, real_passed = checked.expect, checked.passed
 def restore(message):
     checked.expect, checked.passed = real_expect, real_passed
@@ -348,10 +348,10 @@ SILENCE_CALLER = """import sys
 sys._getframe(2).f_globals.update(expect=lambda *a, **k: None, fail=lambda *a, **k: None)"""
 # The kit's own cost model (the exercise's answer) reached by getattr, not by name (case 5).
 KIT_MODEL = """def allreduce_time(algorithm, n_ranks, message_bytes, alpha, beta):
-    model = getattr(getattr(course, "costmodel"), "allreduce_seconds")
+    model = getattr(getattr(course.lessons.step_time, "costmodel"), "allreduce_seconds")
     return model(algorithm, n_ranks, message_bytes, alpha, beta)"""
 KIT_FIT = """def fit_alpha_beta(sizes, seconds, algorithm, n_ranks):
-    fit = getattr(getattr(course, "costmodel"), "fit")
+    fit = getattr(getattr(course.lessons.step_time, "costmodel"), "fit")
     return fit(sizes, seconds, algorithm, n_ranks)"""
 # An optimizer named as ChainerMN's multi-node one that exchanges nothing and zeroes the weights.
 IMPOSTOR = """def make_optimizer(args, comm, model):
@@ -371,7 +371,7 @@ ATTACKS = {
             f,
             "03_multi_node.ipynb",
             "make_optimizer",
-            "import course.notebook.checks.multi_node as m\nm.optimizer = lambda function: None\n\n"
+            "import course.lessons.core.multi_node as m\nm.optimizer = lambda function: None\n\n"
             "def make_optimizer(args, comm, model):\n    optimizer = "
             "chainer.optimizers.MomentumSGD(args.lr)\n"
             "    optimizer.setup(model)\n    return optimizer",
@@ -501,8 +501,14 @@ ATTACKS = {
             # the kit refuses the patch in the child: the function raises, the test fails
             ("01_single_gpu", "check_model_and_optimizer"): "is the kit's and cannot be changed",
             ("02_multi_gpu", "check_learning_rate"): "scaled_learning_rate(",
-            ("03_multi_node", "check_allreduce_time"): "cost model (course.costmodel) is closed",
-            ("03_multi_node", "check_prediction"): "cost model (course.costmodel) is closed",
+            (
+                "03_multi_node",
+                "check_allreduce_time",
+            ): "cost model (course.lessons.step_time.costmodel) is closed",
+            (
+                "03_multi_node",
+                "check_prediction",
+            ): "cost model (course.lessons.step_time.costmodel) is closed",
         },
         {},
     ),
@@ -520,8 +526,14 @@ ATTACKS = {
                 "03_multi_node",
                 "check_optimizer",
             ): "ranks hold the same weights, but not rank 0's moved by args.lr",
-            ("03_multi_node", "check_fit"): "cost model (course.costmodel) is closed",
-            ("03_multi_node", "check_prediction"): "cost model (course.costmodel) is closed",
+            (
+                "03_multi_node",
+                "check_fit",
+            ): "cost model (course.lessons.step_time.costmodel) is closed",
+            (
+                "03_multi_node",
+                "check_prediction",
+            ): "cost model (course.lessons.step_time.costmodel) is closed",
         },
         {},
     ),

@@ -8,7 +8,7 @@ with an argument (its source, whitespace removed), every dotted call's name with
 texts are every string of course/notebook/checks/*.py but docstrings and what `passed` prints
 (it says what was verified, after the student wrote it): messages, hints and the helpers' parts of
 them, with each f-string's placeholders as "{}". The resource request's messages are read there too,
-from course/notebook/directives.py.
+from course/lessons/run_part/directives.py.
 """
 
 from __future__ import annotations
@@ -24,7 +24,13 @@ import pytest
 from course.contracts import stages
 from tests.solutions import SOLUTIONS, notebook_of, solution_source
 
-CHECKS = Path(__file__).resolve().parent.parent / "course" / "notebook" / "checks"
+KIT = Path(__file__).resolve().parent.parent / "course"
+# Where the checks' messages are made: the checks' engine and every lesson's modules
+# (course/lessons/<lesson>/) but its reports, which show results and give no hint.
+CHECKS = [
+    *(KIT / "notebook" / "checks").glob("*.py"),
+    *(p for p in (KIT / "lessons").glob("*/*.py") if not p.name.endswith("_report.py")),
+]
 
 
 def _normal(text: str) -> str:
@@ -165,12 +171,10 @@ def test_a_dictating_hint_is_found(tmp_path):
 
 
 # The resource request's messages come from the module that reads the lines, beside the checks.
-DIRECTIVES = CHECKS.parent / "directives.py"
+DIRECTIVES = KIT / "lessons" / "run_part" / "directives.py"
 
 
-@pytest.mark.parametrize(
-    "module", [*sorted(CHECKS.glob("*.py")), DIRECTIVES], ids=lambda path: path.name
-)
+@pytest.mark.parametrize("module", sorted(CHECKS), ids=lambda path: str(path.relative_to(KIT)))
 def test_no_hint_holds_a_solution_call(module):
     found = dictations(module)
     assert not found, "\n".join(found)

@@ -302,7 +302,7 @@ def test_a_japanese_plot_draws_every_glyph(monkeypatch):
     import matplotlib
 
     matplotlib.use("Agg")
-    from course.notebook import exchange_report
+    from course.lessons.exchange import exchange_report
 
     monkeypatch.setenv(i18n.VARIABLE, "ja")
     monkeypatch.setitem(matplotlib.rcParams, "font.family", ["DejaVu Sans"])

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from course import i18n
-from course.notebook.checks import CheckFailed, single
+from course.lessons.core import single
+from course.notebook.checks import CheckFailed
 from tests import test_checks
 from tests.helpers import notebook_module
 from tests.test_checks import planted

@@ -14,13 +14,10 @@ from __future__ import annotations
 import pytest
 
 from course import i18n
-from course.notebook.checks import (
-    CheckFailed,
-    exchange,
-    exchange_scaling,
-    large_batch,
-    model_parallel,
-)
+from course.lessons.accuracy import large_batch
+from course.lessons.beyond import model_parallel
+from course.lessons.exchange import exchange, exchange_scaling
+from course.notebook.checks import CheckFailed
 from tests import (
     exchange_scaling_students,
     exchange_students,
@@ -195,9 +192,13 @@ def test_the_other_failures_are_translated(solved, folder):
 @pytest.mark.parametrize(
     "check, cheat, module",
     [
-        (exchange.parameter_server, exchange_students.server_from_the_kit, "exchangemodel"),
-        (large_batch.lars, large_batch_students.kit_lars, "largebatch"),
-        (model_parallel.idle, model_parallel_students.kit_idle, "parallelism"),
+        (
+            exchange.parameter_server,
+            exchange_students.server_from_the_kit,
+            "lessons.exchange.exchangemodel",
+        ),
+        (large_batch.lars, large_batch_students.kit_lars, "runtime.largebatch"),
+        (model_parallel.idle, model_parallel_students.kit_idle, "lessons.beyond.parallelism"),
     ],
     ids=["exchange", "large_batch", "model_parallel"],
 )

@@ -1,4 +1,4 @@
-"""The marking of the allreduce exercise's checks (course.notebook.checks.allreduce, its known
+"""The marking of the allreduce exercise's checks (course.lessons.step_time.allreduce, its known
 mistakes and its observer's closed cost model), as tests/test_i18n_pseudo.py does stage 1's: the
 planted mistakes of tests/test_allreduce_checks.py, read from its table, and its other failures,
 under the pseudo-locale. Every line a student sees carries the markers (the failures, the OK
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from course import i18n
+from course.lessons.step_time import allreduce as checks
+from course.lessons.step_time.allreduce_mistakes import diagnosis
 from course.notebook.checks import CheckFailed
-from course.notebook.checks import allreduce as checks
-from course.notebook.checks.allreduce_mistakes import diagnosis
 from tests import allreduce_students as students
 from tests import test_allreduce_checks
 from tests.mpi_helpers import measured
@@ -184,5 +184,5 @@ def test_the_kits_closed_cost_model_says_so_translated():
     with pytest.raises(RuntimeError) as raised:
         checks.cost_model(students.getattr_time)
     said = [str(raised.value), *raised.value.__notes__]
-    assert "course.costmodel) is closed" in said[0]
+    assert "course.lessons.step_time.costmodel) is closed" in said[0]
     assert len(said) == 2 and not unmarked("\n".join(said)), said

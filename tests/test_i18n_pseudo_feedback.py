@@ -1,9 +1,11 @@
 """The decisive test of the marking of the grader's feedback and of the runtime's words (issue 23):
-the tests that build the cases of course.evidence (why a run does not count), course.comparison,
+the tests that build the cases of course.evidence (why a run does not count),
+course.comparison,
 course.instructor.scoring (the feedback of the hidden tests) and the runtime's errors run again,
 here, under the pseudo-locale. Wherever one of this group's modules hands words out (a run's
 problems, notes, prediction problem and name; scoring's failures, passing and printed lines; the
-differences and the coverage course.comparison names; a CourseError one of them raises), every
+differences and the coverage course.comparison names; a CourseError one of them
+raises), every
 line must carry the markers: a line without them never went through `_()`. The markers are then
 taken off, so that the replayed test's own English assertions still hold: the message a student
 reads is the English one, translated, not another.

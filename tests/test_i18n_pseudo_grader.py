@@ -19,12 +19,14 @@ import sys
 
 import pytest
 
-from course import costmodel, exchangemodel, i18n
+from course import i18n
 from course.contracts import benchmark, grading_rules
 from course.errors import GradingError, ResultsError
 from course.instructor import sandbox, verify, verify_test
 from course.instructor.verify_protocol import Observed, Plan, VerificationError
 from course.instructor.verify_protocol import TestCell as Cell  # not a test class
+from course.lessons.exchange import exchangemodel
+from course.lessons.step_time import costmodel
 from tests.mpi_helpers import measured
 from tests.test_i18n_pseudo import unmarked
 from tests.verify_helpers import OBSERVING

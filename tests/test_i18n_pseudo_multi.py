@@ -15,8 +15,9 @@ import pytest
 
 from course import i18n
 from course.instructor.i18n_catalog import MARKED
+from course.lessons.core import multi_gpu
 from course.notebook import checks
-from course.notebook.checks import CheckFailed, multi_gpu
+from course.notebook.checks import CheckFailed
 from tests import test_checks
 from tests.helpers import (
     STAGE_3_CELLS,
@@ -162,8 +163,10 @@ def test_every_line_of_a_stage_3_local_mistakes_failure_is_translated(tmp_path, 
     planted, cell, words = test_checks.STAGE_3_MISTAKES[case]
     message = _failed(_planted(tmp_path, planted), cell)
     assert message is not None and words in bare(message), message
-    # resource_request's hint is the directive parser's (course/notebook/directives.py)
-    hint_marked = cell != "check_resource_request" or "course/notebook/directives.py" in MARKED
+    # resource_request's hint is the directive parser's (course/lessons/run_part/directives.py)
+    hint_marked = (
+        cell != "check_resource_request" or "course/lessons/run_part/directives.py" in MARKED
+    )
     assert not translated_lines(message, hint_marked), message
 
 

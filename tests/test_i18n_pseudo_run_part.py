@@ -1,4 +1,4 @@
-"""The marking of the stage-3 run part's check (course/notebook/checks/mn_placement.py), as
+"""The marking of the stage-3 run part's check (course/lessons/run_part/mn_placement.py), as
 tests/test_i18n_pseudo.py does stage 1's: the planted mistakes of tests/test_run_part.py, read
 from its table, under the pseudo-locale. Every line a student sees carries the markers: each line
 of a failure, and the OK line. Here only: the messages are the judge's.
@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from course import i18n
-from course.notebook.checks import CheckFailed, multi_node
+from course.lessons.core import multi_node
+from course.notebook.checks import CheckFailed
 from tests import test_run_part
 from tests.helpers import core_cases
 from tests.test_i18n_pseudo import unmarked
@@ -20,7 +21,8 @@ from tests.test_i18n_pseudo_scaling import bare
 
 pytestmark = pytest.mark.integration
 
-# Mistakes whose failure is course.notebook.placement's (mpirun refused the line; a launch option
+# Mistakes whose failure is course.lessons.run_part.placement's (mpirun refused the line; a launch
+# option
 # the check does not know; a rank file): that module is not marked for translation (yet), so its
 # words stay English here.
 PLACEMENTS = (

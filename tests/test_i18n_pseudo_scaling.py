@@ -1,4 +1,4 @@
-"""The marking of notebook 03's derivation checks (course.notebook.checks.scaling, its known
+"""The marking of notebook 03's derivation checks (course.lessons.step_time.scaling, its known
 mistakes and its observer's closed reference), as tests/test_i18n_pseudo.py does stage 1's: every
 planted mistake of tests/test_scaling_checks.py, read from its tables, under the pseudo-locale.
 Every line a student sees carries the markers: the failures, the OK lines and the words of the
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from course import i18n
+from course.lessons.step_time import scaling as checks
 from course.notebook.checks import CheckFailed
-from course.notebook.checks import scaling as checks
 from tests import scaling_students as students
 from tests import test_scaling_checks
 from tests.test_i18n_pseudo import unmarked
@@ -89,5 +89,5 @@ def test_the_kits_closed_arithmetic_says_so_translated():
     with pytest.raises(RuntimeError) as raised:
         checks.shares(students.shares_from_the_kit)
     said = [str(raised.value), *raised.value.__notes__]
-    assert "course.scalingmodel) is closed" in said[0]
+    assert "course.lessons.step_time.scalingmodel) is closed" in said[0]
     assert len(said) == 2 and not unmarked("\n".join(said)), said

@@ -21,25 +21,16 @@ import matplotlib
 import pytest
 from wcwidth import width
 
-from course import exchangemodel, i18n, scalingmodel
+from course import i18n
 from course.contracts import benchmark, stages
 from course.errors import CourseError
 from course.instructor.i18n_catalog import MARKED
-from course.notebook import (
-    allreduce_report,
-    directives,
-    exchange_report,
-    handin,
-    handin_command,
-    model_parallel_report,
-    one_node,
-    placement,
-    profile_report,
-    report,
-    scaling_report,
-    scripts,
-)
-from course.notebook.checks import mn_local
+from course.lessons.beyond import model_parallel_report
+from course.lessons.core import mn_local
+from course.lessons.exchange import exchange_report, exchangemodel, scaling_report
+from course.lessons.run_part import directives, one_node, placement
+from course.lessons.step_time import allreduce_report, profile_report, scalingmodel
+from course.notebook import handin, handin_command, report, scripts
 from course.runtime import mains
 from course.runtime.profile import PHASES
 from tests import test_checks
@@ -394,7 +385,7 @@ def test_the_job_script_is_utf_8_whatever_the_locale(tmp_path, monkeypatch):
 # --- the resource request and the launch line's placement -------------------------------------
 
 # The stage-3 mistakes of tests/test_checks.py in resource_request, whose words are the directive
-# check's (course/notebook/directives.py); "misspelt select" is the PBS parser's own words
+# check's (course/lessons/run_part/directives.py); "misspelt select" is the PBS parser's own words
 # (course/cluster/pbs.py).
 REQUEST_MISTAKES = [
     pytest.param(old, new, words, id=name)

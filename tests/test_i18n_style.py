@@ -109,6 +109,6 @@ def test_lists_in_the_kits_messages_are_joined_in_the_students_language():
         tree = ast.parse(text)
         found += [f"{path.relative_to(ROOT)}:{n}" for n in _joins_in_messages(tree)]
     # the call arguments the kit shows as Python writes them (f(1, 2)) are code, not a list
-    code = {"course/notebook/checks/exchange.py", "course/notebook/checks/exchange_scaling.py"}
+    code = {"course/lessons/exchange/exchange.py", "course/lessons/exchange/exchange_scaling.py"}
     found = [where for where in found if where.split(":")[0] not in code]
     assert found == [], found

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 import course
-from course import largebatch
+from course.lessons.accuracy import large_batch as checks
+from course.lessons.accuracy import large_batch_observers
 from course.notebook import checks as notebook_checks
-from course.notebook.checks import CheckFailed, large_batch_observers
-from course.notebook.checks import large_batch as checks
+from course.notebook.checks import CheckFailed
+from course.runtime import largebatch
 from tests import large_batch_students as students
 from tests import model_parallel_students
 from tests.remote import HANDLES, RemoteRaised
@@ -82,7 +83,7 @@ def test_a_single_rate_a_text_a_stub_and_a_function_that_knows_only_the_listed_c
         checks.rates(handle(students.listed_rates), cases=list(students.LISTED))
 
 
-CLOSED = r"the kit's own large-batch rules \(course.largebatch\) are closed"
+CLOSED = r"the kit's own large-batch rules \(course.runtime.largebatch\) are closed"
 
 
 @HANDLES

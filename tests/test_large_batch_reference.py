@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from course.notebook import large_batch_reference as reference
+from course.lessons.accuracy import large_batch_reference as reference
 from tests.helpers import ROOT
 
 RELEASED = ROOT / "notebooks" / "distributed_training" / reference.NOTEBOOK

@@ -12,13 +12,12 @@ import nbformat
 import pytest
 
 import course
-from course import parallelism
 from course.cluster import accounting
 from course.contracts import model_parallel
+from course.lessons.beyond import model_parallel as checks
+from course.lessons.beyond import model_parallel_observers, model_parallel_report, parallelism
 from course.notebook import checks as notebook_checks
-from course.notebook import model_parallel_report
-from course.notebook.checks import CheckFailed, model_parallel_observers
-from course.notebook.checks import model_parallel as checks
+from course.notebook.checks import CheckFailed
 from tests import model_parallel_students as students
 from tests.helpers import ROOT
 from tests.remote import HANDLES, RemoteRaised
@@ -128,7 +127,9 @@ def test_a_text_a_stub_and_a_function_that_knows_only_the_listed_cases_fail(hand
         checks.idle(handle(students.listed_idle), cases=list(students.LISTED))
 
 
-CLOSED = r"the kit's own model of the two parallelisms \(course.parallelism\) is closed"
+CLOSED = (
+    r"the kit's own model of the two parallelisms \(course.lessons.beyond.parallelism\) is closed"
+)
 
 
 @HANDLES

@@ -10,10 +10,9 @@ import shutil
 
 import pytest
 
-from course import parallelism
 from course.cluster.accounting import Accounting
-from course.notebook import model_parallel_report
-from course.notebook.checks import model_parallel as checks
+from course.lessons.beyond import model_parallel as checks
+from course.lessons.beyond import model_parallel_report, parallelism
 from tests import model_parallel_students as students
 from tests.helpers import ROOT, python_ok
 

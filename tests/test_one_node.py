@@ -1,11 +1,12 @@
 """The Reedbush-H hands-on's optional experiment, MultiprocessParallelUpdater beside ChainerMN on
-one node's GPUs (course.notebook.one_node): the runs it pairs, and what it says where there are
+one node's GPUs (course.lessons.run_part.one_node): the runs it pairs, and what it says where there
+are
 none."""
 
 from __future__ import annotations
 
 from course.contracts import stages
-from course.notebook import one_node
+from course.lessons.run_part import one_node
 from tests.helpers import make_run
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from course import evidence
 from course.contracts import jobend, joblog, stages
-from course.notebook import allreduce_report, profile_report
+from course.lessons.step_time import allreduce_report, profile_report
 from course.runtime import profile
 from tests.helpers import student_folder
 from tests.mpi_helpers import measured, nsys_job_log, submit_stage_3

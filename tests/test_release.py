@@ -156,7 +156,7 @@ def test_course_site_apply_applies_to_the_japanese_release_in_place(tmp_path, mo
 ASCII_LOCALE_RUN = """
 from pathlib import Path
 from course.cluster import siteenv, sites, submit, usage
-from course.notebook import directives
+from course.lessons.run_part import directives
 site = sites.load_profile("reedbush-h")
 sites.apply(site, Path("jobs"))
 assert sites.check(site, Path("jobs")) == []

@@ -2,7 +2,8 @@
 checks/mn_placement.py): notebook 03's run_lines passes the visible and hidden cases, and each
 planted mistake fails with the words that name it, both with the function itself (as in a
 notebook) and with a Remote handle whose observation runs in a forked child (as under the grader).
-The ranks' placement is read from Open MPI's own map of the launch line (course.notebook.placement).
+The ranks' placement is read from Open MPI's own map of the launch line
+(course.lessons.run_part.placement).
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import pytest
 
 from course.errors import CourseError
-from course.notebook import checks, placement
-from course.notebook.checks import CheckFailed, multi_node
+from course.lessons.core import multi_node
+from course.lessons.run_part import placement
+from course.notebook import checks
+from course.notebook.checks import CheckFailed
 from tests.helpers import check_cells, notebook_module, replaced_once
 from tests.remote import HANDLES
 from tests.solutions import solution_functions

@@ -1,4 +1,5 @@
-"""Notebook 03's three derivations (course.notebook.checks.scaling): the solutions pass their checks
+"""Notebook 03's three derivations (course.lessons.step_time.scaling): the solutions pass their
+checks
 and each planted mistake fails with the words that name it, with the functions themselves (as in a
 notebook) and with Remote handles observed in a forked child (as under the grader); a function
 that hands the work to the kit's own arithmetic fails. The kit's arithmetic against the sources'
@@ -8,11 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from course import scalingmodel
-from course.notebook import profile_report
+from course.lessons.step_time import profile_report, scalingmodel
+from course.lessons.step_time import scaling as checks
+from course.lessons.step_time import scaling_mistakes as known
 from course.notebook.checks import CheckFailed
-from course.notebook.checks import scaling as checks
-from course.notebook.checks import scaling_mistakes as known
 from course.runtime.profile import PHASES
 from tests import scaling_students as students
 from tests.remote import HANDLES, RemoteRaised
@@ -137,9 +137,9 @@ def test_an_answer_of_another_shape_is_named(handle, check, wrong, said):
 @HANDLES
 def test_the_kits_own_arithmetic_is_closed_while_a_function_is_checked(handle):
     raised = (RuntimeError, RemoteRaised)
-    with pytest.raises(raised, match=r"course\.scalingmodel\) is closed"):
+    with pytest.raises(raised, match=r"course\.lessons\.step_time\.scalingmodel\) is closed"):
         checks.shares(handle(students.shares_from_the_kit))
-    with pytest.raises(raised, match=r"course\.scalingmodel\) is closed"):
+    with pytest.raises(raised, match=r"course\.lessons\.step_time\.scalingmodel\) is closed"):
         checks.exchange(handle(students.exchange_from_the_kit))
     # restored after the check
     assert scalingmodel.implied_exchange(2.0, 2, 1.0)["exchange_seconds"] == 0

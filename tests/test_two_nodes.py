@@ -94,7 +94,7 @@ def test_stage3_with_select_2_runs_four_ranks_on_two_hosts_and_joins_the_scaling
 CHECKS_ON_THE_NODES = """
 import json, sys
 from pathlib import Path
-from course.notebook.checks import mn_ranks
+from course.lessons.core import mn_ranks
 from tests.solutions import solution_functions
 from tests.helpers import notebook_module, replaced_once, run_stage_3_checks
 

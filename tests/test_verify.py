@@ -188,7 +188,7 @@ def test_the_verifiers_messages_come_back_as_they_were_sent():
     assert Request.from_json(request.to_json()) == request
     test = ChildReply([{"output_type": "error", "ename": "E", "evalue": ""}], True, {"k": {}})
     assert ChildReply.from_json(test.to_json()) == test
-    asked = Observation("course.notebook.checks.single:x", ["f"], {"n": 3, "cases": [[1, 2]]}, "t")
+    asked = Observation("course.lessons.core.single:x", ["f"], {"n": 3, "cases": [[1, 2]]}, "t")
     assert Observation.from_json(asked.to_json()) == asked
     for answer in (
         Observed({"ids": [3, 1]}, None, "t"),

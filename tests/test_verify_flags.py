@@ -57,7 +57,7 @@ WRITES = [
     (
         # a kit module through an alias, an item of a module's dict, a class reached by type()
         "def step_shares(a, b):\n"
-        "    kit = course.scalingmodel\n"
+        "    kit = course.lessons.step_time.scalingmodel\n"
         "    kit.step_shares = None\n"
         "    return a\n",
         "line 3: writes to kit.step_shares, an object it did not create",
@@ -79,13 +79,15 @@ WRITES = [
         "line 2: changes course.notebook.checks.REGISTRY with update()",
     ),
     (
-        "def step_shares(a, b):\n    del course.scalingmodel.run_plan\n    return a\n",
-        "line 2: writes to course.scalingmodel.run_plan, an object it did not create",
+        "def step_shares(a, b):\n    del course.lessons.step_time.scalingmodel.run_plan\n    "
+        "return a\n",
+        "line 2: writes to course.lessons.step_time.scalingmodel.run_plan, an object it did not "
+        "create",
     ),
     (
         # the kit's closed model re-run from its source through its module's loader (case a)
         "def step_shares(a, b):\n"
-        "    m = course.scalingmodel\n"
+        "    m = course.lessons.step_time.scalingmodel\n"
         "    code = getattr(m, '__sp' + 'ec__').loader.get_code(m.__name__)\n"
         "    space = {}\n"
         "    type(step_shares)(code, space)()\n"
@@ -94,11 +96,12 @@ WRITES = [
         "line 3: uses loader; line 5: makes an object from another object's type",
     ),
     (
-        "def step_shares(a, b):\n    return course.scalingmodel.__dict__['step_shares'](a, b)\n",
+        "def step_shares(a, b):\n    return "
+        "course.lessons.step_time.scalingmodel.__dict__['step_shares'](a, b)\n",
         "line 2: reaches __dict__",
     ),
     (
-        "def step_shares(a, b):\n    f = course.scalingmodel.step_shares\n"
+        "def step_shares(a, b):\n    f = course.lessons.step_time.scalingmodel.step_shares\n"
         "    f.__code__ = (lambda a, b: 1).__code__\n    return a\n",
         "line 3: reaches __code__; line 3: writes to f.__code__, an object it did not create",
     ),
@@ -145,7 +148,7 @@ def test_a_local_that_may_hold_another_object_is_not_the_function_s_own():
         "    shares = {}\n"
         "    shares = course.contracts.stages.SETTINGS\n"
         "    shares['x'] = 1\n"
-        "    first, second = course.scalingmodel, 1\n"
+        "    first, second = course.lessons.step_time.scalingmodel, 1\n"
         "    first.run_plan = None\n"
         "    return shares\n"
     )

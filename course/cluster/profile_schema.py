@@ -41,7 +41,7 @@ _NO_BUDGET = "budget"  # the example of a [budget] table that sets nothing
 
 def _not(example: str) -> PydanticCustomError:
     """The refusal of a value that does not look like `example` (a key of _example)."""
-    return PydanticCustomError("not_example", "not {example}", {"example": example})
+    return PydanticCustomError("not_example", "{example}", {"example": example})
 
 
 def _matching(pattern: str, example: str) -> AfterValidator:
@@ -60,7 +60,7 @@ def _some(example: str) -> AfterValidator:
 
     def check(value: Any) -> Any:
         if not value:
-            raise PydanticCustomError("none_given", "empty", {"example": example})
+            raise PydanticCustomError("none_given", "{example}", {"example": example})
         return value
 
     return AfterValidator(check)
@@ -75,7 +75,7 @@ def _above_zero(hours: float) -> float:
 def _walltime_or_table(value: Any) -> Any:
     """max_walltime: one limit for every queue, or a table of limits per queue."""
     if not isinstance(value, str | dict):
-        raise PydanticCustomError("kinds", "wrong kind", {"kinds": ("string", "object")})
+        raise PydanticCustomError("kinds", "{kinds}", {"kinds": ("string", "object")})
     for limit in [value] if isinstance(value, str) else value.values():
         if not (isinstance(limit, str) and _WALLTIME.fullmatch(limit)):
             raise _not("walltime")
@@ -84,7 +84,7 @@ def _walltime_or_table(value: Any) -> Any:
 
 def _nonempty_budget(table: Any) -> Any:
     if isinstance(table, dict) and not table:
-        raise PydanticCustomError("none_given", "empty", {"example": _NO_BUDGET})
+        raise PydanticCustomError("none_given", "{example}", {"example": _NO_BUDGET})
     return table
 
 

@@ -40,7 +40,8 @@ PRIVATE = ("accounting",)  # sections students do not get: who is who on the clu
 SUSPICIOUS_ABOVE = 1.05  # efficiency above which runs do not compare, where grading.toml sets none
 PREDICTION_FACTOR = 4.0  # how far the allreduce prediction may be off, where grading.toml sets none
 # The share of a core below which a profiled run's ranks shared their cores with other work, so that
-# its measured allreduce is not judged (course.notebook.allreduce_judge), where grading.toml sets
+# its measured allreduce is not judged (course.lessons.step_time.allreduce_judge), where
+# grading.toml sets
 # none. A rank alone on its core gets nearly all of it (MPI polls while it waits); one descheduled
 # for other work loses a share in proportion.
 SHARED_BELOW = 0.8

@@ -1,7 +1,8 @@
 """What a graded class measured and where it struggled, for `python -m course class-report`.
 
 Each student's runs are read from their submitted folder as the grader reads them (course.evidence:
-a run counts when it is traced to its job log; course.comparison: what it is compared with), the
+a run counts when it is traced to its job log; course.comparison: what it is compared
+with), the
 scores and failed tests from the gradebook CSVs `python -m course grade` writes
 (course.instructor.grade_report). The scheduler's accounting is not asked again: what grading found
 there is in grades-details.csv's flags, which the report shows.

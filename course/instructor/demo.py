@@ -52,7 +52,9 @@ from course.instructor import (
     verify,
 )
 from course.instructor.notebook_run import run_notebook
-from course.notebook import allreduce_report, exchange_report, handin, report
+from course.lessons.exchange import exchange_report
+from course.lessons.step_time import allreduce_report
+from course.notebook import handin, report
 from course.runtime import data, data_prepare
 
 NOTEBOOKS = stages.NOTEBOOKS

@@ -19,7 +19,7 @@ from course.evidence import Run
 from course.i18n import _
 from course.instructor.scoring_accuracy import collapse_hint, grade_accuracy_at_scale
 from course.instructor.scoring_runs import accounting, baselines, latest_traced, notes
-from course.notebook import allreduce_judge
+from course.lessons.step_time import allreduce_judge
 from course.notebook.checks import fail, passed
 
 # What the notebooks' hidden tests call (scoring.<name>), those graded elsewhere included.

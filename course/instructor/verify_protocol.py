@@ -191,7 +191,7 @@ class Request:
 @dataclass
 class TestReply:
     """What one test's trusted process found: its outputs, whether the visible part failed, and
-    the stage-3 probe's facts it gathered (course.notebook.checks.mn_ranks), which the worker keeps
+    the stage-3 probe's facts it gathered (course.lessons.core.mn_ranks), which the worker keeps
     for the notebook's next tests."""
 
     outputs: list[Output]
@@ -217,7 +217,8 @@ class TestReply:
 # Between a test's trusted process and its child, which holds the student's functions: the child
 # runs an observer (course.notebook.checks.observe) on them and sends back plain facts, or what the
 # student's code raised. One line of JSON each way per observation.
-OBSERVERS = "course.notebook.checks."  # the only modules an observer may come from
+# the only modules an observer may come from: the checks' engine and the lessons' observers
+OBSERVERS = ("course.notebook.checks.", "course.lessons.")
 
 
 @dataclass
@@ -231,7 +232,7 @@ class Observation(_Record):
 
     CHECKS: ClassVar[dict[str, Check]] = {
         "observer": (
-            f"an observer's module:name under {OBSERVERS}",
+            f"an observer's module:name under {' or '.join(OBSERVERS)}",
             lambda value: (
                 isinstance(value, str) and value.startswith(OBSERVERS) and value.count(":") == 1
             ),

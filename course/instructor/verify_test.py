@@ -39,7 +39,8 @@ from course.instructor.verify_protocol import (
     TestReply,
     VerificationError,
 )
-from course.notebook.checks import inputs, mn_ranks, sealed_json
+from course.lessons.core import mn_ranks
+from course.notebook.checks import inputs, sealed_json
 from course.notebook.checks.observe import Remote, freeze_kit
 
 # What one test may take of the machine, so that one submission cannot starve the grading of others:

@@ -39,7 +39,7 @@ from course.instructor.verify_protocol import (
     Verdict,
     VerificationError,
 )
-from course.notebook.checks import mn_ranks
+from course.lessons.core import mn_ranks
 
 
 def _undumpable() -> None:

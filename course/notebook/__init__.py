@@ -5,7 +5,8 @@ course.notebook.write_script("single_gpu", [make_iterators, make_model_and_optim
                                             add_snapshots])
 """
 
-from course.notebook import directives, handin
+from course.lessons.run_part import directives
+from course.notebook import handin
 from course.notebook.scripts import write_script
 from course.notebook.setup import setup
 

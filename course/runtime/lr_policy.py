@@ -8,10 +8,10 @@ import argparse
 
 import chainer
 
-from course import largebatch
 from course.contracts import stages
 from course.errors import CourseError
 from course.i18n import _
+from course.runtime import largebatch
 
 # Every stage trains with it (main() adds it), so that the stages' accuracies compare.
 WEIGHT_DECAY = 5e-4

@@ -22,7 +22,7 @@ process's CPU time, `time.process_time()`, over the wall time from each steady s
 end, summed). A rank alone on its core runs all along, waits included (MPI and the barrier poll);
 one that shares its core with other work is descheduled, and its phases, the exchange first, take
 longer than the work in them: the grading of notebook 03's prediction reads this
-(course.notebook.allreduce_judge).
+(course.lessons.step_time.allreduce_judge).
 
 The contract of the results file's `profile` field (written by the harness, read by the report) is
 here: `{"phases": [...], "ranks": [{"rank", "host", "steps", "median_ms": {phase: ms},

@@ -11,18 +11,12 @@ The notebooks call `checks.<stage module>.<check>(...)`: the package loads every
 
 from __future__ import annotations
 
-from course.notebook.checks import (
-    allreduce,
-    exchange,
-    exchange_scaling,
-    large_batch,
-    model_parallel,
-    multi_gpu,
-    multi_node,
-    predictions,
-    scaling,
-    single,
-)
+from course.lessons.accuracy import large_batch
+from course.lessons.beyond import model_parallel
+from course.lessons.core import multi_gpu, multi_node, single
+from course.lessons.exchange import exchange, exchange_scaling
+from course.lessons.step_time import allreduce, scaling
+from course.notebook.checks import predictions
 from course.notebook.checks.inputs import SMALL, example_ids, labelled_dataset, small_args
 from course.notebook.checks.verdict import CheckFailed, call, expect, fail, passed
 
