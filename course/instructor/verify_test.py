@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
+from course import lessons
 from course.i18n import _
 from course.instructor.verify_protocol import (
     OBSERVERS,
@@ -42,6 +43,9 @@ from course.instructor.verify_protocol import (
 from course.lessons.core import mn_ranks
 from course.notebook.checks import inputs, sealed_json
 from course.notebook.checks.observe import Remote, freeze_kit
+
+# Every lesson loaded here, in the trusted process, so that each test's child inherits them all.
+lessons.load_all()
 
 # What one test may take of the machine, so that one submission cannot starve the grading of others:
 # address space per process of the test (setrlimit; its MPI ranks each get as much), and the

@@ -6,38 +6,48 @@ A check either prints one line saying what it verified, or raises CheckFailed sa
 expected, what it found and where to look. Exceptions from the student's own code pass through
 with a note that names the function, so the traceback still points at their line.
 
-The notebooks call `checks.<stage module>.<check>(...)`: the package loads every stage module.
+The notebooks call `checks.<lesson module>.<check>(...)`: the package loads the lesson's module
+(course/lessons/<lesson>/) when a notebook first names it.
 """
 
 from __future__ import annotations
 
-from course.lessons.accuracy import large_batch
-from course.lessons.beyond import model_parallel
-from course.lessons.core import multi_gpu, multi_node, single
-from course.lessons.exchange import exchange, exchange_scaling
-from course.lessons.step_time import allreduce, scaling
+import importlib
+from types import ModuleType
+
 from course.notebook.checks import predictions
 from course.notebook.checks.inputs import SMALL, example_ids, labelled_dataset, small_args
 from course.notebook.checks.verdict import CheckFailed, call, expect, fail, passed
 
+# The lessons' check modules the notebooks call as checks.<name>, loaded on first use: the lessons
+# import this engine, so loading them here would make importing any engine module load them all.
+LESSON_CHECKS = {
+    "single": "course.lessons.core.single",
+    "multi_gpu": "course.lessons.core.multi_gpu",
+    "multi_node": "course.lessons.core.multi_node",
+    "scaling": "course.lessons.step_time.scaling",
+    "allreduce": "course.lessons.step_time.allreduce",
+    "exchange": "course.lessons.exchange.exchange",
+    "exchange_scaling": "course.lessons.exchange.exchange_scaling",
+    "large_batch": "course.lessons.accuracy.large_batch",
+    "model_parallel": "course.lessons.beyond.model_parallel",
+}
+
 __all__ = [
     "SMALL",
     "CheckFailed",
-    "allreduce",
     "call",
     "example_ids",
-    "exchange",
-    "exchange_scaling",
     "expect",
     "fail",
     "labelled_dataset",
-    "large_batch",
-    "model_parallel",
-    "multi_gpu",
-    "multi_node",
     "passed",
     "predictions",
-    "scaling",
-    "single",
     "small_args",
 ]
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name not in LESSON_CHECKS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return importlib.import_module(LESSON_CHECKS[name])

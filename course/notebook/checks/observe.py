@@ -112,7 +112,11 @@ class _Frozen(types.ModuleType):
 def freeze_kit() -> None:
     """Make the kit's loaded modules refuse to have their names rebound, in a process about to run
     a student's functions for the grader (the test's child, the stage-3 probe's ranks): patching a
-    helper an observer calls would otherwise change the facts it sends."""
+    helper an observer calls would otherwise change the facts it sends. Every lesson's module is
+    loaded first, so that none is left for the student's code to load and patch."""
+    from course import lessons
+
+    lessons.load_all()
     for name, module in list(sys.modules.items()):
         if (name == "course" or name.startswith("course.")) and type(module) is types.ModuleType:
             module.__class__ = _Frozen
