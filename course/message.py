@@ -61,9 +61,13 @@ class Message(str):
         return Message(text, {"id": msgid, "params": params})
 
     def __add__(self, other: str) -> Message:
+        if not isinstance(other, str):
+            return NotImplemented
         return joined("", (self, other))
 
     def __radd__(self, other: str) -> Message:
+        if not isinstance(other, str):
+            return NotImplemented
         return joined("", (other, self))
 
     def join(self, parts: Iterable[object]) -> Message:
