@@ -6,6 +6,8 @@ notebook helpers raise them from frames that IPython hides (``__tracebackhide__`
 
 from __future__ import annotations
 
+from course.message import joined
+
 
 class CourseError(Exception):
     """Something went wrong that the user can fix; `hint` says how."""
@@ -16,7 +18,8 @@ class CourseError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
-        return f"{self.message}\n  -> {self.hint}" if self.hint else self.message
+        # joined, each part's catalog id kept (course.message): the grader renders it in English
+        return joined("\n  -> ", (self.message, self.hint)) if self.hint else self.message
 
 
 class DatasetError(CourseError):

@@ -22,11 +22,13 @@ import gettext
 import importlib.util
 import io
 import os
+import string
 from collections.abc import Iterable
 from pathlib import Path
 
 from course import paths
 from course.errors import CourseError
+from course.message import Message, Record, catalog_message, joined
 
 VARIABLE = "COURSE_LANG"
 DEFAULT = "en"
@@ -121,8 +123,10 @@ def translations(lang: str) -> gettext.NullTranslations:
 
 
 def _(message: str) -> str:
-    """`message` in the student's language (COURSE_LANG); English when it has no translation."""
-    return translations(language()).gettext(message)
+    """`message` in the student's language (COURSE_LANG); English when it has no translation. It
+    is a course.message.Message (typed `str`, as every caller uses it): it keeps its catalog id and,
+    once formatted, its parameters, so that it can be rendered in English again."""
+    return catalog_message(message, translations(language()).gettext(message))
 
 
 # Fonts for the languages whose script matplotlib's own font (DejaVu Sans) lacks: (package, the
@@ -153,7 +157,7 @@ def N_(message: str) -> str:  # noqa: N802 (gettext's own name for it)
 
 def in_language(lang: str, message: str) -> str:
     """`message` in the language `lang` (a student bundle's, say), whatever COURSE_LANG is."""
-    return translations(lang).gettext(message)
+    return catalog_message(message, translations(lang).gettext(message))
 
 
 # How the items of a list are joined inside a sentence: English's separators, and each language's
@@ -166,4 +170,37 @@ def listed(items: Iterable[object], separator: str = ", ", lang: str | None = No
     """`items` joined for a sentence in the student's language (or `lang`): `separator` (", " or
     "; ") in English, its Japanese form (、 or ；) in Japanese."""
     joiner = SEPARATORS.get(lang or language(), {}).get(separator, separator)
-    return joiner.join(map(str, items))
+    return joined(separator, items, joiner)
+
+
+def render(record: Record, lang: str) -> str:
+    """The text `record` says, in `lang`: each catalog message through that language's catalog,
+    each joint in its form. Raises ValueError for a record that is none of the three forms."""
+    if isinstance(record, str):
+        return record
+    if isinstance(record.get("id"), str) and isinstance(record.get("params"), dict):
+        params = record["params"]
+        shown = []
+        for literal, field, _spec, _conversion in string.Formatter().parse(
+            in_language(lang, record["id"])
+        ):
+            shown.append(literal)
+            if field is not None:
+                if field not in params:
+                    raise ValueError(f"the record has no parameter {field!r}: {record!r:.200}")
+                shown.append(render(params[field], lang))
+        return "".join(shown)
+    if isinstance(record.get("parts"), list) and "join" in record:
+        joint = record["join"]  # English's separator, or a message of the catalog
+        separator = (
+            SEPARATORS.get(lang, {}).get(joint, joint)
+            if isinstance(joint, str)
+            else render(joint, lang)
+        )
+        return separator.join(render(part, lang) for part in record["parts"])
+    raise ValueError(f"not a message's record: {record!r:.200}")
+
+
+def english(text: str) -> str:
+    """`text` in English: a Message rendered from its record, any other text as it is."""
+    return render(text.record, DEFAULT) if isinstance(text, Message) else text

@@ -192,7 +192,7 @@ def test_the_verifiers_messages_come_back_as_they_were_sent():
     assert Observation.from_json(asked.to_json()) == asked
     for answer in (
         Observed({"ids": [3, 1]}, None, "t"),
-        Observed(None, {"name": "E", "message": "m", "notes": []}, "t"),
+        Observed(None, {"name": "E", "message": "m", "notes": [], "said": "m"}, "t"),
     ):
         assert Observed.from_json(answer.to_json()) == answer
     verdict = Verdict(
@@ -202,6 +202,7 @@ def test_the_verifiers_messages_come_back_as_they_were_sent():
         flags={"": ["a note"]},
         visible_failed=["check_f"],
         seconds={"": 0.5, "check_f": 1},
+        said={"check_f": {"id": "exit status {status}", "params": {"status": "3"}}},
     )
     for reply in (Reply([verdict, Verdict("02.ipynb", "", missing=True)]), Reply(None, "killed")):
         assert Reply.from_json(reply.to_json()) == reply
@@ -213,8 +214,9 @@ def test_the_verifiers_messages_come_back_as_they_were_sent():
         ("not json", "Reply: not JSON"),
         ("[]", "Reply: expected a JSON object, got list"),
         ('{"verdicts": [{"notebook": "01.ipynb"}]}', "Verdict: missing field(s) digest, flags"),
-        ('{"failure": "x", "extra": 1}', "Reply: unknown field(s) extra"),
-        ('{"failure": 3}', "Reply.failure: 3 is not a string"),
+        ('{"failure": "x", "said": "x", "extra": 1}', "Reply: unknown field(s) extra"),
+        ('{"failure": 3, "said": "x"}', "Reply.failure: 3 is not a string"),
+        ('{"failure": "x", "said": 3}', "Reply.said: 3 is not a message's record"),
     ],
 )
 def test_a_malformed_reply_is_refused_with_what_is_wrong(text, said):
@@ -226,7 +228,7 @@ def test_a_malformed_reply_is_refused_with_what_is_wrong(text, said):
 
 def test_a_malformed_test_reply_is_refused():
     with pytest.raises(ProtocolError, match=r"TestReply.visible_failed: 'no' is not true or false"):
-        ChildReply.from_json('{"outputs": [], "probes": {}, "visible_failed": "no"}')
+        ChildReply.from_json('{"outputs": [], "probes": {}, "visible_failed": "no", "said": null}')
     with pytest.raises(ProtocolError, match="TestReply: missing field"):
         ChildReply.from_json('{"outputs": [{"text": "no output_type"}], "probes": {}}')
 
@@ -260,5 +262,5 @@ def test_a_worker_answer_that_is_not_a_reply_leaves_the_submission_ungraded(monk
     said = raised.value.message
     assert said.startswith("the grader's process for this submission answered wrongly: ")
     assert said.endswith(
-        "Verdict: missing field(s) digest, flags, missing, outputs, seconds, visible_failed"
+        "Verdict: missing field(s) digest, flags, missing, outputs, said, seconds, visible_failed"
     )

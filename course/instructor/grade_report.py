@@ -13,9 +13,9 @@ from pathlib import Path
 import nbformat
 from nbgrader.utils import is_grade
 
-from course import paths
+from course import i18n, paths
 from course.fileio import atomic_file
-from course.instructor import back_translation, editions
+from course.instructor.verify_protocol import SAID_KEY
 
 ASSIGNMENT = paths.ASSIGNMENT
 
@@ -31,7 +31,7 @@ class Part:
     flags: list[str] = field(
         default_factory=list
     )  # what the instructor should look at (not a score)
-    english: str = ""  # the message in English (back_translation), for the instructor
+    english: str = ""  # the message in English (course.message), for the instructor
 
 
 BY_HAND = "a written answer: grade it by hand in the Formgrader"
@@ -57,9 +57,15 @@ class Outcome:
     assignment: str = ASSIGNMENT  # the edition handed in (course.instructor.editions)
 
 
-def _messages(notebook: Path, lang: str) -> dict[str, tuple[str, str]]:
+def _first_lines(text: str) -> str:
+    return "\n".join(line.strip() for line in text.splitlines()[:2])
+
+
+def _messages(notebook: Path) -> dict[str, tuple[str, str]]:
     """grade_id -> the first lines of the error a graded test cell shows in an autograded notebook,
-    as the student read them (in `lang`) and in English."""
+    as the student read them and in English: rendered from the record of how its message was made
+    (course.message, left in the cell by nbgrader_hook), else as the student read them (their own
+    exception's words)."""
     try:
         cells = json.loads(notebook.read_text())["cells"]
     except (OSError, ValueError, KeyError):
@@ -70,12 +76,16 @@ def _messages(notebook: Path, lang: str) -> dict[str, tuple[str, str]]:
             continue
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
-                said = "\n".join(
-                    line.strip() for line in (output.get("evalue") or "").splitlines()[:2]
-                )
+                said = output.get("evalue") or ""
+                english = said
+                if SAID_KEY in cell.metadata:
+                    try:
+                        english = i18n.render(cell.metadata[SAID_KEY], "en")
+                    except (ValueError, TypeError, AttributeError):  # a record made wrongly
+                        english = said
                 found[cell.metadata.nbgrader.grade_id] = (
-                    f"{output.get('ename')}: {said}",
-                    f"{output.get('ename')}: {back_translation.english(said, lang)}",
+                    f"{output.get('ename')}: {_first_lines(said)}",
+                    f"{output.get('ename')}: {_first_lines(english)}",
                 )
                 break
     return found
@@ -107,12 +117,11 @@ def read_gradebook(root: Path, submitted: Path, db_url: str, outcome: Outcome) -
             )
             return
         outcome.score, outcome.max_score = submission.score, submission.max_score
-        lang = editions.language(outcome.assignment)
         for notebook in submission.notebooks:
             file = f"{notebook.name}.ipynb"
             handed_in = Path(outcome.student, outcome.assignment, file)
             if (submitted / handed_in).exists():
-                messages = _messages(root / "autograded" / handed_in, lang)
+                messages = _messages(root / "autograded" / handed_in)
             else:  # nbgrader scores it 0 and says nothing else
                 outcome.missing.append(file)
                 messages = {
@@ -159,9 +168,7 @@ def write_details(outcomes: list[Outcome], path: Path) -> None:
         )
         for outcome in outcomes:
             if not outcome.graded:
-                english = back_translation.english(
-                    outcome.failure, editions.language(outcome.assignment)
-                )
+                english = i18n.english(outcome.failure)
                 writer.writerow(
                     [outcome.student, "", "", "", "", f"NOT GRADED: {outcome.failure}", ""]
                     + [f"NOT GRADED: {english}"]

@@ -28,7 +28,7 @@ from traitlets import Float
 from course import i18n
 from course.instructor import editions, nbgrader_cells, verify, verify_functions, verify_plan
 from course.instructor.submission_html import SanitizeSubmission
-from course.instructor.verify_protocol import Plan, Reply, Verdict, VerificationError
+from course.instructor.verify_protocol import SAID_KEY, Plan, Reply, Verdict, VerificationError
 
 VERDICTS = "COURSE_VERIFIED_DIR"
 # Seconds a test cell may run in the verifier (the stage-3 checks start MPI ranks: a few seconds,
@@ -88,8 +88,11 @@ class VerifiedExecute(NbGraderPreprocessor):
             )[0]
         for cell in nb.cells:
             if cell.cell_type == "code":
-                outputs = verdict.outputs.get(nbgrader_cells.grade_id(cell) or "", [])
-                cell.outputs = [nbformat.from_dict(output) for output in outputs]
+                grade_id = nbgrader_cells.grade_id(cell) or ""
+                cell.outputs = [nbformat.from_dict(o) for o in verdict.outputs.get(grade_id, [])]
+                cell.metadata.pop(SAID_KEY, None)  # only the grader's record, never one handed in
+                if grade_id in verdict.said:  # for grade_report's English of its error
+                    cell.metadata[SAID_KEY] = verdict.said[grade_id]
         return nb, resources
 
     @staticmethod

@@ -231,9 +231,8 @@ def verify(
             if status < 0
             else i18n.in_language(lang, N_("exit status {status}")).format(status=status)
         )
-        last = (stderr.strip().splitlines() or [i18n.in_language(lang, N_("no error message"))])[
-            -1
-        ][:200]
+        lines = stderr.strip().splitlines()
+        last = lines[-1][:200] if lines else i18n.in_language(lang, N_("no error message"))
         raise VerificationError(
             i18n.in_language(
                 lang,

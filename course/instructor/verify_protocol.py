@@ -16,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Self
 
+from course import message
 from course.errors import CourseError
+from course.message import Record
 
 Output = dict[str, Any]  # one nbformat output of a test cell (stream, execute_result, error)
 
@@ -71,6 +73,12 @@ BOOLEAN: Check = ("true or false", lambda value: isinstance(value, bool))
 OBJECT: Check = ("an object", lambda value: isinstance(value, dict))
 LIST: Check = ("a list", lambda value: isinstance(value, list))
 STRINGS = _list_of("strings", STRING[1])
+# The cell metadata key under which nbgrader's step (course.instructor.nbgrader_hook) leaves the
+# record of a test cell's error message, which the grade report renders in English.
+SAID_KEY = "course_said"
+# A message's record (course.message): rendered later, where a record that is not one raises.
+SAID: Check = ("a message's record", lambda value: isinstance(value, (str, dict)))
+SAID_OR_NONE: Check = ("a message's record or null", lambda value: value is None or SAID[1](value))
 OUTPUTS = _list_of(
     "outputs (objects with an output_type)",
     lambda value: isinstance(value, dict) and isinstance(value.get("output_type"), str),
@@ -197,16 +205,23 @@ class TestReply:
     outputs: list[Output]
     visible_failed: bool
     probes: dict[str, Any]
+    said: Record | None = None  # how its error's message was made, for the instructor's English
 
     CHECKS: ClassVar[dict[str, Check]] = {
         "outputs": OUTPUTS,
         "visible_failed": BOOLEAN,
         "probes": _map_of("probe facts", lambda value: isinstance(value, dict)),
+        "said": SAID_OR_NONE,
     }
 
     def to_json(self) -> str:
         return json.dumps(
-            {"outputs": self.outputs, "visible_failed": self.visible_failed, "probes": self.probes}
+            {
+                "outputs": self.outputs,
+                "visible_failed": self.visible_failed,
+                "probes": self.probes,
+                "said": self.said,
+            }
         )
 
     @classmethod
@@ -263,15 +278,16 @@ class Observed(_Record):
         "facts": ("JSON data", lambda value: True),
         "token": STRING,
         "raised": (
-            "null or an object with a name, a message and notes",
+            "null or an object with a name, a message, notes and a message's record",
             lambda value: (
                 value is None
                 or (
                     isinstance(value, dict)
-                    and set(value) == {"name", "message", "notes"}
+                    and set(value) == {"name", "message", "notes", "said"}
                     and isinstance(value["name"], str)
                     and isinstance(value["message"], str)
                     and STRINGS[1](value["notes"])
+                    and SAID[1](value["said"])
                 )
             ),
         ),
@@ -297,6 +313,7 @@ class Verdict(_Record):
     missing: bool = False
     visible_failed: list[str] = field(default_factory=list)  # tests whose visible part failed
     seconds: dict[str, float] = field(default_factory=dict)  # per test cell, "" for setting up
+    said: dict[str, Record] = field(default_factory=dict)  # grade_id -> its first error's record
 
     CHECKS: ClassVar[dict[str, Check]] = {
         "notebook": STRING,
@@ -306,6 +323,7 @@ class Verdict(_Record):
         "missing": BOOLEAN,
         "visible_failed": STRINGS,
         "seconds": _map_of("numbers", _is_number),
+        "said": _map_of("messages' records", SAID[1]),
     }
 
 
@@ -314,17 +332,18 @@ class Reply:
     """The worker's answer for a submission: a verdict per notebook, or why there is none."""
 
     verdicts: list[Verdict] | None  # None: the submission could not be verified
-    failure: str = ""
+    failure: str = ""  # a Message (course.message) keeps its record across
 
     def to_json(self) -> str:
         if self.verdicts is None:
-            return json.dumps({"failure": self.failure})
+            return json.dumps({"failure": self.failure, "said": message.record_of(self.failure)})
         return json.dumps({"verdicts": [verdict.to_dict() for verdict in self.verdicts]})
 
     @classmethod
     def from_json(cls, text: str) -> Reply:
         data = _decode("Reply", text)
         if isinstance(data, dict) and "failure" in data:
-            return cls(None, _fields("Reply", data, {"failure": STRING})["failure"])
+            fields = _fields("Reply", data, {"failure": STRING, "said": SAID})
+            return cls(None, message.rebuilt(fields["failure"], fields["said"]))
         fields = _fields("Reply", data, {"verdicts": LIST})
         return cls([Verdict.from_dict(verdict) for verdict in fields["verdicts"]])

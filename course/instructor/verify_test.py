@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from course import lessons
+from course import i18n, lessons, message
 from course.i18n import _
 from course.instructor.verify_protocol import (
     OBSERVERS,
@@ -101,6 +101,7 @@ def run(
     signal.alarm(int(timeout))
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     visible_failed = True
+    said: message.Record | None = None  # how the cell's error was made (course.message)
     try:
         value = _run_cell(test.visible, namespace)
         visible_failed = False
@@ -123,6 +124,7 @@ def run(
             if isinstance(e, MemoryError)
             else str(e)
         )
+        said = message.record_of(why) if isinstance(e, MemoryError) else message.of_exception(e)
         outputs.append(
             {
                 "output_type": "error",
@@ -134,7 +136,7 @@ def run(
     signal.alarm(0)
     channel.close()
     probes = {key: facts for key, facts in mn_ranks.cached().items() if key not in known}
-    os.write(report, TestReply(outputs, visible_failed, probes).to_json().encode())
+    os.write(report, TestReply(outputs, visible_failed, probes, said).to_json().encode())
     os._exit(0)
 
 
@@ -260,16 +262,23 @@ class ChannelBroken(Exception):
 
 def _rebuilt(raised: dict[str, Any]) -> BaseException:
     """The student's exception, raised again here: the built-in class of that name, else a new
-    class named after theirs (only its name and message cross)."""
-    name, message = raised["name"], raised["message"]
+    class named after theirs (only its name and message cross, and the record of a kit's message,
+    kept only where it renders to the very words the child sent: a record the student's code made
+    up cannot put other words in the instructor's English column)."""
+    name, said = raised["name"], raised["message"]
+    try:
+        rendered = i18n.render(raised["said"], i18n.language())
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError):  # not a record
+        rendered = None
+    text = message.rebuilt(said, raised["said"]) if rendered == said else said
     kind = getattr(builtins, name, None)
     error: BaseException
     try:
         if not (isinstance(kind, type) and issubclass(kind, Exception)):
             kind = type(name if name.isidentifier() else "StudentError", (Exception,), {})
-        error = kind(message)
+        error = kind(text)
     except Exception:  # a built-in exception that wants other arguments
-        error = Exception(f"{name}: {message}")
+        error = Exception(f"{name}: {said}")
     for note in raised["notes"]:
         error.add_note(note)
     return error
@@ -319,10 +328,11 @@ def _serve(requests: int, replies: int, namespace: dict[str, Any]) -> NoReturn:
         except BaseException as e:  # the student's exception is the observation's answer
             try:
                 notes = [str(note) for note in getattr(e, "__notes__", [])]
-                raised = {"name": type(e).__name__, "message": str(e), "notes": notes}
+                said = message.of_exception(e)  # a kit's message raised here keeps its record
+                raised = {"name": type(e).__name__, "message": str(e), "notes": notes, "said": said}
                 answer = join(encode({"facts": None, "raised": raised, "token": token}, 0))
             except BaseException:  # an exception that cannot be told: its class's name only
-                raised = {"name": "StudentError", "message": "", "notes": []}
+                raised = {"name": "StudentError", "message": "", "notes": [], "said": ""}
                 answer = join(encode({"facts": None, "raised": raised, "token": token}, 0))
         write(replies, (answer + "\n").encode())
     tidy()  # the trainers' scratch folders: os._exit skips atexit

@@ -40,6 +40,7 @@ from course.instructor.verify_protocol import (
     VerificationError,
 )
 from course.lessons.core import mn_ranks
+from course.message import Record, record_of
 
 
 def _undumpable() -> None:
@@ -68,10 +69,10 @@ def _run_test(
     student: dict[str, Any],
     sources: Mapping[str, str],
     timeout: float,
-) -> tuple[list[Output], list[str], bool]:
+) -> tuple[list[Output], list[str], bool, Record | None]:
     """Fork the trusted process of `test` (verify_test.run); (its outputs, notes, whether its
-    visible part failed), with what the test printed as a stream output. The stage-3 probe's facts
-    it gathered are kept for the notebook's next tests."""
+    visible part failed, the record of its error's message), with what the test printed as a stream
+    output. The stage-3 probe's facts it gathered are kept for the notebook's next tests."""
     printed_r, printed_w = os.pipe()
     report_r, report_w = os.pipe()
     sys.stdout.flush()
@@ -136,16 +137,12 @@ def _run_test(
         else []
     )
     if timed_out:
+        said = _("this cell ran past the {timeout:g} s limit").format(timeout=timeout)
         return (
-            stream
-            + [
-                _error(
-                    "TimeoutError",
-                    _("this cell ran past the {timeout:g} s limit").format(timeout=timeout),
-                )
-            ],
+            stream + [_error("TimeoutError", said)],
             ["timed out"],  # the instructor's flag: English
             True,
+            record_of(said),
         )
     try:
         result = TestReply.from_json(reported.decode(errors="replace"))
@@ -160,9 +157,10 @@ def _run_test(
             stream + [_error("TestProcessDied", said)],
             [f"the test's process ended without a result ({why})"],  # the instructor's: English
             True,
+            record_of(said),
         )
     mn_ranks.remember(result.probes)
-    return stream + result.outputs, [], result.visible_failed
+    return stream + result.outputs, [], result.visible_failed, result.said
 
 
 def _end_strays() -> None:
@@ -193,6 +191,7 @@ def _end_strays() -> None:
 
 
 def _error(name: str, message: str) -> Output:
+    """An error output of a test cell, as a kernel shows one."""
     return {"output_type": "error", "ename": name, "evalue": message, "traceback": []}
 
 
@@ -239,13 +238,14 @@ def _verify_notebook(plan: Plan, folder: Path, timeout: float) -> Verdict:
         started = time.monotonic()
         refused = process_limit.refused(Path(events)) if events else 0
         ended = process_limit.ended_for_memory(Path(memory)) if memory else 0
-        outputs, cell_notes, visible_failed = _run_test(
+        outputs, cell_notes, visible_failed, said = _run_test(
             plan.notebook, test, trusted, student, function_sources, timeout
         )
+        limits = []  # the errors of the submission's limits, after the test's own
         if memory and process_limit.ended_for_memory(Path(memory)) > ended:
             size = process_limit.memory_limit_of(Path(memory)) / 2**30
-            outputs.append(
-                _error(
+            limits.append(
+                (
                     "MemoryLimit",
                     _(
                         "this test's processes together held more than the {size:g} GiB of "
@@ -256,8 +256,8 @@ def _verify_notebook(plan: Plan, folder: Path, timeout: float) -> Verdict:
             cell_notes.append(f"met the memory limit of {size:g} GiB (its processes together)")
         if events and process_limit.refused(Path(events)) > refused:
             limit = process_limit.limit_of(Path(events))
-            outputs.append(
-                _error(
+            limits.append(
+                (
                     "ProcessLimit",
                     _(
                         "this test tried to run more than the {limit} processes at once that a "
@@ -266,6 +266,11 @@ def _verify_notebook(plan: Plan, folder: Path, timeout: float) -> Verdict:
                 )
             )
             cell_notes.append(f"met the limit of {limit} processes")  # the instructor's: English
+        outputs += [_error(name, said_there) for name, said_there in limits]
+        if said is None and limits:  # the first error is the one the instructor's column shows
+            said = record_of(limits[0][1])
+        if said is not None:
+            verdict.said[test.id] = said
         verdict.seconds[test.id] = round(time.monotonic() - started, 3)
         verdict.outputs[test.id] = outputs
         if visible_failed:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 from course.i18n import _
+from course.message import joined
 
 
 class CheckFailed(AssertionError):
@@ -24,7 +25,7 @@ CheckFailed.__module__ = "course.notebook.checks"
 
 def fail(message: str, hint: str = "") -> NoReturn:
     __tracebackhide__ = True
-    raise CheckFailed(f"{message}\n  -> {hint}" if hint else message)
+    raise CheckFailed(joined("\n  -> ", (message, hint)) if hint else message)
 
 
 def expect(condition: bool, message: str, hint: str = "") -> None:
