@@ -23,7 +23,7 @@ from typing import Any
 from course.notebook.checks import CheckFailed
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w(])")
-_CALL = re.compile(r"^(?P<name>\w+)\((?P<args>.*)\)(?: returned|:)")
+_CALL = re.compile(r"^(?P<name>\w+)\((?P<args>.*?)\)(?: returned|:| =)")
 _SYMBOL = r"(?:p|n|k|alpha|beta|α|β|ranks|n_ranks|message_bytes|batch|base_batch|base_lr)"
 _CORRECTIONS = (
     re.compile(rf"\d*\s*\(\s*{_SYMBOL}\s*[-−+]\s*1\s*\)"),  # 2(p - 1), (p-1)
