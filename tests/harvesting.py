@@ -24,6 +24,8 @@ from course.notebook.checks import CheckFailed
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w(])")
 _CALL = re.compile(r"^(?P<name>\w+)\((?P<args>.*?)\)(?: returned|:| =)")
+_CASE = re.compile(r"\bfor \((?P<args>[^()]*)\):")
+_RATIO_CASE = re.compile(r"for compute ([\d.]+) ms, exchange ([\d.]+) ms, batch (\d+):")
 _SYMBOL = r"(?:p|n|k|alpha|beta|α|β|ranks|n_ranks|message_bytes|batch|base_batch|base_lr)"
 _CORRECTIONS = (
     re.compile(rf"\d*\s*\(\s*{_SYMBOL}\s*[-−+]\s*1\s*\)"),  # 2(p - 1), (p-1)
@@ -80,8 +82,13 @@ def _norm(value: Any) -> Any:
 
 
 def echoed(message: str) -> tuple[Any, ...] | None:
-    """The arguments of the call the message's first line echoes back, or None."""
-    found = _CALL.match(message.splitlines()[0])
+    """The arguments of the case the message's first line echoes back, or None: a call
+    (`name(args) returned`), a prediction's case (`for (args):`) or the ratio's
+    (`for compute X ms, exchange Y ms, batch Z:`)."""
+    first = message.splitlines()[0]
+    if found := _RATIO_CASE.search(first):
+        return tuple(float(x) if "." in x else int(x) for x in found.groups())
+    found = _CALL.match(first) or _CASE.search(first)
     if not found:
         return None
     try:

@@ -220,10 +220,17 @@ EXERCISES = (
 )
 
 
-def _graded_cells() -> dict[str, tuple[str, float]]:
-    """{grade id: (source, points)} of the graded code cells of notebooks 02-05's solutions."""
+def _graded_cells(
+    names: tuple[str, ...] = (
+        stages.MULTI_GPU.notebook,
+        stages.MULTI_NODE.notebook,
+        *stages.LESSON_NOTEBOOKS,
+    ),
+) -> dict[str, tuple[str, float]]:
+    """{grade id: (source, points)} of the graded code cells of these solutions notebooks (02-05's
+    unless told)."""
     found = {}
-    for name in (stages.MULTI_GPU.notebook, stages.MULTI_NODE.notebook, *stages.LESSON_NOTEBOOKS):
+    for name in names:
         notebook = nbformat.read(SOLUTIONS / name, as_version=4)
         for cell in notebook.cells:
             marks = cell.metadata.get("nbgrader", {})
