@@ -19,7 +19,7 @@ from course.notebook.checks.trainers import (
     expect_trained,
     expect_trainer,
 )
-from course.notebook.checks.verdict import expect, passed
+from course.notebook.checks.verdict import expect, fail, passed
 
 
 def train_iterators(
@@ -172,11 +172,11 @@ def learning_rate(
             total_batch=total_batch,
             got=repr(facts[0]["shown"] if value is None else value),
         )
-        expect(
-            value is not None and value > 0,
-            call,
-            _("a learning rate is a positive number: the rule scales a positive base rate"),
-        )
+        if value is None or value <= 0:
+            fail(
+                call,
+                _("a learning rate is a positive number: the rule scales a positive base rate"),
+            )
         _expect_rule_property(
             call, base_lr, value, one_worker, total_doubled, base_doubled, lr_doubled
         )
