@@ -4,7 +4,15 @@ message names (for the case the message echoes back, and for every call) and wit
 the message states, if it states one; then the exercise's graded cell, visible and hidden tests,
 runs on whatever it ended with.
 
-A "correction" is recognised by its words, as a student would act on it: a formula over the
+What the harvester measures by value, not by words: a number a message names is compared with
+the answer of the case it echoes (calls, a prediction's case, the ratio's case, a site and its run),
+minus what the student already knew (the inputs, a site's settings, its own answer); numbers
+within lines of text (a job line's nodes, walltime fields, threads) are retried as numbers.
+
+A "correction" is recognised by its words only, as a student would act on it (a fix stated in
+other words is not caught: telling that text dictates the fix needs reading it, and no rule over
+its characters does that soundly; a report of a measurement worded "X, not Y" is a false alarm,
+which is why such reports are worded otherwise): a formula over the
 exercise's symbols (2(p - 1), log2(p), x n, sqrt(...)), or a phrase that names the fix ("swapped",
 "upside down", "the wrong way round", "X, not Y", "instead of", "do not", "should be"). A message
 that holds one hands the student the corrected function (the solution): the harvester then earns
