@@ -4,7 +4,15 @@ message names (for the case the message echoes back, and for every call) and wit
 the message states, if it states one; then the exercise's graded cell, visible and hidden tests,
 runs on whatever it ended with.
 
-A "correction" is recognised by its words, as a student would act on it: a formula over the
+What the harvester measures by value, not by words: a number a message names is compared with
+the answer of the case it echoes (calls, a prediction's case, the ratio's case, a site and its run),
+minus what the student already knew (the inputs, a site's settings, its own answer); numbers
+within lines of text (a job line's nodes, walltime fields, threads) are retried as numbers.
+
+A "correction" is recognised by its words only, as a student would act on it (a fix stated in
+other words is not caught: telling that text dictates the fix needs reading it, and no rule over
+its characters does that soundly; a report of a measurement worded "X, not Y" is a false alarm,
+which is why such reports are worded otherwise): a formula over the
 exercise's symbols (2(p - 1), log2(p), x n, sqrt(...)), or a phrase that names the fix ("swapped",
 "upside down", "the wrong way round", "X, not Y", "instead of", "do not", "should be"). A message
 that holds one hands the student the corrected function (the solution): the harvester then earns
@@ -14,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import dataclasses
 import math
 import re
 from collections.abc import Callable
@@ -23,7 +32,9 @@ from typing import Any
 from course.notebook.checks import CheckFailed
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w(])")
-_CALL = re.compile(r"^(?P<name>\w+)\((?P<args>.*)\)(?: returned|:)")
+_CALL = re.compile(r"^(?P<name>\w+)\((?P<args>.*?)\)(?: returned|:| =)")
+_CASE = re.compile(r"\bfor \((?P<args>[^()]*)\):")
+_RATIO_CASE = re.compile(r"for compute ([\d.]+) ms, exchange ([\d.]+) ms, batch (\d+):")
 _SYMBOL = r"(?:p|n|k|alpha|beta|α|β|ranks|n_ranks|message_bytes|batch|base_batch|base_lr)"
 _CORRECTIONS = (
     re.compile(rf"\d*\s*\(\s*{_SYMBOL}\s*[-−+]\s*1\s*\)"),  # 2(p - 1), (p-1)
@@ -76,12 +87,19 @@ def _norm(value: Any) -> Any:
         return float(f"{float(value):.6g}")
     if isinstance(value, dict):
         return tuple(sorted((key, _norm(item)) for key, item in value.items()))
-    return tuple(_norm(item) for item in value)
+    if isinstance(value, tuple | list):
+        return tuple(_norm(item) for item in value)
+    return repr(value)  # a site's settings: its repr, as the messages show it
 
 
 def echoed(message: str) -> tuple[Any, ...] | None:
-    """The arguments of the call the message's first line echoes back, or None."""
-    found = _CALL.match(message.splitlines()[0])
+    """The arguments of the case the message's first line echoes back, or None: a call
+    (`name(args) returned`), a prediction's case (`for (args):`) or the ratio's
+    (`for compute X ms, exchange Y ms, batch Z:`)."""
+    first = message.splitlines()[0]
+    if found := _RATIO_CASE.search(first):
+        return tuple(float(x) if "." in x else int(x) for x in found.groups())
+    found = _CALL.match(first) or _CASE.search(first)
     if not found:
         return None
     try:
@@ -90,18 +108,33 @@ def echoed(message: str) -> tuple[Any, ...] | None:
         return None
 
 
+class _InText(tuple):
+    """A slot's last step into a line of text: its k-th number (a job line's node count, walltime
+    field or thread count is a number a harvester would change)."""
+
+
 def _slots(answer: Any, path: tuple = ()) -> list[tuple]:
-    """Where a number sits in an answer: () for a number, keys and indices within."""
+    """Where a number sits in an answer: () for a number, keys and indices within, and _InText
+    for the numbers within a string (a string without one holds none)."""
     if isinstance(answer, dict):
         return [slot for key, item in answer.items() for slot in _slots(item, (*path, key))]
     if isinstance(answer, tuple | list):
         return [slot for at, item in enumerate(answer) for slot in _slots(item, (*path, at))]
+    if isinstance(answer, str):
+        return [(*path, _InText((k,))) for k in range(len(_NUMBER.findall(answer)))]
     return [path]
+
+
+def _number_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(value)
 
 
 def _put(answer: Any, slot: tuple, value: float) -> Any:
     if not slot:
         return value
+    if isinstance(slot[0], _InText):
+        found = list(_NUMBER.finditer(answer))[slot[0][0]]
+        return answer[: found.start()] + _number_text(value) + answer[found.end() :]
     if isinstance(answer, tuple):
         return tuple(
             _put(item, slot[1:], value) if at == slot[0] else item for at, item in enumerate(answer)
@@ -125,8 +158,15 @@ class Student:
     """A function named `name` that answers as `wrong`, except where the harvest overrode it:
     (case, slot) -> number; slot -> number for every call; or the solution, once corrected."""
 
-    def __init__(self, name: str, wrong: Callable[..., Any], right: Callable[..., Any]):
+    def __init__(
+        self,
+        name: str,
+        wrong: Callable[..., Any],
+        right: Callable[..., Any],
+        echo: Callable[[str], tuple | None] = echoed,
+    ):
         self.wrong, self.right = wrong, right
+        self.echo = echo  # how the student reads the case a message echoes back
         self.by_case: dict[tuple, dict[tuple, float]] = {}
         self.everywhere: dict[tuple, float] = {}
         self.corrected = False
@@ -142,7 +182,10 @@ class Student:
                 **student.everywhere,
                 **student.by_case.get(_norm(args), {}),
             }.items():
-                found = _put(found, slot, value)
+                try:
+                    found = _put(found, slot, value)
+                except (IndexError, KeyError, TypeError):
+                    pass  # another call's answer has no such slot (fewer lines, no number there)
             return found
 
         answer.__name__ = answer.__qualname__ = name
@@ -150,7 +193,7 @@ class Student:
 
     def trials(self, message: str) -> list[tuple[str, Any, tuple, float]]:
         """Every retry the message suggests: (how, the case or None, slot, number)."""
-        args = echoed(message)
+        args = self.echo(message)
         slots = _slots(self.wrong(*(self.last if args is None else args)))
         found = (
             [("case", args, slot, x) for slot in slots for x in numbers(message)] if args else []
@@ -178,22 +221,26 @@ def _answers(right: Any, named: list[float]) -> bool:
     )
 
 
-def _moved(before: str, after: str | None) -> bool:
+def _moved(before: str, after: str | None, echo: Callable[[str], tuple | None] = echoed) -> bool:
     """Whether a retry got the check past the case `before` failed on."""
     if after is None:
         return True
-    if echoed(before) is not None:
-        return echoed(after) != echoed(before)
+    if echo(before) is not None:
+        return echo(after) != echo(before)
     return _NUMBER.sub("#", after.splitlines()[0]) != _NUMBER.sub("#", before.splitlines()[0])
 
 
 def _flat(value: Any) -> list[float]:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _flat(dataclasses.asdict(value))  # a site's settings: the student has them all
     if isinstance(value, dict):
         return [x for item in value.values() for x in _flat(item)]
     if isinstance(value, tuple | list):
         return [x for item in value for x in _flat(item)]
     if isinstance(value, int | float) and not isinstance(value, bool):
         return [float(value)]
+    if isinstance(value, str):
+        return [float(x) for x in _NUMBER.findall(value)]
     return []
 
 
@@ -203,7 +250,9 @@ def _among(value: float, known: list[float]) -> bool:
 
 def _at(answer: Any, slot: tuple) -> Any:
     for part in slot:
-        answer = answer[part]
+        answer = (
+            float(_NUMBER.findall(answer)[part[0]]) if isinstance(part, _InText) else answer[part]
+        )
     return answer
 
 
@@ -222,7 +271,7 @@ def harvest(
             student.corrected = True
             message = _failure(lambda: visible(student.function))
             continue
-        args = echoed(message)
+        args = student.echo(message)
         if args is not None:
             try:
                 right = student.right(*args)
@@ -241,7 +290,7 @@ def harvest(
             before = table.get(slot)
             table[slot] = value
             after = _failure(lambda: visible(student.function))
-            if _moved(message, after):
+            if _moved(message, after, student.echo):
                 moved = after
                 done.moved_on += 1
                 break

@@ -365,17 +365,47 @@ def inverse_rule(lr, base, total):
     return lr * base / total
 
 
+def base_batch_ignored(lr, base, total):
+    return lr * total / 32
+
+
+def rate_not_scaled_by_base(lr, base, total):
+    return 0.1 * total / base
+
+
+def twice_the_rule(lr, base, total):
+    return 2 * lr * total / base
+
+
+def negative_rate(lr, base, total):
+    return -lr * total / base
+
+
+# Issue 41: each names the property the mistake breaks, never the rate to match nor the rule's
+# formula; every failure names the case it failed on.
 @pytest.mark.parametrize(
     "mistake,words",
     [
-        (square_root_rule, r"scaled_learning_rate\(0.05, 64, 128\) = 0.0707"),
-        (not_scaled, r"scaled_learning_rate\(0.05, 64, 128\) = 0.05, expected 0.1"),
-        (inverse_rule, r"= 0.025, expected 0.1"),
+        (
+            square_root_rule,
+            r"returned 0.0707\d*\n  -> doubling total_batch does not double your rate",
+        ),
+        (
+            not_scaled,
+            r"\(0.05, 64, 128\) returned 0.05\n  -> doubling total_batch leaves your rate",
+        ),
+        (inverse_rule, r"returned 0.025\n  -> doubling total_batch makes your rate smaller"),
+        (base_batch_ignored, r"returned 0.2\n  -> doubling base_batch should halve the rate"),
+        (rate_not_scaled_by_base, r"\(0.05, 64, 128\) returned 0.2\n  -> doubling base_lr"),
+        (twice_the_rule, r"returned 0.2\n  -> with total_batch equal to base_batch \(one worker\)"),
+        (negative_rate, r"returned -0.1\n  -> a learning rate is a positive number"),
     ],
 )
 def test_scaled_learning_rate_that_is_not_linear(handle, mistake, words):
-    with pytest.raises(CheckFailed, match=words):
+    with pytest.raises(CheckFailed, match=words) as failed:
         multi_gpu.learning_rate(handle(mistake))
+    assert "expected" not in str(failed.value)
+    assert "0.1\n" not in str(failed.value) or mistake is negative_rate
 
 
 MPU = (
@@ -856,7 +886,7 @@ class _Liar(float):
 def test_a_number_that_lies_about_itself_is_read_for_what_it_is():
     """A float subclass whose arithmetic and conversion lie still holds its own value, and that is
     what the checks compare."""
-    with pytest.raises(CheckFailed, match=r"= 0.0, expected 0.1"):
+    with pytest.raises(CheckFailed, match=r"returned 0.0\n  -> a learning rate is a positive"):
         multi_gpu.learning_rate(lambda lr, base, total: _Liar(0.0))
     with pytest.raises(CheckFailed, match="returned 0 s, which is not the alpha-beta model's"):
         allreduce.cost_model(lambda *args: _Liar(0.0))
@@ -868,7 +898,7 @@ def lying_rate(lr, base, total):
 
 def test_a_learning_rate_that_lies_about_itself_is_read_for_what_it_is(handle):
     """Read where the function ran: what crosses to the check is the number's own value."""
-    with pytest.raises(CheckFailed, match=r"= 0.0, expected 0.1"):
+    with pytest.raises(CheckFailed, match=r"returned 0.0\n  -> a learning rate is a positive"):
         multi_gpu.learning_rate(handle(lying_rate))
 
 

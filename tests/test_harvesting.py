@@ -1,13 +1,13 @@
 """Reasoning points that trial and error cannot earn (issue 41): for every auto-checked derivation
-of notebooks 03-05, a scripted student (tests/harvesting.py) starts from each planted mistake and
-from a plain wrong answer, reads the real check's failures, retries with every number they name
-and every correction they state, and then runs the exercise's graded cell from the solutions
-notebook, visible and hidden tests, as the grader does. It must earn none of the cell's points, no
-message may name the answer of the case it echoes (0 and 1 aside: the limits a student works out
-by hand) and none may state a correction. The solution earns the points through the same path, so
-that a cell which cannot pass is not counted as harvesting failed. The per-exercise table is
-written to the terminal at the end of the session (tests/conftest.py's pytest_terminal_summary;
-run without -n, whose workers keep their tables)."""
+of notebooks 03-05 and notebook 02's learning-rate rule, a scripted student (tests/harvesting.py)
+starts from each planted mistake and from a plain wrong answer, reads the real check's failures,
+retries with every number they name and every correction they state, and then runs the exercise's
+graded cell from the solutions notebook, visible and hidden tests, as the grader does. It must earn
+none of the cell's points, no message may name the answer of the case it echoes (0 and 1 aside:
+the limits a student works out by hand) and none may state a correction. The solution earns the
+points through the same path, so that a cell which cannot pass is not counted as harvesting
+failed. The per-exercise table is written to the terminal at the end of the session
+(tests/conftest.py's pytest_terminal_summary; run without -n, whose workers keep their tables)."""
 
 from __future__ import annotations
 
@@ -27,10 +27,11 @@ from tests import (
     large_batch_students,
     model_parallel_students,
     scaling_students,
+    test_checks,
 )
 from tests.harvesting import ROWS, Student, harvest
 from tests.mpi_helpers import measured
-from tests.solutions import SOLUTIONS
+from tests.solutions import SOLUTIONS, solution_functions
 
 HIDDEN = "### BEGIN HIDDEN TESTS"
 
@@ -44,6 +45,20 @@ class Exercise:
 
 
 EXERCISES = (
+    Exercise(
+        "check_learning_rate",
+        "scaled_learning_rate",
+        (
+            "square_root_rule",
+            "not_scaled",
+            "inverse_rule",
+            "base_batch_ignored",
+            "rate_not_scaled_by_base",
+            "twice_the_rule",
+            "negative_rate",
+        ),
+        test_checks,
+    ),
     Exercise(
         "check_implied_exchange",
         "implied_exchange",
@@ -205,10 +220,17 @@ EXERCISES = (
 )
 
 
-def _graded_cells() -> dict[str, tuple[str, float]]:
-    """{grade id: (source, points)} of the graded code cells of notebooks 03-05's solutions."""
+def _graded_cells(
+    names: tuple[str, ...] = (
+        stages.MULTI_GPU.notebook,
+        stages.MULTI_NODE.notebook,
+        *stages.LESSON_NOTEBOOKS,
+    ),
+) -> dict[str, tuple[str, float]]:
+    """{grade id: (source, points)} of the graded code cells of these solutions notebooks (02-05's
+    unless told)."""
     found = {}
-    for name in (stages.MULTI_NODE.notebook, *stages.LESSON_NOTEBOOKS):
+    for name in names:
         notebook = nbformat.read(SOLUTIONS / name, as_version=4)
         for cell in notebook.cells:
             marks = cell.metadata.get("nbgrader", {})
@@ -222,8 +244,10 @@ CELLS = _graded_cells()
 
 @pytest.fixture(scope="module")
 def solved(tmp_path_factory):
-    """Every solution function of notebooks 03-05, by name, as the planted mistakes call them."""
-    functions = {}
+    """Every solution function of notebooks 03-05 and notebook 02's scaled_learning_rate, by name,
+    as the planted mistakes call them."""
+    functions: dict = {}
+    exec(solution_functions(stages.MULTI_GPU.name)["scaled_learning_rate"], functions)
     for students in (
         allreduce_students,
         scaling_students,

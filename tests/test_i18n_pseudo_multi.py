@@ -101,7 +101,7 @@ def translated_lines(message: str, hint_marked: bool = True) -> list[str]:
 
 
 def test_the_cases_are_all_of_test_checks_stage_2_and_3_mistakes():
-    assert len(STAGE_2_CASES) == 20, len(STAGE_2_CASES)
+    assert len(STAGE_2_CASES) == 24, len(STAGE_2_CASES)
     assert len(LOCAL_CASES) + len(RANKED) == len(test_checks.STAGE_3_MISTAKES) + len(
         test_checks.STAGE_3_ATTACKS
     )

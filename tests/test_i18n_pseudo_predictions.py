@@ -127,7 +127,7 @@ SITUATIONS = {
             comparison(tmp_path, naive=80.0, ring=140.0, predicted=made("naive", "linear")),
             _comparison(tmp_path, choosing("naive", "linear")),
         ),
-        "naive/ring wins beyond the noise (0.4), not naive",
+        "naive/ring wins beyond the noise (0.4); your recorded choice was naive",
     ),
     "stage 3, no such setting": (
         lambda tmp_path: (

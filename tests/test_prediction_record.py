@@ -123,7 +123,7 @@ def test_the_function_edited_after_the_runs_is_not_what_is_graded(tmp_path, caps
         "multi_node-11.local (job 11.local) was submitted (2026-11-20T09:00:00+00:00) says naive: "
         "that one is graded" in said
     )
-    assert "naive/ring wins beyond the noise (0.4), not naive" in said
+    assert "naive/ring wins beyond the noise (0.4); your recorded choice was naive" in said
 
 
 def test_later_runs_submitted_with_another_prediction_do_not_replace_the_first(tmp_path, capsys):

@@ -193,8 +193,8 @@ ALL_KEPT = replaced_once(
 @pytest.mark.parametrize(
     "planted, words",
     [
-        (FLOORED, "iterations: predicted 186.0, the run made 188"),
-        (ALL_KEPT, "predicted 3.0 written and 3.0 kept, the run wrote 3 and kept 2"),
+        (FLOORED, "iterations: predicted 186.0, which is not what the run made"),
+        (ALL_KEPT, "predicted 3.0 written and 3.0 kept, which is not what the run wrote and kept"),
     ],
     ids=["updates rounded down", "every snapshot kept"],
 )
@@ -358,8 +358,8 @@ def test_a_choice_the_measurement_contradicts_beyond_the_noise_loses_its_third(
     module = solved(tmp_path, "multi_node", predict_comparison=choosing("naive", "linear"))
     assert predictions.comparison_prediction(handle(module.predict_comparison), 3, tmp_path) == 1
     said = capsys.readouterr().out
-    assert "naive/ring wins beyond the noise (0.4), not naive" in said
-    assert "warmup wins beyond the noise (0.05), not linear" in said
+    assert "naive/ring wins beyond the noise (0.4); your recorded choice was naive" in said
+    assert "warmup wins beyond the noise (0.05); your recorded choice was linear" in said
 
 
 def test_a_choice_that_is_no_setting_of_the_comparison_misses(tmp_path, capsys):

@@ -19,7 +19,7 @@ from course.lessons.core.trainers import (
 )
 from course.notebook.checks.inputs import hidden_seed
 from course.notebook.checks.observe import number, observe
-from course.notebook.checks.verdict import expect, passed
+from course.notebook.checks.verdict import expect, fail, passed
 
 
 def train_iterators(
@@ -141,31 +141,120 @@ def learning_rate(
         (0.01, 32, 256, 0.08),
     ),
 ) -> None:
+    """Each case's rate is right, or the failure names the property of the rule the function
+    breaks (issue 41: diagnose, never the number to match nor the formula): a number or not, the
+    limit of one worker, how the rate grows with the total batch, the base batch and the base rate.
+    Each case is probed at its own inputs with one of them doubled."""
     __tracebackhide__ = True
-    found = observe(
-        seen.learning_rate_facts,
-        scaled_learning_rate,
-        cases=[[base_lr, base_batch, total] for base_lr, base_batch, total, _expected in cases],
-    )
-    expect(len(found) == len(cases), _("scaled_learning_rate was not asked for every case"))
-    for (base_lr, base_batch, total_batch, expected), facts in zip(cases, found):
-        value = number(facts["value"])
+    probes = []
+    for base_lr, base_batch, total, _expected in cases:
+        probes += [
+            [base_lr, base_batch, total],
+            [base_lr, base_batch, base_batch],
+            [base_lr, base_batch, 2 * total],
+            [base_lr, 2 * base_batch, total],
+            [2 * base_lr, base_batch, total],
+        ]
+    found = observe(seen.learning_rate_facts, scaled_learning_rate, cases=probes)
+    expect(len(found) == len(probes), _("scaled_learning_rate was not asked for every case"))
+    for at, (base_lr, base_batch, total_batch, expected) in enumerate(cases):
+        facts = found[5 * at : 5 * at + 5]
+        value, one_worker, total_doubled, base_doubled, lr_doubled = (
+            number(fact["value"]) for fact in facts
+        )
+        if value is not None and abs(value - expected) < 1e-9 * max(1.0, expected):
+            continue
+        call = _(
+            "scaled_learning_rate({base_lr}, {base_batch}, {total_batch}) returned {got}"
+        ).format(
+            base_lr=base_lr,
+            base_batch=base_batch,
+            total_batch=total_batch,
+            got=repr(facts[0]["shown"] if value is None else value),
+        )
+        if value is None or value <= 0:
+            fail(
+                call,
+                _("a learning rate is a positive number: the rule scales a positive base rate"),
+            )
+        _expect_rule_property(
+            call, base_lr, value, one_worker, total_doubled, base_doubled, lr_doubled
+        )
         expect(
-            value is not None and abs(value - expected) < 1e-9 * max(1.0, expected),
+            False,
+            call,
             _(
-                "scaled_learning_rate({base_lr}, {base_batch}, {total_batch}) = {got}, "
-                "expected {expected}"
-            ).format(
-                base_lr=base_lr,
-                base_batch=base_batch,
-                total_batch=total_batch,
-                got=repr(facts["shown"] if value is None else value),
-                expected=expected,
+                "which is not the linear scaling rule's rate, though the other cases agree with "
+                "it: look for what is special about these inputs"
             ),
-            _("the linear scaling rule: the learning rate grows in proportion to the total batch"),
         )
     passed(
         _("scaled_learning_rate follows the linear scaling rule (lr x total batch / base batch)")
+    )
+
+
+def _ratio(changed: float | None, value: float) -> float | None:
+    return None if changed is None else changed / value
+
+
+def _expect_rule_property(
+    call: str,
+    base_lr: float,
+    value: float,
+    one_worker: float | None,
+    total_doubled: float | None,
+    base_doubled: float | None,
+    lr_doubled: float | None,
+) -> None:
+    """Fail on the first property of the linear scaling rule that the probes show broken, in the
+    words of the property (what doubling one input did), without the rate to match."""
+    __tracebackhide__ = True
+
+    def near(ratio: float | None, target: float) -> bool:
+        return ratio is not None and abs(ratio - target) < 1e-6 * abs(target)
+
+    by_total = _ratio(total_doubled, value)
+    expect(
+        near(by_total, 2.0),
+        call,
+        (
+            _(
+                "doubling total_batch leaves your rate unchanged: the rule makes it grow with "
+                "the batch"
+            )
+            if near(by_total, 1.0)
+            else _(
+                "doubling total_batch makes your rate smaller: the rule makes it grow with "
+                "the batch"
+            )
+            if by_total is not None and by_total < 1.0
+            else _(
+                "doubling total_batch does not double your rate: under the linear rule the rate "
+                "is in proportion to the total batch, whatever the other inputs"
+            )
+        ),
+    )
+    by_base = _ratio(base_doubled, value)
+    expect(
+        near(by_base, 0.5),
+        call,
+        _(
+            "doubling base_batch should halve the rate (the same total batch is then fewer base "
+            "batches); yours changes it differently"
+        ),
+    )
+    expect(
+        near(_ratio(lr_doubled, value), 2.0),
+        call,
+        _("doubling base_lr should double the rate: the rule scales the base rate, whatever it is"),
+    )
+    expect(
+        near(one_worker, base_lr),
+        call,
+        _(
+            "with total_batch equal to base_batch (one worker) your rate is not the base rate: "
+            "one worker's batch is the batch base_lr was chosen for"
+        ),
     )
 
 

@@ -172,7 +172,10 @@ def _check_shape(request: pbs.Request, site: Site, ranks: int, threads_per_rank:
             _("{mpiprocs} ranks per node would share what a node has: {holds}").format(
                 mpiprocs=request.mpiprocs, holds=holds
             ),
-            _("more ranks than a node holds run slower than fewer, not faster"),
+            _(
+                "ranks beyond what a node holds share a GPU or cores, and every rank then runs "
+                "slower"
+            ),
         )
     fewest = math.ceil(ranks / most)
     if request.nodes > fewest:

@@ -29,13 +29,18 @@ def _messages() -> dict[str, str]:
             "updates per epoch: predicted {predicted}, which is not what each worker's {images} "
             "images in batches of {batch} make"
         ),
-        "ITERATIONS_MISS": _("iterations: predicted {predicted}, the run made {count}"),
+        # Never the run's own counts either (issue 41: a harvesting student copies what a
+        # message names): what they are, the student reads in the run's log.
+        "ITERATIONS_MISS": _(
+            "iterations: predicted {predicted}, which is not what the run made (its log counts "
+            "them)"
+        ),
         "ITERATIONS_EXPECTED": _(
             "iterations: predicted {predicted}, which is not the count for this setting"
         ),
         "SNAPSHOTS_MISS": _(
-            "predicted {predicted} written and {predicted_kept} kept, the run wrote {written} and "
-            "kept {kept}"
+            "predicted {predicted} written and {predicted_kept} kept, which is not what the run "
+            "wrote and kept"
         ),
         "SNAPSHOTS_EXPECTED": _(
             "predicted {predicted} written and {predicted_kept} kept, which is not what this "
@@ -74,7 +79,9 @@ def _messages() -> dict[str, str]:
         # TRANSLATORS: {what} is a part ("faster setting"); {shown} the measured values of each
         # option, e.g. "naive 145; naive/ring 118"; {option} the one that wins.
         "AS_PREDICTED": _("{what}: {shown}: {option} wins beyond the noise, as predicted"),
-        "WINS": _("{shown}: {option} wins beyond the noise ({noise:g}), not {choice}"),
+        "WINS": _(
+            "{shown}: {option} wins beyond the noise ({noise:g}); your recorded choice was {choice}"
+        ),
         "WITHIN_NOISE": _("{what}: {shown}: within the noise ({noise:g}), so either answer counts"),
         "ONE_SETTING": _(
             "only the setting {found} has traced runs on {ranks} ranks; the comparison needs two "
