@@ -66,6 +66,7 @@ c.JupyterHub.services = [
             "PATH": env["PATH"],
         },
         "oauth_no_confirm": True,
+        "timeout": hub.SERVICE_TIMEOUT,
     }
 ]
 if roster.ngshare_url:
