@@ -75,6 +75,9 @@ if roster.ngshare_url:
 # --- everyone's own server -----------------------------------------------------------------------
 c.Spawner.cmd = [hub.singleuser()]
 c.Spawner.default_url = "/lab"
+# A server that has not answered within http_timeout is stopped (30 s by default, passed at a load
+# of 40 on 2 cores): the services' margin.
+c.Spawner.http_timeout = hub.SERVICE_TIMEOUT
 c.Spawner.environment = {**exchange_env, "PATH": env["PATH"]}
 student_config = hub.student_config(state / "jupyter-student", roster)
 

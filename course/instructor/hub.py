@@ -33,8 +33,9 @@ WALLTIME = "COURSE_HUB_WALLTIME"  # the servers' time limit (sbatch --time); els
 EXCHANGE_KIND = "COURSE_HUB_EXCHANGE"
 NGSHARE_PORT = "COURSE_HUB_NGSHARE_PORT"  # where ngshare listens (every interface); else 10101
 NGSHARE = "ngshare"  # the service's name: the hub's proxy serves it at /services/ngshare/
-# Seconds the hub waits for a service it starts to answer: past it, the whole hub exits. JupyterHub
-# 6's default, 30 s, stopped the hub at a load of 40 on 2 cores (the formgrader took longer).
+# Seconds the hub waits for a service or a server it starts to answer: past it, the whole hub exits
+# (a service) or the server is stopped. JupyterHub 6's defaults, 30 s, were passed at a load of 40
+# on 2 cores (the formgrader's and an instructor's server took longer).
 SERVICE_TIMEOUT = 180
 # Set by the hub in every server's and the formgrader's environment when it runs ngshare.
 NGSHARE_URL = "COURSE_NGSHARE_URL"
