@@ -51,6 +51,13 @@ c.ExchangeFactory.submit = "course.notebook.handin_submit.NamingSubmit"
 # is collected instead (course/instructor/exchange_collect.py).
 c.ExchangeFactory.collect = "course.instructor.exchange_collect.CheckedCollect"
 
+# The hub's authenticated exchange (COURSE_HUB_EXCHANGE=ngshare): ngshare files each hand-in under
+# the hub user whose token sent it, so no one can hand in under a classmate's name.
+if os.environ.get("COURSE_NGSHARE_URL"):
+    import ngshare_exchange  # noqa: E402
+
+    ngshare_exchange.configureExchange(c, os.environ["COURSE_NGSHARE_URL"])
+
 # `### BEGIN ALWAYS HIDDEN TESTS` regions: out of the release like hidden tests, and out of the
 # feedback too, where nbgrader shows hidden tests (course/instructor/always_hidden.py).
 from course.instructor.always_hidden import (  # noqa: E402

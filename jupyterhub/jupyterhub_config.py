@@ -8,6 +8,9 @@ hub's state (its database and cookie secret) that every hub user can read:
     COURSE_EXCHANGE=/srv/nbgrader/exchange \\
     /path/to/kit/.venv/bin/jupyterhub -f /path/to/kit/jupyterhub/jupyterhub_config.py
 
+With COURSE_HUB_EXCHANGE=ngshare the hand-ins go to ngshare, a hub service that files each one
+under the hub user whose token sent it, instead of the shared folder COURSE_EXCHANGE.
+
 Users log in with their system password (PAM), or with COURSE_HUB_PASSWORD, a password shared by
 the class, when it is set. The proxy is the kit's (`make hub-proxy`) when built, else
 configurable-http-proxy on PATH. docs/instructors.md ("On JupyterHub") explains each setting.
@@ -42,6 +45,12 @@ c.JupyterHub.load_roles = hub.roles(roster)
 # --- the formgrader: the grader account's server, a hub service named after the course -----------
 # Instructors open it at /services/<course>/formgrader; students are refused (403).
 state = Path.cwd()
+# Where every server and the formgrader find the exchange: ngshare's address, or the shared folder.
+exchange_env = (
+    {hub.NGSHARE_URL: roster.ngshare_url}
+    if roster.ngshare_url
+    else {"COURSE_EXCHANGE": str(roster.exchange)}
+)
 instructor_config = hub.instructor_config(state / "jupyter-instructor", roster)
 c.JupyterHub.services = [
     {
@@ -53,17 +62,23 @@ c.JupyterHub.services = [
         "environment": {
             "JUPYTERHUB_DEFAULT_URL": "/lab",
             "JUPYTER_CONFIG_PATH": str(instructor_config),
-            "COURSE_EXCHANGE": str(roster.exchange),
+            **exchange_env,
             "PATH": env["PATH"],
         },
         "oauth_no_confirm": True,
+        "timeout": hub.SERVICE_TIMEOUT,
     }
 ]
+if roster.ngshare_url:
+    c.JupyterHub.services.append(hub.ngshare_service(roster, state))
 
 # --- everyone's own server -----------------------------------------------------------------------
 c.Spawner.cmd = [hub.singleuser()]
 c.Spawner.default_url = "/lab"
-c.Spawner.environment = {"COURSE_EXCHANGE": str(roster.exchange), "PATH": env["PATH"]}
+# A server that has not answered within http_timeout is stopped (30 s by default, passed at a load
+# of 40 on 2 cores): the services' margin.
+c.Spawner.http_timeout = hub.SERVICE_TIMEOUT
+c.Spawner.environment = {**exchange_env, "PATH": env["PATH"]}
 student_config = hub.student_config(state / "jupyter-student", roster)
 
 

@@ -149,3 +149,76 @@ def test_the_batch_configuration_adds_slurm_to_the_kits_hub(env, tmp_path, monke
     assert config.Spawner.environment["SLURM_CONF"] == "/srv/slurm.conf"
     assert config.JupyterHub.services[0]["name"] == "chainer-distributed-training"
     assert callable(config.Spawner.pre_spawn_hook), "the roles' configuration, as on the hub"
+
+
+def test_the_authenticated_exchange_is_one_setting(env, tmp_path, monkeypatch):
+    """COURSE_HUB_EXCHANGE=ngshare: ngshare a hub service (its store the hub's alone), every
+    server's and the formgrader's nbgrader on ngshare-exchange; no shared folder is needed.
+    tests/test_hub_ngshare.py runs it with two students."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    del env[exchange.ENV]
+    with pytest.raises(CourseError, match="needs COURSE_EXCHANGE"):
+        hub.roster(env)  # the shared folder stays the default
+    env |= {hub.EXCHANGE_KIND: "ngshare", hub.NGSHARE_PORT: "10123"}
+    roster = hub.roster(env)
+    assert roster.exchange is None
+    assert roster.ngshare_url == "http://127.0.0.1:10123/services/ngshare"
+    assert hub.roster({**env, hub.HUB_IP: "10.0.0.1"}).ngshare_url.startswith("http://10.0.0.1:")
+    service = hub.ngshare_service(roster, tmp_path)
+    assert service["url"] == "http://127.0.0.1:10123" and "--admins=kim" in service["command"]
+    assert (tmp_path / "ngshare").stat().st_mode & 0o777 == 0o700, "no student writes the store"
+    # The same switch ends the course's nbgrader_config.py and both roles' configurations.
+    assert f'os.environ.get("{hub.NGSHARE_URL}")' in hub.NGSHARE_SWITCH
+    assert hub.NGSHARE_SWITCH in (ROOT / "nbgrader_config.py").read_text()
+    monkeypatch.setattr(bundle, "student_jupyter_config", lambda folder: folder.mkdir())
+    folders = [
+        hub.instructor_config(tmp_path / "instructor", roster),
+        hub.student_config(tmp_path / "student", roster),
+    ]
+    monkeypatch.setenv(hub.NGSHARE_URL, roster.ngshare_url)
+    monkeypatch.setenv("JUPYTERHUB_USER", "kim")  # ngshare-exchange reads it (else USER) on import
+    for folder in folders:
+        config = PyFileConfigLoader("nbgrader_config.py", str(folder)).load_config()
+        assert config.ExchangeFactory.submit.__module__ == "ngshare_exchange.submit", folder
+        assert config.ExchangeFactory.collect.__module__ == "ngshare_exchange.collect", folder
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({hub.EXCHANGE_KIND: "nfs"}, "set COURSE_HUB_EXCHANGE=ngshare"),
+        ({hub.EXCHANGE_KIND: "ngshare", hub.NGSHARE_PORT: "http"}, "is not a port"),
+    ],
+)
+def test_a_wrong_exchange_setting_says_how_to_set_it(env, settings, said):
+    with pytest.raises(CourseError) as refused:
+        hub.roster({**env, **settings})
+    assert said in f"{refused.value.message} {refused.value.hint}"
+
+
+def test_ngshare_stores_what_it_answers_success_for_under_sqlalchemy_2():
+    """ngshare 0.6.0 relied on SQLAlchemy 1.x putting an object attached to a stored one in the
+    session; under SQLAlchemy 2 a release (or a hand-in) answered "success" and stored nothing. The
+    kit's service start restores that cascade (course/instructor/ngshare_service.py)."""
+    from ngshare.database.database import Assignment, Base, Course, File
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import sessionmaker
+
+    from course.instructor import ngshare_service
+
+    def released() -> int:
+        engine = create_engine("sqlite://")
+        Base.metadata.create_all(engine)
+        db = sessionmaker(bind=engine)()
+        course = Course("c")
+        db.add(course)
+        db.commit()
+        assignment = Assignment("a", course)  # what ngshare's release does
+        assignment.files.append(File("x.ipynb", b"{}"))
+        db.commit()
+        return db.query(File).count() + db.query(Assignment).count()
+
+    if released() == 0:  # without the cascade: nothing stored (SQLAlchemy 2)
+        ngshare_service.attach_cascades(Base)
+    assert released() == 2, "the assignment and its file are stored"

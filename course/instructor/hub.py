@@ -28,6 +28,17 @@ PASSWORD = "COURSE_HUB_PASSWORD"  # a shared password (SharedPasswordAuthenticat
 HUB_IP = "COURSE_HUB_HUB_IP"  # the hub's address on the network the compute nodes reach
 PARTITION = "COURSE_HUB_PARTITION"  # the partition of the servers' jobs; else Slurm's default
 WALLTIME = "COURSE_HUB_WALLTIME"  # the servers' time limit (sbatch --time); else the partition's
+# The exchange: "ngshare" runs ngshare as a hub service, an exchange that files each hand-in under
+# the hub user whose token sent it; else ("folder", the default) the shared folder COURSE_EXCHANGE.
+EXCHANGE_KIND = "COURSE_HUB_EXCHANGE"
+NGSHARE_PORT = "COURSE_HUB_NGSHARE_PORT"  # where ngshare listens (every interface); else 10101
+NGSHARE = "ngshare"  # the service's name: the hub's proxy serves it at /services/ngshare/
+# Seconds the hub waits for a service or a server it starts to answer: past it, the whole hub exits
+# (a service) or the server is stopped. JupyterHub 6's defaults, 30 s, were passed at a load of 40
+# on 2 cores (the formgrader's and an instructor's server took longer).
+SERVICE_TIMEOUT = 180
+# Set by the hub in every server's and the formgrader's environment when it runs ngshare.
+NGSHARE_URL = "COURSE_NGSHARE_URL"
 
 # jupyter_core's marker of a config dir whose IPython 3 settings were migrated (or need not be).
 MIGRATED = "migrated"
@@ -40,6 +51,16 @@ from nbgrader.auth import JupyterHubAuthPlugin  # noqa: E402
 c.Authenticator.plugin_class = JupyterHubAuthPlugin
 c.Exchange.path_includes_course = True
 """
+# The same lines end the course's nbgrader_config.py (tests/test_hub_config.py checks): with the
+# hub's ngshare, every exchange app (Assignment List, Formgrader, `nbgrader submit`) talks to it.
+NGSHARE_SWITCH = """
+# The hub's authenticated exchange (COURSE_HUB_EXCHANGE=ngshare): ngshare files each hand-in under
+# the hub user whose token sent it, so no one can hand in under a classmate's name.
+if os.environ.get("COURSE_NGSHARE_URL"):
+    import ngshare_exchange  # noqa: E402
+
+    ngshare_exchange.configureExchange(c, os.environ["COURSE_NGSHARE_URL"])
+"""
 
 
 @dataclass(frozen=True)
@@ -51,7 +72,8 @@ class Roster:
     students: tuple[str, ...]
     grader: str
     course_dir: Path
-    exchange: Path
+    exchange: Path | None  # the shared folder; None with ngshare
+    ngshare_url: str | None  # ngshare's address for the servers; None with the shared folder
 
 
 def _names(variable: str, env: dict[str, str]) -> tuple[str, ...]:
@@ -67,7 +89,9 @@ def _names(variable: str, env: dict[str, str]) -> tuple[str, ...]:
 def roster(env: dict[str, str] | None = None) -> Roster:
     """The course's hub users from the environment; a clear error for what is missing."""
     env = dict(os.environ if env is None else env)
-    missing = [name for name in (COURSE_DIR, exchange.ENV) if not env.get(name)]
+    ngshare_url = _ngshare_url(env)
+    needed = (COURSE_DIR,) if ngshare_url else (COURSE_DIR, exchange.ENV)
+    missing = [name for name in needed if not env.get(name)]
     if missing:
         raise CourseError(
             f"the hub's configuration needs {' and '.join(missing)}",
@@ -87,8 +111,49 @@ def roster(env: dict[str, str] | None = None) -> Roster:
         students=_names(STUDENTS, env),
         grader=env.get(GRADER) or f"grader-{course.course_id}",
         course_dir=course_dir,
-        exchange=Path(env[exchange.ENV]),
+        exchange=Path(env[exchange.ENV]) if env.get(exchange.ENV) else None,
+        ngshare_url=ngshare_url,
     )
+
+
+def _ngshare_url(env: dict[str, str]) -> str | None:
+    """ngshare's address as the servers reach it (the hub's address on the nodes' network when the
+    servers are batch jobs), or None when the hub keeps the shared-folder exchange."""
+    kind = env.get(EXCHANGE_KIND, "folder").strip() or "folder"
+    if kind not in ("folder", NGSHARE):
+        raise CourseError(
+            f"{EXCHANGE_KIND}={kind!r} is no exchange the hub offers",
+            f"set {EXCHANGE_KIND}=ngshare (the authenticated exchange) or leave it unset (the"
+            f" shared folder {exchange.ENV})",
+        )
+    if kind == "folder":
+        return None
+    port = env.get(NGSHARE_PORT, "10101").strip()
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise CourseError(
+            f"{NGSHARE_PORT}={port!r} is not a port", f"set a free port, e.g. {NGSHARE_PORT}=10101"
+        )
+    host = env.get(HUB_IP, "").strip() or "127.0.0.1"
+    return f"http://{host}:{port}/services/{NGSHARE}"
+
+
+def ngshare_service(r: Roster, state: Path) -> dict:
+    """JupyterHub.services' entry that runs ngshare as the hub's account, its database and files in
+    `state`/ngshare (the hub's alone: no student can write what was handed in). The instructors are
+    its administrators: they create the course and enrol its students (docs/instructors.md)."""
+    assert r.ngshare_url is not None, "the hub keeps the shared-folder exchange"
+    store = state / NGSHARE
+    store.mkdir(mode=0o700, exist_ok=True)
+    store.chmod(0o700)
+    port = r.ngshare_url.split(":")[-1].split("/")[0]
+    return {
+        "name": NGSHARE,
+        "url": f"http://127.0.0.1:{port}",
+        "timeout": SERVICE_TIMEOUT,
+        "command": [sys.executable, "-m", "course.instructor.ngshare_service"]
+        + ["--admins=" + ",".join(r.instructors), f"--database=sqlite:///{store / 'ngshare.db'}"]
+        + [f"--storage={store / 'files'}"],
+    }
 
 
 @dataclass(frozen=True)
@@ -165,7 +230,7 @@ def student_config(folder: Path, r: Roster) -> Path:
     nbgrader's JupyterHub plugin."""
     bundle.student_jupyter_config(folder)
     settings = exchange.settings(r.course_dir)
-    text = exchange.student_config(settings, r.exchange) + AUTH_PLUGIN
+    text = exchange.student_config(settings, r.exchange) + AUTH_PLUGIN + NGSHARE_SWITCH
     _write(folder / "nbgrader_config.py", text)
     # Every Jupyter start whose user has ~/.ipython (IPython makes it on the first server's start)
     # migrates IPython 3's settings and marks the config dir, unless a marker is there already:
@@ -177,13 +242,17 @@ def student_config(folder: Path, r: Roster) -> Path:
 
 def instructor_config(folder: Path, r: Roster) -> Path:
     """A folder for the instructors' and the grader's JUPYTER_CONFIG_PATH: every nbgrader tool on
-    (the default), the course's exchange and nbgrader's JupyterHub plugin."""
+    (the default), the course's exchange (the shared folder, or ngshare when the hub runs it) and
+    nbgrader's JupyterHub plugin."""
     folder.mkdir(parents=True, exist_ok=True)
+    root = f"c.Exchange.root = os.environ.get({exchange.ENV!r}) or {str(r.exchange)!r}\n"
     text = (
         '"""nbgrader for the course\'s instructors on the hub (course/instructor/hub.py)."""\n'
         "import os\n\nc = get_config()  # noqa: F821\n"
-        f"c.Exchange.root = os.environ.get({exchange.ENV!r}) or {str(r.exchange)!r}\n"
-    ) + AUTH_PLUGIN
+        + (root if r.exchange else "")
+        + AUTH_PLUGIN
+        + NGSHARE_SWITCH
+    )
     _write(folder / "nbgrader_config.py", text)
     return folder
 
