@@ -9,8 +9,10 @@ hub's state (its database and cookie secret) that every hub user can read:
     /path/to/kit/.venv/bin/jupyterhub -f /path/to/kit/jupyterhub/jupyterhub_config.py
 
 Users log in with their system password (PAM), or with COURSE_HUB_PASSWORD, a password shared by
-the class, when it is set. The proxy is the kit's (`make hub-proxy`) when built, else
-configurable-http-proxy on PATH. docs/instructors.md ("On JupyterHub") explains each setting.
+the class, when it is set. COURSE_LANG=ja makes it the Japanese edition's hub: every user's course
+messages, kernels, terminals, jobs and JupyterLab are Japanese by default. The proxy is the kit's
+(`make hub-proxy`) when built, else configurable-http-proxy on PATH. docs/instructors.md ("On
+JupyterHub") explains each setting.
 """
 
 import sys
@@ -55,6 +57,7 @@ c.JupyterHub.services = [
             "JUPYTER_CONFIG_PATH": str(instructor_config),
             "COURSE_EXCHANGE": str(roster.exchange),
             "PATH": env["PATH"],
+            **hub.server_environment(roster),
         },
         "oauth_no_confirm": True,
     }
@@ -63,7 +66,11 @@ c.JupyterHub.services = [
 # --- everyone's own server -----------------------------------------------------------------------
 c.Spawner.cmd = [hub.singleuser()]
 c.Spawner.default_url = "/lab"
-c.Spawner.environment = {"COURSE_EXCHANGE": str(roster.exchange), "PATH": env["PATH"]}
+c.Spawner.environment = {
+    "COURSE_EXCHANGE": str(roster.exchange),
+    "PATH": env["PATH"],
+    **hub.server_environment(roster),  # the edition's language (COURSE_LANG=ja: the Japanese one)
+}
 student_config = hub.student_config(state / "jupyter-student", roster)
 
 
