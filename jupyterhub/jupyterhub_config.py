@@ -12,8 +12,10 @@ With COURSE_HUB_EXCHANGE=ngshare the hand-ins go to ngshare, a hub service that 
 under the hub user whose token sent it, instead of the shared folder COURSE_EXCHANGE.
 
 Users log in with their system password (PAM), or with COURSE_HUB_PASSWORD, a password shared by
-the class, when it is set. The proxy is the kit's (`make hub-proxy`) when built, else
-configurable-http-proxy on PATH. docs/instructors.md ("On JupyterHub") explains each setting.
+the class, when it is set. COURSE_LANG=ja makes it the Japanese edition's hub: every user's course
+messages, kernels, terminals, jobs and JupyterLab are Japanese by default. The proxy is the kit's
+(`make hub-proxy`) when built, else configurable-http-proxy on PATH. docs/instructors.md ("On
+JupyterHub") explains each setting.
 """
 
 import sys
@@ -64,6 +66,7 @@ c.JupyterHub.services = [
             "JUPYTER_CONFIG_PATH": str(instructor_config),
             **exchange_env,
             "PATH": env["PATH"],
+            **hub.server_environment(roster),
         },
         "oauth_no_confirm": True,
         "timeout": hub.SERVICE_TIMEOUT,
@@ -78,7 +81,11 @@ c.Spawner.default_url = "/lab"
 # A server that has not answered within http_timeout is stopped (30 s by default, passed at a load
 # of 40 on 2 cores): the services' margin.
 c.Spawner.http_timeout = hub.SERVICE_TIMEOUT
-c.Spawner.environment = {**exchange_env, "PATH": env["PATH"]}
+c.Spawner.environment = {
+    **exchange_env,
+    "PATH": env["PATH"],
+    **hub.server_environment(roster),  # the edition's language (COURSE_LANG=ja: the Japanese one)
+}
 student_config = hub.student_config(state / "jupyter-student", roster)
 
 

@@ -3,6 +3,7 @@ missing setting says, and nbgrader's groups and roles. tests/test_hub.py runs th
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -222,3 +223,38 @@ def test_ngshare_stores_what_it_answers_success_for_under_sqlalchemy_2():
     if released() == 0:  # without the cascade: nothing stored (SQLAlchemy 2)
         ngshare_service.attach_cascades(Base)
     assert released() == 2, "the assignment and its file are stored"
+
+
+def test_the_hubs_edition_comes_from_course_lang(env):
+    assert hub.roster(env).lang == "en", "unset: the English edition"
+    assert hub.roster({**env, "COURSE_LANG": "ja"}).lang == "ja"
+    with pytest.raises(CourseError) as refused:
+        hub.roster({**env, "COURSE_LANG": "jp"})
+    said = f"{refused.value.message} {refused.value.hint}"
+    assert "COURSE_LANG='jp'" in said and "en or ja" in said, said
+
+
+def test_the_japanese_hub_gives_every_server_its_language(env, tmp_path, monkeypatch):
+    """jupyterhub_config.py loaded as JupyterHub loads it, with COURSE_LANG=ja in the hub's
+    environment: the servers and the formgrader service get it, and both roles' Jupyter
+    configuration makes JupyterLab Japanese. tests/test_hub_ja.py runs such a hub."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(bundle, "student_jupyter_config", lambda folder: folder.mkdir())
+    for name, value in {**env, "COURSE_LANG": "ja"}.items():
+        monkeypatch.setenv(name, value)
+    config = PyFileConfigLoader("jupyterhub_config.py", str(ROOT / "jupyterhub")).load_config()
+    assert config.Spawner.environment["COURSE_LANG"] == "ja"
+    assert config.JupyterHub.services[0]["environment"]["COURSE_LANG"] == "ja"
+    for role in ("jupyter-student", "jupyter-instructor"):
+        server = json.loads((tmp_path / role / "jupyter_server_config.json").read_text())
+        settings = Path(server["LabApp"]["app_settings_dir"])
+        overrides = json.loads((settings / "overrides.json").read_text())
+        assert overrides == {"@jupyterlab/translation-extension:plugin": {"locale": "ja_JP"}}
+
+
+def test_the_english_hub_leaves_jupyterlab_in_its_own_language(env, tmp_path):
+    folder = hub.instructor_config(tmp_path / "instructor", hub.roster(env))
+    assert "LabApp" not in json.loads((folder / "jupyter_server_config.json").read_text())
+    assert hub.server_environment(hub.roster(env)) == {"COURSE_LANG": "en"}

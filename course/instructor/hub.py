@@ -3,18 +3,24 @@ and the Jupyter configuration of each role written from the kit's own (nbgrader'
 setup: hub groups `formgrade-<course>` and `nbgrader-<course>`, the formgrader a hub service named
 after the course, the exchange with course names in its paths).
 
+The hub's edition is COURSE_LANG in the hub's environment (as for `make student-bundle`): every
+hub user's server, kernels, terminals and jobs get it, and JupyterLab's own language is the
+edition's by default (a JupyterLab settings override).
+
 Imported by the hub's configuration only, in the hub's process.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from course import i18n
 from course.errors import CourseError
 from course.instructor import bundle, exchange
 
@@ -74,6 +80,7 @@ class Roster:
     course_dir: Path
     exchange: Path | None  # the shared folder; None with ngshare
     ngshare_url: str | None  # ngshare's address for the servers; None with the shared folder
+    lang: str  # the edition: the language of every hub user's course messages and JupyterLab
 
 
 def _names(variable: str, env: dict[str, str]) -> tuple[str, ...]:
@@ -104,6 +111,13 @@ def roster(env: dict[str, str] | None = None) -> Roster:
             f"{course_dir} has no nbgrader_config.py",
             f"point {COURSE_DIR} at a copy of the kit's course folder, owned by the grader",
         )
+    lang = env.get(i18n.VARIABLE, "").strip() or i18n.DEFAULT
+    if lang not in i18n.LANGUAGES:
+        raise CourseError(
+            f"{i18n.VARIABLE}={lang!r} in the hub's environment is not an edition of the course",
+            f"start the hub with {i18n.VARIABLE} set to {' or '.join(i18n.LANGUAGES)} (unset: "
+            "English)",
+        )
     course = exchange.settings(course_dir)
     return Roster(
         course_id=course.course_id,
@@ -113,6 +127,7 @@ def roster(env: dict[str, str] | None = None) -> Roster:
         course_dir=course_dir,
         exchange=Path(env[exchange.ENV]) if env.get(exchange.ENV) else None,
         ngshare_url=ngshare_url,
+        lang=lang,
     )
 
 
@@ -154,6 +169,13 @@ def ngshare_service(r: Roster, state: Path) -> dict:
         + ["--admins=" + ",".join(r.instructors), f"--database=sqlite:///{store / 'ngshare.db'}"]
         + [f"--storage={store / 'files'}"],
     }
+
+
+def server_environment(r: Roster) -> dict[str, str]:
+    """What every hub user's server adds to its environment (its kernels, terminals and jobs
+    inherit it): the edition's language, which the servers would not get from the hub's own
+    environment (the spawner passes on only what it is told to)."""
+    return {i18n.VARIABLE: r.lang}
 
 
 @dataclass(frozen=True)
@@ -229,6 +251,7 @@ def student_config(folder: Path, r: Roster) -> Path:
     bundle's nbgrader configuration (exchange, what submit leaves out, the kit's submit), with
     nbgrader's JupyterHub plugin."""
     bundle.student_jupyter_config(folder)
+    _lab_language(folder, r.lang)
     settings = exchange.settings(r.course_dir)
     text = exchange.student_config(settings, r.exchange) + AUTH_PLUGIN + NGSHARE_SWITCH
     _write(folder / "nbgrader_config.py", text)
@@ -254,7 +277,25 @@ def instructor_config(folder: Path, r: Roster) -> Path:
         + NGSHARE_SWITCH
     )
     _write(folder / "nbgrader_config.py", text)
+    _lab_language(folder, r.lang)
     return folder
+
+
+def _lab_language(folder: Path, lang: str) -> None:
+    """JupyterLab in the edition's language by default: its settings override (overrides.json in
+    the app settings folder, here one of the hub's own, which the kit's JupyterLab does not have
+    otherwise), named in the folder's jupyter_server_config.json."""
+    server_config = folder / "jupyter_server_config.json"
+    config = json.loads(server_config.read_text()) if server_config.is_file() else {}
+    config.pop("LabApp", None)
+    if lang in bundle.LAB_LOCALES:
+        settings = folder / "lab-settings"
+        settings.mkdir(exist_ok=True)
+        settings.chmod(0o755)
+        locale = {"@jupyterlab/translation-extension:plugin": {"locale": bundle.LAB_LOCALES[lang]}}
+        _write(settings / "overrides.json", json.dumps(locale, indent=2) + "\n")
+        config["LabApp"] = {"app_settings_dir": str(settings)}
+    _write(server_config, json.dumps(config, indent=2) + "\n")
 
 
 def _write(path: Path, text: str) -> None:
