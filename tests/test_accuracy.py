@@ -673,7 +673,9 @@ def test_report_notes_compare_the_baseline_with_a_one_rank_run_of_stage_3(compar
     )
     for row in table:  # step profiles' shares (a profiled run's record holds them per rank)
         row["_cpu_share"] = {"multi_node-5.local": 0.97, "multi_node-3.local": 0.5}.get(row["run"])
+        row["_profiled"] = row["_cpu_share"] is not None
     said = report.notes(table, TARGET)
+    assert not any(line.startswith("One rank of stage 3") for line in said)  # profiled: not a speed
     assert said[-1] == (
         "Share of a core each rank got over its steady steps (step profiles; below 1: other work "
         "took the rest): multi_node-3.local on 4 rank(s) 0.50, multi_node-5.local on 1 rank(s) "

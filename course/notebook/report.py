@@ -145,6 +145,7 @@ def rows(folder: Path = Path("."), baseline: str | None = None) -> list[dict]:
                     "baseline": base is not None and run.path == base.path,
                     "_curve": run.accuracy_curve,
                     "_cpu_share": _cpu_share(run),
+                    "_profiled": run.profiled,
                 }
             )
     return table
@@ -187,7 +188,10 @@ def _efficiency_notes(table: list[dict], base: dict) -> list[str]:
     alone = [
         row
         for row in table
-        if row["stage"] == stages.MULTI_NODE.name and row["workers"] == 1 and row["img/s"]
+        if row["stage"] == stages.MULTI_NODE.name
+        and row["workers"] == 1
+        and row["img/s"]
+        and not row.get("_profiled")  # its cuts wait for a GPU: its speed is not the run's
     ]
     if alone:
         fastest = min(alone, key=_ms_per_image)
