@@ -30,20 +30,68 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 
 # Under pytest-xdist (`make test`, --dist loadgroup) each test file runs on one worker, so that its
-# module fixtures (a graded batch, a cluster) are made once; the tests that start a scheduler's
-# daemons share this machine's munge, namespaces and bridge, so they all run on one worker.
+# module fixtures (a graded batch, a cluster) are made once. The tests that start Slurm's daemons
+# share this machine's munge (a cluster's stop ends it), so they all run on one worker; OpenPBS's
+# clusters have a bridge, subnet, namespaces and lock of their own (tests/pbs_cluster.py) and no
+# munge, so its tests run on another worker beside them.
 CLUSTER_MARKERS = ("slurm", "pbs")
 
 
 def _group(item: pytest.Item) -> str:
-    clusters = any(item.get_closest_marker(marker) for marker in CLUSTER_MARKERS)
-    return "clusters" if clusters else item.path.stem
+    for marker in CLUSTER_MARKERS:
+        if item.get_closest_marker(marker):
+            return f"{marker}-clusters"
+    return item.path.stem
 
 
-# The groups that take longest one after the other (the clusters' jobs; the solved student's run,
-# then its grading): dealt to the workers first, so that they start at once and the other groups
-# fill in around them. xdist deals the groups in the order of the collected tests.
-LONGEST_FIRST = ("clusters", "test_grading", "test_bundle_term")
+# The order the groups are dealt to the workers in: the longest first, so that the run does not end
+# with one worker on a long group while the others idle (measured in make test on 2 cores: the
+# Slurm clusters' jobs; the solved student's run, then its grading; OpenPBS's jobs; then the single
+# long end-to-end runs).
+# The other groups follow by what they start (end-to-end runs, then brief integration tests, then
+# unit tests, each as collected), so that the quick unit tests fill in the end of the run.
+LONGEST_FIRST = (
+    "slurm-clusters",
+    "test_grading",
+    "pbs-clusters",
+    "test_bundle_term",
+    "test_hub",
+    "test_exchange_integrity",
+    "test_browser",
+    "test_training",
+    "test_grading_batch",
+)
+# After those: the solved student's run (student_run) is made by test_grading's worker, and the
+# groups that read it wait for it; dealt after the other end-to-end runs, they find it made.
+READ_THE_SOLVED_RUN = ("test_notebooks", "test_allocation")
+
+
+def _rank(items: list[pytest.Item]) -> dict[str, tuple[int, int]]:
+    """Each group's place in the dealing order (see LONGEST_FIRST)."""
+    rank: dict[str, tuple[int, int]] = {}
+    for item in items:
+        group = _group(item)
+        if group in LONGEST_FIRST:
+            place = (0, LONGEST_FIRST.index(group))
+        elif group in READ_THE_SOLVED_RUN:
+            place = (2, 0)
+        elif item.get_closest_marker("slow"):
+            place = (1, 0)
+        elif item.get_closest_marker("integration"):
+            place = (3, 0)
+        else:
+            place = (4, 0)
+        rank[group] = min(rank.get(group, place), place)
+    return rank
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config) -> None:
+    """Under `--dist loadgroup`, xdist deals the groups in the order of the collected tests only
+    without its default reordering by the number of tests in a group, which would deal the long
+    single-test groups (test_bundle_term, test_hub) last: the run would end on them alone."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 # First: xdist's worker reads the groups in its own hook of the same name; after it, they would be
@@ -53,8 +101,8 @@ def pytest_collection_modifyitems(config, items):
     if config.pluginmanager.hasplugin("xdist"):  # `-p no:xdist` runs in one process: no groups
         for item in items:
             item.add_marker(pytest.mark.xdist_group(_group(item)))
-        rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
-        items.sort(key=lambda item: rank.get(_group(item), len(rank)))  # stable: else as collected
+        rank = _rank(items)
+        items.sort(key=lambda item: rank[_group(item)])  # stable: else as collected
     if not any("gpu" in item.keywords for item in items):
         return
     found = gpu.visible_gpus() if gpu.cupy_installed() else None
@@ -68,8 +116,9 @@ def pytest_collection_modifyitems(config, items):
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown under `-p no:xdist`
 def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
     """Each worker's test ids, as xdist's controller gets them: under --dist loadgroup every one
-    ends with its group (`...@clusters`). Where xdist dropped the groups, two workers could start
-    the same cluster at once, each removing the other's namespace: the run stops here instead."""
+    ends with its group (`...@slurm-clusters`). Where xdist dropped the groups, two workers could
+    start the same cluster at once, each removing the other's namespace: the run stops here
+    instead."""
     if node.config.getvalue("dist") != "loadgroup":
         return
     lost = [nodeid for nodeid in ids if nodeid.rfind("@") <= nodeid.rfind("]")]
