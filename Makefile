@@ -11,8 +11,7 @@ export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 export MKL_NUM_THREADS ?= 1
 # make test's pytest-xdist workers: one per core and one more, since many tests wait on schedulers,
-# servers and jobs (2 workers kept 2 cores 60% busy); tests/conftest.py keeps the Slurm tests on one
-# worker, the OpenPBS ones on another.
+# servers and jobs (2 workers kept 2 cores 60% busy); tests/conftest.py keeps the cluster tests on one.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 
 .PHONY: demo test test-extended test-all test-fast test-unit lint bench venv gpu release student-bundle hub-proxy lock clean i18n-update

@@ -30,30 +30,24 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 
 # Under pytest-xdist (`make test`, --dist loadgroup) each test file runs on one worker, so that its
-# module fixtures (a graded batch, a cluster) are made once. The tests that start Slurm's daemons
-# share this machine's munge (a cluster's stop ends it), so they all run on one worker; OpenPBS's
-# clusters have a bridge, subnet, namespaces and lock of their own (tests/pbs_cluster.py) and no
-# munge, so its tests run on another worker beside them.
+# module fixtures (a graded batch, a cluster) are made once; the tests that start a scheduler's
+# daemons share this machine's munge, namespaces and bridge, so they all run on one worker.
 CLUSTER_MARKERS = ("slurm", "pbs")
 
 
 def _group(item: pytest.Item) -> str:
-    for marker in CLUSTER_MARKERS:
-        if item.get_closest_marker(marker):
-            return f"{marker}-clusters"
-    return item.path.stem
+    clusters = any(item.get_closest_marker(marker) for marker in CLUSTER_MARKERS)
+    return "clusters" if clusters else item.path.stem
 
 
 # The order the groups are dealt to the workers in: the longest first, so that the run does not end
 # with one worker on a long group while the others idle (measured in make test on 2 cores: the
-# Slurm clusters' jobs; the solved student's run, then its grading; OpenPBS's jobs; then the single
-# long end-to-end runs).
+# clusters' jobs; the solved student's run, then its grading; then the single long end-to-end runs).
 # The other groups follow by what they start (end-to-end runs, then brief integration tests, then
 # unit tests, each as collected), so that the quick unit tests fill in the end of the run.
 LONGEST_FIRST = (
-    "slurm-clusters",
+    "clusters",
     "test_grading",
-    "pbs-clusters",
     "test_bundle_term",
     "test_hub",
     "test_exchange_integrity",
@@ -116,9 +110,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown under `-p no:xdist`
 def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
     """Each worker's test ids, as xdist's controller gets them: under --dist loadgroup every one
-    ends with its group (`...@slurm-clusters`). Where xdist dropped the groups, two workers could
-    start the same cluster at once, each removing the other's namespace: the run stops here
-    instead."""
+    ends with its group (`...@clusters`). Where xdist dropped the groups, two workers could start
+    the same cluster at once, each removing the other's namespace: the run stops here instead."""
     if node.config.getvalue("dist") != "loadgroup":
         return
     lost = [nodeid for nodeid in ids if nodeid.rfind("@") <= nodeid.rfind("]")]

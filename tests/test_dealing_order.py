@@ -42,12 +42,10 @@ def test_the_groups_are_collected_longest_first_then_by_what_they_start():
         "tests/test_notebooks.py",  # reads the solved student's run
         "tests/test_resume.py",  # an end-to-end run
         "tests/test_bundle_term.py",  # one long end-to-end run
-        "tests/test_pbs_ja.py",  # OpenPBS's group
-        "tests/test_slurm_ja.py",  # Slurm's group
+        "tests/test_slurm_ja.py",  # the clusters' group
     )
     assert files(collected) == [
         "tests/test_slurm_ja.py",
-        "tests/test_pbs_ja.py",
         "tests/test_bundle_term.py",
         "tests/test_resume.py",
         "tests/test_notebooks.py",
