@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from course import paths
+from course import i18n, paths
 from course.contracts import lessons, stages
 from course.errors import CourseError
 from course.instructor import (
     allocation,
+    bundle,
     class_report,
     demo,
     exchange,
@@ -53,8 +54,8 @@ def refusal(tmp_path: Path, text: str) -> CourseError:
 
 def test_every_notebook_is_in_one_lesson_and_the_core_holds_the_stages():
     named = [name for lesson in lessons.LESSONS.values() for name in lesson.notebooks]
-    assert sorted(named) == sorted(p.name for p in SOURCE.glob("*.ipynb")) == sorted(
-        stages.NOTEBOOKS
+    assert (
+        sorted(named) == sorted(p.name for p in SOURCE.glob("*.ipynb")) == sorted(stages.NOTEBOOKS)
     ), "each notebook in exactly one lesson (lessons.PARTS)"
     assert {s.notebook for s in stages.STAGES.values()} <= set(lessons.LESSONS["core"].notebooks)
     for lesson in lessons.LESSONS.values():
@@ -144,18 +145,63 @@ def test_site_verify_skips_a_job_no_chosen_lesson_runs():
     assert site_checks.allreduce(outcome, [], settings).status == "skipped"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("choice", [CORE, EVERY], ids=["core", "every"])
-def test_the_japanese_edition_releases_the_chosen_notebooks(tmp_path, choice):
-    release.generate(ROOT, tmp_path, "ja", choice)
-    [folder] = tmp_path.iterdir()
-    assert tuple(sorted(p.name for p in folder.glob("*.ipynb"))) == choice.notebooks
+def kit_with_choice(folder: Path, choice: lessons.Choice) -> Path:
+    """The kit at `folder`: ROOT's files (linked) but course.toml, which holds `choice`, and the
+    release notebooks/, which is not made yet."""
+    folder.mkdir()
+    for path in ROOT.iterdir():
+        if path.name not in (lessons.FILE, "notebooks", ".git", "build", ".venv"):
+            (folder / path.name).symlink_to(path)
+    (folder / lessons.FILE).write_text(lessons.file_text(choice))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def core_kit(tmp_path_factory) -> Path:
+    """The kit whose course.toml chooses the core alone, released in both editions as `course
+    release` releases."""
+    kit = kit_with_choice(tmp_path_factory.mktemp("core") / "kit", CORE)
+    for lang in i18n.LANGUAGES:
+        release.generate(kit, kit / "notebooks", lang)
+    return kit
+
+
+def listed_in_readme(folder: Path) -> list[str]:
     readme = (folder / "README.md").read_text(encoding="utf-8")
-    assert re.findall(r"^\d+\. `(\S+)`", readme, re.M) == list(choice.notebooks)
-    if choice == EVERY:  # what `make release` committed
-        committed = ROOT / "notebooks" / folder.name
-        for path in folder.glob("*.*"):
-            assert path.read_bytes() == (committed / path.name).read_bytes(), path.name
+    return re.findall(r"^\d+\. `(\S+)`", readme, re.M)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", i18n.LANGUAGES)
+def test_each_edition_releases_and_bundles_the_core_alone(core_kit, tmp_path, lang):
+    released = core_kit / "notebooks" / i18n.assignment(lang)
+    assert tuple(sorted(p.name for p in released.glob("*.ipynb"))) == CORE.notebooks
+    assert listed_in_readme(released) == list(CORE.notebooks)
+    out = bundle.build(core_kit, tmp_path / "bundle", tmp_path / "exchange", lang)
+    folder = exchange.assignment_folder(out, exchange.settings(out)).with_name(released.name)
+    assert tuple(sorted(p.name for p in folder.glob("*.ipynb"))) == CORE.notebooks
+    assert listed_in_readme(folder) == list(CORE.notebooks)
+
+
+@pytest.mark.slow
+def test_the_japanese_edition_of_every_lesson_is_the_committed_release(tmp_path):
+    release.generate(ROOT, tmp_path, "ja", EVERY)
+    [folder] = tmp_path.iterdir()
+    committed = ROOT / "notebooks" / folder.name
+    assert sorted(p.name for p in folder.glob("*.*")) == sorted(
+        p.name for p in committed.glob("*.*")
+    )
+    for path in folder.glob("*.*"):
+        assert path.read_bytes() == (committed / path.name).read_bytes(), path.name
+
+
+def test_a_bundle_of_a_release_the_choice_no_longer_matches_is_refused(tmp_path):
+    kit = kit_with_choice(tmp_path / "kit", CORE)
+    (kit / "notebooks").symlink_to(ROOT / "notebooks")  # every lesson's, as committed
+    with pytest.raises(CourseError) as raised:
+        bundle.build(kit, tmp_path / "bundle", tmp_path / "exchange")
+    assert "04_the_exchange.ipynb" in raised.value.message and "make release" in raised.value.hint
+    assert not (tmp_path / "bundle").exists()
 
 
 def play_term(student_run: Path, out: Path, choice: lessons.Choice) -> tuple[int, Path, Path]:
