@@ -5,7 +5,8 @@ it needs.
 The core hands-on (one GPU, a node's GPUs, many nodes) is always taught; the deep dives are
 picked. Everything that lists notebooks or jobs for a class follows the choice: the release (both
 editions), the student bundle, grading, `course plan` and `course site verify`. The chosen
-notebooks are one nbgrader assignment (docs/instructors.md says why).
+notebooks are one nbgrader assignment: the lessons share the student's runs and its stage-1
+baseline.
 """
 
 from __future__ import annotations
