@@ -315,6 +315,8 @@ NOT_FOR_STUDENTS = {
     # the grader's notes in feedback name the instructor's file
     ("course/cluster/accounting.py", "grading.toml"),
     ("course/contracts/grading_rules.py", "grading.toml"),
+    # the instructor's choice of lessons (course.contracts.lessons), which the bundle follows
+    ("course/contracts/lessons.py", "course.toml"),
     # site profiles are the instructor's (`course site apply`)
     ("course/cluster/profile_schema.py", "sites/local.toml"),
     ("course/contracts/benchmark.py", "-*/*.json"),  # a glob, not a file

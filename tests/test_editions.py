@@ -38,14 +38,16 @@ def test_the_japanese_source_is_built_into_the_course_folder_with_the_english_ce
     course = tmp_path / "course"
     (course / "solutions").mkdir(parents=True)
     (course / "solutions" / paths.ASSIGNMENT).symlink_to(ROOT / "solutions" / paths.ASSIGNMENT)
-    folder = editions.prepare_source(course, JA)
-    assert folder == course / "solutions" / JA
+    folder = editions.prepare_source(course, JA, tmp_path / "source")
+    assert folder == tmp_path / "source" / JA
     built = json.loads((folder / "01_single_gpu.ipynb").read_text(encoding="utf-8"))
     english = json.loads(
         (ROOT / "solutions" / paths.ASSIGNMENT / "01_single_gpu.ipynb").read_text()
     )
     assert [c["id"] for c in built["cells"]] == [c["id"] for c in english["cells"]]
     assert "ステージ 1" in "".join(built["cells"][0]["source"])
-    assert (
-        editions.prepare_source(course, paths.ASSIGNMENT) == course / "solutions" / paths.ASSIGNMENT
+    english = editions.prepare_source(course, paths.ASSIGNMENT, tmp_path / "source")
+    assert english == tmp_path / "source" / paths.ASSIGNMENT
+    assert sorted(p.name for p in english.glob("*.ipynb")) == sorted(
+        p.name for p in folder.glob("*.ipynb")
     )

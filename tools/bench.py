@@ -45,7 +45,7 @@ if __package__ in (None, ""):  # run as a script: the kit's checkout is the pare
 from course import paths  # noqa: E402
 from course.cli import command_parser  # noqa: E402
 from course.cluster import mpi  # noqa: E402
-from course.contracts import results, stages
+from course.contracts import lessons, results, stages
 from course.errors import CourseError, JobError  # noqa: E402
 from course.fileio import atomic_file  # noqa: E402
 
@@ -308,7 +308,12 @@ def autograde_time(workdir: Path, repeats: int, student: Path | None = None, job
     db_url = autograde.prepare(course, workdir / "release")
     started = time.monotonic()
     outcomes = autograde.autograde(
-        course, course / "submitted", [f"student{i}" for i in range(repeats)], db_url, jobs
+        course,
+        course / "submitted",
+        [f"student{i}" for i in range(repeats)],
+        db_url,
+        jobs,
+        source=autograde.source_of(workdir / "release"),
     )
     wall = time.monotonic() - started
     verified = [o.seconds for o in outcomes]
@@ -318,7 +323,7 @@ def autograde_time(workdir: Path, repeats: int, student: Path | None = None, job
         "jobs": jobs or os.cpu_count(),
         "verify_seconds_median": statistics.median(verified),
         "verify_seconds_max": max(verified),
-        "notebooks": len(demo.NOTEBOOKS),
+        "notebooks": len(lessons.load(course).notebooks),
         "submissions": repeats,
         "scores": [o.score for o in outcomes],
     }

@@ -32,7 +32,7 @@ from course.cli import command_parser
 from course.cluster import pbs, plan, siteenv, usage
 from course.cluster.siteenv import SiteSettings
 from course.cluster.usage import Usage
-from course.contracts import model_parallel, results, stages
+from course.contracts import lessons, model_parallel, results, stages
 from course.errors import CourseError, ResultsError
 
 RESUBMIT = 2.0  # each job twice: a try that fails or is cut short, and the one that counts
@@ -181,7 +181,10 @@ def budget(
             f"stage 2: the site profile declares {gpus} GPU(s) per node (gpus_per_node), and its "
             "notebook submits its job only where there are 2 or more"
         )
-    for run in plan.comparison_plan(folder) + plan.profile_plan(folder):
+    chosen = lessons.load(folder).jobs  # the chosen lessons' jobs only (course.toml)
+    runs = plan.comparison_plan(folder) if lessons.STAGE_3 in chosen else []
+    runs += plan.profile_plan(folder) if lessons.PROFILE in chosen else []
+    for run in runs:
         what = "stage 3: " + run.describe(settings.select).split(":  qsub")[0]
         add(what, stages.MULTI_NODE, run, run.nodes, run.per_node)
 
@@ -200,10 +203,17 @@ def budget(
 
     # Notebook 03's benchmark, then notebook 04's (the ring against a parameter server): the same
     # job script on the same ranks.
-    for kind in ("allreduce benchmark", "allreduce benchmark, ring against parameter server"):
+    benchmarks = {
+        lessons.BENCHMARK: "allreduce benchmark",
+        lessons.EXCHANGE_BENCHMARK: "allreduce benchmark, ring against parameter server",
+    }
+    for kind in (what for job, what in benchmarks.items() if job in chosen):
         for nodes, per_node in plan.benchmark_plan(folder):
             add_walltime(kind, usage.BENCHMARK_SCRIPT, nodes, per_node)
-    add_walltime("model against data parallelism (notebook 05)", model_parallel.JOB_SCRIPT, 1, 2)
+    if lessons.MODEL_PARALLEL in chosen:
+        add_walltime(
+            "model against data parallelism (notebook 05)", model_parallel.JOB_SCRIPT, 1, 2
+        )
     return Budget(settings.site, jobs, students, resubmit, left_out, gpus, usage.limits(settings))
 
 

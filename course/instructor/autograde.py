@@ -23,6 +23,7 @@ import fcntl
 import itertools
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,6 +49,7 @@ from course.instructor.verify_protocol import VerificationError
 
 ASSIGNMENT = paths.ASSIGNMENT
 LOCK = "gradebook.lock"
+SOURCE = "source"  # in the grading run's release folder: the chosen lessons' source
 
 
 def _nbgrader(
@@ -129,17 +131,30 @@ def gradebook_url(root: Path) -> str:
     return f"sqlite:///{root / 'gradebook.db'}"
 
 
+def source_of(release: Path) -> Path:
+    """Where `prepare` builds the graded source (nbgrader's source folder) beside `release`."""
+    return release / SOURCE
+
+
 def prepare(root: Path, release: Path, assignment: str = ASSIGNMENT) -> str:
-    """Put the edition `assignment`'s notebooks and test cells into the course's gradebook, and its
-    student release into `release`/<assignment> (what every student was given); return the
-    gradebook's URL."""
+    """Put the edition `assignment`'s notebooks of the chosen lessons and their test cells into
+    the course's gradebook, their source into source_of(`release`)/<assignment> and their student
+    release into `release`/<assignment> (what every student was given); return the gradebook's
+    URL."""
     check_course_folder(root)
-    editions.prepare_source(root, assignment)
+    source = source_of(release)
+    if (source / assignment).exists():
+        shutil.rmtree(source / assignment)
+    editions.prepare_source(root, assignment, source)
     db_url = gradebook_url(root)
     _nbgrader_or_raise(
         ["generate_assignment", assignment, "--force"],
         root,
-        [f"--CourseDirectory.release_directory={release}", f"--CourseDirectory.db_url={db_url}"],
+        [
+            f"--CourseDirectory.source_directory={source}",
+            f"--CourseDirectory.release_directory={release}",
+            f"--CourseDirectory.db_url={db_url}",
+        ],
         "python -m course release shows the whole error",
     )
     return db_url
@@ -183,6 +198,8 @@ def verify_all(
     cell_timeout: float,
     assignment: str = ASSIGNMENT,
     submission_timeout: float = verify.SUBMISSION_TIMEOUT,
+    *,
+    source: Path,
 ) -> dict[str, tuple[float, dict, str]]:
     """Verify every submission of the edition `assignment`, `jobs` at a time, each in its own
     sandboxed process speaking the edition's language, each within `submission_timeout` seconds;
@@ -190,7 +207,7 @@ def verify_all(
     test), failure or "")}."""
     from concurrent.futures import ThreadPoolExecutor
 
-    plans = verify_plan.plans(root / "solutions" / assignment)
+    plans = verify_plan.plans(source / assignment)
 
     def one(student: str) -> tuple[float, dict, str]:
         folder = submitted / student / assignment
@@ -253,10 +270,13 @@ def autograde(
     assignment: str = ASSIGNMENT,
     submission_timeout: float = verify.SUBMISSION_TIMEOUT,
     skip: Sequence[str] = (),
+    *,
+    source: Path,
 ) -> list[Outcome]:
     """Verify every submission of the edition `assignment`, then nbgrader autograde over them in
     one process, but for the students `skip` names (nbgrader's autograde would open their
-    folders); outcomes from the gradebook."""
+    folders); outcomes from the gradebook. `source`: the folder `prepare` built the graded source
+    in (source_of its release)."""
     with tempfile.TemporaryDirectory(prefix="course-verdicts-") as verdicts:
         workers = jobs or os.cpu_count() or 1
         verified = verify_all(
@@ -268,6 +288,7 @@ def autograde(
             cell_timeout,
             assignment,
             submission_timeout,
+            source=source,
         )
         try:
             run = _nbgrader(
@@ -275,6 +296,7 @@ def autograde(
                 root,
                 [
                     *_gradebook_options(submitted, db_url),
+                    f"--CourseDirectory.source_directory={source}",
                     f"--CourseDirectory.student_id_exclude={','.join(sorted(skip))}",
                 ],
                 timeout=6 * 3600,

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from course import i18n, paths
 from course.cli import command_parser
-from course.contracts import grading_rules
+from course.contracts import grading_rules, lessons
 from course.errors import CourseError
 from course.instructor import bundle_texts, exchange, i18n_release, release
 
@@ -125,6 +125,14 @@ def build(
     if release.job_outputs(released):
         raise CourseError(
             f"{released} holds job outputs", "remove them (or make release) before bundling"
+        )
+    chosen = lessons.load(root).notebooks
+    found = tuple(sorted(p.name for p in released.glob("*.ipynb")))
+    if found != chosen:
+        raise CourseError(
+            f"the release in {released} holds {', '.join(found) or 'no notebook'}, and "
+            f"{lessons.FILE} chooses {', '.join(chosen)}",
+            "make release (it follows course.toml), then make the bundle again",
         )
     if out.exists() and any(out.iterdir()):
         raise CourseError(

@@ -37,7 +37,7 @@ from pathlib import Path
 from course import i18n, paths
 from course.cli import command_parser
 from course.cluster import siteenv
-from course.contracts import stages
+from course.contracts import lessons, stages
 from course.diagnostics import doctor
 from course.errors import GradingError
 from course.instructor import (
@@ -125,11 +125,16 @@ def student_copy(release_folder: Path, solutions_folder: Path, destination: Path
     return destination
 
 
-def course_folder(root: Path, destination: Path) -> Path:
-    """A course folder for nbgrader: its configuration, grading.toml and the source solutions/."""
+def course_folder(root: Path, destination: Path, choice: lessons.Choice | None = None) -> Path:
+    """A course folder for nbgrader: its configuration, grading.toml, the source solutions/ and
+    the choice of lessons (`choice` written out, else root's course.toml where it has one)."""
     destination.mkdir(parents=True)
     for name in ("nbgrader_config.py", "grading.toml"):
         shutil.copy(root / name, destination / name)
+    if choice is not None:
+        (destination / lessons.FILE).write_text(lessons.file_text(choice), encoding="utf-8")
+    elif (root / lessons.FILE).is_file():
+        shutil.copy(root / lessons.FILE, destination / lessons.FILE)
     shutil.copytree(root / "solutions", destination / "solutions")
     return destination
 
@@ -178,21 +183,26 @@ def play_term(
     students: tuple[Student, ...] = STUDENTS,
     env: dict[str, str] | None = None,
     lang: str = i18n.DEFAULT,
+    choice: lessons.Choice | None = None,
 ) -> tuple[int, dict[str, Path]]:
     """Release, fetch, work, submit, grade and return feedback through the exchange out/exchange
     with nbgrader's apps; (course grade's exit status, each student's assignment folder).
 
     env: the students' kernels' environment (default: this process's); lang: the edition they
-    work in (its own nbgrader assignment)."""
+    work in (its own nbgrader assignment); choice: the lessons taught (default: root's
+    course.toml), whose notebooks alone are released, worked on and graded."""
     assignment = i18n_release.assignment(lang)
-    course = course_folder(root, out / "course")
-    release.generate(root, course / "notebooks", lang)
+    choice = choice or lessons.load(root)
+    course = course_folder(root, out / "course", choice)
+    release.generate(root, course / "notebooks", lang, choice)
     ex = out / "exchange"
     exchange.run("release_assignment", [assignment], course, ex)
     settings = exchange.settings(course)
     print(f"released {assignment} to {ex}")
     homes, folders = {}, {}
+    print(f"lessons: {', '.join(choice.ids)}")
     for student in students:
+        works_on = tuple(name for name in student.notebooks if name in choice.notebooks)
         home = homes[student.name] = out / "students" / student.name
         home.mkdir(parents=True)
         (home / "nbgrader_config.py").write_text(exchange.student_config(settings, ex))
@@ -200,11 +210,11 @@ def play_term(
         folder = exchange.assignment_folder(home, settings).with_name(assignment)
         folders[student.name] = folder
         print(
-            f"{student.name}: fetched into {folder}; works on {', '.join(student.notebooks)}"
+            f"{student.name}: fetched into {folder}; works on {', '.join(works_on)}"
             + (f", leaving {', '.join(sorted(student.left))} as released" if student.left else "")
         )
-        solve(folder, root / "solutions" / paths.ASSIGNMENT, student.notebooks, student.left)
-        run_all(folder, student.notebooks, env=env)
+        solve(folder, root / "solutions" / paths.ASSIGNMENT, works_on, student.left)
+        run_all(folder, works_on, env=env)
         as_student("submit", home, ex, f"--student={student.name}", assignment=assignment)
         sent = max((ex / settings.course_id / "inbound").glob(f"{student.name}+{assignment}+*"))
         print(
@@ -305,9 +315,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     for line in allreduce_report.summary(solved):
         print(line)
-    print(f"\n== 8b. {STUDENTS[0].name}'s gradient exchange up close (notebook 04)")
-    for line in exchange_report.summary(solved):
-        print(line)
+    if "exchange" in lessons.load(root).ids:
+        print(f"\n== 8b. {STUDENTS[0].name}'s gradient exchange up close (notebook 04)")
+        for line in exchange_report.summary(solved):
+            print(line)
     print("\n== 9. The class report: every student's runs and where the class lost points")
     class_report.main(["--course-dir", str(out / "course")])
     if not args.site_settings:

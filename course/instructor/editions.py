@@ -2,9 +2,10 @@
 own nbgrader assignment (course.instructor.i18n_release). Which edition each student handed in, and
 the source each edition needs in the course folder to be graded.
 
-A translated edition's source is built from the English solutions/ and the catalogs into
-solutions/<its assignment> when it is graded (git ignores it): its cells are the English ones, so it
-grades the same, and its text is the student's language, so the feedback is too.
+Each edition's source is built, of the chosen lessons' notebooks (course.instructor.lesson_source),
+when it is graded; a translated one from the English solutions/ and the catalogs: its cells are
+the English ones, so it grades the same, and its text is the student's language, so the feedback
+is too.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from collections.abc import Collection
 from pathlib import Path
 
 from course import i18n
-from course.instructor import i18n_release
+from course.contracts import lessons
+from course.instructor import i18n_release, lesson_source
 
 # {nbgrader assignment: its language}, the English edition first
 ASSIGNMENTS = {i18n_release.assignment(lang): lang for lang in i18n.LANGUAGES}
@@ -51,10 +53,7 @@ def handed_in(
     return chosen, others
 
 
-def prepare_source(root: Path, assignment: str) -> Path:
-    """The source of the edition `assignment` in the course folder `root`, built afresh for a
-    translated edition; its folder."""
-    lang = language(assignment)
-    if lang != i18n.DEFAULT:
-        i18n_release.build(root, lang, root / "solutions")
-    return root / "solutions" / assignment
+def prepare_source(root: Path, assignment: str, out: Path) -> Path:
+    """The source of the edition `assignment` of the lessons the course folder `root` chose
+    (its course.toml), built afresh into `out`; its folder."""
+    return lesson_source.build(root, language(assignment), out, lessons.load(root))

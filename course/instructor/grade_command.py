@@ -21,6 +21,7 @@ from pathlib import Path
 
 from course import i18n, paths
 from course.cli import command_parser
+from course.contracts import lessons
 from course.errors import CourseError, GradingError
 from course.instructor import (
     autograde,
@@ -156,6 +157,7 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
             assignment,
             submission_timeout=args.submission_timeout,
             skip=[*refused, *(s for s in chosen if s not in students)],
+            source=autograde.source_of(release),
         )
         if args.feedback:
             autograde.feedback(root, submitted, db_url, assignment)
@@ -163,7 +165,7 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
             {student: submitted / student / assignment for student in students},
             release=release / assignment,
         )
-        bases += [root / "solutions" / assignment, release / assignment]
+        bases += [autograde.source_of(release) / assignment, release / assignment]
     outcomes.sort(key=lambda outcome: outcome.student)
     for note in passed_over:  # what collect passed over, beside the grade it concerns
         for outcome in outcomes:
@@ -196,7 +198,7 @@ def _grade(root: Path, args: argparse.Namespace, release: Path) -> int:
             file=sys.stderr,
         )
     print("\n" + summary(outcomes))
-    notebooks = len(list((root / "solutions" / ASSIGNMENT).glob("*.ipynb")))
+    notebooks = len(lessons.load(root).notebooks)
     verified = [o.seconds for o in outcomes if o.seconds] or [0.0]  # not the refused ones
     per_student = sum(verified) / len(verified)
     print(

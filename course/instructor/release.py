@@ -17,8 +17,9 @@ from pathlib import Path
 
 from course import i18n, paths
 from course.cluster import sites
+from course.contracts import lessons
 from course.errors import CourseError
-from course.instructor import exchange, i18n_release
+from course.instructor import exchange, i18n_release, lesson_source
 
 JOB_OUTPUTS = ("runs", "*.o[0-9]*", "train_cifar_*.py", "result")
 
@@ -28,8 +29,9 @@ def job_outputs(folder: Path) -> list[Path]:
     return sorted(p for pattern in JOB_OUTPUTS for p in Path(folder).glob(pattern))
 
 
-def _generate_assignment(root: Path, assignment: str, destination: Path) -> None:
-    """nbgrader generate_assignment of root's source `assignment` into `destination`."""
+def _generate_assignment(root: Path, assignment: str, destination: Path, source: Path) -> None:
+    """nbgrader generate_assignment of `source`/<assignment> into `destination`, with root's
+    nbgrader configuration."""
     with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
         command = [
             sys.executable,
@@ -39,6 +41,7 @@ def _generate_assignment(root: Path, assignment: str, destination: Path) -> None
             assignment,
             "--force",
             "--CourseDirectory.root=" + str(root),
+            f"--CourseDirectory.source_directory={source}",
             f"--CourseDirectory.release_directory={destination}",
             f"--CourseDirectory.db_url=sqlite:///{tmp}/gradebook.db",
             "--log-level=WARN",
@@ -53,10 +56,16 @@ def _generate_assignment(root: Path, assignment: str, destination: Path) -> None
         )
 
 
-def generate(root: Path, destination: Path, lang: str = i18n.DEFAULT) -> list[Path]:
-    """Run nbgrader generate_assignment on root's source, in the edition `lang`, into
-    `destination`/<the edition's assignment>. Another language's source is built first from the
-    English one and its catalog (course.instructor.i18n_release), in a course folder of its own."""
+def generate(
+    root: Path,
+    destination: Path,
+    lang: str = i18n.DEFAULT,
+    choice: lessons.Choice | None = None,
+) -> list[Path]:
+    """Run nbgrader generate_assignment on root's source of the chosen lessons (`choice`, else
+    root's course.toml), in the edition `lang`, into `destination`/<the edition's assignment>.
+    Another language's source is built first from the English one and its catalog
+    (course.instructor.i18n_release), in a course folder of its own."""
     source = root / "solutions" / paths.ASSIGNMENT
     leftovers = job_outputs(source)
     if leftovers:
@@ -64,21 +73,23 @@ def generate(root: Path, destination: Path, lang: str = i18n.DEFAULT) -> list[Pa
             f"{source} holds job outputs ({', '.join(p.name for p in leftovers[:4])})",
             "run the solution notebooks in a copy, not in solutions/; remove these first",
         )
+    choice = choice or lessons.load(root)
     assignment = i18n_release.assignment(lang)
     folder = Path(destination) / assignment
-    if lang == i18n.DEFAULT:
-        _generate_assignment(root, assignment, destination)
-        sites.copy_jobs(root / paths.JOBS_DIR, folder / paths.JOBS_DIR)
-    else:
-        with tempfile.TemporaryDirectory(prefix=f"course-release-{lang}-") as tmp:
-            edition = Path(tmp)
-            # the job scripts beside the edition's source, not in it (nbgrader would release them)
-            jobs = edition / paths.JOBS_DIR
-            i18n_release.build(root, lang, edition / "solutions", jobs=jobs)
+    with tempfile.TemporaryDirectory(prefix=f"course-release-{lang}-") as tmp:
+        edition = Path(tmp)
+        source = edition / "solutions"
+        # the job scripts beside the edition's source, not in it (nbgrader would release them)
+        jobs = edition / paths.JOBS_DIR
+        lesson_source.build(root, lang, source, choice, jobs=jobs)
+        if lang == i18n.DEFAULT:
+            _generate_assignment(root, assignment, destination, source)
+            sites.copy_jobs(root / paths.JOBS_DIR, folder / paths.JOBS_DIR)
+        else:
             (edition / "nbgrader_config.py").write_text(
                 i18n_release.nbgrader_config(root, lang), encoding="utf-8"
             )
-            _generate_assignment(edition, assignment, destination)
+            _generate_assignment(edition, assignment, destination, source)
             sites.copy_jobs(jobs, folder / paths.JOBS_DIR)
     return sorted(folder.rglob("*"))
 
@@ -96,9 +107,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{folder} holds job outputs",
                 "work in a copy of the release; remove them here first",
             )
+    choice = lessons.load(root)
+    print(f"lessons ({lessons.FILE}), about {choice.minutes / 60:.1f} h of work:")
+    print(choice.describe())
     with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
         for lang in i18n.LANGUAGES:  # every edition made before any is replaced
-            generate(root, Path(tmp), lang)
+            generate(root, Path(tmp), lang, choice)
         for folder in folders:
             if folder.exists():
                 shutil.rmtree(folder)

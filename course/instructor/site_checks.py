@@ -299,6 +299,8 @@ def _benchmark_files(folder: Path, outcome: Outcome) -> list[dict]:
 def allreduce(outcome: Outcome, files: list[dict], settings: SiteSettings) -> Check:
     nodes, per_node = settings.largest_run
     name = f"allreduce benchmark ({nodes} node(s) x {per_node} ranks)"
+    if outcome.note.startswith("skipped"):
+        return Check(name, "skipped", outcome.note.removeprefix("skipped: "))
     problem = outcome.problem("the allreduce benchmark")
     if problem or not files:
         said = problem or "its log names no benchmark file"

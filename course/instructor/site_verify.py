@@ -26,7 +26,7 @@ from course.cli import command_parser
 from course.cluster import pbs, siteenv, sites, submit, usage
 from course.cluster.job import Job
 from course.cluster.siteenv import SiteSettings
-from course.contracts import stages
+from course.contracts import lessons, stages
 from course.errors import CourseError, SiteError
 from course.instructor import site_checks, solution_scripts
 from course.instructor.site_report import JobRun, Report
@@ -66,9 +66,13 @@ def with_epochs(train_args: str, epochs: int) -> str:
     return f"{train_args} --epoch {epochs}".strip()
 
 
-def plan_jobs(settings: SiteSettings, train_args: str) -> list[Planned]:
-    """The jobs of a verify run on this site, the probe first: it says soonest what is missing."""
+def plan_jobs(
+    settings: SiteSettings, train_args: str, chosen: frozenset[str] = lessons.EVERY_JOB
+) -> list[Planned]:
+    """The jobs of a verify run on this site, the probe first: it says soonest what is missing.
+    A job no lesson in `chosen` (lessons' job names) submits is skipped, said so."""
     nodes, per_node = settings.largest_run
+    benchmarked = {lessons.BENCHMARK, lessons.EXCHANGE_BENCHMARK} & chosen
     training = {"COURSE_TRAIN_ARGS": train_args}
     gpus = settings.gpus_per_node
     return [
@@ -89,6 +93,7 @@ def plan_jobs(settings: SiteSettings, train_args: str) -> list[Planned]:
             nodes,
             per_node,
             dict(BENCHMARK_ENV),
+            skipped="" if benchmarked else f"skipped: no lesson of {lessons.FILE} runs it",
         ),
     ]
 
@@ -228,7 +233,8 @@ def run(kit: Path, folder: Path, train_args: str | None, timeout: float, echo=pr
     folder.mkdir(parents=True, exist_ok=True)
     settings = prepare(kit, folder)
     args = train_args or with_epochs(settings.train_args, 1)
-    tracked = [Tracked(planned) for planned in plan_jobs(settings, args)]
+    chosen = lessons.load(kit).jobs
+    tracked = [Tracked(planned) for planned in plan_jobs(settings, args, chosen)]
     echo(f"course site verify: site {settings.site} ({settings.scheduler}); jobs from {folder}")
     follow(tracked, folder, timeout, one_at_a_time=settings.scheduler == "local", echo=echo)
     outcomes = {item.planned.key: item.outcome() for item in tracked}
