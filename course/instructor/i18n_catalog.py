@@ -28,6 +28,7 @@ from babel.messages.catalog import Catalog
 
 from course import i18n, paths
 from course.cluster import sites
+from course.contracts import stages
 from course.fileio import atomic_file
 from course.instructor import i18n_code, i18n_jobs
 
@@ -156,13 +157,7 @@ MARKED = (
     "course/exchangemodel.py",
 )
 # The notebooks whose markdown, docstrings and comments are in the catalogs.
-NOTEBOOKS = (
-    "01_single_gpu.ipynb",
-    "02_multi_gpu.ipynb",
-    "03_multi_node.ipynb",
-    "04_the_exchange.ipynb",
-    "05_beyond_data_parallel.ipynb",
-)
+NOTEBOOKS = stages.NOTEBOOKS
 # The markdown files of the assignment (a student reads them beside the notebooks).
 DOCUMENTS = ("README.md",)
 # The stubs nbgrader leaves for a solution and a written answer (nbgrader_config.py), translated.

@@ -21,7 +21,7 @@ from course.fileio import atomic_file
 from course.i18n import _
 from course.notebook.report import html_table
 
-NOTEBOOK = "05_beyond_data_parallel.ipynb"
+NOTEBOOK = "06_accuracy_at_scale.ipynb"
 ANSWER = "answer_large_batch_predict"
 RECORD = Path("runs") / "large_batch_prediction.json"
 
