@@ -224,10 +224,12 @@ def check_cells(stage_name: str) -> dict[str, str]:
     """{grade_id: source} of the notebook's graded cells that check the stage's functions on their
     own, hidden tests included (the allreduce exercise's checks read job outputs:
     tests/test_allreduce_checks.py has them; test_scaling_checks.py has the derivations')."""
-    notebook = nbformat.read(SOLUTIONS / stages.get(stage_name).notebook, as_version=4)
+    from tests.solutions import notebooks_of
+
     return {
         cell.metadata.nbgrader.grade_id: cell.source
-        for cell in notebook.cells
+        for name in notebooks_of(stage_name, ("job_functions",))
+        for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells
         if cell.metadata.get("nbgrader", {}).get("grade")
         and cell.source.startswith("checks.")
         and not cell.source.startswith(("checks.allreduce.", "checks.scaling."))
