@@ -72,8 +72,9 @@ NOTEBOOKS = sorted(p.name for p in SOLUTIONS.glob("*.ipynb"))  # the assignment'
 
 def until_first_job(folder: Path, notebooks: list[str], env: dict[str, str]) -> None:
     """Run `notebooks[0]` of `folder` whole, as its student would (its one job: a stage-1 run,
-    which notebook 03's resource request measures), then each other one up to the cell that
-    submits its first job: their checks pass and their scripts are written; no other job runs."""
+    which notebook 07's resource request measures), then each other one up to the cell that
+    submits its first job (a notebook without a job whole): their checks pass and their scripts
+    are written; no other job runs."""
     from course.instructor import demo
 
     for name in notebooks:
@@ -81,7 +82,8 @@ def until_first_job(folder: Path, notebooks: list[str], env: dict[str, str]) -> 
         if name != notebooks[0]:
             notebook = nbformat.read(path, as_version=4)
             first = next(
-                i for i, cell in enumerate(notebook.cells) if "course.submit(" in cell.source
+                (i for i, cell in enumerate(notebook.cells) if "course.submit(" in cell.source),
+                len(notebook.cells),
             )
             notebook.cells = notebook.cells[:first]
             path = folder / f".until-first-job-{name}"

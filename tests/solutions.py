@@ -45,8 +45,12 @@ def notebooks_of(name: str, kinds: tuple[str, ...] | None = None) -> tuple[str, 
     if name.endswith(".ipynb"):
         return (name,)
     stage = stages.get(name)
-    kinds = kinds or ("job_functions", "model_functions", "prediction_functions",
-                      "derivation_functions")
+    kinds = kinds or (
+        "job_functions",
+        "model_functions",
+        "prediction_functions",
+        "derivation_functions",
+    )
     wanted = {function for kind in kinds for function in getattr(stage, kind)}
     return (stage.notebook,) + tuple(
         notebook

@@ -291,9 +291,9 @@ def unsolved(folder: Path) -> None:
 
 CELL_TIMEOUT = 120  # seconds a test cell may run in this batch (course grade --cell-timeout):
 # the stage-3 checks start MPI ranks, which a busy machine slows many times over
-# The points of the handed-in runs alone, by notebook (stage-1 results 1, stage-3 efficiency 1 and
-# comparisons 1, accuracy at scale 1; the predictions need the student's functions): an unsolved release
-# handed in with the solved run's runs/ and logs earns these and no more.
+# The points of the handed-in runs alone, by notebook (stage-1 results 1, stage-3 efficiency 1
+# and comparisons 1, accuracy at scale 1; the predictions need the student's functions): an
+# unsolved release handed in with the solved run's runs/ and logs earns these and no more.
 RUN_POINTS = {"01_single_gpu": 1, "03_multi_node": 2, "06_accuracy_at_scale": 1}
 UNSOLVED = "unsolved"  # an expected cost: the release handed in, so the run points alone
 
@@ -806,7 +806,7 @@ def test_the_untouched_release_gets_nothing(graded):
         for row in details
         if row["student"] == "bob" and row["test"].startswith("answer_")
     ]
-    assert answers == [grade_report.UNANSWERED] * 11  # 01: 2, 03: 5, 04: 1, 05: 3
+    assert answers == [grade_report.UNANSWERED] * 11  # 01: 2, 04: 2, 05: 1, 06: 5, 08: 1
 
 
 @pytest.mark.parametrize("student", core_cases(sorted(PLANTED), CORE_PLANTED))

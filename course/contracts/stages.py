@@ -163,7 +163,7 @@ BASELINE = SINGLE_GPU  # speedup and efficiency are measured against the student
 # How the learning rate follows the total batch of N workers (Goyal et al. 2017, "Accurate, large
 # minibatch SGD"): constant keeps the single-worker rate, linear multiplies it by N from the first
 # update, warmup ramps it from the single-worker rate to N times it over the first updates. Stage 3
-# runs the three (`--lr-rule`), notebook 06 compares their accuracy; warmup is what the course teaches.
+# runs the three (`--lr-rule`), notebook 06 compares their accuracy; the course teaches warmup.
 COMPARED_LR_RULES = ("constant", "linear", "warmup")
 TAUGHT_LR_RULE = "warmup"
 # Beyond linear scaling (notebook 06's "Large batches", tools/accuracy_study.py; in no job plan):

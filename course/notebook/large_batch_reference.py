@@ -1,4 +1,4 @@
-"""Notebook 05's reference runs of large batches, shown only once the prediction is recorded.
+"""Notebook 06's reference runs of large batches, shown only once the prediction is recorded.
 
 Question 2a asks for a prediction (graded by hand) that the reference table answers. So the table is
 not in the notebook's text: `show()` prints it only when the notebook as saved holds an answer in

@@ -1,4 +1,4 @@
-"""The mistakes the checks of notebook 04's section 4 (course.notebook.checks.exchange_scaling)
+"""The mistakes the checks of notebook 05's section 4 (course.notebook.checks.exchange_scaling)
 recognise, per exercise: computed by the judge with the kit's models (course.exchangemodel,
 course.costmodel), never with the student's functions. Each is (what it is, a model that makes it,
 on the case), as course.notebook.checks.exchange_mistakes has them, each table built in the
