@@ -112,7 +112,7 @@ def test_jobs_left_traced_results_and_the_notebooks_show_them(student_run):
             ("run_single_gpu", "run_multi_node")
         )
         assert "\x1b[" not in run.log.read_text(), "job logs hold no terminal codes"
-    for name in ("01_single_gpu.ipynb", "03_multi_node.ipynb"):
+    for name in ("01_single_gpu.ipynb", "03_multi_node.ipynb", "06_accuracy_at_scale.ipynb"):
         kinds = {key for o in outputs(student_run / name, "report") for key in o.get("data", {})}
         assert {"text/html", "image/png"} <= kinds, f"{name} shows its table and plot"
 
