@@ -25,7 +25,7 @@ notebook uses are imported on first use:
                                     (course.lessons.step_time.allreduce_report)
     course.model_parallel_report.show()  model against data parallelism, time and bytes
                                     (course.lessons.beyond.model_parallel_report)
-    course.large_batch_reference.show()  notebook 05's reference runs, once the prediction is
+    course.large_batch_reference.show()  notebook 06's reference runs, once the prediction is
                                     recorded (course.lessons.accuracy.large_batch_reference)
 """
 

@@ -200,9 +200,9 @@ def student_run(quick_env, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def solved_assignment(quick_env, tmp_path_factory) -> Path:
     """The solved assignment as its student has it after stage 1's job: the training and job
-    scripts that notebooks 01-03 write. The cluster tests submit its jobs themselves, so they need
-    not wait for student_run's other jobs (five minutes on an idle machine, far more on a busy
-    one)."""
+    scripts that notebooks 01-03 write, and notebook 07's request in the stage-3 job script. The
+    cluster tests submit its jobs themselves, so they need not wait for student_run's other jobs
+    (five minutes on an idle machine, far more on a busy one)."""
     from course import paths
     from course.instructor import demo, release
 
@@ -213,7 +213,9 @@ def solved_assignment(quick_env, tmp_path_factory) -> Path:
             ROOT / "solutions" / paths.ASSIGNMENT,
             folder / "student" / paths.ASSIGNMENT,
         )
-        until_first_job(solved, NOTEBOOKS[:3], {**quick_env, "CUDA_VISIBLE_DEVICES": ""})
+        # the core's notebooks, then 07's request and run part (the stage-3 job's directives)
+        notebooks = [*NOTEBOOKS[:3], "07_run_part.ipynb"]
+        until_first_job(solved, notebooks, {**quick_env, "CUDA_VISIBLE_DEVICES": ""})
         return solved
 
     return _made_once(tmp_path_factory, "solved-assignment", make)

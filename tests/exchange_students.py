@@ -15,7 +15,7 @@ from course.lessons.exchange import exchangemodel
 from tests.helpers import module_from_file
 from tests.solutions import solution_functions
 
-NOTEBOOK = next(name for name in stages.LESSON_NOTEBOOKS if name.startswith("04_"))
+NOTEBOOK = next(name for name in stages.LESSON_NOTEBOOKS if name.startswith("05_"))
 SOLVED = types.SimpleNamespace()
 
 

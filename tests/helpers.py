@@ -72,8 +72,9 @@ NOTEBOOKS = sorted(p.name for p in SOLUTIONS.glob("*.ipynb"))  # the assignment'
 
 def until_first_job(folder: Path, notebooks: list[str], env: dict[str, str]) -> None:
     """Run `notebooks[0]` of `folder` whole, as its student would (its one job: a stage-1 run,
-    which notebook 03's resource request measures), then each other one up to the cell that
-    submits its first job: their checks pass and their scripts are written; no other job runs."""
+    which notebook 07's resource request measures), then each other one up to the cell that
+    submits its first job (a notebook without a job whole): their checks pass and their scripts
+    are written; no other job runs."""
     from course.instructor import demo
 
     for name in notebooks:
@@ -81,7 +82,8 @@ def until_first_job(folder: Path, notebooks: list[str], env: dict[str, str]) -> 
         if name != notebooks[0]:
             notebook = nbformat.read(path, as_version=4)
             first = next(
-                i for i, cell in enumerate(notebook.cells) if "course.submit(" in cell.source
+                (i for i, cell in enumerate(notebook.cells) if "course.submit(" in cell.source),
+                len(notebook.cells),
             )
             notebook.cells = notebook.cells[:first]
             path = folder / f".until-first-job-{name}"
@@ -224,10 +226,12 @@ def check_cells(stage_name: str) -> dict[str, str]:
     """{grade_id: source} of the notebook's graded cells that check the stage's functions on their
     own, hidden tests included (the allreduce exercise's checks read job outputs:
     tests/test_allreduce_checks.py has them; test_scaling_checks.py has the derivations')."""
-    notebook = nbformat.read(SOLUTIONS / stages.get(stage_name).notebook, as_version=4)
+    from tests.solutions import notebooks_of
+
     return {
         cell.metadata.nbgrader.grade_id: cell.source
-        for cell in notebook.cells
+        for name in notebooks_of(stage_name, ("job_functions",))
+        for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells
         if cell.metadata.get("nbgrader", {}).get("grade")
         and cell.source.startswith("checks.")
         and not cell.source.startswith(("checks.allreduce.", "checks.scaling."))

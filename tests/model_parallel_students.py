@@ -13,7 +13,7 @@ from course.contracts import stages
 from tests.helpers import CHECKED_NOTEBOOK_SETUP, module_from_file
 from tests.solutions import solution_functions
 
-NOTEBOOK = next(name for name in stages.LESSON_NOTEBOOKS if name.startswith("05_"))
+NOTEBOOK = next(name for name in stages.LESSON_NOTEBOOKS if name.startswith("08_"))
 SOLVED = types.SimpleNamespace()
 
 

@@ -29,12 +29,33 @@ def notebook_of(name: str) -> str:
 def solution_cells(stage_name: str) -> tuple[str, ...]:
     """The solution code cells of a stage's notebook (or of a notebook by file name) in notebook
     order, without their marker lines."""
-    notebook = nbformat.read(SOLUTIONS / notebook_of(stage_name), as_version=4)
     return tuple(
         "\n".join(line for line in cell.source.splitlines() if line.strip() not in MARKERS).strip()
         + "\n"
-        for cell in notebook.cells
+        for name in notebooks_of(stage_name)
+        for cell in nbformat.read(SOLUTIONS / name, as_version=4).cells
         if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution")
+    )
+
+
+def notebooks_of(name: str, kinds: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """The notebook of a stage (or `name` itself, a notebook's file name), then the deep-dive
+    lessons where the student writes the stage's other functions (stages.LESSON_FUNCTIONS); with
+    `kinds`, only those holding functions of those Stage fields (e.g. "job_functions")."""
+    if name.endswith(".ipynb"):
+        return (name,)
+    stage = stages.get(name)
+    kinds = kinds or (
+        "job_functions",
+        "model_functions",
+        "prediction_functions",
+        "derivation_functions",
+    )
+    wanted = {function for kind in kinds for function in getattr(stage, kind)}
+    return (stage.notebook,) + tuple(
+        notebook
+        for notebook, functions in stages.LESSON_FUNCTIONS.items()
+        if wanted & set(functions)
     )
 
 

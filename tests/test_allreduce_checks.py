@@ -205,11 +205,11 @@ def profiled_run(
 def test_the_prediction_cell_scores_a_plain_float_of_the_judges(
     handle, device_kind, share, allreduce_ms, solved, folder, monkeypatch, capsys
 ):
-    """Notebook 03's prediction cell, hidden test included, on a CPU run (its own exchange), a CPU
+    """Notebook 04's prediction cell, hidden test included, on a CPU run (its own exchange), a CPU
     run whose cores were shared (its exchange a thousand times the model's: the kit's model is
     compared instead) and a GPU run (the benchmark's held-out size): the scoring gets the judge's
     float, and reads everything else from the files."""
-    notebook = nbformat.read(SOLUTIONS / "03_multi_node.ipynb", as_version=4)
+    notebook = nbformat.read(SOLUTIONS / "04_step_time.ipynb", as_version=4)
     [cell] = [
         c.source
         for c in notebook.cells
@@ -359,7 +359,7 @@ def test_the_notebooks_check_cells_pass_its_solutions_visible_and_hidden(
 ):
     measured(folder, ranks=2)
     monkeypatch.chdir(folder)  # where the student's runs/ are
-    notebook = nbformat.read(SOLUTIONS / "03_multi_node.ipynb", as_version=4)
+    notebook = nbformat.read(SOLUTIONS / "04_step_time.ipynb", as_version=4)
     cells = {
         cell.metadata.nbgrader.grade_id: cell.source
         for cell in notebook.cells

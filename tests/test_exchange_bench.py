@@ -53,7 +53,7 @@ def test_the_server_and_the_ring_take_turns_in_one_job(tmp_path, quick_env, caps
     # with notebook 03's fit beside it, the report sets the measurement beside the model
     measured(folder, ranks=2)
     said = exchange_report.server_lines(table, checks_model, folder)
-    assert said[0].startswith("2 ranks (alpha ") and "from your notebook-03 benchmark" in said[0]
+    assert said[0].startswith("2 ranks (alpha ") and "from your notebook-04 benchmark" in said[0]
     assert len(said) == 1 + len(SIZES) and all("measured ratio" in line for line in said[1:])
     # the demo's lines: the same with the kit's model, and what is missing for the rest
     demo = exchange_report.summary(folder)

@@ -165,7 +165,7 @@ def test_the_reports_apply_the_students_functions_to_the_given_numbers(solved):
         "bytes": 4e8,
         "alpha": 5e-2,
         "beta": 1e-9,
-        "source": "your notebook-03 benchmark",
+        "source": "your notebook-04 benchmark",
     }
     said = scaling_report.slowdown_lines(solved.weak_scaling_speedup, solved.first_slower, setting)
     # 2 ranks exactly as fast as one (not slower); with a GPU 100 times faster, slower

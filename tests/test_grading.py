@@ -143,13 +143,13 @@ PLANTED = {
     ),
     "heidi": (
         lambda f: [log.unlink() for log in f.glob("run_single_gpu_training.sh.o*")],
-        ("01_single_gpu", "03_multi_node"),
+        ("01_single_gpu", "03_multi_node", "06_accuracy_at_scale"),
         5,
         {
             ("01_single_gpu", "check_results"): "no job log",
             ("01_single_gpu", "check_predict_run"): "there is no traced single_gpu run",
             ("03_multi_node", "check_efficiency"): "no traced stage-1 run",
-            ("03_multi_node", "check_accuracy"): "no traced stage-1 run",
+            ("06_accuracy_at_scale", "check_accuracy"): "no traced stage-1 run",
         },
     ),
     "ivan": (
@@ -189,13 +189,13 @@ PLANTED = {
             )
             for log in f.glob("run_single_gpu_training.sh.o*")
         ],
-        ("01_single_gpu", "03_multi_node"),
+        ("01_single_gpu", "03_multi_node", "06_accuracy_at_scale"),
         5,
         {
             ("01_single_gpu", "check_results"): "a job prints one: the log was edited",
             ("01_single_gpu", "check_predict_run"): "there is no traced single_gpu run",
             ("03_multi_node", "check_efficiency"): "no traced stage-1 run",
-            ("03_multi_node", "check_accuracy"): "no traced stage-1 run",
+            ("06_accuracy_at_scale", "check_accuracy"): "no traced stage-1 run",
         },
     ),
     # Logs edited to show 1 rank launched where the results say 2 (a stage-1 run passed off as stage
@@ -209,15 +209,15 @@ PLANTED = {
             )
             for log in f.glob("run_multi_node_training.sh.o*")
         ],
-        ("03_multi_node",),
+        ("03_multi_node", "04_step_time", "06_accuracy_at_scale"),
         9,
         {
             ("03_multi_node", "check_efficiency"): "course launch started 1 rank(s)",
             ("03_multi_node", "check_comparisons"): "",
-            ("03_multi_node", "check_accuracy"): "",
-            ("03_multi_node", "check_prediction"): "no profiled stage-3 run on 2 or more ranks",
+            ("06_accuracy_at_scale", "check_accuracy"): "",
+            ("04_step_time", "check_prediction"): "no profiled stage-3 run on 2 or more ranks",
             ("03_multi_node", "check_predict_comparison"): "no traced stage-3 run on 2 or more",
-            ("03_multi_node", "check_exchange_ratio"): "no traced stage-3 run with a step profile",
+            ("04_step_time", "check_exchange_ratio"): "no traced stage-3 run with a step profile",
         },
     ),
     # Wrong code that passed the checks of two ranks on one node: hidden and visible checks now
@@ -291,10 +291,10 @@ def unsolved(folder: Path) -> None:
 
 CELL_TIMEOUT = 120  # seconds a test cell may run in this batch (course grade --cell-timeout):
 # the stage-3 checks start MPI ranks, which a busy machine slows many times over
-# The points of the handed-in runs alone, by notebook (stage-1 results 1, stage-3 efficiency 1,
-# accuracy 1, comparisons 1; the predictions need the student's functions): an unsolved release
-# handed in with the solved run's runs/ and logs earns these and no more.
-RUN_POINTS = {"01_single_gpu": 1, "03_multi_node": 3}
+# The points of the handed-in runs alone, by notebook (stage-1 results 1, stage-3 efficiency 1
+# and comparisons 1, accuracy at scale 1; the predictions need the student's functions): an
+# unsolved release handed in with the solved run's runs/ and logs earns these and no more.
+RUN_POINTS = {"01_single_gpu": 1, "03_multi_node": 2, "06_accuracy_at_scale": 1}
 UNSOLVED = "unsolved"  # an expected cost: the release handed in, so the run points alone
 
 # A student's code trying to reach what is not theirs, as a function the checks call (course root
@@ -492,9 +492,9 @@ ATTACKS = {
                     "base_lr * total_batch / base_batch", "base_lr"
                 ),
             ),
-            set_cell(f, "03_multi_node.ipynb", "allreduce_time", KIT_MODEL),
+            set_cell(f, "04_step_time.ipynb", "allreduce_time", KIT_MODEL),
         ],
-        ("01_single_gpu", "02_multi_gpu", "03_multi_node"),
+        ("01_single_gpu", "02_multi_gpu", "03_multi_node", "04_step_time"),
         7,
         {
             ("01_single_gpu", "check_iterators"): "answered with something else than facts",
@@ -502,11 +502,11 @@ ATTACKS = {
             ("01_single_gpu", "check_model_and_optimizer"): "is the kit's and cannot be changed",
             ("02_multi_gpu", "check_learning_rate"): "scaled_learning_rate(",
             (
-                "03_multi_node",
+                "04_step_time",
                 "check_allreduce_time",
             ): "cost model (course.lessons.step_time.costmodel) is closed",
             (
-                "03_multi_node",
+                "04_step_time",
                 "check_prediction",
             ): "cost model (course.lessons.step_time.costmodel) is closed",
         },
@@ -517,9 +517,9 @@ ATTACKS = {
     "pat": (
         lambda f, root: [
             set_cell(f, "03_multi_node.ipynb", "make_optimizer", IMPOSTOR),
-            set_cell(f, "03_multi_node.ipynb", "fit_alpha_beta", KIT_FIT),
+            set_cell(f, "04_step_time.ipynb", "fit_alpha_beta", KIT_FIT),
         ],
-        ("03_multi_node",),
+        ("03_multi_node", "04_step_time"),
         4,
         {
             (
@@ -527,11 +527,11 @@ ATTACKS = {
                 "check_optimizer",
             ): "ranks hold the same weights, but not rank 0's moved by args.lr",
             (
-                "03_multi_node",
+                "04_step_time",
                 "check_fit",
             ): "cost model (course.lessons.step_time.costmodel) is closed",
             (
-                "03_multi_node",
+                "04_step_time",
                 "check_prediction",
             ): "cost model (course.lessons.step_time.costmodel) is closed",
         },
@@ -829,7 +829,7 @@ def test_the_untouched_release_gets_nothing(graded):
         for row in details
         if row["student"] == "bob" and row["test"].startswith("answer_")
     ]
-    assert answers == [grade_report.UNANSWERED] * 11  # 01: 2, 03: 5, 04: 1, 05: 3
+    assert answers == [grade_report.UNANSWERED] * 11  # 01: 2, 04: 2, 05: 1, 06: 5, 08: 1
 
 
 @pytest.mark.parametrize("student", core_cases(sorted(PLANTED), CORE_PLANTED))

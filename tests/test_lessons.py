@@ -61,7 +61,7 @@ def test_every_notebook_is_in_one_lesson_and_the_core_holds_the_stages():
     for lesson in lessons.LESSONS.values():
         assert set(lesson.needs) <= set(lessons.LESSONS) - {lesson.id}
         assert lesson.title and lesson.minutes > 0
-    assert CORE.ids == ("core",) and CORE.minutes == 180
+    assert CORE.ids == ("core",) and CORE.minutes == 210
 
 
 def test_course_toml_writes_out_the_default_and_every_lesson_with_its_time_and_needs():
@@ -200,7 +200,7 @@ def test_a_bundle_of_a_release_the_choice_no_longer_matches_is_refused(tmp_path)
     (kit / "notebooks").symlink_to(ROOT / "notebooks")  # every lesson's, as committed
     with pytest.raises(CourseError) as raised:
         bundle.build(kit, tmp_path / "bundle", tmp_path / "exchange")
-    assert "04_the_exchange.ipynb" in raised.value.message and "make release" in raised.value.hint
+    assert "04_step_time.ipynb" in raised.value.message and "make release" in raised.value.hint
     assert not (tmp_path / "bundle").exists()
 
 

@@ -39,8 +39,8 @@ def errors(path) -> dict[str, str]:
 def test_solved_notebooks_run_top_to_bottom_on_cpu(student_run):
     assert errors(student_run / "01_single_gpu.ipynb") == {}
     assert errors(student_run / "03_multi_node.ipynb") == {}
-    assert errors(student_run / "04_the_exchange.ipynb") == {}
-    # notebook 04 sets its measurement and the profiled run's layers beside the student's models
+    assert errors(student_run / "05_the_exchange.ipynb") == {}
+    # notebook 05 sets its measurement and the profiled run's layers beside the student's models
     for cell, said in (
         ("server_report", "measured ratio"),
         ("overlap_report", "of the exchange"),
@@ -50,10 +50,12 @@ def test_solved_notebooks_run_top_to_bottom_on_cpu(student_run):
         ("share_report", "4 times the ranks: the exchange is"),
     ):
         text = "".join(
-            o.get("text", "") for o in outputs(student_run / "04_the_exchange.ipynb", cell)
+            o.get("text", "") for o in outputs(student_run / "05_the_exchange.ipynb", cell)
         )
         assert said in text, (cell, text)
-    assert errors(student_run / "05_beyond_data_parallel.ipynb") == {}  # its job ran on 2 CPU ranks
+    for name in ("04_step_time", "06_accuracy_at_scale", "07_run_part"):
+        assert errors(student_run / f"{name}.ipynb") == {}, name
+    assert errors(student_run / "08_beyond_data_parallel.ipynb") == {}  # its job ran on 2 CPU ranks
     # Stage 2's job needs two GPUs: its submit cell says so and Run All goes on to the report.
     assert errors(student_run / "02_multi_gpu.ipynb") == {}
     said = "".join(o.get("text", "") for o in outputs(student_run / "02_multi_gpu.ipynb", "submit"))
@@ -69,7 +71,7 @@ def test_every_check_says_what_it_verified(student_run):
         ("01_single_gpu.ipynb", "check_trainer"),
         ("02_multi_gpu.ipynb", "check_devices"),
         ("03_multi_node.ipynb", "check_scatter"),
-        ("05_beyond_data_parallel.ipynb", "check_model_parallel_run"),
+        ("08_beyond_data_parallel.ipynb", "check_model_parallel_run"),
     ):
         text = "".join(o.get("text", "") for o in outputs(student_run / name, check))
         assert text.startswith("OK: "), (name, check, text)
@@ -110,7 +112,7 @@ def test_jobs_left_traced_results_and_the_notebooks_show_them(student_run):
             ("run_single_gpu", "run_multi_node")
         )
         assert "\x1b[" not in run.log.read_text(), "job logs hold no terminal codes"
-    for name in ("01_single_gpu.ipynb", "03_multi_node.ipynb"):
+    for name in ("01_single_gpu.ipynb", "03_multi_node.ipynb", "06_accuracy_at_scale.ipynb"):
         kinds = {key for o in outputs(student_run / name, "report") for key in o.get("data", {})}
         assert {"text/html", "image/png"} <= kinds, f"{name} shows its table and plot"
 
@@ -170,21 +172,21 @@ def test_released_notebooks_fail_only_at_their_stubs(quick_env, tmp_path):
             "check_predict_run",
         },
         "03_multi_node.ipynb": {
-            *STAGE_3_CELLS,
-            "use_request",
+            *(set(STAGE_3_CELLS) - {"check_resource_request", "check_run_lines"}),
             "submit",
+            "check_predict_comparison",
+        },
+        "04_step_time.ipynb": {
             "profile_submit",
             "check_allreduce_time",
             "check_fit",
             "check_prediction",
-            "check_predict_comparison",
             "check_exchange_ratio",
             "check_implied_exchange",
             "check_step_shares",
-            "check_run_plan",
         },
         # its measurement shows the student's model beside it: the stub raises there too
-        "04_the_exchange.ipynb": {
+        "05_the_exchange.ipynb": {
             "check_exchange_traffic",
             "check_parameter_server_time",
             "server_report",
@@ -195,13 +197,17 @@ def test_released_notebooks_fail_only_at_their_stubs(quick_env, tmp_path):
             "check_slowdown",
             "check_exchange_share",
         },
-        "05_beyond_data_parallel.ipynb": {
+        "06_accuracy_at_scale.ipynb": {
+            "check_run_plan",
+            "check_large_batch_rates",
+            "check_lars_local_rate",
+        },
+        "07_run_part.ipynb": {"check_resource_request", "check_run_lines", "use_request"},
+        "08_beyond_data_parallel.ipynb": {
             "check_activation_bytes",
             "check_gradient_bytes",
             "check_idle_fraction",
             "check_model_parallel_run",
-            "check_large_batch_rates",
-            "check_lars_local_rate",
         },
     }
     for name, cells in expected.items():

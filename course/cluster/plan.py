@@ -189,7 +189,7 @@ def profile_plan(workdir: str | Path = ".") -> list[PlannedRun]:
     ]
 
 
-# The allreduce benchmark's jobs (notebook 03): 2 and 4 ranks.
+# The allreduce benchmark's jobs (notebook 04): 2 and 4 ranks.
 BENCHMARK_RANKS = (2, 4)
 
 

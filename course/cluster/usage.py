@@ -40,7 +40,7 @@ from course.i18n import _
 
 NODE_HOURS, GPU_HOURS = "node-hours", "GPU-hours"
 BENCHMARK_SCRIPT = "run_allreduce_benchmark.sh"  # MPI between ranks: it uses no GPU
-# The jobs that run on CPU ranks only, wherever they run: the benchmark and notebook 05's split.
+# The jobs that run on CPU ranks only, wherever they run: the benchmark and notebook 08's split.
 CPU_SCRIPTS = (BENCHMARK_SCRIPT, model_parallel.JOB_SCRIPT)
 LEDGER = "submitted-jobs.json"
 

@@ -26,8 +26,8 @@ DEFAULT_ALGORITHM = "default"  # no --allreduce: Open MPI's own decision rules p
 # at a time (course.runtime.allreduce_bench --pattern parameter_server). Its files carry it as their
 # `algorithm`.
 PARAMETER_SERVER = "parameter_server"
-# Notebook 04's jobs (ring against the parameter server) write to runs/exchange-<job id>, so that
-# notebook 03's table, which reads runs/allreduce-*, keeps its own job's series.
+# Notebook 05's jobs (ring against the parameter server) write to runs/exchange-<job id>, so that
+# notebook 04's table, which reads runs/allreduce-*, keeps its own job's series.
 EXCHANGE_PREFIX = "exchange"
 PREFIXES = (PREFIX, EXCHANGE_PREFIX)
 

@@ -7,8 +7,8 @@ allocation or reservation request.
 Every job the notebooks submit is counted: stage 1's and stage 2's job once each (stage 2 only where
 the site profile declares 2 or more GPUs per node: its notebook submits nothing without them),
 stage 3's comparison and its two step profiles (course.cluster.plan), and the allreduce benchmark
-on 2 and 4 ranks of one node, twice (the benchmark cells of 03_multi_node.ipynb and of
-04_the_exchange.ipynb; on GPU nodes only as many ranks as GPUs, as `course submit` allows). A
+on 2 and 4 ranks of one node, twice (the benchmark cells of 04_step_time.ipynb and of
+05_the_exchange.ipynb; on GPU nodes only as many ranks as GPUs, as `course submit` allows). A
 job's time is the longest run of the same kind in DIR/runs/*/results.json (its training's wall
 time scaled to the site's epochs; the job's start-up is not in it; `course site verify` writes
 such a DIR), else its walltime from the job script (an upper bound: what the scheduler reserves).
@@ -201,7 +201,7 @@ def budget(
             Usage(f"{what}: {nodes} node(s) x {per_node} ranks", nodes, used, seconds, "walltime")
         )
 
-    # Notebook 03's benchmark, then notebook 04's (the ring against a parameter server): the same
+    # Notebook 04's benchmark, then notebook 05's (the ring against a parameter server): the same
     # job script on the same ranks.
     benchmarks = {
         lessons.BENCHMARK: "allreduce benchmark",
@@ -212,7 +212,7 @@ def budget(
             add_walltime(kind, usage.BENCHMARK_SCRIPT, nodes, per_node)
     if lessons.MODEL_PARALLEL in chosen:
         add_walltime(
-            "model against data parallelism (notebook 05)", model_parallel.JOB_SCRIPT, 1, 2
+            "model against data parallelism (notebook 08)", model_parallel.JOB_SCRIPT, 1, 2
         )
     return Budget(settings.site, jobs, students, resubmit, left_out, gpus, usage.limits(settings))
 

@@ -11,7 +11,7 @@ README = N_(
 1. `./install.sh` once (Python 3.11; `EXTRAS=gpu ./install.sh` on a GPU node of a cluster).
 2. `./start-jupyterlab.sh`, then open **Assignment List** (the Nbgrader menu): fetch
    `{assignment}` if it is not already in `{folder}/`, and work through its notebooks in
-   order, `01_single_gpu` to `05_beyond_data_parallel`. Each notebook submits its
+   order, `01_single_gpu` to `08_beyond_data_parallel`. Each notebook submits its
    training jobs for you (`qsub -j oe`, or this machine when the course runs without a cluster).
 3. Submit from the Assignment List, or in a terminal in this folder with
    `.venv/bin/python -m course handin`: it runs nbgrader's submit and says plainly whether your

@@ -17,7 +17,7 @@ apps.
    autograde, generate_feedback, the CSV export), then `nbgrader release_feedback`;
 6. each student fetches their feedback (`nbgrader fetch_feedback`);
 7-8. the gradebook, the solved student's scaling figures and where their step time goes, and
-   notebook 04's parameter server against the ring, overlap and float16 figures;
+   notebook 05's parameter server against the ring, overlap and float16 figures;
 9. the class report (`python -m course class-report`), whose path it prints last.
 
 Everything goes to build/demo/ in the kit's folder (the exchange too: build/demo/exchange). On a
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in allreduce_report.summary(solved):
         print(line)
     if "exchange" in lessons.load(root).ids:
-        print(f"\n== 8b. {STUDENTS[0].name}'s gradient exchange up close (notebook 04)")
+        print(f"\n== 8b. {STUDENTS[0].name}'s gradient exchange up close (notebook 05)")
         for line in exchange_report.summary(solved):
             print(line)
     print("\n== 9. The class report: every student's runs and where the class lost points")

@@ -50,7 +50,7 @@ class Outcome:
     failure: str = ""
     missing: list[str] = field(
         default_factory=list
-    )  # notebooks not handed in, e.g. 03_multi_node.ipynb
+    )  # notebooks not handed in, e.g. 07_run_part.ipynb
     flags: dict[tuple[str, str], list[str]] = field(
         default_factory=dict
     )  # (notebook, test or "") -> notes

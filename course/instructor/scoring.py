@@ -245,7 +245,7 @@ def grade_allreduce_prediction(
 def grade_profiled_prediction(
     points: float, predicted_seconds: float, folder: Path = Path(".")
 ) -> float:
-    """Notebook 03's check_prediction: the student's predicted seconds of the profiled step's
+    """Notebook 04's check_prediction: the student's predicted seconds of the profiled step's
     exchange, the one number taken from the student's code, judged from the files in `folder` by
     allreduce_judge's rule. GPU runs: against the benchmark's held-out largest message (what the
     cell predicts there). Ranks that had their cores, or whose share is unknown: against the

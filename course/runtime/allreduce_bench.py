@@ -9,7 +9,7 @@ the algorithm at MPI_Init from its MCA parameters, which `course launch --allred
 COURSE_ALLREDUCE names it), so one burst measures one algorithm; the job script alternates them.
 Rank 0 writes the sealed file (course.contracts.benchmark) and prints its log line and a summary.
 
-`--pattern parameter_server` times a parameter server's exchange instead (notebook 04): rank 0
+`--pattern parameter_server` times a parameter server's exchange instead (notebook 05): rank 0
 gathers every rank's vector (MPI_Gather, which Open MPI does with one receive per rank at the root
 for these few ranks), sums them, and sends the sum to each other rank with its own MPI_Send. Not
 MPI_Reduce and MPI_Bcast: they work along trees whose inner ranks add and forward, so the root's

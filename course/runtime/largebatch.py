@@ -1,4 +1,4 @@
-"""The large-batch rules of notebook 05, as the kit's reference: what the checks judge the
+"""The large-batch rules of notebook 06, as the kit's reference: what the checks judge the
 student's functions against (course.lessons.accuracy.large_batch), and what the training harness
 scales the rate by (course.runtime.lr_policy).
 

@@ -1,5 +1,5 @@
 """The optimizer's policy, the same in every stage: a learning-rate rule for N workers (warm-up,
-constant, linear; sqrt and lars for notebook 05), the final drop, the rate the optimizer really
+constant, linear; sqrt and lars for notebook 06), the final drop, the rate the optimizer really
 used, into the log, and the weight decay."""
 
 from __future__ import annotations

@@ -21,13 +21,13 @@ Each rank also notes the share of a core its process got over its steady steps (
 process's CPU time, `time.process_time()`, over the wall time from each steady step's start to its
 end, summed). A rank alone on its core runs all along, waits included (MPI and the barrier poll);
 one that shares its core with other work is descheduled, and its phases, the exchange first, take
-longer than the work in them: the grading of notebook 03's prediction reads this
+longer than the work in them: the grading of notebook 04's prediction reads this
 (course.lessons.step_time.allreduce_judge).
 
 The contract of the results file's `profile` field (written by the harness, read by the report) is
 here: `{"phases": [...], "ranks": [{"rank", "host", "steps", "median_ms": {phase: ms},
-"layers": [Layer], "cpu_share": float | None}]}` (`layers` since notebook 04, `cpu_share` since
-issue 24; older runs have neither).
+"layers": [Layer], "cpu_share": float | None}]}` (`layers` since the exchange notebook, now 05,
+`cpu_share` since issue 24; older runs have neither).
 """
 
 from __future__ import annotations

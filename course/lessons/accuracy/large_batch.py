@@ -1,4 +1,4 @@
-"""Checks of the large-batch exercise (notebook 05): the student's rates for a larger batch, and
+"""Checks of the large-batch exercise (notebook 06): the student's rates for a larger batch, and
 the local rate of Chainer's GradientLARS.
 
     large_batch_rates(base_lr, base_batch, batch) -> (linear rule's rate, square-root rule's rate)

@@ -1,4 +1,4 @@
-"""Notebook 05's reference runs of large batches, shown only once the prediction is recorded.
+"""Notebook 06's reference runs of large batches, shown only once the prediction is recorded.
 
 Question 2a asks for a prediction (graded by hand) that the reference table answers. So the table is
 not in the notebook's text: `show()` prints it only when the notebook as saved holds an answer in
@@ -21,7 +21,7 @@ from course.fileio import atomic_file
 from course.i18n import _
 from course.notebook.report import html_table
 
-NOTEBOOK = "05_beyond_data_parallel.ipynb"
+NOTEBOOK = "06_accuracy_at_scale.ipynb"
 ANSWER = "answer_large_batch_predict"
 RECORD = Path("runs") / "large_batch_prediction.json"
 

@@ -1,4 +1,4 @@
-"""Checks of the model-parallel exercise (notebook 05): the student's byte counts and pipeline idle.
+"""Checks of the model-parallel exercise (notebook 08): the student's byte counts and pipeline idle.
 
     activation_bytes(batch, cut_shape) -> bytes across the cut of a 2-stage split, per step
     gradient_bytes(parameters, ranks) -> bytes all ranks send in one ring allreduce of the gradient

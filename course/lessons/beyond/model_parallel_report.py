@@ -1,4 +1,4 @@
-"""Notebook 05's view of the model-parallel job (jobs/run_model_parallel.sh): its runs traced to
+"""Notebook 08's view of the model-parallel job (jobs/run_model_parallel.sh): its runs traced to
 their job logs, and the two settings side by side, time and bytes per step.
 
 A file counts only when its seal holds and the log of its job names it with the file's SHA-256

@@ -1,5 +1,5 @@
 """Data parallelism against a split of the network (model parallelism), as the kit counts them: the
-reference the model-parallel exercise's checks and its run's report compare with (notebook 05).
+reference the model-parallel exercise's checks and its run's report compare with (notebook 08).
 
 Per training step of a batch of B images, float32 values (4 bytes):
 

@@ -1,4 +1,4 @@
-"""Checks of notebook 04's exercises, the gradient exchange up close:
+"""Checks of notebook 05's exercises, the gradient exchange up close:
 
     exchange_traffic(pattern, n_ranks, message_bytes) -> bytes on the busiest link
     parameter_server_time(n_ranks, message_bytes, alpha, beta) -> seconds

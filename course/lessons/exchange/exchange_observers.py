@@ -1,9 +1,9 @@
-"""What the exchange checks observe of the student's functions of notebook 04: the numbers they
+"""What the exchange checks observe of the student's functions of notebook 05: the numbers they
 return, as plain facts (course.notebook.checks.observe).
 
 Each call runs with the kit's own models closed (course.lessons.exchange.exchangemodel's, and
 course.lessons.step_time.costmodel's as
-notebook 03's checks close them), so that a function that hands the work to the kit fails in its
+notebook 04's checks close them), so that a function that hands the work to the kit fails in its
 check, by whatever name it reaches it; restored when the call returns.
 """
 

@@ -1,4 +1,4 @@
-"""Notebook 04's measurements beside the student's models: the parameter server against the ring
+"""Notebook 05's measurements beside the student's models: the parameter server against the ring
 (the benchmark job with ALGORITHMS="ring parameter_server"), and the step profile's layers for
 overlap and half-precision gradients.
 
@@ -7,7 +7,7 @@ overlap and half-precision gradients.
     exchange_report.show_overlap(overlapped_backward)    # the profiled stage-3 run's layers
     exchange_report.show_half_precision(half_precision_saving)
 
-α and β are the kit's fit of the student's own notebook-03 benchmark (the ring series of the
+α and β are the kit's fit of the student's own notebook-04 benchmark (the ring series of the
 rank count in question), or, without it, of the ring series measured beside the server.
 """
 
@@ -43,10 +43,10 @@ def server_table(folder: Path = Path(".")) -> list[Series]:
 
 
 def ring_fit(ranks: int, folder: Path = Path(".")) -> tuple[float, float, str] | None:
-    """(α, β, where from) for `ranks` ranks: notebook 03's benchmark, else the exchange job's
+    """(α, β, where from) for `ranks` ranks: notebook 04's benchmark, else the exchange job's
     ring."""
     for prefix, source in (
-        (benchmark.PREFIX, _("your notebook-03 benchmark")),
+        (benchmark.PREFIX, _("your notebook-04 benchmark")),
         (benchmark.EXCHANGE_PREFIX, _("the ring measured beside the server")),
     ):
         fitted = allreduce_report.fits(allreduce_report.measured_table(folder, prefix))
@@ -183,7 +183,7 @@ def profiled_layers(folder: Path = Path(".")) -> dict | None:
 def no_profile() -> str:
     """What profile_and_fit says without a profiled run that has per-layer times."""
     return _(
-        "No profiled stage-3 run with per-layer times yet: run notebook 03's step-profile cell "
+        "No profiled stage-3 run with per-layer times yet: run notebook 04's step-profile cell "
         "(its runs record each layer's backward time), then this cell again."
     )
 
@@ -196,7 +196,7 @@ def profile_and_fit(folder: Path) -> tuple[dict, float, float, str] | str:
     fit = ring_fit(profiled["ranks"], folder)
     if fit is None:
         return _(
-            "No ring benchmark on {ranks} ranks to fit alpha and beta on: run notebook 03's "
+            "No ring benchmark on {ranks} ranks to fit alpha and beta on: run notebook 04's "
             "benchmark cell, then this cell again."
         ).format(ranks=profiled["ranks"])
     return profiled, *fit
@@ -306,13 +306,13 @@ def show_half_precision(
 
 
 def summary(folder: Path = Path(".")) -> list[str]:
-    """For a terminal (the demo): notebook 04's measurement and figures, by the kit's models."""
+    """For a terminal (the demo): notebook 05's measurement and figures, by the kit's models."""
     from course.lessons.exchange import exchangemodel
 
     whose = _("the kit's model")
     table = server_table(folder)
     lines = server_lines(table, exchangemodel.parameter_server_seconds, folder, whose) or [
-        _("no parameter-server measurement (notebook 04's benchmark cell)")
+        _("no parameter-server measurement (notebook 05's benchmark cell)")
     ]
     return [
         *lines,

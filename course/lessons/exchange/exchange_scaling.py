@@ -1,4 +1,4 @@
-"""Checks of notebook 04's section 4, when the exchange dominates:
+"""Checks of notebook 05's section 4, when the exchange dominates:
 
     ring_crossover_bytes(n_ranks, ring_alpha, ring_beta, doubling_alpha, doubling_beta) -> bytes
     weak_scaling_speedup(n_ranks, compute_seconds, gradient_bytes, alpha, beta) -> speedup

@@ -1,4 +1,4 @@
-"""The mistakes the checks of notebook 04's section 4 (course.lessons.exchange.exchange_scaling)
+"""The mistakes the checks of notebook 05's section 4 (course.lessons.exchange.exchange_scaling)
 recognise, per exercise: computed by the judge with the kit's models
 (course.lessons.exchange.exchangemodel,
 course.lessons.step_time.costmodel), never with the student's functions. Each is (what it is, a

@@ -1,4 +1,4 @@
-"""The kit's models of the gradient exchange beyond one allreduce (notebook 04): the references its
+"""The kit's models of the gradient exchange beyond one allreduce (notebook 05): the references its
 checks, its report and the demo compare with. The α–β terms are
 course.lessons.step_time.costmodel's.
 
@@ -86,7 +86,7 @@ def half_precision_saving(ranks: int, parameters: int, alpha: float, beta: float
     return float32 - float16
 
 
-# When the exchange dominates (notebook 04's section 4). The allreduce chosen by message size (the
+# When the exchange dominates (notebook 05's section 4). The allreduce chosen by message size (the
 # Fujitsu study, §4: BRD, recursive doubling, for small messages; VHD, halving then doubling, for
 # large): the ring pays more latency than recursive doubling, 2(p − 1)·α against log2(p)·α, and
 # sends fewer bytes, 2(p − 1)/p·n against log2(p)·n, so it wins above the size where the two meet.

@@ -1,5 +1,5 @@
-"""Notebook 04's section 4 on the student's own numbers: their functions of the exchange's cost
-applied to notebook 03's fits and step profile (the kit's reading of the files, as
+"""Notebook 05's section 4 on the student's own numbers: their functions of the exchange's cost
+applied to notebook 04's fits and step profile (the kit's reading of the files, as
 course.lessons.exchange.exchange_report reads them).
 
     from course.lessons.exchange import scaling_report
@@ -72,14 +72,14 @@ def crossover_lines(
         ]
     return said or [
         _(
-            "No fit of both the ring and recursive doubling on the same ranks: run notebook 03's "
+            "No fit of both the ring and recursive doubling on the same ranks: run notebook 04's "
             "benchmark cell (it measures both), then this cell again."
         )
     ]
 
 
 def show_crossover(ring_crossover_bytes: Callable[..., Any], folder: Path = Path(".")) -> list:
-    """Print crossover_lines for notebook 03's fits, the profiled run's gradient and the course
+    """Print crossover_lines for notebook 04's fits, the profiled run's gradient and the course
     network's at both widths."""
     fitted = allreduce_report.fits(allreduce_report.measured_table(folder))
     gradients = {}

@@ -1,4 +1,4 @@
-"""How notebook 03's prediction of the profiled step's gradient allreduce is judged: the one home of
+"""How notebook 04's prediction of the profiled step's gradient allreduce is judged: the one home of
 the rule that the student's check prints (course.lessons.step_time.allreduce) and the grader applies
 (course.instructor.scoring.grade_profiled_prediction), each from the files in the student's folder.
 

@@ -1,4 +1,4 @@
-"""The step profiles of a student's stage-3 runs (`PROFILE=1`), for notebook 03: a table and a
+"""The step profiles of a student's stage-3 runs (`PROFILE=1`), for notebook 04: a table and a
 stacked bar per rank, and the allreduce time the cost model's prediction is compared with. The
 profile's contract (the results file's `profile` field) is in course/runtime/profile.py."""
 

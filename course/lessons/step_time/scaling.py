@@ -1,4 +1,4 @@
-"""Checks of notebook 03's three derivations from the sources' figures:
+"""Checks of the three derivations (notebooks 04 and 06) from the sources' figures:
 
     step_shares(profile_ms) -> {"shares": {phase: fraction of the step}, "not_computing": fraction}
     run_plan(gpus, images_per_gpu, train_images, base_lr, base_batch)

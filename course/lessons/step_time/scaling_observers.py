@@ -1,7 +1,7 @@
 """What the scaling checks (course.lessons.step_time.scaling) observe of the student's
 `step_shares`,
-`run_plan` and `implied_exchange` of notebook 03: the numbers in the dict each returns, as plain
-facts (course.notebook.checks.observe).
+`run_plan` and `implied_exchange` (notebooks 04 and 06): the numbers in the dict each returns, as
+plain facts (course.notebook.checks.observe).
 
 Each call runs with the kit's own reference (course.lessons.step_time.scalingmodel) closed, as the
 exchange checks

@@ -1,5 +1,6 @@
-"""The arithmetic of a data-parallel step and of scaling out, as the kit's reference for notebook
-03's three derivations (course.lessons.step_time.scaling judges the student's functions against it).
+"""The arithmetic of a data-parallel step and of scaling out, as the kit's reference for the three
+derivations of notebooks 04 and 06 (course.lessons.step_time.scaling judges the student's functions
+against it).
 
 A step's phases (ChainerMN's announcement, Preferred Networks 2017: forward, backward, all-reduce,
 optimize): each phase's share is its time over the whole step, every phase of the profile counted;
