@@ -6,7 +6,7 @@ notebook helpers raise them from frames that IPython hides (``__tracebackhide__`
 
 from __future__ import annotations
 
-from course.message import joined
+from course.contracts.message import joined
 
 
 class CourseError(Exception):
@@ -18,7 +18,8 @@ class CourseError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
-        # joined, each part's catalog id kept (course.message): the grader renders it in English
+        # joined, each part's catalog id kept (course.contracts.message): the grader renders it in
+        # English
         return joined("\n  -> ", (self.message, self.hint)) if self.hint else self.message
 
 

@@ -27,8 +27,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from course import paths
+from course.contracts.message import Message, Record, catalog_message, joined
 from course.errors import CourseError
-from course.message import Message, Record, catalog_message, joined
 
 VARIABLE = "COURSE_LANG"
 DEFAULT = "en"
@@ -124,7 +124,8 @@ def translations(lang: str) -> gettext.NullTranslations:
 
 def _(message: str) -> str:
     """`message` in the student's language (COURSE_LANG); English when it has no translation. It
-    is a course.message.Message (typed `str`, as every caller uses it): it keeps its catalog id and,
+    is a course.contracts.message.Message (typed `str`, as every caller uses it): it keeps its
+    catalog id and,
     once formatted, its parameters, so that it can be rendered in English again."""
     return catalog_message(message, translations(language()).gettext(message))
 

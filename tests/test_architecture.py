@@ -140,3 +140,26 @@ def test_the_engine_imports_no_lesson():
 def test_at_most_twelve_modules_stand_at_the_top_of_the_package():
     flat = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(flat) <= MAX_FLAT, flat
+
+
+def test_a_lesson_imports_only_the_core_and_the_lessons_it_needs():
+    """A lesson's folder is the registry's lesson (course.contracts.lessons): it may use the core's
+    code and that of the lessons the registry says it needs, so that a choice the registry accepts
+    never lacks code a chosen lesson runs."""
+    from course.contracts import lessons
+
+    assert {
+        p.name for p in (PACKAGE / "lessons").iterdir() if p.is_dir() and p.name != "__pycache__"
+    } == set(lessons.LESSONS)
+    wrong = []
+    for name, targets in import_graph().items():
+        if not name.startswith(LESSONS + "."):
+            continue
+        lesson = name.split(".")[2]
+        allowed = {lesson, lessons.CORE, *lessons.LESSONS[lesson].needs}
+        wrong += [
+            (name, target)
+            for target in targets
+            if target.startswith(LESSONS + ".") and target.split(".")[2] not in allowed
+        ]
+    assert not wrong

@@ -58,7 +58,8 @@ STAGE_2_CASES = [
     for name, case in _table(test_checks.test_multi_gpu_trainer_mistakes)
     for old, new, words, hidden in [case.values]
 ]
-# The cells of notebook 03 whose checks are in this group (check_run_lines is mn_placement's).
+# The cells of notebook 03 whose checks are in this group (check_run_lines is
+# course.lessons.run_part.checks').
 CELLS = tuple(cell for cell in STAGE_3_CELLS if cell != "check_run_lines")
 # The checks of stage 3 that run in this process, and the mistakes that fail them.
 LOCAL = ("check_learning_rate_schedule", "check_resource_request")

@@ -1,4 +1,4 @@
-"""The marking of the stage-3 run part's check (course/lessons/run_part/mn_placement.py), as
+"""The marking of the stage-3 run part's check (course/lessons/run_part/checks.py), as
 tests/test_i18n_pseudo.py does stage 1's: the planted mistakes of tests/test_run_part.py, read
 from its table, under the pseudo-locale. Every line a student sees carries the markers: each line
 of a failure, and the OK line. Here only: the messages are the judge's.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from course import i18n
-from course.lessons.core import multi_node
+from course.lessons.run_part import checks as run_part_checks
 from course.notebook.checks import CheckFailed
 from tests import test_run_part
 from tests.helpers import core_cases
@@ -48,13 +48,13 @@ def test_the_cases_are_the_run_part_mistakes_of_this_module():
 def test_every_line_of_a_planted_mistakes_failure_is_translated(mistake, tmp_path):
     old, new, words, *more = MISTAKES[mistake]
     with pytest.raises(CheckFailed) as failed:
-        multi_node.run_part(test_run_part._run_lines(tmp_path, (old, new), *more))
+        run_part_checks.run_part(test_run_part._run_lines(tmp_path, (old, new), *more))
     message = str(failed.value)
     assert words in bare(message), message  # the same failure as in English
     assert not unmarked(message), message
 
 
 def test_the_passing_line_is_translated(tmp_path, capsys):
-    multi_node.run_part(test_run_part._run_lines(tmp_path))
+    run_part_checks.run_part(test_run_part._run_lines(tmp_path))
     [line] = capsys.readouterr().out.splitlines()
     assert line.startswith("OK: ") and not unmarked(line), line

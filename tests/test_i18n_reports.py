@@ -26,8 +26,8 @@ from course.contracts import benchmark, stages
 from course.errors import CourseError
 from course.instructor.i18n_catalog import MARKED
 from course.lessons.beyond import model_parallel_report
-from course.lessons.core import mn_local
 from course.lessons.exchange import exchange_report, exchangemodel, scaling_report
+from course.lessons.run_part import checks as run_part_checks
 from course.lessons.run_part import directives, one_node, placement
 from course.lessons.step_time import allreduce_report, profile_report, scalingmodel
 from course.notebook import handin, handin_command, report, scripts
@@ -407,8 +407,19 @@ def planted_request(old: str, new: str):
 
 
 def first_refusal(resource_request) -> CourseError:
-    """What the check says of the first case of mn_local's other sites that the lines fail."""
-    for name, queue, group, gpus, cores, ranks, threads, seconds, epochs in mn_local._OTHER_SITES:
+    """What the check says of the first case of the run part check's other sites that the lines
+    fail."""
+    for (
+        name,
+        queue,
+        group,
+        gpus,
+        cores,
+        ranks,
+        threads,
+        seconds,
+        epochs,
+    ) in run_part_checks._OTHER_SITES:
         site = directives.Site(name, queue, group, gpus, cores)
         try:
             directives.check(

@@ -1,7 +1,7 @@
 """The instructor's English beside a Japanese student's message (grades-details.csv's message_en,
 issues 23 and 45): every planted mistake of stages 1, 3, 4 and 5 that the pseudo-locale tests
 replay runs here in English and in Japanese, and the Japanese failure, rendered in English from the
-record its message keeps (course.message), must be the English failure, word for word."""
+record its message keeps (course.contracts.message), must be the English failure, word for word."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import re
 import nbformat
 import pytest
 
-from course import i18n, message
+from course import i18n
+from course.contracts import message
 from course.instructor import grade_report, verify_test
 from course.instructor.editions import ASSIGNMENTS
 from course.instructor.verify_protocol import (

@@ -1,5 +1,6 @@
-"""The check of the stage-3 job's run part (checks.multi_node.run_part, course/notebook/
-checks/mn_placement.py): notebook 03's run_lines passes the visible and hidden cases, and each
+"""The check of the stage-3 job's run part (checks.run_part.run_part,
+course/lessons/run_part/checks.py): notebook 07's run_lines passes the visible and hidden cases,
+and each
 planted mistake fails with the words that name it, both with the function itself (as in a
 notebook) and with a Remote handle whose observation runs in a forked child (as under the grader).
 The ranks' placement is read from Open MPI's own map of the launch line
@@ -11,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from course.errors import CourseError
-from course.lessons.core import multi_node
+from course.lessons.run_part import checks as run_part_checks
 from course.lessons.run_part import placement
 from course.notebook import checks
 from course.notebook.checks import CheckFailed
@@ -163,7 +164,7 @@ def test_each_planted_mistake_fails_with_its_words(handle, mistake, tmp_path):
     old, new, words, *more = MISTAKES[mistake]
     function = _run_lines(tmp_path, (old, new), *more)
     with pytest.raises(CheckFailed) as failed:
-        multi_node.run_part(handle(function))
+        run_part_checks.run_part(handle(function))
     assert words in str(failed.value), str(failed.value)
 
 

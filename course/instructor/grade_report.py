@@ -31,7 +31,7 @@ class Part:
     flags: list[str] = field(
         default_factory=list
     )  # what the instructor should look at (not a score)
-    english: str = ""  # the message in English (course.message), for the instructor
+    english: str = ""  # the message in English (course.contracts.message), for the instructor
 
 
 BY_HAND = "a written answer: grade it by hand in the Formgrader"
@@ -64,7 +64,8 @@ def _first_lines(text: str) -> str:
 def _messages(notebook: Path) -> dict[str, tuple[str, str]]:
     """grade_id -> the first lines of the error a graded test cell shows in an autograded notebook,
     as the student read them and in English: rendered from the record of how its message was made
-    (course.message, left in the cell by nbgrader_hook), else as the student read them (their own
+    (course.contracts.message, left in the cell by nbgrader_hook), else as the student read them
+    (their own
     exception's words)."""
     try:
         cells = json.loads(notebook.read_text())["cells"]

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Self
 
-from course import message
+from course.contracts import message
+from course.contracts.message import Record
 from course.errors import CourseError
-from course.message import Record
 
 Output = dict[str, Any]  # one nbformat output of a test cell (stream, execute_result, error)
 
@@ -76,7 +76,8 @@ STRINGS = _list_of("strings", STRING[1])
 # The cell metadata key under which nbgrader's step (course.instructor.nbgrader_hook) leaves the
 # record of a test cell's error message, which the grade report renders in English.
 SAID_KEY = "course_said"
-# A message's record (course.message): rendered later, where a record that is not one raises.
+# A message's record (course.contracts.message): rendered later, where a record that is not one
+# raises.
 SAID: Check = ("a message's record", lambda value: isinstance(value, (str, dict)))
 SAID_OR_NONE: Check = ("a message's record or null", lambda value: value is None or SAID[1](value))
 OUTPUTS = _list_of(
@@ -332,7 +333,7 @@ class Reply:
     """The worker's answer for a submission: a verdict per notebook, or why there is none."""
 
     verdicts: list[Verdict] | None  # None: the submission could not be verified
-    failure: str = ""  # a Message (course.message) keeps its record across
+    failure: str = ""  # a Message (course.contracts.message) keeps its record across
 
     def to_json(self) -> str:
         if self.verdicts is None:

@@ -28,7 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from course import i18n, lessons, message
+from course import i18n, lessons
+from course.contracts import message
 from course.i18n import _
 from course.instructor.verify_protocol import (
     OBSERVERS,
@@ -101,7 +102,7 @@ def run(
     signal.alarm(int(timeout))
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     visible_failed = True
-    said: message.Record | None = None  # how the cell's error was made (course.message)
+    said: message.Record | None = None  # how the cell's error was made (course.contracts.message)
     try:
         value = _run_cell(test.visible, namespace)
         visible_failed = False

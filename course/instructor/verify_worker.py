@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from course.contracts.message import Record, record_of
 from course.i18n import _
 from course.instructor import process_limit, verify_test
 from course.instructor.verify_functions import digest, functions, solution_sources
@@ -40,7 +41,6 @@ from course.instructor.verify_protocol import (
     VerificationError,
 )
 from course.lessons.core import mn_ranks
-from course.message import Record, record_of
 
 
 def _undumpable() -> None:

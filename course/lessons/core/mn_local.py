@@ -1,19 +1,16 @@
-"""The checks of stage 3 that need no MPI ranks: learning_rate_schedule, judged on the learning
-rates a trainer with it really used, and resource_request, judged on its #PBS lines read with the
-kit's directive parser. Both observe the student's function where it is (mn_observers, through
-observe) and judge the facts here; the notebooks call them as checks.multi_node.<check>."""
+"""The check of stage 3 that needs no MPI ranks: learning_rate_schedule, judged on the learning
+rates a trainer with it really used. It observes the student's function where it is (mn_observers,
+through observe) and judges the facts here; the notebooks call it as checks.multi_node.<check>."""
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
 from typing import Any
 
 from course import i18n
 from course.i18n import _
-from course.lessons.core.mn_observers import request_lines, schedule_rates
+from course.lessons.core.mn_observers import schedule_rates
 from course.notebook.checks.observe import finite, observe
-from course.notebook.checks.verdict import expect, fail, passed
+from course.notebook.checks.verdict import expect, passed
 
 
 def learning_rate_schedule(
@@ -114,80 +111,4 @@ def learning_rate_schedule(
             "learning_rate_schedule: the rate ramps linearly from {base_lr} to {target:g} over "
             "{warmup} updates, then stays ({shown})"
         ).format(base_lr=base_lr, target=target, warmup=warmup_iterations, shown=shown)
-    )
-
-
-# Sites unlike the course's own, so that lines copied from the job script's defaults do not pass:
-# (name, queue, group, GPUs per node, cores per node, ranks, threads per rank, epoch s, epochs).
-_OTHER_SITES = (
-    ("pbs-gpu", "h-regular", "gt00", 2, 36, 4, 4, 95.0, 10),  # the Reedbush-H hands-on's nodes
-    ("no-queue", None, None, 0, 8, 8, 2, 1260.0, 4),  # CPU nodes: 4 ranks of 2 threads each
-    ("queue-only", "short", None, 4, 16, 2, 1, 30.0, 3),  # fewer ranks than one node's GPUs
-)
-
-
-def resource_request(
-    function: Any,
-    cases: tuple[tuple[str, str | None, str | None, int, int, int, int, float, int], ...] = (
-        _OTHER_SITES
-    ),
-    folder: Path = Path("."),
-) -> None:
-    """The #PBS lines of resource_request(site, ranks, threads_per_rank, epoch_seconds, epochs),
-    read with the kit's directive parser, for this folder's site (when a profile is applied and a
-    stage-1 run measured an epoch) and for `cases`."""
-    __tracebackhide__ = True
-    from course.cluster import siteenv
-    from course.errors import CourseError
-    from course.lessons.run_part import directives
-
-    asked = [
-        (directives.Site(name, queue, group, gpus, cores), ranks, threads, epoch_seconds, epochs)
-        for name, queue, group, gpus, cores, ranks, threads, epoch_seconds, epochs in cases
-    ]
-    if (Path(folder) / "jobs" / siteenv.FILE).is_file():
-        settings = siteenv.of_folder(folder)
-        try:  # without a stage-1 run yet, the other sites' cases say it all
-            measured = directives.measured_epochs(folder)
-            ranks = settings.largest_run[0] * settings.largest_run[1]
-            here = (directives.applied_site(folder), ranks, settings.threads_per_rank)
-            asked.insert(0, (*here, *measured))
-        except CourseError:
-            pass
-    found = observe(
-        request_lines,
-        function,
-        cases=[[dataclasses.asdict(site), *run] for site, *run in asked],
-    )
-    expect(
-        len(found) == len(asked),
-        _("{found} requests came back for {asked} cases").format(
-            found=len(found), asked=len(asked)
-        ),
-    )
-    for (site, ranks, threads, epoch_seconds, epochs), request in zip(asked, found):
-        try:
-            if "lines" not in request:
-                raise directives.not_lines(str(request["type"]))
-            directives.check(request["lines"], site, ranks, threads, epoch_seconds, epochs)
-        except CourseError as e:
-            fail(
-                # TRANSLATORS: {site} is the site's settings, {problem} what is wrong with the lines
-                _(
-                    "for {site}: {ranks} rank(s) of {threads} thread(s), {epochs} epoch(s) of "
-                    "{seconds:g} s: {problem}"
-                ).format(
-                    site=repr(site),
-                    ranks=ranks,
-                    threads=threads,
-                    epochs=epochs,
-                    seconds=epoch_seconds,
-                    problem=e.message,
-                ),
-                e.hint,
-            )
-    passed(
-        _("resource_request: the right #PBS lines for {count} sites and runs, e.g. {lines}").format(
-            count=len(asked), lines=" | ".join(found[0]["lines"])
-        )
     )

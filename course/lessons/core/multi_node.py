@@ -5,10 +5,10 @@ Each rank check states its inputs (a layout of ranks on nodes), gets every rank'
 part from the probe (mn_ranks runs the notebook's stage-3 functions under mpiexec, once for all
 checks), judges them and says what passed. The visible checks use 2 nodes x 2 ranks, the hidden
 tests another layout and rank count. The optimizer's and the trainer's rank checks live in
-mn_training; learning_rate_schedule, resource_request and run_part need no ranks: they live in
-mn_local and mn_placement. All are called from here. Either way the judgement rests on what the
-functions did, compared with what the checks compute themselves (mn_reference, the kit's directive
-parser and mpirun's map), never on the names of their objects' classes alone.
+mn_training; learning_rate_schedule needs no ranks: it lives in mn_local. All are called from here
+(the job's request and run part are notebook 07's: course.lessons.run_part.checks). Either way the
+judgement rests on what the functions did, compared with what the checks compute themselves
+(mn_reference), never on the names of their objects' classes alone.
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from typing import Any
 import course.lessons.core.mn_reference as mn_reference
 from course import i18n
 from course.i18n import _
-from course.lessons.core.mn_local import learning_rate_schedule, resource_request
+from course.lessons.core.mn_local import learning_rate_schedule
 from course.lessons.core.mn_ranks import Layout, part_facts
 from course.lessons.core.mn_settings import CLASSES, FEATURES, TEST_PER_RANK, TRAIN_PER_RANK
 from course.lessons.core.mn_training import optimizer, trainer
-from course.lessons.run_part.mn_placement import run_part
 from course.notebook.checks.verdict import expect, fail, passed
 
 __all__ = [
@@ -30,8 +29,6 @@ __all__ = [
     "device_binding",
     "learning_rate_schedule",
     "optimizer",
-    "resource_request",
-    "run_part",
     "scatter",
     "trainer",
 ]

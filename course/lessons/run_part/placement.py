@@ -1,7 +1,7 @@
 """Where an Open MPI launch line puts its ranks, without starting them: `mpirun --do-not-launch
 --display map` on a host file of simulated nodes, whose hardware hwloc is told (HWLOC_SYNTHETIC)
 rather than probed, so that a site's two-socket nodes can be mapped on this machine. Read by the
-stage-3 check of the job's run part (checks/mn_placement.py).
+stage-3 check of the job's run part (course/lessons/run_part/checks.py).
 
 Open MPI 5 (PRRTE) prints one block per node ("Data for node: NAME") and per rank its "App rank"
 and its "Binding" (`package[0][core:L0-3]`, or UNBOUND), and says when it refuses to map.

@@ -29,6 +29,7 @@ LESSON_CHECKS = {
     "allreduce": "course.lessons.step_time.allreduce",
     "exchange": "course.lessons.exchange.exchange",
     "exchange_scaling": "course.lessons.exchange.exchange_scaling",
+    "run_part": "course.lessons.run_part.checks",
     "large_batch": "course.lessons.accuracy.large_batch",
     "model_parallel": "course.lessons.beyond.model_parallel",
 }

@@ -10,8 +10,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
+from course.contracts.message import joined
 from course.i18n import _
-from course.message import joined
 
 
 class CheckFailed(AssertionError):

@@ -1,6 +1,11 @@
-"""The check of the stage-3 job's run part: run_lines(site, ranks_per_node, threads_per_rank,
+"""The checks of the job's request and run part (notebook 07, called as checks.run_part.<check>).
+
+resource_request(site, ranks, threads_per_rank, epoch_seconds, epochs) is judged on its #PBS lines,
+read with the kit's directive parser (course.lessons.run_part.directives).
+
+run_lines(site, ranks_per_node, threads_per_rank,
 local_dir) returns the shell lines that set the ranks' threads, stage the data set to node-local
-storage and launch one rank per GPU (or per group of cores). The observer (mn_observers.run_part)
+storage and launch one rank per GPU (or per group of cores). The observer (observers.run_part)
 runs the lines in bash with a recording mpiexec; this judge checks what they set and copied, and
 asks Open MPI's own mpirun where the recorded launch would put the ranks on two simulated nodes of
 the site (course.lessons.run_part.placement), never running the student's code itself."""
@@ -15,8 +20,9 @@ from typing import Any
 
 from course.errors import CourseError
 from course.i18n import _
-from course.lessons.core.mn_observers import run_part as observe_run_part
 from course.lessons.run_part import placement
+from course.lessons.run_part.observers import request_lines
+from course.lessons.run_part.observers import run_part as observe_run_part
 from course.notebook.checks.observe import observe
 from course.notebook.checks.verdict import expect, fail, passed
 
@@ -313,3 +319,79 @@ def _judge_map(where: str, site: Any, per_node: int, threads: int, ranks: list) 
                         "the link between the sockets (Hanawa's report, in the lesson)"
                     ),
                 )
+
+
+# Sites unlike the course's own, so that lines copied from the job script's defaults do not pass:
+# (name, queue, group, GPUs per node, cores per node, ranks, threads per rank, epoch s, epochs).
+_OTHER_SITES = (
+    ("pbs-gpu", "h-regular", "gt00", 2, 36, 4, 4, 95.0, 10),  # the Reedbush-H hands-on's nodes
+    ("no-queue", None, None, 0, 8, 8, 2, 1260.0, 4),  # CPU nodes: 4 ranks of 2 threads each
+    ("queue-only", "short", None, 4, 16, 2, 1, 30.0, 3),  # fewer ranks than one node's GPUs
+)
+
+
+def resource_request(
+    function: Any,
+    cases: tuple[tuple[str, str | None, str | None, int, int, int, int, float, int], ...] = (
+        _OTHER_SITES
+    ),
+    folder: Path = Path("."),
+) -> None:
+    """The #PBS lines of resource_request(site, ranks, threads_per_rank, epoch_seconds, epochs),
+    read with the kit's directive parser, for this folder's site (when a profile is applied and a
+    stage-1 run measured an epoch) and for `cases`."""
+    __tracebackhide__ = True
+    from course.cluster import siteenv
+    from course.errors import CourseError
+    from course.lessons.run_part import directives
+
+    asked = [
+        (directives.Site(name, queue, group, gpus, cores), ranks, threads, epoch_seconds, epochs)
+        for name, queue, group, gpus, cores, ranks, threads, epoch_seconds, epochs in cases
+    ]
+    if (Path(folder) / "jobs" / siteenv.FILE).is_file():
+        settings = siteenv.of_folder(folder)
+        try:  # without a stage-1 run yet, the other sites' cases say it all
+            measured = directives.measured_epochs(folder)
+            ranks = settings.largest_run[0] * settings.largest_run[1]
+            here = (directives.applied_site(folder), ranks, settings.threads_per_rank)
+            asked.insert(0, (*here, *measured))
+        except CourseError:
+            pass
+    found = observe(
+        request_lines,
+        function,
+        cases=[[dataclasses.asdict(site), *run] for site, *run in asked],
+    )
+    expect(
+        len(found) == len(asked),
+        _("{found} requests came back for {asked} cases").format(
+            found=len(found), asked=len(asked)
+        ),
+    )
+    for (site, ranks, threads, epoch_seconds, epochs), request in zip(asked, found):
+        try:
+            if "lines" not in request:
+                raise directives.not_lines(str(request["type"]))
+            directives.check(request["lines"], site, ranks, threads, epoch_seconds, epochs)
+        except CourseError as e:
+            fail(
+                # TRANSLATORS: {site} is the site's settings, {problem} what is wrong with the lines
+                _(
+                    "for {site}: {ranks} rank(s) of {threads} thread(s), {epochs} epoch(s) of "
+                    "{seconds:g} s: {problem}"
+                ).format(
+                    site=repr(site),
+                    ranks=ranks,
+                    threads=threads,
+                    epochs=epochs,
+                    seconds=epoch_seconds,
+                    problem=e.message,
+                ),
+                e.hint,
+            )
+    passed(
+        _("resource_request: the right #PBS lines for {count} sites and runs, e.g. {lines}").format(
+            count=len(asked), lines=" | ".join(found[0]["lines"])
+        )
+    )
