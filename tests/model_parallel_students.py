@@ -14,14 +14,16 @@ from tests.helpers import CHECKED_NOTEBOOK_SETUP, module_from_file
 from tests.solutions import solution_functions
 
 NOTEBOOK = next(name for name in stages.LESSON_NOTEBOOKS if name.startswith("08_"))
+# The large-batch exercises (tests/large_batch_students.py) were this notebook's; they are 06's now.
+LARGE_BATCH_NOTEBOOK = next(name for name in stages.LESSON_NOTEBOOKS if name.startswith("06_"))
 SOLVED = types.SimpleNamespace()
 
 
 def load(folder: Path) -> types.ModuleType:
-    """Notebook 05's solution functions, in a module of a real file under `folder` (tests.remote
-    sends their sources), and in SOLVED."""
+    """Notebook 08's and 06's large-batch solution functions, in a module of a real file under
+    `folder` (tests.remote sends their sources), and in SOLVED."""
     path = folder / "beyond_notebook.py"
-    sources = solution_functions(NOTEBOOK)
+    sources = solution_functions(NOTEBOOK) | solution_functions(LARGE_BATCH_NOTEBOOK)
     path.write_text(
         CHECKED_NOTEBOOK_SETUP.format(extra="") + "".join(f"\n\n{s}" for s in sources.values())
     )

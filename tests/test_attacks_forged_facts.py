@@ -72,15 +72,15 @@ def {name}({args}):
     return space["{reference}"]({args})
 """
 RERUNS = [
-    ("04_step_time.ipynb", "step_shares", "profile_ms", "scalingmodel", "step_shares"),
+    ("04_step_time.ipynb", "step_shares", "profile_ms", "lessons.step_time.scalingmodel", "step_shares"),
     (
         "05_the_exchange.ipynb",
         "parameter_server_time",
         "n_ranks, message_bytes, alpha, beta",
-        "exchangemodel",
+        "lessons.exchange.exchangemodel",
         "parameter_server_seconds",
     ),
-    ("08_beyond_data_parallel.ipynb", "activation_bytes", "batch, cut_shape", "parallelism", None),
+    ("08_beyond_data_parallel.ipynb", "activation_bytes", "batch, cut_shape", "lessons.beyond.parallelism", None),
 ]
 TEST_OF = {
     "step_shares": "check_step_shares",
