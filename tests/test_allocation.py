@@ -57,7 +57,7 @@ def test_a_gpu_site_budgets_every_job_the_notebooks_submit(site):
         "allreduce benchmark, ring against parameter server: 2 node(s) x 2 ranks"
     )
     assert (
-        budget.jobs[-1].what == "model against data parallelism (notebook 05): 1 node(s) x 2 ranks"
+        budget.jobs[-1].what == "model against data parallelism (notebook 08): 1 node(s) x 2 ranks"
     )
     assert budget.left_out == []
     said = allocation.render(budget)
