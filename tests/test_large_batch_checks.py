@@ -117,7 +117,7 @@ def test_the_kits_reference_is_what_chainers_gradient_lars_does(case):
 
 # --- the notebook's test cells: each mistake loses exactly its point ------------------------------
 
-NOTEBOOK = nbformat.read(SOLUTIONS / model_parallel_students.NOTEBOOK, as_version=4)
+NOTEBOOK = nbformat.read(SOLUTIONS / model_parallel_students.LARGE_BATCH_NOTEBOOK, as_version=4)
 GRADED = {
     cell.metadata["nbgrader"]["grade_id"]: (cell.source, cell.metadata["nbgrader"]["points"])
     for cell in NOTEBOOK.cells
