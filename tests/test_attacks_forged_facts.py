@@ -72,7 +72,13 @@ def {name}({args}):
     return space["{reference}"]({args})
 """
 RERUNS = [
-    ("04_step_time.ipynb", "step_shares", "profile_ms", "lessons.step_time.scalingmodel", "step_shares"),
+    (
+        "04_step_time.ipynb",
+        "step_shares",
+        "profile_ms",
+        "lessons.step_time.scalingmodel",
+        "step_shares",
+    ),
     (
         "05_the_exchange.ipynb",
         "parameter_server_time",
@@ -80,7 +86,13 @@ RERUNS = [
         "lessons.exchange.exchangemodel",
         "parameter_server_seconds",
     ),
-    ("08_beyond_data_parallel.ipynb", "activation_bytes", "batch, cut_shape", "lessons.beyond.parallelism", None),
+    (
+        "08_beyond_data_parallel.ipynb",
+        "activation_bytes",
+        "batch, cut_shape",
+        "lessons.beyond.parallelism",
+        None,
+    ),
 ]
 TEST_OF = {
     "step_shares": "check_step_shares",
